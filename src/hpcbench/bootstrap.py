@@ -1,0 +1,287 @@
+"""Set-up of this machine for the suite: Debian packages, MPI prefixes, Intel MPI, Spack
+config scopes, the detected topology and the local environment's host.yaml.
+
+Idempotent: every step checks before it acts, so a second run takes seconds.
+"""
+import datetime
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from hpcbench import host, mpi_stacks, node, paths, spack, stream
+
+# What the Spack environment and the checks need from Debian.
+APT_PACKAGES = (
+    'build-essential', 'gfortran', 'git', 'file', 'patch', 'unzip', 'bzip2', 'xz-utils',
+    'libopenmpi-dev', 'openmpi-bin', 'libmpich-dev', 'mpich', 'libopenblas-dev',
+    'autoconf', 'automake', 'libtool', 'autoconf-archive', 'patchelf', 'pkg-config',
+)
+
+# Build tools Spack should take from the system rather than build (found by
+# `spack external find`): compilers and what the benchmarks' build systems use.
+SPACK_DETECTED_TOOLS = (
+    'gcc', 'autoconf', 'automake', 'libtool', 'm4', 'perl', 'pkgconf', 'gmake', 'cmake',
+    'gawk', 'sed', 'tar', 'gzip', 'bzip2', 'xz', 'findutils', 'diffutils', 'coreutils',
+    'gettext', 'texinfo',
+)
+
+LOCAL_ENV = paths.SPACK_ENVS_DIR / 'local'
+LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
+
+
+def say(msg):
+    print(f'[bootstrap] {msg}', flush=True)
+
+
+class BootstrapError(RuntimeError):
+    pass
+
+
+# --- Debian packages -------------------------------------------------------------------------
+
+def missing_apt_packages(packages=APT_PACKAGES):
+    out = subprocess.run(['dpkg-query', '-W', '-f', '${Package} ${db:Status-Abbrev}\n',
+                          *packages], capture_output=True, text=True).stdout
+    installed = {ln.split()[0] for ln in out.splitlines() if ln.split()[1:2] == ['ii']}
+    return [p for p in packages if p not in installed]
+
+
+def ensure_apt_packages():
+    missing = missing_apt_packages()
+    if not missing:
+        return
+
+    cmd = ['apt-get', 'install', '-y', '--no-install-recommends', *missing]
+    if os.geteuid() != 0:
+        raise BootstrapError('missing Debian packages; as root run: '
+                             f'apt-get update && {" ".join(cmd)}')
+
+    say(f'installing Debian packages: {" ".join(missing)}')
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    subprocess.run(['apt-get', 'update', '-q'], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+# --- MPI prefixes ------------------------------------------------------------------------------
+
+def _install_intel_mpi_wheels(stack):
+    if (stack.wheel_prefix / 'bin' / 'mpicc').exists():
+        return
+
+    say(f'installing Intel MPI {stack.version()} from PyPI into {stack.wheel_prefix}')
+    stack.prefix.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=stack.prefix))
+    try:
+        subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--no-warn-script-location',
+                        '--prefix', str(tmp), f'impi-rt=={stack.version()}',
+                        f'impi-devel=={stack.version()}'], check=True)
+        tmp.rename(stack.wheel_prefix)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _link(path, target):
+    if path.is_symlink() and os.readlink(path) == str(target):
+        return
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        path.unlink()
+
+    path.symlink_to(target)
+
+
+def ensure_mpi_prefixes(stacks):
+    for stack in stacks:
+        if isinstance(stack, mpi_stacks.PypiIntelMpi):
+            _install_intel_mpi_wheels(stack)
+            component = stack.bin_dir.parent
+            (component / 'lib').mkdir(parents=True, exist_ok=True)
+            vars_sh = component / 'env' / 'vars.sh'
+            vars_sh.parent.mkdir(parents=True, exist_ok=True)
+            vars_sh.write_text(f'export I_MPI_ROOT={component}\n'
+                               f'export PATH={component}/bin:$PATH\n')
+
+        missing = stack.missing()
+        if missing:
+            raise BootstrapError(f'{stack.name}: missing {", ".join(missing)}')
+
+        links = stack.links()
+        if isinstance(stack, mpi_stacks.PypiIntelMpi):
+            # lib/ holds the wheel's libraries one by one so that lib/release can sit inside.
+            component = stack.bin_dir.parent
+            lib_key = str((component / 'lib').relative_to(stack.prefix))
+            wheel_lib = Path(links.pop(lib_key))
+            for item in wheel_lib.iterdir():
+                _link(component / 'lib' / item.name, item)
+
+        for rel, target in links.items():
+            _link(stack.prefix / rel, target)
+
+
+# --- Spack -----------------------------------------------------------------------------------
+
+def spack_config_files(found, mirror):
+    """The isolated user scope: pinned builtin repo, install tree, local mirror, no
+    downloaded bootstrap binaries (clingo comes from the venv)."""
+    cache = paths.cache_dir()
+    files = {
+        'repos.yaml': f'repos::\n  builtin: {found.builtin_repo}\n',
+        'config.yaml': (
+            'config:\n'
+            f'  install_tree:\n    root: {cache / "spack-install"}\n'
+            f'  build_stage:\n  - {cache / "spack-stage"}\n'
+            f'  source_cache: {cache / "spack-source-cache"}\n'
+            f'  misc_cache: {cache / "spack-misc-cache"}\n'
+            '  build_jobs: 2\n'
+        ),
+        'bootstrap.yaml': ('bootstrap:\n  trusted:\n    github-actions-v2: false\n'
+                           '    github-actions-v0.6: false\n    spack-install: false\n'),
+    }
+    if mirror.is_dir():
+        # Tried first; Spack still falls back to each package's upstream URL.
+        files['mirrors.yaml'] = f'mirrors::\n  local:\n    url: {mirror.as_uri()}\n'
+    else:
+        files['mirrors.yaml'] = 'mirrors: {}\n'
+
+    return files
+
+
+def write_spack_config(found):
+    env = spack.isolated_environment(found)
+    config_dir = Path(env['SPACK_USER_CONFIG_PATH'])
+    config_dir.mkdir(parents=True, exist_ok=True)
+    Path(env['SPACK_SYSTEM_CONFIG_PATH']).mkdir(parents=True, exist_ok=True)
+    mirror = paths.mirror_dir()
+    for name, text in spack_config_files(found, mirror).items():
+        target = config_dir / name
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+
+    say(f'Spack {found.root} (packages {found.packages}); source mirror: '
+        f'{mirror if mirror.is_dir() else "none (upstream URLs)"}')
+
+
+def run_spack(found, *args, capture=False, check=True):
+    env = dict(os.environ, **spack.isolated_environment(found))
+    return subprocess.run([str(found.executable), *args], env=env, check=check, text=True,
+                          capture_output=capture)
+
+
+def detected_tools(found, refresh=False):
+    """Externals for compilers and build tools, from `spack external find` (cached)."""
+    cached = paths.cache_dir() / 'detected' / f'{socket.gethostname()}-tools.yaml'
+    if cached.exists() and not refresh:
+        return yaml.safe_load(cached.read_text())
+
+    say('detecting compilers and build tools with spack external find')
+    with tempfile.TemporaryDirectory() as scratch:
+        env = dict(os.environ, **spack.isolated_environment(found))
+        env['SPACK_USER_CONFIG_PATH'] = scratch
+        for name in ('repos.yaml', 'bootstrap.yaml'):
+            shutil.copy(Path(spack.isolated_environment(found)['SPACK_USER_CONFIG_PATH']) / name,
+                        scratch)
+
+        subprocess.run([str(found.executable), 'external', 'find', '--scope', 'user',
+                        *SPACK_DETECTED_TOOLS], env=env, check=True, stdout=subprocess.DEVNULL)
+        packages = yaml.safe_load((Path(scratch) / 'packages.yaml').read_text())['packages']
+
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(yaml.safe_dump(packages, sort_keys=True))
+    return packages
+
+
+# --- The local environment's host.yaml -------------------------------------------------------
+
+def ensure_topology():
+    """ReFrame's processor description of this host, where ReFrame itself looks for it."""
+    target = paths.topology_file(LOCAL_SYSTEM, LOCAL_PARTITION)
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(Path(sys.executable).parent / 'reframe'),
+                        f'--detect-host-topology={target}'], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    return json.loads(target.read_text())
+
+
+def local_node():
+    return node.from_partition(ensure_topology(), host.partition_extras(), 'local:default')
+
+
+def debian_upstream_version(package):
+    """'0.3.21+ds-4' -> '0.3.21' (epoch, Debian revision and repack suffix dropped)."""
+    out = subprocess.run(['dpkg-query', '-W', '-f', '${Version}', package],
+                         capture_output=True, text=True).stdout
+    return out.split(':')[-1].split('+')[0].rsplit('-', 1)[0]
+
+
+def host_config(stacks, tools, this_node):
+    """The machine-specific half of spack-envs/local (the other half is committed)."""
+    packages = dict(tools)
+    for stack in stacks:
+        try:
+            external = stack.spack_external()
+        except RuntimeError as err:
+            raise BootstrapError(str(err)) from None
+
+        packages[stack.spack_name] = {'externals': [external],
+                                      'buildable': False}
+
+    # Debian's OpenBLAS is the pthreads build; its libraries resolve from prefix /usr.
+    packages['openblas'] = {'externals': [{'spec': f'openblas@{debian_upstream_version("libopenblas-dev")} '
+                                                   'threads=pthreads ~ilp64',
+                                           'prefix': '/usr'}],
+                            'buildable': False}
+    # Spack cannot detect autoconf-archive (hpl needs its AX_PROG_CC_MPI).
+    archive = debian_upstream_version('autoconf-archive')   # 20220903 -> 2022.09.03
+    packages['autoconf-archive'] = {'externals': [{'spec': 'autoconf-archive@'
+                                                   f'{archive[:4]}.{archive[4:6]}.{archive[6:]}',
+                                                   'prefix': '/usr'}],
+                                    'buildable': False}
+    elements = stream.array_size(this_node.llc_bytes_total, this_node.memory_bytes)
+    return {
+        'packages': packages,
+        'definitions': [{'stream_specs': [stream.spack_spec(elements)]}],
+    }
+
+
+def write_host_yaml(config, target=LOCAL_ENV / 'host.yaml'):
+    header = (f'# Generated by `hpcbench bootstrap` on {socket.gethostname()}: this machine\'s '
+              'externals and the inputs derived from its topology.\n# Not committed; '
+              'regenerated when the machine changes.\n')
+    text = header + yaml.safe_dump(config, sort_keys=False)
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+        say(f'wrote {target}')
+
+
+def bootstrap(refresh=False):
+    found = spack.locate_or_clone()
+    ensure_apt_packages()
+    stacks = mpi_stacks.local_stacks()
+    ensure_mpi_prefixes(stacks)
+    write_spack_config(found)
+    write_host_yaml(host_config(stacks, detected_tools(found, refresh), local_node()))
+    return found
+
+
+def install_local_environment(found):
+    """Concretize spack-envs/local when its inputs are newer than its lock, then install."""
+    lock = LOCAL_ENV / 'spack.lock'
+    inputs = [LOCAL_ENV / 'spack.yaml', LOCAL_ENV / 'host.yaml']
+    if not lock.exists() or max(p.stat().st_mtime for p in inputs) > lock.stat().st_mtime:
+        say('concretizing spack-envs/local')
+        start = datetime.datetime.now()
+        run_spack(found, '-e', str(LOCAL_ENV), 'concretize', '--force')
+        say(f'concretized in {(datetime.datetime.now() - start).total_seconds():.0f} s')
+
+    run_spack(found, '-e', str(LOCAL_ENV), 'install', '--fail-fast')

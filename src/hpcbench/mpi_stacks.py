@@ -1,0 +1,143 @@
+"""The MPI stacks a Debian machine can have without building one: Open MPI and MPICH from
+Debian, Intel MPI from PyPI. One description serves the bootstrap (prefixes, Spack externals)
+and the local site config (ReFrame environments).
+
+Debian's MPIs cannot be given to Spack with prefix /usr: Open MPI's mpi.h is not under
+/usr/include, and /usr/bin/mpicc is an alternatives link to one of them, so an MPICH at /usr
+could silently build against Open MPI. Each stack gets a prefix of its own made of symlinks.
+"""
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcbench import paths
+
+# Intel MPI's PyPI wheels, pinned to a version Spack's intel-oneapi-mpi knows (2021.17.0 is
+# the newest in spack-packages v2025.11.0; 2021.19 needs a libfabric wheel PyPI does not have).
+INTEL_MPI_VERSION = '2021.17.0'
+
+
+def _multiarch():
+    try:
+        return subprocess.run(['gcc', '-print-multiarch'], capture_output=True, text=True,
+                              check=True).stdout.strip() or 'x86_64-linux-gnu'
+    except (OSError, subprocess.CalledProcessError):
+        return 'x86_64-linux-gnu'
+
+
+def _first_version(cmd, pattern):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    except OSError:
+        return None
+
+    match = re.search(pattern, out)
+    return match.group(1) if match else None
+
+
+@dataclass
+class MpiStack:
+    name: str                      # ReFrame environment name
+    spack_name: str                # Spack package providing `mpi`
+    spack_variants: str            # variants of the external spec
+    prefix: Path                   # the external's prefix given to Spack
+    bin_dir: Path                  # where mpicc and mpirun are
+    run_env: dict = field(default_factory=dict)   # variables its programs need to run here
+
+    def version(self):
+        raise NotImplementedError
+
+    def links(self):
+        """{path inside the prefix: target} making up the prefix."""
+        raise NotImplementedError
+
+    def missing(self):
+        return [str(t) for t in self.links().values() if not Path(t).exists()]
+
+    def spack_external(self):
+        version = self.version()
+        if not version:
+            raise RuntimeError(f'{self.name}: cannot tell the version of {self.prefix}')
+
+        return {'spec': f'{self.spack_name}@{version}{self.spack_variants}',
+                'prefix': str(self.prefix)}
+
+
+class DebianOpenMpi(MpiStack):
+    def version(self):
+        return _first_version(['ompi_info', '--version'], r'Open MPI v([\d.]+)')
+
+    def links(self):
+        arch = _multiarch()
+        links = {f'bin/{w}': f'/usr/bin/{w}.openmpi'
+                 for w in ('mpicc', 'mpicxx', 'mpic++', 'mpif77', 'mpif90', 'mpifort',
+                           'mpirun', 'mpiexec')}
+        links['bin/ompi_info'] = '/usr/bin/ompi_info'
+        links['include'] = f'/usr/lib/{arch}/openmpi/include'
+        links['lib'] = f'/usr/lib/{arch}/openmpi/lib'
+        return links
+
+
+class DebianMpich(MpiStack):
+    def version(self):
+        return _first_version(['mpichversion'], r'MPICH Version:\s+([\d.]+)')
+
+    def links(self):
+        arch = _multiarch()
+        links = {f'bin/{w}': f'/usr/bin/{w}.mpich'
+                 for w in ('mpicc', 'mpicxx', 'mpif77', 'mpif90', 'mpifort',
+                           'mpirun', 'mpiexec')}
+        for tool in ('mpichversion', 'hydra_pmi_proxy', 'hydra_nameserver', 'hydra_persist'):
+            links[f'bin/{tool}'] = f'/usr/bin/{tool}'
+
+        links['include'] = f'/usr/include/{arch}/mpich'
+        for lib in ('libmpich.so', 'libmpichcxx.so', 'libmpichfort.so'):
+            links[f'lib/{lib}'] = f'/usr/lib/{arch}/{lib}'
+
+        # MPICH's own installs name the library libmpi too; Spack's recipe looks for it.
+        links['lib/libmpi.so'] = f'/usr/lib/{arch}/libmpich.so'
+        return links
+
+
+class PypiIntelMpi(MpiStack):
+    """Intel MPI from PyPI, laid out as Spack's intel-oneapi-mpi expects of an install:
+    <prefix>/mpi/<X.Y>/{bin,include,lib,lib/release,libfabric/lib,env/vars.sh}."""
+
+    @property
+    def wheel_prefix(self):
+        return self.prefix / 'pip'
+
+    def version(self):
+        return INTEL_MPI_VERSION
+
+    def links(self):
+        wheel = self.wheel_prefix
+        component = self.bin_dir.parent.relative_to(self.prefix)
+        return {
+            f'{component}/bin': wheel / 'bin',
+            f'{component}/include': wheel / 'include',
+            f'{component}/lib': wheel / 'lib',
+            f'{component}/lib/release': wheel / 'lib',
+            f'{component}/libfabric/lib': wheel / 'lib',
+        }
+
+
+def local_stacks():
+    """The MPI stacks of this machine, in the order the suite lists them."""
+    cache = paths.cache_dir()
+    root_ok = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
+    impi_prefix = cache / 'intel-mpi' / INTEL_MPI_VERSION
+    impi_component = impi_prefix / 'mpi' / '.'.join(INTEL_MPI_VERSION.split('.')[:2])
+    return [
+        DebianOpenMpi('openmpi', 'openmpi', '', cache / 'mpi' / 'openmpi',
+                      cache / 'mpi' / 'openmpi' / 'bin', root_ok),
+        DebianMpich('mpich', 'mpich', '', cache / 'mpi' / 'mpich',
+                    cache / 'mpi' / 'mpich' / 'bin'),
+        PypiIntelMpi('intelmpi', 'intel-oneapi-mpi',
+                     '+generic-names~envmods~ilp64~external-libfabric', impi_prefix,
+                     impi_component / 'bin',
+                     # One node: shared memory only (libfabric's providers from the wheel
+                     # do not initialise here without a fabric).
+                     {'I_MPI_ROOT': str(impi_component), 'I_MPI_FABRICS': 'shm'}),
+    ]

@@ -1,0 +1,44 @@
+"""Where things live.
+
+Three places, on purpose apart:
+- the project checkout (committed sources: envs, checks, site configs, references);
+- ``var/`` inside the checkout (git-ignored): everything a run produces;
+- a per-user cache outside the checkout (``HPCBENCH_CACHE``): third-party code and what is
+  built from it (Spack, spack-packages, the install tree, Intel MPI, the source mirror), so it
+  survives fresh clones and is never committed.
+"""
+import os
+from pathlib import Path
+
+# The package is installed in editable mode from the checkout (src layout).
+PROJECT_ROOT = Path(os.environ.get('HPCBENCH_PROJECT',
+                                   Path(__file__).resolve().parents[2]))
+VAR_DIR = PROJECT_ROOT / 'var'
+SPACK_ENVS_DIR = PROJECT_ROOT / 'spack-envs'
+PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench'
+REFERENCES_DIR = PROJECT_ROOT / 'references'
+CHECKS_DIR = PROJECT_ROOT / 'reframe-checks'
+SITE_CONFIGS_DIR = PROJECT_ROOT / 'site-configs'
+SEEDS_DIR = PROJECT_ROOT.parent / 'shared' / 'seeds'
+
+
+def cache_dir():
+    """The per-user cache: ``$HPCBENCH_CACHE``, else ``$XDG_CACHE_HOME/hpcbench``."""
+    if os.environ.get('HPCBENCH_CACHE'):
+        return Path(os.environ['HPCBENCH_CACHE'])
+
+    xdg = os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache'
+    return Path(xdg) / 'hpcbench'
+
+
+def mirror_dir():
+    """The local Spack source mirror: ``$HPCBENCH_MIRROR``, else ``<cache>/mirror``."""
+    if os.environ.get('HPCBENCH_MIRROR'):
+        return Path(os.environ['HPCBENCH_MIRROR'])
+
+    return cache_dir() / 'mirror'
+
+
+def topology_file(system, partition):
+    """ReFrame's processor description detected on this host, kept per system/partition."""
+    return VAR_DIR / 'topology' / f'{system}-{partition}.json'

@@ -1,0 +1,176 @@
+"""Finding the pinned Spack and running it isolated from the user's and the system's config.
+
+Standard library only: ``make run`` calls ``python3 -m hpcbench.spack locate`` before any
+venv exists, so that a machine without Spack fails fast with one message.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcbench import paths
+
+# The pinned release: Spack v1.1.0 and the builtin packages released with it.
+SPACK_RELEASE = 'v1.1.0'
+SPACK_COMMIT = '2e907202bcc8209a6a62243aab50c179b524cc3b'
+SPACK_URL = 'https://github.com/spack/spack.git'
+PACKAGES_RELEASE = 'v2025.11.0'
+PACKAGES_COMMIT = '119680aeee8ea802c6111b7167583bddef97e82f'
+PACKAGES_URL = 'https://github.com/spack/spack-packages.git'
+
+
+class SpackNotFound(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Spack:
+    root: Path          # a Spack checkout (has bin/spack)
+    packages: Path      # a spack-packages checkout (has repos/spack_repo/builtin)
+
+    @property
+    def executable(self):
+        return self.root / 'bin' / 'spack'
+
+    @property
+    def builtin_repo(self):
+        return self.packages / 'repos' / 'spack_repo' / 'builtin'
+
+
+def _is_spack(root):
+    return root is not None and (Path(root) / 'bin' / 'spack').is_file()
+
+
+def _is_packages(root):
+    return root is not None and (
+        Path(root) / 'repos' / 'spack_repo' / 'builtin' / 'repo.yaml').is_file()
+
+
+def _candidates():
+    """Where Spack and spack-packages are looked for, in order, with a label for messages."""
+    cache = paths.cache_dir()
+    spack = []
+    if os.environ.get('SPACK_ROOT'):
+        spack.append(('$SPACK_ROOT', Path(os.environ['SPACK_ROOT'])))
+
+    spack.append(('the per-user cache', cache / 'spack'))
+    packages = []
+    if os.environ.get('HPCBENCH_SPACK_PACKAGES'):
+        packages.append(('$HPCBENCH_SPACK_PACKAGES',
+                         Path(os.environ['HPCBENCH_SPACK_PACKAGES'])))
+
+    packages.append(('the per-user cache', cache / 'spack-packages'))
+    return spack, packages
+
+
+def find():
+    """The Spack to use, or None. Never downloads anything."""
+    spack, packages = _candidates()
+    root = next((p for _, p in spack if _is_spack(p)), None)
+    repo = next((p for _, p in packages if _is_packages(p)), None)
+    if root and repo:
+        return Spack(root, repo)
+
+    return None
+
+
+def _clone(url, tag, commit, dest):
+    """Clone a pinned tag into dest atomically: a temporary dir renamed at the end."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}-', dir=dest.parent))
+    try:
+        subprocess.run(['git', 'clone', '--quiet', '--depth', '1', '--branch', tag,
+                        url, str(tmp)], check=True, capture_output=True, text=True,
+                       timeout=600)
+        head = subprocess.run(['git', '-C', str(tmp), 'rev-parse', 'HEAD'], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        if head != commit:
+            raise SpackNotFound(f'{url} tag {tag} is at {head}, expected {commit}')
+
+        tmp.rename(dest)
+    except (subprocess.SubprocessError, OSError) as err:
+        detail = getattr(err, 'stderr', '') or str(err)
+        raise SpackNotFound(f'cloning {url} ({tag}) failed: {detail.strip()}') from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def not_found_message(reason=''):
+    spack, packages = _candidates()
+    looked = ', '.join(f'{label} ({p})' for label, p in spack + packages)
+    return (
+        f'No Spack found{": " + reason if reason else ""}. Looked at {looked}. '
+        f'Fix: export SPACK_ROOT=<a Spack {SPACK_RELEASE} checkout> and '
+        f'HPCBENCH_SPACK_PACKAGES=<a spack-packages {PACKAGES_RELEASE} checkout> '
+        f'(or put them at {paths.cache_dir()}/spack and {paths.cache_dir()}/spack-packages), '
+        f'then run make again.'
+    )
+
+
+def locate_or_clone():
+    """The Spack to use; clones the pinned release into the per-user cache if none is found.
+
+    Raises SpackNotFound with the one message to show when nothing is possible; a failed
+    clone leaves nothing behind.
+    """
+    found = find()
+    if found:
+        return found
+
+    cache = paths.cache_dir()
+    spack, packages = _candidates()
+    try:
+        if not any(_is_spack(p) for _, p in spack):
+            _clone(SPACK_URL, SPACK_RELEASE, SPACK_COMMIT, cache / 'spack')
+
+        if not any(_is_packages(p) for _, p in packages):
+            _clone(PACKAGES_URL, PACKAGES_RELEASE, PACKAGES_COMMIT, cache / 'spack-packages')
+    except SpackNotFound as err:
+        raise SpackNotFound(not_found_message(str(err))) from None
+
+    return find()
+
+
+def isolated_environment(spack, python=None):
+    """Environment variables that run this Spack with the project's own config scopes only.
+
+    ``~/.spack`` and ``/etc/spack`` are replaced by directories in the per-user cache;
+    SPACK_DISABLE_LOCAL_CONFIG is not used because it also drops the user scope, which holds
+    the pinned builtin repo (without it Spack tries to git-clone spack-packages).
+    """
+    cache = paths.cache_dir()
+    return {
+        'SPACK_ROOT': str(spack.root),
+        'SPACK_PYTHON': python or sys.executable,
+        'SPACK_USER_CONFIG_PATH': str(cache / 'spack-config'),
+        'SPACK_SYSTEM_CONFIG_PATH': str(cache / 'spack-system-config'),
+        'SPACK_USER_CACHE_PATH': str(cache / 'spack-user-cache'),
+    }
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ['locate']:
+        try:
+            found = locate_or_clone()
+        except SpackNotFound as err:
+            print(f'error: {err}', file=sys.stderr)
+            return 1
+
+        print(found.root)
+        return 0
+
+    if argv == ['find']:
+        found = find()
+        print(found.root if found else '')
+        return 0 if found else 1
+
+    print('usage: python -m hpcbench.spack {locate|find}', file=sys.stderr)
+    return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())
