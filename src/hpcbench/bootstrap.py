@@ -4,7 +4,6 @@ config scopes, the detected topology and the local environment's host.yaml.
 Idempotent: every step checks before it acts, so a second run takes seconds.
 """
 import datetime
-import json
 import os
 import shutil
 import socket
@@ -201,20 +200,10 @@ def detected_tools(found, refresh=False):
 
 # --- The local environment's host.yaml -------------------------------------------------------
 
-def ensure_topology():
-    """ReFrame's processor description of this host, where ReFrame itself looks for it."""
-    target = paths.topology_file(LOCAL_SYSTEM, LOCAL_PARTITION)
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([str(Path(sys.executable).parent / 'reframe'),
-                        f'--detect-host-topology={target}'], check=True,
-                       stdout=subprocess.DEVNULL)
-
-    return json.loads(target.read_text())
-
-
 def local_node():
-    return node.from_partition(ensure_topology(), host.partition_extras(), 'local:default')
+    """The node site-configs/local.py describes, from the same functions."""
+    return node.from_partition(host.processor_info(LOCAL_SYSTEM, LOCAL_PARTITION),
+                               host.partition_extras(), f'{LOCAL_SYSTEM}:{LOCAL_PARTITION}')
 
 
 def debian_upstream_version(package):

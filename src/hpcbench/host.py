@@ -2,8 +2,11 @@
 
 Used by ``site-configs/local.py`` to describe the ``local`` partition.
 """
+import json
 import re
 from pathlib import Path
+
+from hpcbench import paths
 
 # Double-precision flop per cycle per core from the widest FMA the ISA offers, assuming two
 # FMA pipes (true of Intel since Haswell and of AMD Zen); a nominal figure, as Rpeak is.
@@ -63,3 +66,20 @@ def partition_extras():
         'clock_hz': clock_hz(),
         'flops_per_cycle': flops_per_cycle(),
     }
+
+
+def processor_info(system='local', partition='default'):
+    """ReFrame's processor description of this host, cached where ReFrame caches it.
+
+    ReFrame detects by itself only partitions whose launcher is `local` too; ours use
+    mpirun, so the site config asks ReFrame's detector directly.
+    """
+    cached = paths.topology_file(system, partition)
+    if cached.exists():
+        return json.loads(cached.read_text())
+
+    from reframe.utility.cpuinfo import cpuinfo
+    info = cpuinfo()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(info, indent=2))
+    return info

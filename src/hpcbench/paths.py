@@ -39,6 +39,9 @@ def mirror_dir():
     return cache_dir() / 'mirror'
 
 
+TOPOLOGY_DIR = VAR_DIR / 'topology'
+
+
 def topology_file(system, partition):
-    """ReFrame's processor description detected on this host, kept per system/partition."""
-    return VAR_DIR / 'topology' / f'{system}-{partition}.json'
+    """Where ReFrame keeps a partition's detected processor (general/topology_prefix)."""
+    return TOPOLOGY_DIR / f'{system}-{partition}' / 'processor.json'

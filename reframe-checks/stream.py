@@ -1,0 +1,87 @@
+"""STREAM: memory bandwidth of one node over an OpenMP thread sweep (CHiC 2007, Table 1).
+
+Inputs come from the partition: the array size from its last-level caches and memory
+(hpcbench.stream.array_size), the thread counts from its cores, the peak for the machine
+balance from its clock and flop/cycle. Parsing and the math live in hpcbench.stream.
+"""
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
+from reframe.core.exceptions import SanityError
+
+from hpcbench import references, stream
+from hpcbench.rfm import SpackBuild, configured_nodes, partition_node
+
+
+class StreamBuild(SpackBuild):
+    @run_after('setup')
+    def choose_build(self):
+        node = partition_node(self.current_partition)
+        self.spec = stream.spack_spec(stream.array_size(node.llc_bytes_total, node.memory_bytes))
+
+
+def _thread_counts():
+    counts = {n for node in configured_nodes() for n in stream.thread_sweep(node.num_cores)}
+    return sorted(counts) or [1]
+
+
+@rfm.simple_test
+class StreamCheck(rfm.RunOnlyRegressionTest):
+    descr = 'STREAM memory bandwidth of one node, OpenMP thread sweep'
+    valid_systems = ['*']
+    valid_prog_environs = ['+openmp']
+    num_threads = parameter(_thread_counts())
+    build = fixture(StreamBuild, scope='environment')
+    num_tasks = 1
+    time_limit = '10m'
+    tags = {'stream', 'memory', 'quick'}
+
+    @run_after('setup')
+    def configure_run(self):
+        node = partition_node(self.current_partition)
+        self.skip_if(self.num_threads not in stream.thread_sweep(node.num_cores),
+                     f'{self.num_threads} threads is not in the sweep of '
+                     f'{self.current_partition.fullname} ({node.num_cores} cores)')
+        self.node = node
+        self.num_cpus_per_task = self.num_threads
+        self.env_vars = stream.openmp_environment(self.num_threads)
+        self.executable = os.path.join(self.build.install_prefix(), 'bin', 'stream_c.exe')
+        # One process whose threads are placed by OpenMP: an MPI launcher would bind it to
+        # one core. The job script runs on the node under every scheduler.
+        self.job.launcher = getlauncher('local')()
+        self.reference = references.reframe_reference(self)
+
+    @sanity_function
+    def solution_validates(self):
+        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
+            output = fp.read()
+
+        try:
+            self.result = stream.parse(output, self.num_threads)
+        except stream.StreamOutputError as err:
+            raise SanityError(str(err)) from None
+
+        return True
+
+    @performance_function('MB/s')
+    def copy(self):
+        return self.result.best_rate_mbps['Copy']
+
+    @performance_function('MB/s')
+    def scale(self):
+        return self.result.best_rate_mbps['Scale']
+
+    @performance_function('MB/s')
+    def add(self):
+        return self.result.best_rate_mbps['Add']
+
+    @performance_function('MB/s')
+    def triad(self):
+        return self.result.best_rate_mbps['Triad']
+
+    @performance_function('flop/word')
+    def balance(self):
+        return stream.machine_balance(self.node.core_peak_flops, self.num_threads,
+                                      self.result.best_rate_mbps['Triad'])

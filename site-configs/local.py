@@ -1,0 +1,36 @@
+"""ReFrame configuration of the `local` system: whatever machine this is.
+
+One partition, the host itself: its processor topology is ReFrame's detection (cached under
+var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.host). One
+environment per MPI stack this machine has (hpcbench.mpi_stacks). Jobs run one at a time:
+benchmarks must not share the node.
+"""
+from hpcbench import host, mpi_stacks, paths, rfmconfig
+
+STACKS = mpi_stacks.local_stacks()
+spack_extras, spack_env_vars = rfmconfig.spack_partition_settings()
+
+site_configuration = rfmconfig.site(
+    systems=[{
+        'name': 'local',
+        'descr': 'The machine the suite runs on',
+        'hostnames': ['.*'],
+        'modules_system': 'nomod',
+        'partitions': [{
+            'name': 'default',
+            'descr': 'This host',
+            'scheduler': 'local',
+            'launcher': 'mpirun',
+            'max_jobs': 1,
+            'processor': host.processor_info('local', 'default'),
+            'environs': [stack.name for stack in STACKS],
+            'env_vars': spack_env_vars,
+            'extras': {
+                **host.partition_extras(),
+                **spack_extras,
+                'spack_env': str(paths.SPACK_ENVS_DIR / 'local'),
+            },
+        }],
+    }],
+    environments=[rfmconfig.mpi_environment(stack, ['local']) for stack in STACKS],
+)

@@ -1,0 +1,73 @@
+"""What every site config shares: where results go (perflogs, results database, stage and
+output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
+from hpcbench import paths, spack
+
+VAR = str(paths.VAR_DIR)
+
+PERFLOG_FORMAT = (
+    '%(check_job_completion_time)s|reframe %(version)s|%(check_info)s|'
+    'jobid=%(check_jobid)s|%(check_perf_var)s=%(check_perf_value)s|'
+    'ref=%(check_perf_ref)s (l=%(check_perf_lower_thres)s, u=%(check_perf_upper_thres)s)|'
+    '%(check_perf_unit)s|%(check_system)s:%(check_partition)s|%(check_environ)s'
+)
+
+
+def spack_partition_settings():
+    """Partition extras and env_vars that point the checks at the project's Spack.
+
+    Without a Spack the checks that need one skip, saying so (see hpcbench.rfm).
+    """
+    found = spack.find()
+    if not found:
+        return {'spack_root': None}, []
+
+    env = spack.isolated_environment(found)
+    env_vars = [[k, v] for k, v in env.items()]
+    env_vars.append(['PATH', f'{found.root}/bin:$PATH'])
+    return {'spack_root': str(found.root)}, env_vars
+
+
+def mpi_environment(stack, target_systems, features=('openmp',)):
+    """A ReFrame environment for one MPI stack: its wrappers first on PATH, its run-time
+    variables, and the `mpi` Spack constraint the checks use to pick their builds."""
+    return {
+        'name': stack.name,
+        'target_systems': list(target_systems),
+        'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
+        'features': ['mpi', stack.name, *features],
+        'extras': {'spack_mpi': stack.spack_name},
+        'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
+                     *([k, v] for k, v in stack.run_env.items())],
+    }
+
+
+def site(systems, environments):
+    """A complete ReFrame configuration around the given systems and environments."""
+    for system in systems:
+        system.setdefault('prefix', VAR)
+        system.setdefault('stagedir', f'{VAR}/stage')
+        system.setdefault('outputdir', f'{VAR}/output')
+
+    return {
+        'systems': systems,
+        'environments': environments,
+        'general': [{
+            'topology_prefix': str(paths.TOPOLOGY_DIR),
+            'report_file': f'{VAR}/reports/run-report-{{sessionid}}.json',
+            'check_search_path': [str(paths.CHECKS_DIR)],
+            'check_search_recursive': True,
+        }],
+        'storage': [{'enable': True, 'sqlite_db_file': f'{VAR}/results.db'}],
+        'logging': [{
+            'handlers$': [{'type': 'stream', 'name': 'stdout', 'level': 'info',
+                           'format': '%(message)s'}],
+            'handlers': [{'type': 'file', 'name': f'{VAR}/reframe.log', 'level': 'debug2',
+                          'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s',
+                          'append': False}],
+            'handlers_perflog': [{
+                'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
+                'basedir': f'{VAR}/perflogs', 'level': 'info', 'append': True,
+                'format': PERFLOG_FORMAT,
+            }],
+        }],
+    }
