@@ -206,11 +206,15 @@ def local_node():
                                host.partition_extras(), f'{LOCAL_SYSTEM}:{LOCAL_PARTITION}')
 
 
+def upstream_version(debian_version):
+    """'1:0.3.21+ds-4' -> '0.3.21': epoch, Debian revision and repack suffix dropped."""
+    return debian_version.split(':')[-1].split('+')[0].rsplit('-', 1)[0]
+
+
 def debian_upstream_version(package):
-    """'0.3.21+ds-4' -> '0.3.21' (epoch, Debian revision and repack suffix dropped)."""
     out = subprocess.run(['dpkg-query', '-W', '-f', '${Version}', package],
                          capture_output=True, text=True).stdout
-    return out.split(':')[-1].split('+')[0].rsplit('-', 1)[0]
+    return upstream_version(out)
 
 
 def host_config(stacks, tools, this_node):

@@ -13,10 +13,12 @@ from pathlib import Path
 # The package is installed in editable mode from the checkout (src layout).
 PROJECT_ROOT = Path(os.environ.get('HPCBENCH_PROJECT',
                                    Path(__file__).resolve().parents[2]))
-VAR_DIR = PROJECT_ROOT / 'var'
+# HPCBENCH_VAR: put a run's products elsewhere (tests use a temporary directory).
+VAR_DIR = Path(os.environ.get('HPCBENCH_VAR', PROJECT_ROOT / 'var'))
 SPACK_ENVS_DIR = PROJECT_ROOT / 'spack-envs'
 PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench'
-REFERENCES_DIR = PROJECT_ROOT / 'references'
+# HPCBENCH_REFERENCES: another reference directory (tests use it).
+REFERENCES_DIR = Path(os.environ.get('HPCBENCH_REFERENCES', PROJECT_ROOT / 'references'))
 CHECKS_DIR = PROJECT_ROOT / 'reframe-checks'
 SITE_CONFIGS_DIR = PROJECT_ROOT / 'site-configs'
 SEEDS_DIR = PROJECT_ROOT.parent / 'shared' / 'seeds'

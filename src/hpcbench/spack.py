@@ -16,10 +16,11 @@ from hpcbench import paths
 # The pinned release: Spack v1.1.0 and the builtin packages released with it.
 SPACK_RELEASE = 'v1.1.0'
 SPACK_COMMIT = '2e907202bcc8209a6a62243aab50c179b524cc3b'
-SPACK_URL = 'https://github.com/spack/spack.git'
+SPACK_URL = os.environ.get('HPCBENCH_SPACK_URL', 'https://github.com/spack/spack.git')
 PACKAGES_RELEASE = 'v2025.11.0'
 PACKAGES_COMMIT = '119680aeee8ea802c6111b7167583bddef97e82f'
-PACKAGES_URL = 'https://github.com/spack/spack-packages.git'
+PACKAGES_URL = os.environ.get('HPCBENCH_SPACK_PACKAGES_URL',
+                              'https://github.com/spack/spack-packages.git')
 
 
 class SpackNotFound(Exception):
@@ -92,8 +93,9 @@ def _clone(url, tag, commit, dest):
 
         tmp.rename(dest)
     except (subprocess.SubprocessError, OSError) as err:
-        detail = getattr(err, 'stderr', '') or str(err)
-        raise SpackNotFound(f'cloning {url} ({tag}) failed: {detail.strip()}') from err
+        lines = (getattr(err, 'stderr', '') or str(err)).strip().splitlines() or ['']
+        detail = next((ln for ln in lines if ln.startswith('fatal:')), lines[0])
+        raise SpackNotFound(f'cloning {url} ({tag}) failed ({detail})') from err
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,0 +1,66 @@
+"""Reading ReFrame's results database (through ReFrame's own CLI, so its format is the
+contract) and turning stored test cases into the figures of a baseline."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from hpcbench import paths
+
+_PARAM = re.compile(r'%(\w+)=')
+
+
+def reframe_json(config, *args):
+    """Run `reframe -C config <args>` and parse its JSON output."""
+    cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f'{" ".join(cmd)} failed: {proc.stderr.strip()[-2000:]}')
+
+    start = proc.stdout.find('[')
+    if start < 0:
+        raise RuntimeError(f'{" ".join(cmd)} printed no JSON')
+
+    return json.loads(proc.stdout[start:])
+
+
+def latest_session(config, period='now-365d:now'):
+    """The newest stored session of this config's results database, or None."""
+    sessions = reframe_json(config, f'--describe-stored-sessions={period}')
+    return max(sessions, key=lambda s: s['session_info']['time_start_unix'], default=None)
+
+
+def session(config, uuid):
+    found = reframe_json(config, f'--describe-stored-sessions={uuid}')
+    if not found:
+        raise RuntimeError(f'no stored session {uuid}')
+
+    return found[0]
+
+
+def passed_cases(session_data):
+    """Performance results of the session's passing, non-fixture test cases, in the form
+    hpcbench.references.baseline_from_testcases takes (last run of each case wins)."""
+    cases = {}
+    for run in session_data['runs']:
+        for tc in run['testcases']:
+            if tc['fixture'] or tc['result'] != 'pass' or not tc.get('perfvalues'):
+                continue
+
+            check = tc['name'].split()[0]
+            match = {p: tc[p] for p in _PARAM.findall(tc['name'])}
+            perf = {}
+            for key, (value, *_, unit, _result) in tc['perfvalues'].items():
+                perf[key.rsplit(':', 1)[1]] = (value, unit)
+
+            cases[(check, tc['partition'], tc['environ'], tuple(sorted(match.items())))] = {
+                'check': check, 'system': tc['system'], 'partition': tc['partition'],
+                'environ': tc['environ'], 'match': match, 'perfvalues': perf,
+            }
+
+    return list(cases.values())
+
+
+def site_config(system):
+    return paths.SITE_CONFIGS_DIR / f'{system}.py'

@@ -1,0 +1,123 @@
+import json
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from hpcbench import references, results
+from conftest import FIXTURES
+
+CHIC = {
+    'system': 'chic',
+    'sources': {'chic2007': {'seed': '001_ffdfcd1799e692fa.txt',
+                             'title': 'Design and Evaluation of a 2048 Core Cluster System',
+                             'year': 2007}},
+    'figures': [
+        {'check': 'StreamCheck', 'partition': 'compute', 'match': {'num_threads': 1},
+         'variable': 'triad', 'value': 3731.0, 'unit': 'MB/s', 'tolerance': [-0.1, None],
+         'source': 'chic2007', 'where': 'Table 1',
+         'configuration': '1 thread, 8 DIMMs, gcc-4.2 -O3, Opteron 2.6 GHz'},
+        {'check': 'StreamCheck', 'partition': 'compute', 'match': {'num_threads': 1},
+         'variable': 'triad', 'value': 5769.8, 'unit': 'MB/s', 'source': 'chic2007',
+         'where': 'Table 1', 'use': 'comparison',
+         'configuration': '1 thread, 8 DIMMs, pathscale-3.0 -O3, Opteron 2.6 GHz'},
+        {'check': 'StreamCheck', 'partition': 'compute', 'match': {'num_threads': 2},
+         'variable': 'triad', 'value': 4854.7, 'unit': 'MB/s', 'source': 'chic2007',
+         'where': 'Table 1', 'configuration': '2 threads, 8 DIMMs, gcc-4.2 -O3'},
+    ],
+}
+
+
+def _write(tmp_path, data, system='chic'):
+    path = tmp_path / f'{system}.yaml'
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _test(system, partition, environ, **attrs):
+    cls = type('StreamCheck', (), {})
+    test = cls()
+    test.current_system = SimpleNamespace(name=system)
+    test.current_partition = SimpleNamespace(name=partition)
+    test.current_environ = SimpleNamespace(name=environ)
+    for k, v in attrs.items():
+        setattr(test, k, v)
+
+    return test
+
+
+def test_a_test_gets_the_figure_of_its_configuration(tmp_path, monkeypatch):
+    monkeypatch.setattr(references.paths, 'REFERENCES_DIR', tmp_path)
+    _write(tmp_path, CHIC)
+    ref = references.reframe_reference(_test('chic', 'compute', 'gcc', num_threads=2))
+    assert ref == {'chic:compute': {'triad': (4854.7, None, None, 'MB/s')}}
+    ref = references.reframe_reference(_test('chic', 'compute', 'gcc', num_threads=1))
+    assert ref['chic:compute']['triad'] == (3731.0, -0.1, None, 'MB/s')
+
+
+def test_comparison_figures_are_kept_apart(tmp_path):
+    refs = references.load('chic', _write(tmp_path, CHIC))
+    chosen = references.select(refs, 'StreamCheck', 'compute', 'gcc', {'num_threads': 1},
+                               use='comparison')
+    assert chosen['triad'].configuration.startswith('1 thread, 8 DIMMs, pathscale')
+
+
+def test_a_system_without_references_has_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(references.paths, 'REFERENCES_DIR', tmp_path)
+    assert references.reframe_reference(_test('nowhere', 'p', 'e')) == {'nowhere:p': {}}
+
+
+@pytest.mark.parametrize('mutate, message', [
+    (lambda d: d['figures'][0].pop('where'), "'where' is a required property"),
+    (lambda d: d['figures'][0].update(source='nope'), "unknown source 'nope'"),
+    (lambda d: d['sources']['chic2007'].update(seed='paper.pdf'), 'does not match'),
+    (lambda d: d['figures'][0].update(value='fast'), "'fast' is not of type 'number'"),
+    (lambda d: d['figures'][2].update(match={'num_threads': 1}), 'two reference figures'),
+])
+def test_bad_reference_files_give_one_clear_error(tmp_path, mutate, message):
+    data = json.loads(json.dumps(CHIC))
+    mutate(data)
+    with pytest.raises(references.ReferenceError, match=message):
+        refs = references.load('chic', _write(tmp_path, data))
+        references.select(refs, 'StreamCheck', 'compute', 'gcc', {'num_threads': 1})
+
+
+def test_file_for_another_system_is_refused(tmp_path):
+    with pytest.raises(references.ReferenceError, match="describes system 'chic'"):
+        references.load('t2k', _write(tmp_path, CHIC, 't2k'))
+
+
+def test_every_seed_cited_exists():
+    for path in references.paths.REFERENCES_DIR.glob('*.yaml'):
+        refs = references.load(path.stem, path)
+        for src in refs.sources.values():
+            if 'seed' in src:
+                assert (references.paths.SEEDS_DIR / src['seed']).exists(), src
+
+
+def _session():
+    return json.loads((FIXTURES / 'reframe' / 'stream-session.json').read_text())[0]
+
+
+def test_stored_session_gives_one_case_per_test_and_environment():
+    cases = results.passed_cases(_session())
+    assert len(cases) == 6        # 2 thread counts x 3 MPI environments, fixtures left out
+    case = next(c for c in cases if c['environ'] == 'openmpi' and c['match'] ==
+                {'num_threads': 2})
+    assert case['check'] == 'StreamCheck' and case['partition'] == 'default'
+    assert case['perfvalues']['triad'] == (48037.4, 'MB/s')
+
+
+def test_baseline_bounds_point_the_way_of_a_regression(tmp_path):
+    cases = results.passed_cases(_session())
+    refs = references.baseline_from_testcases('local', cases, 'uuid-1', 0.1, host='vm',
+                                              recorded='2026-11-21T05:24:29')
+    path = tmp_path / 'local.yaml'
+    path.write_text(references.dump(refs))
+    loaded = references.load('local', path)
+    assert len(loaded.figures) == 6 * 5
+    chosen = references.select(loaded, 'StreamCheck', 'default', 'mpich', {'num_threads': 1})
+    assert chosen['triad'].tolerance == (-0.1, None)        # bandwidth: lower bound
+    assert chosen['balance'].tolerance == (None, 0.1)       # flop/word: upper bound
+    assert chosen['triad'].value == 24977.1
+    assert loaded.sources['baseline']['baseline_session'] == 'uuid-1'

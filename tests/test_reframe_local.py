@@ -1,0 +1,100 @@
+"""The local site config and the checks through ReFrame itself: listing, dry-run job scripts,
+and (with a Spack) a real STREAM run whose regression against a baseline is flagged."""
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from hpcbench import host, spack, stream
+from conftest import BIN, ROOT, run_reframe
+
+MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
+
+
+@pytest.fixture
+def var(tmp_path, monkeypatch):
+    monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
+    return tmp_path / 'var'
+
+
+def _cores():
+    info = host.processor_info()
+    return len(info['topology']['cores'])
+
+
+def test_checks_load_and_list_one_stream_test_per_thread_count(var):
+    proc = run_reframe('-l')
+    assert proc.returncode == 0, proc.stderr
+    assert 'skipping test file' not in proc.stdout + proc.stderr
+    listed = re.findall(r'^- StreamCheck %num_threads=(\d+)', proc.stdout, re.M)
+    assert [int(n) for n in listed] == sorted(stream.thread_sweep(_cores()), reverse=True) \
+        or sorted(int(n) for n in listed) == stream.thread_sweep(_cores())
+
+
+def test_dry_run_writes_stream_jobs_for_every_mpi_environment(var):
+    proc = run_reframe('--dry-run', '-n', 'StreamCheck')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for environ in MPI_ENVIRONS:
+        for threads in stream.thread_sweep(_cores()):
+            scripts = [p for p in (var / 'stage' / 'local' / 'default' / environ).glob(
+                'StreamCheck_*/rfm_job.sh')
+                if f'OMP_NUM_THREADS={threads}\n' in p.read_text()]
+            assert len(scripts) == 1, (environ, threads)
+            job = scripts[0].read_text()
+            assert 'export OMP_PLACES=cores' in job and 'export OMP_PROC_BIND=spread' in job
+            assert re.search(r'^export PATH=\S+/(openmpi|mpich|mpi/2021\.17)/bin:\$PATH$',
+                             job, re.M)
+            assert re.search(r"/bin/stream_c\.exe$", job, re.M)
+            assert 'mpirun' not in job       # one process, placed by OpenMP
+
+        builds = list((var / 'stage' / 'local' / 'default' / environ).glob(
+            'StreamBuild_*/rfm_build.sh'))
+        assert len(builds) == 1
+        text = builds[0].read_text()
+        assert f'spack -e {ROOT}/spack-envs/local install' in text
+        assert f"location -i 'stream stream_array_size=" in text
+
+
+requires_spack = pytest.mark.skipif(
+    spack.find() is None,
+    reason='no Spack found (SPACK_ROOT or the per-user cache): real STREAM run skipped')
+
+
+@pytest.fixture(scope='module')
+def installed():
+    from hpcbench import bootstrap
+    found = bootstrap.bootstrap()
+    bootstrap.install_local_environment(found)
+
+
+@pytest.mark.spack
+@requires_spack
+def test_real_stream_run_passes_and_a_regression_against_a_baseline_fails(
+        installed, var, tmp_path, monkeypatch):
+    refs_dir = tmp_path / 'refs'       # no baseline yet: the user's is not this test's
+    refs_dir.mkdir()
+    monkeypatch.setenv('HPCBENCH_REFERENCES', str(refs_dir))
+    proc = run_reframe('-r', '-n', 'StreamCheck', '--performance-report')
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert 'PERFORMANCE REPORT' in proc.stdout
+    triads = [float(v) for v in re.findall(r'triad: ([\d.]+) MB/s', proc.stdout)]
+    assert len(triads) == 3 * len(stream.thread_sweep(_cores())) and min(triads) > 1000
+
+    # Record that run as a baseline, then make one of its figures twice as good: the next
+    # run must flag exactly that case as a performance failure.
+    recorded = subprocess.run([str(BIN / 'hpcbench'), 'baseline', '--tolerance', '0.5'],
+                              capture_output=True, text=True)
+    assert recorded.returncode == 0, recorded.stderr
+    baseline = yaml.safe_load((refs_dir / 'local.yaml').read_text())
+    target = next(f for f in baseline['figures'] if f['variable'] == 'triad'
+                  and f['environ'] == 'mpich' and f['match'] == {'num_threads': 1})
+    target['value'] *= 2
+    (refs_dir / 'local.yaml').write_text(yaml.safe_dump(baseline))
+
+    proc = run_reframe('-r', '-n', 'StreamCheck')
+    assert proc.returncode != 0
+    failures = re.findall(r'^\[\s*FAIL\s*\] .*', re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout),
+                          re.M)
+    assert len(failures) == 1 and 'num_threads=1' in failures[0] and '+mpich' in failures[0]
+    assert 'triad' in proc.stdout[proc.stdout.index('FAILURE INFO'):]

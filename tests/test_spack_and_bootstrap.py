@@ -1,0 +1,92 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hpcbench import bootstrap, mpi_stacks, spack
+from conftest import ROOT
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    """No Spack anywhere and a clone that cannot succeed (no network needed to fail)."""
+    cache = tmp_path / 'cache'
+    monkeypatch.setenv('HPCBENCH_CACHE', str(cache))
+    monkeypatch.delenv('SPACK_ROOT', raising=False)
+    monkeypatch.delenv('HPCBENCH_SPACK_PACKAGES', raising=False)
+    monkeypatch.setenv('HPCBENCH_SPACK_URL', f'file://{tmp_path}/no-such-repo')
+    monkeypatch.setenv('HPCBENCH_SPACK_PACKAGES_URL', f'file://{tmp_path}/no-such-repo')
+    return cache
+
+
+def test_spack_is_found_from_spack_root(tmp_path, monkeypatch):
+    (tmp_path / 'spack' / 'bin').mkdir(parents=True)
+    (tmp_path / 'spack' / 'bin' / 'spack').write_text('')
+    builtin = tmp_path / 'pkgs' / 'repos' / 'spack_repo' / 'builtin'
+    builtin.mkdir(parents=True)
+    (builtin / 'repo.yaml').write_text('')
+    monkeypatch.setenv('SPACK_ROOT', str(tmp_path / 'spack'))
+    monkeypatch.setenv('HPCBENCH_SPACK_PACKAGES', str(tmp_path / 'pkgs'))
+    assert spack.find() == spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')
+
+
+def test_no_spack_gives_one_message_and_leaves_nothing(empty_cache):
+    proc = subprocess.run([sys.executable, '-m', 'hpcbench.spack', 'locate'],
+                          capture_output=True, text=True, env=os.environ.copy())
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: No Spack found')
+    assert 'export SPACK_ROOT=' in lines[0]
+    assert not empty_cache.exists() or not any(empty_cache.rglob('*'))
+
+
+def test_make_run_fails_fast_without_spack(empty_cache):
+    proc = subprocess.run(['make', '--no-print-directory', 'run'], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, 'PYTHON': sys.executable})
+    assert proc.returncode != 0
+    assert 'error: No Spack found' in proc.stderr and 'SPACK_ROOT' in proc.stderr
+    assert not empty_cache.exists() or not any(empty_cache.rglob('*'))
+
+
+def test_isolated_environment_replaces_user_and_system_scopes(empty_cache):
+    env = spack.isolated_environment(spack.Spack(empty_cache / 's', empty_cache / 'p'),
+                                     python='/venv/bin/python')
+    assert env['SPACK_USER_CONFIG_PATH'].startswith(str(empty_cache))
+    assert env['SPACK_SYSTEM_CONFIG_PATH'].startswith(str(empty_cache))
+    assert env['SPACK_PYTHON'] == '/venv/bin/python'
+    assert 'SPACK_DISABLE_LOCAL_CONFIG' not in env
+
+
+def test_spack_config_pins_builtin_repo_and_uses_mirror_when_present(tmp_path):
+    found = spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')
+    files = bootstrap.spack_config_files(found, tmp_path / 'mirror')
+    assert files['repos.yaml'] == f'repos::\n  builtin: {found.builtin_repo}\n'
+    assert files['mirrors.yaml'] == 'mirrors: {}\n'
+    assert 'github-actions-v2: false' in files['bootstrap.yaml']
+    (tmp_path / 'mirror').mkdir()
+    files = bootstrap.spack_config_files(found, tmp_path / 'mirror')
+    assert f'url: file://{tmp_path}/mirror' in files['mirrors.yaml']
+
+
+def test_each_mpi_prefix_is_its_own(empty_cache):
+    stacks = {s.name: s for s in mpi_stacks.local_stacks()}
+    assert list(stacks) == ['openmpi', 'mpich', 'intelmpi']
+    ompi = stacks['openmpi'].links()
+    assert ompi['bin/mpicc'] == '/usr/bin/mpicc.openmpi'
+    assert ompi['include'].endswith('/openmpi/include')
+    mpich = stacks['mpich'].links()
+    assert mpich['bin/mpicc'] == '/usr/bin/mpicc.mpich'
+    assert mpich['lib/libmpi.so'].endswith('/libmpich.so')
+    impi = stacks['intelmpi']
+    assert impi.bin_dir == impi.prefix / 'mpi' / '2021.17' / 'bin'
+    assert set(impi.links()) >= {'mpi/2021.17/lib/release', 'mpi/2021.17/libfabric/lib'}
+    assert impi.run_env['I_MPI_ROOT'] == str(impi.bin_dir.parent)
+
+
+@pytest.mark.parametrize('debian, upstream', [('0.3.21+ds-4', '0.3.21'),
+                                              ('20220903-3', '20220903'),
+                                              ('1:2.4.7-5', '2.4.7')])
+def test_debian_versions_become_upstream_versions(debian, upstream):
+    assert bootstrap.upstream_version(debian) == upstream
