@@ -9,6 +9,8 @@ import os
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
+from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
+                                   sanity_function)
 from reframe.core.exceptions import SanityError
 
 from hpcbench import references, stream

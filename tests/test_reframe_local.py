@@ -53,7 +53,7 @@ def test_dry_run_writes_stream_jobs_for_every_mpi_environment(var):
         assert len(builds) == 1
         text = builds[0].read_text()
         assert f'spack -e {ROOT}/spack-envs/local install' in text
-        assert f"location -i 'stream stream_array_size=" in text
+        assert "location -i 'stream stream_array_size=" in text
 
 
 requires_spack = pytest.mark.skipif(

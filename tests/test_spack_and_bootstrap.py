@@ -38,7 +38,7 @@ def test_no_spack_gives_one_message_and_leaves_nothing(empty_cache):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error: No Spack found')
     assert 'export SPACK_ROOT=' in lines[0]
-    assert not empty_cache.exists() or not any(empty_cache.rglob('*'))
+    assert not empty_cache.exists()
 
 
 def test_make_run_fails_fast_without_spack(empty_cache):
@@ -47,7 +47,7 @@ def test_make_run_fails_fast_without_spack(empty_cache):
                           env={**os.environ, 'PYTHON': sys.executable})
     assert proc.returncode != 0
     assert 'error: No Spack found' in proc.stderr and 'SPACK_ROOT' in proc.stderr
-    assert not empty_cache.exists() or not any(empty_cache.rglob('*'))
+    assert not empty_cache.exists()
 
 
 def test_isolated_environment_replaces_user_and_system_scopes(empty_cache):

@@ -8,7 +8,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -71,22 +70,6 @@ def ensure_apt_packages():
 
 # --- MPI prefixes ------------------------------------------------------------------------------
 
-def _install_intel_mpi_wheels(stack):
-    if (stack.wheel_prefix / 'bin' / 'mpicc').exists():
-        return
-
-    say(f'installing Intel MPI {stack.version()} from PyPI into {stack.wheel_prefix}')
-    stack.prefix.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=stack.prefix))
-    try:
-        subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--no-warn-script-location',
-                        '--prefix', str(tmp), f'impi-rt=={stack.version()}',
-                        f'impi-devel=={stack.version()}'], check=True)
-        tmp.rename(stack.wheel_prefix)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _link(path, target):
     if path.is_symlink() and os.readlink(path) == str(target):
         return
@@ -100,29 +83,12 @@ def _link(path, target):
 
 def ensure_mpi_prefixes(stacks):
     for stack in stacks:
-        if isinstance(stack, mpi_stacks.PypiIntelMpi):
-            _install_intel_mpi_wheels(stack)
-            component = stack.bin_dir.parent
-            (component / 'lib').mkdir(parents=True, exist_ok=True)
-            vars_sh = component / 'env' / 'vars.sh'
-            vars_sh.parent.mkdir(parents=True, exist_ok=True)
-            vars_sh.write_text(f'export I_MPI_ROOT={component}\n'
-                               f'export PATH={component}/bin:$PATH\n')
-
+        stack.prepare()
         missing = stack.missing()
         if missing:
             raise BootstrapError(f'{stack.name}: missing {", ".join(missing)}')
 
-        links = stack.links()
-        if isinstance(stack, mpi_stacks.PypiIntelMpi):
-            # lib/ holds the wheel's libraries one by one so that lib/release can sit inside.
-            component = stack.bin_dir.parent
-            lib_key = str((component / 'lib').relative_to(stack.prefix))
-            wheel_lib = Path(links.pop(lib_key))
-            for item in wheel_lib.iterdir():
-                _link(component / 'lib' / item.name, item)
-
-        for rel, target in links.items():
+        for rel, target in stack.links().items():
             _link(stack.prefix / rel, target)
 
 

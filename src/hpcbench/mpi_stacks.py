@@ -7,7 +7,10 @@ Debian's MPIs cannot be given to Spack with prefix /usr: Open MPI's mpi.h is not
 could silently build against Open MPI. Each stack gets a prefix of its own made of symlinks.
 """
 import re
+import shutil
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +50,9 @@ class MpiStack:
 
     def version(self):
         raise NotImplementedError
+
+    def prepare(self):
+        """Install what the prefix links to, when the stack brings its own files."""
 
     def links(self):
         """{path inside the prefix: target} making up the prefix."""
@@ -111,16 +117,42 @@ class PypiIntelMpi(MpiStack):
     def version(self):
         return INTEL_MPI_VERSION
 
+    def prepare(self):
+        """pip-install the wheels into <prefix>/pip (atomically) and write env/vars.sh."""
+        if not (self.wheel_prefix / 'bin' / 'mpicc').exists():
+            print(f'installing Intel MPI {self.version()} from PyPI into {self.wheel_prefix}',
+                  flush=True)
+            self.prefix.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=self.prefix))
+            try:
+                subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet',
+                                '--no-warn-script-location', '--prefix', str(tmp),
+                                f'impi-rt=={self.version()}', f'impi-devel=={self.version()}'],
+                               check=True)
+                tmp.rename(self.wheel_prefix)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+        component = self.bin_dir.parent
+        vars_sh = component / 'env' / 'vars.sh'
+        vars_sh.parent.mkdir(parents=True, exist_ok=True)
+        vars_sh.write_text(f'export I_MPI_ROOT={component}\nexport PATH={component}/bin:$PATH\n')
+
     def links(self):
         wheel = self.wheel_prefix
         component = self.bin_dir.parent.relative_to(self.prefix)
-        return {
+        links = {
             f'{component}/bin': wheel / 'bin',
             f'{component}/include': wheel / 'include',
-            f'{component}/lib': wheel / 'lib',
             f'{component}/lib/release': wheel / 'lib',
             f'{component}/libfabric/lib': wheel / 'lib',
         }
+        # lib/ is a directory of links, not a link, so that lib/release can sit inside it.
+        if (wheel / 'lib').is_dir():
+            for item in (wheel / 'lib').iterdir():
+                links[f'{component}/lib/{item.name}'] = item
+
+        return links
 
 
 def local_stacks():

@@ -80,6 +80,7 @@ def find():
 
 def _clone(url, tag, commit, dest):
     """Clone a pinned tag into dest atomically: a temporary dir renamed at the end."""
+    created = not dest.parent.exists()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}-', dir=dest.parent))
     try:
@@ -98,6 +99,8 @@ def _clone(url, tag, commit, dest):
         raise SpackNotFound(f'cloning {url} ({tag}) failed ({detail})') from err
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not any(dest.parent.iterdir()):
+            dest.parent.rmdir()
 
 
 def not_found_message(reason=''):
