@@ -100,16 +100,34 @@ def _session():
 
 
 def test_stored_session_gives_one_case_per_test_and_environment():
-    cases = results.passed_cases(_session())
+    cases = results.measured_cases(_session())
     assert len(cases) == 6        # 2 thread counts x 3 MPI environments, fixtures left out
     case = next(c for c in cases if c['environ'] == 'openmpi' and c['match'] ==
                 {'num_threads': 2})
     assert case['check'] == 'StreamCheck' and case['partition'] == 'default'
     assert case['perfvalues']['triad'] == (48037.4, 'MB/s')
+    assert all(c['met_references'] for c in cases)
+
+
+def _fail(session, environ, threads, phase):
+    for tc in session['runs'][0]['testcases']:
+        if tc['environ'] == environ and tc['name'] == f'StreamCheck %num_threads={threads}':
+            tc.update(result='fail', fail_phase=phase)
+
+
+def test_performance_failures_are_measurements_other_failures_are_not():
+    session = _session()
+    _fail(session, 'mpich', 2, 'performance')     # missed its references: a real figure
+    _fail(session, 'openmpi', 1, 'sanity')         # wrong output: nothing was measured
+    cases = results.measured_cases(session)
+    keys = {(c['environ'], c['match']['num_threads']): c for c in cases}
+    assert len(cases) == 5 and ('openmpi', 1) not in keys
+    assert keys[('mpich', 2)]['met_references'] is False
+    assert keys[('mpich', 2)]['perfvalues']['triad'][0] > 0
 
 
 def test_baseline_bounds_point_the_way_of_a_regression(tmp_path):
-    cases = results.passed_cases(_session())
+    cases = results.measured_cases(_session())
     refs = references.baseline_from_testcases('local', cases, 'uuid-1', 0.1, host='vm',
                                               recorded='2026-11-21T05:24:29')
     path = tmp_path / 'local.yaml'

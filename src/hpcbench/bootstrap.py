@@ -135,10 +135,13 @@ def write_spack_config(found):
         f'{mirror if mirror.is_dir() else "none (upstream URLs)"}')
 
 
-def run_spack(found, *args, capture=False, check=True):
-    env = dict(os.environ, **spack.isolated_environment(found))
-    return subprocess.run([str(found.executable), *args], env=env, check=check, text=True,
-                          capture_output=capture)
+def run_spack(found, *args, **env_overrides):
+    """Run the isolated Spack; its own output shows what went wrong, ours names the step."""
+    env = {**os.environ, **spack.isolated_environment(found), **env_overrides}
+    proc = subprocess.run([str(found.executable), *args], env=env,
+                          stdout=subprocess.DEVNULL if env_overrides else None)
+    if proc.returncode != 0:
+        raise BootstrapError(f'`spack {" ".join(args)}` failed (exit {proc.returncode})')
 
 
 def detected_tools(found, refresh=False):
@@ -148,20 +151,21 @@ def detected_tools(found, refresh=False):
         return yaml.safe_load(cached.read_text())
 
     say('detecting compilers and build tools with spack external find')
+    config_dir = Path(spack.isolated_environment(found)['SPACK_USER_CONFIG_PATH'])
     with tempfile.TemporaryDirectory() as scratch:
-        env = dict(os.environ, **spack.isolated_environment(found))
-        env['SPACK_USER_CONFIG_PATH'] = scratch
+        # A scratch user scope, so that what is found lands in a file of its own.
         for name in ('repos.yaml', 'bootstrap.yaml'):
-            shutil.copy(Path(spack.isolated_environment(found)['SPACK_USER_CONFIG_PATH']) / name,
-                        scratch)
+            shutil.copy(config_dir / name, scratch)
 
-        subprocess.run([str(found.executable), 'external', 'find', '--scope', 'user',
-                        *SPACK_DETECTED_TOOLS], env=env, check=True, stdout=subprocess.DEVNULL)
+        run_spack(found, 'external', 'find', '--scope', 'user', *SPACK_DETECTED_TOOLS,
+                  SPACK_USER_CONFIG_PATH=scratch)
         packages = yaml.safe_load((Path(scratch) / 'packages.yaml').read_text())['packages']
 
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(yaml.safe_dump(packages, sort_keys=True))
-    return packages
+    # Always the cached form: a refresh that finds the same tools writes the same host.yaml
+    # (and so does not make the environment re-concretize).
+    return yaml.safe_load(cached.read_text())
 
 
 # --- The local environment's host.yaml -------------------------------------------------------
@@ -195,17 +199,16 @@ def host_config(stacks, tools, this_node):
         packages[stack.spack_name] = {'externals': [external],
                                       'buildable': False}
 
+    def usr_external(spec):
+        return {'externals': [{'spec': spec, 'prefix': '/usr'}], 'buildable': False}
+
     # Debian's OpenBLAS is the pthreads build; its libraries resolve from prefix /usr.
-    packages['openblas'] = {'externals': [{'spec': f'openblas@{debian_upstream_version("libopenblas-dev")} '
-                                                   'threads=pthreads ~ilp64',
-                                           'prefix': '/usr'}],
-                            'buildable': False}
+    blas = debian_upstream_version('libopenblas-dev')
+    packages['openblas'] = usr_external(f'openblas@{blas} threads=pthreads ~ilp64')
     # Spack cannot detect autoconf-archive (hpl needs its AX_PROG_CC_MPI).
     archive = debian_upstream_version('autoconf-archive')   # 20220903 -> 2022.09.03
-    packages['autoconf-archive'] = {'externals': [{'spec': 'autoconf-archive@'
-                                                   f'{archive[:4]}.{archive[4:6]}.{archive[6:]}',
-                                                   'prefix': '/usr'}],
-                                    'buildable': False}
+    packages['autoconf-archive'] = usr_external(
+        f'autoconf-archive@{archive[:4]}.{archive[4:6]}.{archive[6:]}')
     elements = stream.array_size(this_node.llc_bytes_total, this_node.memory_bytes)
     return {
         'packages': packages,

@@ -22,17 +22,19 @@ def _baseline(args):
         raise RuntimeError(f'no stored session for {args.system}: run the suite first')
 
     uuid = data['session_info']['uuid']
-    cases = [c for c in results.passed_cases(data) if c['system'] == args.system]
+    cases = [c for c in results.measured_cases(data) if c['system'] == args.system]
     if not cases:
-        raise RuntimeError(f'session {uuid} has no passing performance results on '
+        raise RuntimeError(f'session {uuid} has no valid performance results on '
                            f'{args.system}')
 
     refs = references.baseline_from_testcases(args.system, cases, uuid, args.tolerance,
                                               host=data['session_info']['hostname'])
     target = references.reference_file(args.system)
     target.write_text(references.dump(refs))
+    rebased = sum(not c['met_references'] for c in cases)
     print(f'{target}: {len(refs.figures)} figures from session {uuid} '
-          f'(tolerance {args.tolerance:.0%})')
+          f'(tolerance {args.tolerance:.0%}); {rebased} of {len(cases)} test cases had missed '
+          'their previous references and are recorded at their new level')
 
 
 def main(argv=None):

@@ -208,8 +208,8 @@ def baseline_from_testcases(system, testcases, session_uuid, tolerance, host=Non
     """A ReferenceSet recording these results as the system's baseline.
 
     testcases: dicts with check, partition, environ, match (the test's parameters) and
-    perfvalues {variable: (value, unit)}, as hpcbench.results extracts them from ReFrame's
-    results database.
+    perfvalues {variable: (value, unit)}, as hpcbench.results.measured_cases extracts them
+    from ReFrame's results database.
     """
     figures = []
     for case in testcases:

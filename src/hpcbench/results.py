@@ -39,13 +39,17 @@ def session(config, uuid):
     return found[0]
 
 
-def passed_cases(session_data):
-    """Performance results of the session's passing, non-fixture test cases, in the form
-    hpcbench.references.baseline_from_testcases takes (last run of each case wins)."""
+def measured_cases(session_data):
+    """Performance results of the session's non-fixture test cases whose measurements are
+    valid: those that passed, and those that failed only against their references (their
+    figures are real; re-baselining is how a new level is accepted). A case that failed
+    anything else (build, run, sanity) measured nothing. Last run of each case wins; each
+    case says whether it met its references then (`met_references`)."""
     cases = {}
     for run in session_data['runs']:
         for tc in run['testcases']:
-            if tc['fixture'] or tc['result'] != 'pass' or not tc.get('perfvalues'):
+            valid = tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'
+            if tc['fixture'] or not valid or not tc.get('perfvalues'):
                 continue
 
             check = tc['name'].split()[0]
@@ -57,6 +61,7 @@ def passed_cases(session_data):
             cases[(check, tc['partition'], tc['environ'], tuple(sorted(match.items())))] = {
                 'check': check, 'system': tc['system'], 'partition': tc['partition'],
                 'environ': tc['environ'], 'match': match, 'perfvalues': perf,
+                'met_references': tc['result'] == 'pass',
             }
 
     return list(cases.values())

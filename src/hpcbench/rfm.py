@@ -56,8 +56,11 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
     @run_before('compile')
     def record_prefix(self):
         # After the subclasses' setup hooks, which choose `spec`.
+        self.postbuild_cmds = [f'{self._location_command()} > {PREFIX_FILE}']
+
+    def _location_command(self):
         env = self.current_partition.extras['spack_env']
-        self.postbuild_cmds = [f"spack -e {env} location -i '{self.full_spec}' > {PREFIX_FILE}"]
+        return f"spack -e {env} location -i '{self.full_spec}'"
 
     @property
     def full_spec(self):
@@ -68,7 +71,14 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
 
     @sanity_function
     def prefix_found(self):
-        return sn.assert_found(r'^/', os.path.join(self.stagedir, PREFIX_FILE))
+        # `spack location -i` prints nothing on stdout when the spec is not installed or is
+        # ambiguous; only one existing absolute directory is a prefix.
+        recorded = os.path.join(self.stagedir, PREFIX_FILE)
+        text = open(recorded).read() if os.path.exists(recorded) else ''
+        lines = text.split()
+        return sn.assert_true(
+            len(lines) == 1 and os.path.isabs(lines[0]) and os.path.isdir(lines[0]),
+            msg=f'no install prefix recorded in {PREFIX_FILE}: {text.strip()!r}')
 
     def install_prefix(self):
         """The build's prefix; in a dry run, the shell expression that finds it."""
@@ -77,6 +87,5 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
             with open(recorded) as fp:
                 return fp.read().strip()
 
-        env = self.current_partition.extras['spack_env']
-        return f"$(spack -e {env} location -i '{self.full_spec}')"
+        return f'$({self._location_command()})'
 
