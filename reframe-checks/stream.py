@@ -10,7 +10,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
-                                   sanity_function)
+                                   sanity_function, variable)
 from reframe.core.exceptions import SanityError
 
 from hpcbench import references, stream
@@ -39,6 +39,8 @@ class StreamCheck(rfm.RunOnlyRegressionTest):
     num_tasks = 1
     time_limit = '10m'
     tags = {'stream', 'memory', 'quick'}
+    #: What this run used, for the perflog and the results database.
+    inputs = variable(str, value='')
 
     @run_after('setup')
     def configure_run(self):
@@ -47,6 +49,8 @@ class StreamCheck(rfm.RunOnlyRegressionTest):
                      f'{self.num_threads} threads is not in the sweep of '
                      f'{self.current_partition.fullname} ({node.num_cores} cores)')
         self.node = node
+        self.inputs = (f'array={stream.array_size(node.llc_bytes_total, node.memory_bytes)} '
+                       f'threads={self.num_threads}')
         self.num_cpus_per_task = self.num_threads
         self.env_vars = stream.openmp_environment(self.num_threads)
         self.executable = os.path.join(self.build.install_prefix(), 'bin', 'stream_c.exe')

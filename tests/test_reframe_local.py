@@ -1,12 +1,13 @@
 """The local site config and the checks through ReFrame itself: listing, dry-run job scripts,
 and (with a Spack) a real STREAM run whose regression against a baseline is flagged."""
 import re
+import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from hpcbench import host, spack, stream
+from hpcbench import host, hpl, layout, spack, stream
 from conftest import BIN, ROOT, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
@@ -54,6 +55,60 @@ def test_dry_run_writes_stream_jobs_for_every_mpi_environment(var):
         text = builds[0].read_text()
         assert f'spack -e {ROOT}/spack-envs/local install' in text
         assert "location -i 'stream stream_array_size=" in text
+
+
+def test_dry_run_writes_hpl_jobs_per_layout_with_binding_and_a_fitting_hpl_dat(var):
+    proc = run_reframe('--dry-run', '-n', 'HplCheck', '-S', 'sizing=tuning')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kept, _ = layout.distinct_layouts(host.processor_info())
+    for environ in MPI_ENVIRONS:
+        stages = list((var / 'stage' / 'local' / 'default' / environ).glob('HplCheck_*'))
+        assert len(stages) == len(kept)
+        for stage in stages:
+            job = (stage / 'rfm_job.sh').read_text()
+            # Without a recorded build (a dry run), the prefix is Spack's own lookup.
+            launch = re.search(r"^mpirun -np (\d+) \./bind-rank\.sh (\S+|\$\(spack -e \S+ "
+                               r"location -i 'hpl \^\S+'\))/bin/xhpl$", job, re.M)
+            ranks = int(launch.group(1))
+            chosen = next(v for v in kept.values() if v.ranks_per_node == ranks)
+            assert f'export OMP_NUM_THREADS={chosen.threads_per_rank}\n' in job
+            assert 'export I_MPI_PIN=off' in job
+            assert (stage / 'bind-rank.sh').read_text() == layout.bind_script(chosen)
+            dat = (stage / 'HPL.dat').read_text().splitlines()
+            ns = [int(n) for n in dat[5].split('  ')[0].split()]
+            p, q = int(dat[10].split()[0]), int(dat[11].split()[0])
+            assert len(ns) == 3            # the repeats
+            assert p * q == ranks and len(set(ns)) == 1 and ns[0] % (192 * q) == 0
+            assert 8 * ns[0] ** 2 <= hpl.TUNING_MEMORY_FRACTION * host.memory_bytes()
+
+
+def test_an_hpl_n_that_does_not_fit_is_refused_before_its_job_is_written(var):
+    proc = run_reframe('--dry-run', '-n', 'HplCheck', '-p', 'openmpi', '-S', 'n=400000')
+    assert proc.returncode != 0
+    assert 'Failing phase: setup' in proc.stdout
+    assert re.search(r'HPL N=400000 needs 119\d\.\d GiB but 1 node\(s\)', proc.stdout)
+    assert not list((var / 'stage').glob('**/HplCheck_*/rfm_job.sh'))
+
+
+def test_registry_only_path_runs_a_small_real_hpcc_through_reframe(var):
+    """What a fresh machine without Spack runs: Debian's hpcc on Debian's Open MPI."""
+    if not shutil.which('hpcc') or not shutil.which('mpirun.openmpi'):
+        pytest.skip('Debian hpcc/Open MPI missing: `make test` installs them as root '
+                    '(hpcbench setup --registry-only)')
+
+    proc = run_reframe('-r', '-S', 'memory_fraction=0.002', '--performance-report',
+                       env={'HPCBENCH_NO_SPACK': '1'})
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-3000:]
+    assert re.search(r'^\[\s*OK\s*\] .*HpccDebianCheck .*@local:default\+openmpi$', out, re.M)
+    # Everything built by Spack says why it did not run.
+    assert 'no Spack found' in out
+    assert not re.search(r'^\[\s*OK\s*\] .*(HpccCheck|StreamCheck|HplCheck)', out, re.M)
+    figures = {k: float(v) for k, v in re.findall(r'^P: (\w+): ([\d.e+-]+) ', out, re.M)}
+    assert figures['hpl'] > 0 and figures['star_dgemm'] > 0 and figures['star_stream_triad'] > 0
+    assert 0 < figures['hpl_ceiling_efficiency'] < 100
+    if host.processor_info().get('num_cpus', 1) > 1:
+        assert figures['pingpong_latency'] > 0 and figures['random_ring_bandwidth'] > 0
 
 
 requires_spack = pytest.mark.skipif(

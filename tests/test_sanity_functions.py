@@ -9,6 +9,9 @@ from reframe.core.exceptions import SanityError
 from reframe.frontend.loader import RegressionCheckLoader
 
 from conftest import FIXTURES, ROOT
+from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutations
+from test_hpl import MUTATIONS as HPL_MUTATIONS
+from test_hpl import _mutations as _hpl_mutations
 from test_stream import MUTATIONS, _mutations
 
 
@@ -18,8 +21,17 @@ def check_classes():
     site.select_subconfig('local')
     runtime.init_runtime(site)
     loader = RegressionCheckLoader([str(ROOT / 'reframe-checks')])
-    tests = loader.load_from_file(str(ROOT / 'reframe-checks' / 'stream.py'))
-    return {type(t).__name__: type(t) for t in tests}
+    classes = {}
+    for name in ('stream.py', 'hpl.py', 'hpcc.py'):
+        module = loader.load_from_file(str(ROOT / 'reframe-checks' / name))
+        classes.update({type(t).__name__: type(t) for t in module})
+
+    # Fixtures and bases are not listed as tests: take them from the checks' modules.
+    for test_class in list(classes.values()):
+        module = __import__(test_class.__module__, fromlist=['*'])
+        classes.update({k: v for k, v in vars(module).items() if isinstance(v, type)})
+
+    return classes
 
 
 def _stream_test(stagedir, output, threads):
@@ -68,3 +80,79 @@ def test_build_sanity_accepts_an_install_prefix(check_classes, tmp_path):
 def test_build_sanity_fails_without_an_install_prefix(check_classes, tmp_path, recorded):
     with pytest.raises(SanityError, match='no install prefix'):
         sn.evaluate(check_classes['StreamBuild'].prefix_found(_build(tmp_path, recorded)))
+
+
+HPL_OUTPUT = FIXTURES / 'hpl' / 'openmpi-1x2-nb-bcast.out'
+
+
+def _hpl_test(stagedir, output, expected_results=8):
+    (stagedir / 'rfm_job.out').write_text(output)
+    plan = types.SimpleNamespace(inputs=types.SimpleNamespace(expected_results=expected_results))
+    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', plan=plan)
+
+
+@pytest.mark.parametrize('check', ['HplCheck', 'HplTuningSweep', 'HplNodeScreen'])
+def test_hpl_sanity_passes_a_real_output(check_classes, tmp_path, check):
+    test = _hpl_test(tmp_path, HPL_OUTPUT.read_text())
+    assert sn.evaluate(check_classes[check].residuals_passed(test))
+    assert len(test.runs) == 8 and test.summary.best_gflops == 79.439
+
+
+@pytest.mark.parametrize('mutation', HPL_MUTATIONS)
+def test_hpl_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    test = _hpl_test(tmp_path, _hpl_mutations(HPL_OUTPUT.read_text())[mutation])
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
+
+
+def test_hpl_sanity_fails_when_results_are_missing(check_classes, tmp_path):
+    test = _hpl_test(tmp_path, HPL_OUTPUT.read_text(), expected_results=24)
+    with pytest.raises(SanityError, match='asked for 24'):
+        sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
+
+
+HPCC_OUTPUT = FIXTURES / 'hpcc' / 'debian-openmpi-2-ranks.hpccoutf.txt'
+
+
+def _hpcc_test(stagedir, output):
+    if output is not None:
+        (stagedir / 'hpccoutf.txt').write_text(output)
+
+    return types.SimpleNamespace(stagedir=str(stagedir), num_tasks=2)
+
+
+@pytest.mark.parametrize('check', ['HpccCheck', 'HpccDebianCheck'])
+def test_hpcc_sanity_passes_a_real_output(check_classes, tmp_path, check):
+    test = _hpcc_test(tmp_path, HPCC_OUTPUT.read_text())
+    assert sn.evaluate(check_classes[check].hpcc_succeeded(test))
+    assert test.figures['star_dgemm'] == 50.5162
+
+
+@pytest.mark.parametrize('mutation', [*HPCC_MUTATIONS, 'no output file'])
+def test_hpcc_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    output = (None if mutation == 'no output file'
+              else _hpcc_mutations(HPCC_OUTPUT.read_text())[mutation])
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['HpccDebianCheck'].hpcc_succeeded(_hpcc_test(tmp_path,
+                                                                               output)))
+
+
+DGEMM_OUTPUT = FIXTURES / 'dgemm' / 'local-2-cores.out'
+
+
+def _dgemm_test(stagedir, output):
+    (stagedir / 'rfm_job.out').write_text(output)
+    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', repeats=5)
+
+
+def test_dgemm_ceiling_sanity_passes_a_real_output(check_classes, tmp_path):
+    test = _dgemm_test(tmp_path, DGEMM_OUTPUT.read_text())
+    assert sn.evaluate(check_classes['DgemmCeiling'].verified(test))
+    assert test.result.best == 108.862
+
+
+@pytest.mark.parametrize('mutation', list(_dgemm_mutations(DGEMM_OUTPUT.read_text())))
+def test_dgemm_ceiling_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    test = _dgemm_test(tmp_path, _dgemm_mutations(DGEMM_OUTPUT.read_text())[mutation])
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['DgemmCeiling'].verified(test))

@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,13 +42,34 @@ def test_no_spack_gives_one_message_and_leaves_nothing(empty_cache):
     assert not empty_cache.exists()
 
 
-def test_make_run_fails_fast_without_spack(empty_cache):
-    proc = subprocess.run(['make', '--no-print-directory', 'run'], cwd=ROOT,
+def test_make_install_fails_fast_without_spack(empty_cache):
+    proc = subprocess.run(['make', '--no-print-directory', 'install'], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, 'PYTHON': sys.executable})
     assert proc.returncode != 0
     assert 'error: No Spack found' in proc.stderr and 'SPACK_ROOT' in proc.stderr
     assert not empty_cache.exists()
+
+
+def test_no_spack_setup_says_so_and_prepares_the_registry_only_path(empty_cache):
+    if bootstrap.missing_apt_packages(bootstrap.REGISTRY_APT_PACKAGES) and os.geteuid() != 0:
+        pytest.skip('the registry-only Debian packages are missing and we are not root')
+
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'hpcbench'),
+                           'setup'], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'No Spack found' in proc.stdout and 'registry-only path' in proc.stdout
+    openmpi = next(s for s in mpi_stacks.local_stacks() if s.name == 'openmpi')
+    assert (openmpi.bin_dir / 'mpirun').resolve() == Path('/usr/bin/mpirun.openmpi').resolve()
+    assert not (empty_cache / 'spack').exists()
+
+
+def test_hpcbench_no_spack_hides_an_existing_spack(tmp_path, monkeypatch):
+    test_spack_is_found_from_spack_root(tmp_path, monkeypatch)
+    monkeypatch.setenv('HPCBENCH_NO_SPACK', '1')
+    assert spack.find() is None
+    with pytest.raises(spack.SpackNotFound, match='HPCBENCH_NO_SPACK'):
+        spack.locate_or_clone()
 
 
 def test_isolated_environment_replaces_user_and_system_scopes(empty_cache):

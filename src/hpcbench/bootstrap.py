@@ -15,11 +15,16 @@ import yaml
 
 from hpcbench import host, mpi_stacks, node, paths, spack, stream
 
+# The registry-only path: what runs a real benchmark with no Spack (Debian's HPCC on
+# Debian's Open MPI, ranks bound with numactl). OpenBLAS is named so that it, not the
+# reference BLAS, provides the libblas.so.3 hpcc depends on.
+REGISTRY_APT_PACKAGES = ('libopenblas0-pthread', 'openmpi-bin', 'hpcc', 'numactl')
 # What the Spack environment and the checks need from Debian.
 APT_PACKAGES = (
     'build-essential', 'gfortran', 'git', 'file', 'patch', 'unzip', 'bzip2', 'xz-utils',
     'libopenmpi-dev', 'openmpi-bin', 'libmpich-dev', 'mpich', 'libopenblas-dev',
     'autoconf', 'automake', 'libtool', 'autoconf-archive', 'patchelf', 'pkg-config',
+    'numactl', 'hpcc',
 )
 
 # Build tools Spack should take from the system rather than build (found by
@@ -51,8 +56,8 @@ def missing_apt_packages(packages=APT_PACKAGES):
     return [p for p in packages if p not in installed]
 
 
-def ensure_apt_packages():
-    missing = missing_apt_packages()
+def ensure_apt_packages(packages=APT_PACKAGES):
+    missing = missing_apt_packages(packages)
     if not missing:
         return
 
@@ -236,10 +241,36 @@ def bootstrap(refresh=False):
     return found
 
 
+def registry_only():
+    """Set up the registry-only path: Debian's HPCC, Open MPI and MPICH, no Spack."""
+    ensure_apt_packages(REGISTRY_APT_PACKAGES)
+    ensure_mpi_prefixes([s for s in mpi_stacks.local_stacks() if s.registry_binaries])
+
+
+def setup(refresh=False):
+    """What `make run` needs: the Spack path when a Spack is found or can be cloned,
+    else the registry-only path, saying so. Returns the Spack or None."""
+    try:
+        spack.locate_or_clone()
+    except spack.SpackNotFound as err:
+        say(f'{err}')
+        say('continuing on the registry-only path: HPCC from Debian runs on Debian\'s '
+            'Open MPI; the checks that need Spack are skipped')
+        registry_only()
+        return None
+
+    found = bootstrap(refresh)
+    install_local_environment(found)
+    return found
+
+
 def install_local_environment(found):
     """Concretize spack-envs/local when its inputs are newer than its lock, then install."""
     lock = LOCAL_ENV / 'spack.lock'
-    inputs = [LOCAL_ENV / 'spack.yaml', LOCAL_ENV / 'host.yaml']
+    # Our recipes are inputs too: a new or changed one may change what concretizes.
+    inputs = [LOCAL_ENV / 'spack.yaml', LOCAL_ENV / 'host.yaml',
+              *(p for p in paths.PACKAGES_REPO_DIR.rglob('*') if p.is_file()
+                and '__pycache__' not in p.parts)]
     if not lock.exists() or max(p.stat().st_mtime for p in inputs) > lock.stat().st_mtime:
         say('concretizing spack-envs/local')
         start = datetime.datetime.now()

@@ -7,6 +7,13 @@ from hpcbench import spack
 
 def _bootstrap(args):
     from hpcbench import bootstrap
+    if args.command == 'setup':
+        if args.registry_only:
+            bootstrap.registry_only()
+        else:
+            bootstrap.setup(refresh=args.refresh)
+        return
+
     found = bootstrap.bootstrap(refresh=args.refresh)
     if args.command == 'install':
         bootstrap.install_local_environment(found)
@@ -37,14 +44,66 @@ def _baseline(args):
           'their previous references and are recorded at their new level')
 
 
+def _hpl_tuning(args):
+    """The HPL tuning sweep's table (T2K Tables 2-4) from a stored session."""
+    from hpcbench import hpl, results
+    uuid, cases = results.check_cases(results.site_config(args.system), 'HplTuningSweep',
+                                      args.session)
+    tables = {}
+    for case in cases:
+        rates = tables.setdefault((case['partition'], case['environ']), {})
+        for name, (value, _unit) in case['perfvalues'].items():
+            setting, label = name.split('=', 1)
+            rates.setdefault(setting, {})[label] = value
+
+    print(f'HPL tuning sweep, session {uuid}')
+    for (partition, environ), rates in sorted(tables.items()):
+        print(f'\n{args.system}:{partition} {environ}')
+        print(hpl.tuning_table(rates))
+
+
+def _screen_nodes(args):
+    """Nodes more than --threshold % below the median single-node HPL (T2K 4.2)."""
+    from hpcbench import hpl, results
+    uuid, cases = results.check_cases(results.site_config(args.system), 'HplNodeScreen',
+                                      args.session)
+    groups = {}
+    for case in cases:
+        node = ','.join(case['nodelist']) or '?'
+        rate = case['perfvalues']['gflops'][0]
+        groups.setdefault((case['partition'], case['environ']), {})[node] = rate
+
+    print(f'HPL node screening, session {uuid}, threshold {args.threshold:g} % below the '
+          'median')
+    slow_total = 0
+    for (partition, environ), rates in sorted(groups.items()):
+        screening = hpl.screen_nodes(rates, args.threshold)
+        print(f'\n{args.system}:{partition} {environ}: {len(rates)} node(s), median '
+              f'{screening.median_gflops:.2f} GFLOP/s')
+        for node, rate in sorted(rates.items()):
+            flag = (f'  SLOW ({screening.slow[node][1]:.1f} % below)'
+                    if node in screening.slow else '')
+            print(f'  {node:<24}{rate:>10.2f} GFLOP/s{flag}')
+
+        slow_total += len(screening.slow)
+
+    if slow_total:
+        raise RuntimeError(f'{slow_total} slow node(s) flagged')
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='hpcbench')
     sub = parser.add_subparsers(dest='command', required=True)
-    for name, text in (('bootstrap', 'set up this machine (idempotent)'),
-                       ('install', 'bootstrap, then concretize and install spack-envs/local')):
+    for name, text in (('bootstrap', 'set up this machine for Spack (idempotent)'),
+                       ('install', 'bootstrap, then concretize and install spack-envs/local'),
+                       ('setup', 'install when a Spack is found or can be cloned, else set '
+                                 'up the registry-only path (what `make run` does)')):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument('--refresh', action='store_true',
                          help='detect compilers and build tools again')
+        if name == 'setup':
+            cmd.add_argument('--registry-only', action='store_true',
+                             help='only the registry-only path (Debian HPCC), no Spack')
         cmd.set_defaults(func=_bootstrap)
 
     base = sub.add_parser('baseline', help='record stored results as the references of a '
@@ -54,6 +113,16 @@ def main(argv=None):
     base.add_argument('--tolerance', type=float, default=0.10,
                       help='allowed fraction below (or above, for times) the baseline')
     base.set_defaults(func=_baseline)
+    tuning = sub.add_parser('hpl-tuning', help="print the HPL tuning sweep's best values")
+    tuning.add_argument('--system', default='local')
+    tuning.add_argument('--session', help='session UUID (default: the newest with a sweep)')
+    tuning.set_defaults(func=_hpl_tuning)
+    screen = sub.add_parser('screen-nodes', help='flag nodes whose single-node HPL is slow')
+    screen.add_argument('--system', default='local')
+    screen.add_argument('--session', help='session UUID (default: the newest screening)')
+    screen.add_argument('--threshold', type=float, default=5.0,
+                        help='percent below the median that flags a node (default 5)')
+    screen.set_defaults(func=_screen_nodes)
     args = parser.parse_args(argv)
 
     from hpcbench import bootstrap, references

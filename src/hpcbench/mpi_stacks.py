@@ -47,6 +47,9 @@ class MpiStack:
     prefix: Path                   # the external's prefix given to Spack
     bin_dir: Path                  # where mpicc and mpirun are
     run_env: dict = field(default_factory=dict)   # variables its programs need to run here
+    # Benchmarks the distribution builds against this MPI (the registry-only path):
+    # {'hpcc': '/usr/bin/hpcc'}.
+    registry_binaries: dict = field(default_factory=dict)
 
     def version(self):
         raise NotImplementedError
@@ -162,8 +165,9 @@ def local_stacks():
     impi_prefix = cache / 'intel-mpi' / INTEL_MPI_VERSION
     impi_component = impi_prefix / 'mpi' / '.'.join(INTEL_MPI_VERSION.split('.')[:2])
     return [
+        # Debian builds its hpcc package against its default MPI, Open MPI.
         DebianOpenMpi('openmpi', 'openmpi', '', cache / 'mpi' / 'openmpi',
-                      cache / 'mpi' / 'openmpi' / 'bin', root_ok),
+                      cache / 'mpi' / 'openmpi' / 'bin', root_ok, {'hpcc': '/usr/bin/hpcc'}),
         DebianMpich('mpich', 'mpich', '', cache / 'mpi' / 'mpich',
                     cache / 'mpi' / 'mpich' / 'bin'),
         PypiIntelMpi('intelmpi', 'intel-oneapi-mpi',

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from hpcbench import paths
 
-_PARAM = re.compile(r'%(\w+)=')
+# Test parameters in a case's name, including --distribute's `$nid`.
+_PARAM = re.compile(r'%([\w$]+)=')
 
 
 def reframe_json(config, *args):
@@ -62,6 +63,7 @@ def measured_cases(session_data):
                 'check': check, 'system': tc['system'], 'partition': tc['partition'],
                 'environ': tc['environ'], 'match': match, 'perfvalues': perf,
                 'met_references': tc['result'] == 'pass',
+                'nodelist': tc.get('job_nodelist') or [],
             }
 
     return list(cases.values())
@@ -69,3 +71,20 @@ def measured_cases(session_data):
 
 def site_config(system):
     return paths.SITE_CONFIGS_DIR / f'{system}.py'
+
+
+def check_cases(config, check, uuid=None):
+    """Measured cases of one check in a stored session (default: the newest that ran it)."""
+    if uuid:
+        data = [session(config, uuid)]
+    else:
+        data = sorted(reframe_json(config, '--describe-stored-sessions=now-365d:now'),
+                      key=lambda s: s['session_info']['time_start_unix'], reverse=True)
+
+    for candidate in data:
+        cases = [c for c in measured_cases(candidate) if c['check'] == check]
+        if cases:
+            return candidate['session_info']['uuid'], cases
+
+    raise RuntimeError(f'no stored session has results of {check}'
+                       + (f' (session {uuid})' if uuid else ''))

@@ -7,9 +7,10 @@ import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from hpcbench import node
+from hpcbench import layout, node
 
 PREFIX_FILE = 'spack-prefix.txt'
+BIND_SCRIPT = 'bind-rank.sh'
 
 
 def partition_node(partition):
@@ -31,6 +32,63 @@ def configured_nodes():
             continue
 
     return nodes
+
+
+def partition_num_nodes(partition):
+    """Nodes of a partition: `extras.num_nodes` (1 when the site config does not say)."""
+    return int(partition.extras.get('num_nodes', 1))
+
+
+def node_counts(max_nodes):
+    """Node counts a multi-node check runs at: powers of two below the partition's size,
+    and the whole partition."""
+    counts, n = set(), 1
+    while n < max_nodes:
+        counts.add(n)
+        n *= 2
+
+    return sorted(counts | {max_nodes})
+
+
+def configured_node_counts():
+    counts = {n for part in rt.runtime().system.partitions
+              for n in node_counts(partition_num_nodes(part))}
+    return sorted(counts) or [1]
+
+
+def configured_layout_names():
+    """Layouts distinct on at least one partition of the current system, in the order of
+    hpcbench.layout.LAYOUT_NAMES."""
+    names = set()
+    for part in rt.runtime().system.partitions:
+        try:
+            names.update(layout.distinct_layouts(part.processor.info)[0])
+        except layout.LayoutError:
+            continue
+
+    return [n for n in layout.LAYOUT_NAMES if n in names] or ['per-core']
+
+
+def partition_layout(partition, name):
+    """The Layout called `name` on a partition; a name that equals another layout there
+    (one socket that is the whole node) resolves to that one."""
+    kept, same_as = layout.distinct_layouts(partition.processor.info)
+    return kept[same_as.get(name, name)]
+
+
+def bind_ranks(test, chosen, program, *args):
+    """Run `program args` as `test`'s executable with each rank bound by `chosen`'s layout
+    (the wrapper is written into the stage directory), with its thread variables and the
+    MPI libraries' own binding off."""
+    script = os.path.join(test.stagedir, BIND_SCRIPT)
+    with open(script, 'w') as fp:
+        fp.write(layout.bind_script(chosen))
+
+    os.chmod(script, 0o755)
+    test.executable = f'./{BIND_SCRIPT}'
+    test.executable_opts = [str(program), *(str(a) for a in args)]
+    test.env_vars.update(chosen.thread_environment())
+    test.env_vars.update(layout.MPI_BINDING_OFF)
 
 
 class SpackBuild(rfm.CompileOnlyRegressionTest):

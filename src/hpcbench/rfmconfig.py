@@ -8,7 +8,8 @@ PERFLOG_FORMAT = (
     '%(check_job_completion_time)s|reframe %(version)s|%(check_info)s|'
     'jobid=%(check_jobid)s|%(check_perf_var)s=%(check_perf_value)s|'
     'ref=%(check_perf_ref)s (l=%(check_perf_lower_thres)s, u=%(check_perf_upper_thres)s)|'
-    '%(check_perf_unit)s|%(check_system)s:%(check_partition)s|%(check_environ)s'
+    '%(check_perf_unit)s|%(check_system)s:%(check_partition)s|%(check_environ)s|'
+    '%(check_inputs)s'
 )
 
 
@@ -29,13 +30,17 @@ def spack_partition_settings():
 
 def mpi_environment(stack, target_systems, features=('openmp',)):
     """A ReFrame environment for one MPI stack: its wrappers first on PATH, its run-time
-    variables, and the `mpi` Spack constraint the checks use to pick their builds."""
+    variables, the `mpi` Spack constraint the checks use to pick their builds, and the
+    distribution's binaries built against it (feature `registry-<name>`, extras
+    `registry_<name>`: the path)."""
+    registry = sorted(stack.registry_binaries.items())
     return {
         'name': stack.name,
         'target_systems': list(target_systems),
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
-        'features': ['mpi', stack.name, *features],
-        'extras': {'spack_mpi': stack.spack_name},
+        'features': ['mpi', stack.name, *features, *(f'registry-{n}' for n, _ in registry)],
+        'extras': {'spack_mpi': stack.spack_name,
+                   **{f'registry_{n}': path for n, path in registry}},
         'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
                      *([k, v] for k, v in stack.run_env.items())],
     }

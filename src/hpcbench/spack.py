@@ -67,8 +67,16 @@ def _candidates():
     return spack, packages
 
 
+def disabled():
+    """HPCBENCH_NO_SPACK=1 runs the registry-only path even where a Spack exists."""
+    return os.environ.get('HPCBENCH_NO_SPACK', '') not in ('', '0')
+
+
 def find():
     """The Spack to use, or None. Never downloads anything."""
+    if disabled():
+        return None
+
     spack, packages = _candidates()
     root = next((p for _, p in spack if _is_spack(p)), None)
     repo = next((p for _, p in packages if _is_packages(p)), None)
@@ -121,6 +129,9 @@ def locate_or_clone():
     Raises SpackNotFound with the one message to show when nothing is possible; a failed
     clone leaves nothing behind.
     """
+    if disabled():
+        raise SpackNotFound('HPCBENCH_NO_SPACK is set: Spack is not used')
+
     found = find()
     if found:
         return found

@@ -1,0 +1,131 @@
+"""HPC Challenge: HPL, StarDGEMM, StarSTREAM, PingPong and RandomRing in one run (CHiC §4).
+
+One rank per core (HPCC's Star figures are per process), bound like HPL's per-core layout;
+hpccinf.txt is written by the same logic as HPL.dat (hpcbench.hpl, hpcbench.hpcc).
+
+- HpccCheck: Spack's hpcc from the partition's environment, for every MPI stack.
+- HpccDebianCheck: the registry-only path. Without a Spack, Debian's `hpcc` binary (built
+  against Debian's Open MPI, so only for environments with the `registry-hpcc` feature) runs
+  instead, so that a machine with no Spack still measures something real.
+"""
+import os
+
+import reframe as rfm
+import reframe.core.runtime as rt
+import reframe.utility.sanity as sn
+from reframe.core.builtins import fixture, run_after, sanity_function, variable
+from reframe.core.exceptions import ReframeError, SanityError
+
+from hpcbench import hpcc, hpl, references
+from hpcbench.rfm import SpackBuild, bind_ranks, partition_layout, partition_node
+
+OUTPUT = 'hpccoutf.txt'
+
+
+class HpccBuild(SpackBuild):
+    spec = 'hpcc'
+    needs_mpi = True
+
+
+class HpccBase(rfm.RunOnlyRegressionTest):
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    #: As HPL's: `full` (80 % of the memory, TSUBAME) or `tuning` (1/25, T2K).
+    sizing = variable(str, value='full')
+    #: An explicit share of the node's memory for HPCC's HPL, instead of `sizing`.
+    memory_fraction = variable(float, type(None), value=None)
+    #: What this run used, for the perflog and the results database.
+    inputs = variable(str, value='')
+    num_nodes = 1
+    tags = {'hpcc', 'compute', 'quick'}
+
+    def hpcc_executable(self):
+        raise NotImplementedError
+
+    @run_after('setup')
+    def configure_run(self):
+        self.node = partition_node(self.current_partition)
+        self.layout = partition_layout(self.current_partition, 'per-core')
+        try:
+            self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
+                                 fraction=self.memory_fraction, sizing=self.sizing)
+            text = hpcc.hpccinf(self.plan.inputs)
+        except hpl.HplInputError as err:
+            raise ReframeError(f'{self.current_partition.fullname}: {err}') from None
+
+        with open(os.path.join(self.stagedir, 'hpccinf.txt'), 'w') as fp:
+            fp.write(text)
+
+        inputs = self.plan.inputs
+        (p, q), = inputs.grids
+        self.inputs = (f'N={inputs.ns[0]} NB={inputs.tuning.nbs[0]} P={p} Q={q} '
+                       f'{self.layout.describe()}')
+        self.num_tasks = self.num_tasks_per_node = self.layout.ranks_per_node
+        self.num_cpus_per_task = 1
+        self.time_limit = int(4 * self.plan.estimated_seconds + 600)
+        bind_ranks(self, self.layout, self.hpcc_executable())
+        self.keep_files = ['hpccinf.txt', OUTPUT, 'bind-rank.sh']
+        self.perf_variables = {
+            'hpl': sn.make_performance_function(self.figure, 'GFLOP/s', 'hpl', 1000),
+            'hpl_efficiency': sn.make_performance_function(self.hpl_efficiency, '%'),
+            'hpl_ceiling_efficiency': sn.make_performance_function(
+                self.hpl_ceiling_efficiency, '%'),
+            'star_dgemm': sn.make_performance_function(self.figure, 'GFLOP/s', 'star_dgemm'),
+            'star_stream_triad': sn.make_performance_function(self.figure, 'GB/s',
+                                                              'star_stream_triad'),
+        }
+        if self.num_tasks > 1:
+            for name in hpcc.COMMUNICATION_FIGURES:
+                unit = 'us' if name.endswith('latency') else 'GB/s'
+                self.perf_variables[name] = sn.make_performance_function(self.figure, unit,
+                                                                         name)
+
+        self.reference = references.reframe_reference(self)
+
+    @sanity_function
+    def hpcc_succeeded(self):
+        path = os.path.join(self.stagedir, OUTPUT)
+        if not os.path.exists(path):
+            raise SanityError(f'HPCC wrote no {OUTPUT}')
+
+        with open(path) as fp:
+            try:
+                self.figures = hpcc.parse(fp.read(), self.num_tasks)
+            except hpcc.HpccOutputError as err:
+                raise SanityError(str(err)) from None
+
+        return True
+
+    def figure(self, name, scale=1):
+        return self.figures[name] * scale
+
+    def hpl_efficiency(self):
+        return 100 * self.figures['hpl'] * 1e12 / self.plan.rpeak_flops
+
+    def hpl_ceiling_efficiency(self):
+        """HPL against the sum of the processes' DGEMM rates (HPCC's own ceiling)."""
+        return 100 * self.figures['hpl'] * 1e3 / (self.figures['star_dgemm'] * self.num_tasks)
+
+
+@rfm.simple_test
+class HpccCheck(HpccBase):
+    descr = 'HPC Challenge built by Spack, one rank per core'
+    build = fixture(HpccBuild, scope='environment')
+
+    def hpcc_executable(self):
+        return os.path.join(self.build.install_prefix(), 'bin', 'hpcc')
+
+
+@rfm.simple_test
+class HpccDebianCheck(HpccBase):
+    descr = "HPC Challenge from Debian's hpcc package (the registry-only path)"
+    valid_prog_environs = ['+registry-hpcc']
+
+    @run_after('init')
+    def only_without_spack(self):
+        # Before setup the partition is not chosen yet: a Spack on any partition counts.
+        spack_found = any(p.extras.get('spack_root') for p in rt.runtime().system.partitions)
+        self.skip_if(spack_found, 'a Spack is configured: HPCC runs as HpccCheck, built by it')
+
+    def hpcc_executable(self):
+        return self.current_environ.extras['registry_hpcc']

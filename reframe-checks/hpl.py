@@ -1,0 +1,284 @@
+"""HPL: the headline benchmark of all five papers, with inputs derived from the partition.
+
+- HplCheck: N from the nodes' memory (80 % on one node, 75 % on several; TSUBAME §3), a
+  near-square P x Q, every distinct rank/thread layout of the node (T2K §3.2) with each rank
+  bound by numactl, every node count of the partition; efficiency against nominal Rpeak and
+  against the DGEMM ceiling measured on the node (DgemmCeiling).
+- HplTuningSweep (tag `sweep`): one setting at a time at 1/25 of the memory (T2K §4.4);
+  `hpcbench hpl-tuning` prints the table of the best values (T2K Tables 2-4).
+- HplNodeScreen (tag `screen`): single-node HPL, one rank per node with threads, on every
+  node with `--distribute` (T2K §4.2); `hpcbench screen-nodes` flags the slow ones.
+
+The math (sizes, grid, memory, HPL.dat, parsing) is hpcbench.hpl; layouts and binding are
+hpcbench.layout.
+"""
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
+                                   sanity_function, variable)
+from reframe.core.exceptions import ReframeError, SanityError
+
+from hpcbench import dgemm, hpl, layout, references
+from hpcbench.rfm import (SpackBuild, bind_ranks, configured_layout_names,
+                          configured_node_counts, partition_layout, partition_node,
+                          partition_num_nodes)
+
+
+class HplBuild(SpackBuild):
+    spec = 'hpl'
+    needs_mpi = True
+
+
+class DgemmRateBuild(SpackBuild):
+    spec = 'dgemm-rate'
+
+
+def _output(test):
+    with open(os.path.join(test.stagedir, sn.evaluate(test.stdout))) as fp:
+        return fp.read()
+
+
+class DgemmCeiling(rfm.RunOnlyRegressionTest):
+    """The DGEMM rate of one node through the BLAS HPL uses: one process, all cores."""
+    descr = 'DGEMM ceiling of one node (hpcbench dgemm-rate)'
+    valid_systems = ['*']
+    valid_prog_environs = ['*']
+    build = fixture(DgemmRateBuild, scope='environment')
+    repeats = variable(int, value=dgemm.REPEATS)
+    num_tasks = 1
+    keep_files = ['bind-rank.sh']
+    time_limit = '10m'
+
+    @run_after('setup')
+    def configure_run(self):
+        node = partition_node(self.current_partition)
+        self.order = dgemm.matrix_order(node.peak_flops, node.memory_bytes)
+        # One process on the whole node: its BLAS threads, bound like HPL's per-node layout.
+        self.job.launcher = getlauncher('local')()
+        bind_ranks(self, partition_layout(self.current_partition, 'per-node'),
+                   os.path.join(self.build.install_prefix(), 'bin', 'dgemm-rate'),
+                   self.order, self.repeats)
+
+    @sanity_function
+    def verified(self):
+        try:
+            self.result = dgemm.parse(_output(self), self.repeats)
+        except dgemm.DgemmOutputError as err:
+            raise SanityError(str(err)) from None
+
+        return True
+
+    @performance_function('GFLOP/s')
+    def gflops(self):
+        return self.result.best
+
+    @performance_function('GFLOP/s')
+    def gflops_mean(self):
+        return self.result.mean
+
+
+class HplBase(rfm.RunOnlyRegressionTest):
+    """One HPL job: inputs planned from the partition, each rank bound by its layout."""
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build = fixture(HplBuild, scope='environment')
+    # Subclasses define `layout_name` (hpcbench.layout.LAYOUT_NAMES) and `num_nodes`.
+
+    #: Solves of the same N in one job; the spread between them is reported.
+    repeats = variable(int, value=3)
+    #: `full`: N from 80 % of the memory on one node, 75 % on several (TSUBAME);
+    #: `tuning`: from 1/25 of it (T2K's tuning size), what `make run` uses by default.
+    sizing = variable(str, value='full')
+    #: An explicit share of the nodes' memory for the matrix, instead of `sizing`.
+    memory_fraction = variable(float, type(None), value=None)
+    #: An explicit N instead of the memory fraction (still checked to fit).
+    n = variable(int, type(None), value=None)
+    # The papers' tunings, one value each (None: hpcbench.hpl.Tuning's documented default).
+    nb = variable(int, type(None), value=None)
+    pmap = variable(int, type(None), value=None)
+    pfact = variable(int, type(None), value=None)
+    nbmin = variable(int, type(None), value=None)
+    ndiv = variable(int, type(None), value=None)
+    rfact = variable(int, type(None), value=None)
+    bcast = variable(int, type(None), value=None)
+    depth = variable(int, type(None), value=None)
+    swap = variable(int, type(None), value=None)
+    swap_threshold = variable(int, type(None), value=None)
+    l1_transposed = variable(typ.Bool, type(None), value=None)
+    u_transposed = variable(typ.Bool, type(None), value=None)
+    equilibration = variable(typ.Bool, type(None), value=None)
+    alignment = variable(int, type(None), value=None)
+    threshold = variable(float, type(None), value=None)
+    #: What this run used (N, NB, grid, layout), for the perflog and the results database.
+    inputs = variable(str, value='')
+    keep_files = ['HPL.dat', 'bind-rank.sh']
+
+    _LIST_SETTINGS = {'nb': 'nbs', 'pfact': 'pfacts', 'nbmin': 'nbmins', 'ndiv': 'ndivs',
+                      'rfact': 'rfacts', 'bcast': 'bcasts', 'depth': 'depths'}
+    _SCALAR_SETTINGS = ('pmap', 'swap', 'swap_threshold', 'l1_transposed', 'u_transposed',
+                        'equilibration', 'alignment', 'threshold')
+
+    def tuning(self):
+        changes = {field: (getattr(self, name),) for name, field in self._LIST_SETTINGS.items()
+                   if getattr(self, name) is not None}
+        changes.update({name: getattr(self, name) for name in self._SCALAR_SETTINGS
+                        if getattr(self, name) is not None})
+        try:
+            return hpl.with_tuning(hpl.Tuning(), **changes)
+        except hpl.HplInputError as err:
+            raise ReframeError(str(err)) from None
+
+    def plan_run(self, tuning, repeats):
+        """Plan the job (refusing, before anything runs, an input that cannot fit) and
+        set it up: HPL.dat in the stage directory, tasks, binding, time limit."""
+        part = self.current_partition
+        self.skip_if(self.num_nodes > partition_num_nodes(part),
+                     f'{part.fullname} has {partition_num_nodes(part)} node(s)')
+        self.node = partition_node(part)
+        self.layout = partition_layout(part, self.layout_name)
+        try:
+            self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
+                                 tuning, self.memory_fraction, self.n, repeats,
+                                 sizing=self.sizing)
+        except hpl.HplInputError as err:
+            raise ReframeError(f'{part.fullname}: {err}') from None
+
+        inputs = self.plan.inputs
+        with open(os.path.join(self.stagedir, 'HPL.dat'), 'w') as fp:
+            fp.write(hpl.hpl_dat(inputs))
+
+        (p, q), = inputs.grids
+        self.inputs = (f'N={inputs.ns[0]} NB={",".join(map(str, tuning.nbs))} P={p} Q={q} '
+                       f'{self.layout.describe()} nodes={self.num_nodes} '
+                       f'memory={self.plan.memory_bytes / hpl.GIB:.1f}GiB')
+        self.num_tasks = self.num_nodes * self.layout.ranks_per_node
+        self.num_tasks_per_node = self.layout.ranks_per_node
+        self.num_cpus_per_task = self.layout.threads_per_rank
+        # Four times the solve at Rpeak (HPL rarely runs below 25 % of it) plus start-up.
+        self.time_limit = int(4 * self.plan.estimated_seconds + 300)
+        bind_ranks(self, self.layout, os.path.join(self.build.install_prefix(), 'bin', 'xhpl'))
+
+    @sanity_function
+    def residuals_passed(self):
+        try:
+            self.runs = hpl.parse(_output(self), self.plan.inputs.expected_results)
+        except hpl.HplOutputError as err:
+            raise SanityError(str(err)) from None
+
+        self.summary = hpl.summarize(self.runs)
+        return True
+
+
+def _layout_names():
+    return configured_layout_names()
+
+
+def _node_counts():
+    return configured_node_counts()
+
+
+@rfm.simple_test
+class HplCheck(HplBase):
+    descr = 'HPL with inputs derived from the partition, per layout and node count'
+    layout_name = parameter(_layout_names())
+    num_nodes = parameter(_node_counts())
+    ceiling = fixture(DgemmCeiling, scope='partition')
+    tags = {'hpl', 'compute'}
+
+    @run_after('setup')
+    def configure_run(self):
+        kept, same_as = layout.distinct_layouts(self.current_partition.processor.info)
+        self.skip_if(self.layout_name in same_as,
+                     f'{self.layout_name} is the same placement as {same_as.get(self.layout_name)} '
+                     f'on {self.current_partition.fullname}')
+        self.skip_if(self.layout_name not in kept,
+                     f'{self.current_partition.fullname} has no {self.layout_name} layout')
+        self.plan_run(self.tuning(), self.repeats)
+        self.reference = references.reframe_reference(self)
+
+    @performance_function('GFLOP/s')
+    def gflops(self):
+        return self.summary.best_gflops
+
+    @performance_function('GFLOP/s')
+    def gflops_mean(self):
+        return self.summary.mean_gflops
+
+    @performance_function('%')
+    def spread(self):
+        return self.summary.spread_percent
+
+    @performance_function('s')
+    def time(self):
+        return self.summary.best_seconds
+
+    @performance_function('%')
+    def efficiency(self):
+        """Rmax / Rpeak, Rpeak from the processor description (cores x clock x flop/cycle)."""
+        return 100 * self.summary.best_gflops * 1e9 / self.plan.rpeak_flops
+
+    @performance_function('%')
+    def ceiling_efficiency(self):
+        """Rmax / (nodes x the node's measured DGEMM rate)."""
+        return 100 * self.summary.best_gflops / (self.num_nodes * self.ceiling.result.best)
+
+
+def _sweep_settings():
+    return [(name,) for name in hpl.SWEEP] + [('swap_threshold', t)
+                                               for t in hpl.SWAP_THRESHOLDS]
+
+
+@rfm.simple_test
+class HplTuningSweep(HplBase):
+    descr = 'HPL tuning sweep, one setting at a time at 1/25 of the memory (T2K 4.4)'
+    sweep = parameter(_sweep_settings(), fmt=lambda s: '-'.join(map(str, s)))
+    layout_name = variable(str, value='per-core')
+    num_nodes = variable(int, value=1)
+    repeats = 1
+    sizing = 'tuning'
+    tags = {'hpl', 'sweep'}
+
+    @run_after('setup')
+    def configure_run(self):
+        setting, *values = self.sweep
+        tuning = hpl.sweep_tuning(self.tuning(), setting, values or None)
+        self.plan_run(tuning, self.repeats)
+        self.setting = setting
+        if setting == 'swap_threshold':
+            labels = {values[0]: str(values[0])}
+        else:
+            field = hpl.SWEEP[setting][0]
+            labels = {v: hpl.setting_label(setting, v) for v in getattr(tuning, field)}
+
+        # One figure per swept value, named like `bcast=2ringM`.
+        self.perf_variables = {
+            f'{setting}={label}': sn.make_performance_function(self.rate_of, 'GFLOP/s', value)
+            for value, label in labels.items()
+        }
+
+    def rate_of(self, value):
+        if self.setting == 'swap_threshold':
+            return self.summary.best_gflops
+
+        return hpl.sweep_rates(self.runs, self.setting)[value]
+
+
+@rfm.simple_test
+class HplNodeScreen(HplBase):
+    descr = 'single-node HPL, one threaded rank per node, to screen nodes (T2K 4.2)'
+    layout_name = variable(str, value='per-node')
+    num_nodes = 1
+    repeats = 1
+    tags = {'hpl', 'screen'}
+
+    @run_after('setup')
+    def configure_run(self):
+        self.plan_run(self.tuning(), self.repeats)
+
+    @performance_function('GFLOP/s')
+    def gflops(self):
+        return self.summary.best_gflops

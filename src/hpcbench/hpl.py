@@ -1,0 +1,508 @@
+"""HPL: inputs derived from the machine, the HPL.dat file, and parsing HPL's output.
+
+Shared by the HPL checks and the HPCC check (whose hpccinf.txt is an HPL.dat plus PTRANS
+lines). The rules come from the papers:
+
+- process grid near square with P <= Q (TSUBAME §3 "Process Grid", T2K §3.2);
+- N from a memory fraction, 80 % on one node and 75 % on several (TSUBAME §3, Figure 3-11),
+  rounded down to a multiple of NB x lcm(P, Q) so that every process gets the same number
+  of blocks (T2K §4.5: "divisible by P x NB");
+- memory of N x N x 8 + 2 x N x 8 + N x 4 bytes (TSUBAME §3) plus the panel buffers;
+- 2/3 N^3 + 2 N^2 floating-point operations. TSUBAME §3 prints (2 N^3) / (3 + 2 N^2), a
+  misprint of 2 N^3 / 3 + 2 N^2, the count HPL itself reports its Gflops with.
+"""
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+GIB = 1 << 30
+
+# HPL.dat codes and the names HPL and the papers use for them.
+BCAST_NAMES = {0: '1ring', 1: '1ringM', 2: '2ring', 3: '2ringM', 4: 'long', 5: 'longM'}
+FACT_NAMES = {0: 'left', 1: 'crout', 2: 'right'}
+FACT_LETTERS = {'L': 0, 'C': 1, 'R': 2}
+SWAP_NAMES = {0: 'binary-exchange', 1: 'long', 2: 'mix'}
+PMAP_NAMES = {0: 'row-major', 1: 'column-major'}
+
+# One node keeps more of its memory for the matrix than several, whose MPI and InfiniBand
+# buffers grow with the node count (TSUBAME §3, Figure 3-11: 80 % vs 75 % were fastest).
+SINGLE_NODE_MEMORY_FRACTION = 0.80
+MULTI_NODE_MEMORY_FRACTION = 0.75
+# The tuning sweep's size: T2K tuned at N = 300,000, about 1/25 of the memory of the full
+# run (N = 1,508,000: (300/1508)^2 = 0.04), §4.4.
+TUNING_MEMORY_FRACTION = 0.04
+# Memory each node keeps for the kernel and ordinary processes (T2K §4.5 left ~1 GB).
+OS_RESERVE_BYTES = 1 * GIB
+
+
+class HplInputError(ValueError):
+    """An HPL input that cannot run: refused before any job starts."""
+
+
+class HplOutputError(ValueError):
+    """An HPL output that does not prove a complete, correct run."""
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Every HPL.dat setting except N and the process grid, with the defaults we run.
+
+    Lists are HPL's own: HPL runs every combination of them (each one a result line).
+    """
+    nbs: tuple = (192,)           # block size; the tuning sweep finds this machine's best
+    pmap: int = 0                 # row-major process mapping (T2K Table 5)
+    threshold: float = 16.0       # residual threshold (HPL's default, T2K Table 5)
+    pfacts: tuple = (2,)          # panel factorization: right-looking (HPL's sample)
+    nbmins: tuple = (4,)          # recursion stopping criterion (T2K Table 5)
+    ndivs: tuple = (2,)           # panels in recursion (T2K Table 5)
+    rfacts: tuple = (2,)          # recursive panel factorization: right (T2K Table 2)
+    bcasts: tuple = (3,)          # 2ring-modified: best in TSUBAME Fig. 3-6 and T2K Table 3
+    depths: tuple = (1,)          # look-ahead depth 1 (HPL's recommendation; T2K used 0)
+    swap: int = 2                 # mix of binary exchange and long (T2K Table 5)
+    swap_threshold: int = 64      # best of 64/128/192 in T2K Table 4
+    l1_transposed: bool = True    # L1 in transposed form (T2K Table 5)
+    u_transposed: bool = True     # U in transposed form (T2K Table 5)
+    equilibration: bool = True    # (T2K Table 5)
+    alignment: int = 8            # memory alignment in doubles; HPL requires > 0
+
+    def __post_init__(self):
+        for name in ('nbs', 'pfacts', 'nbmins', 'ndivs', 'rfacts', 'bcasts', 'depths'):
+            values = tuple(getattr(self, name))
+            if not values:
+                raise HplInputError(f'HPL {name}: at least one value is needed')
+
+            object.__setattr__(self, name, values)
+
+        checks = [
+            (all(nb > 0 for nb in self.nbs), 'NB must be positive'),
+            (self.pmap in PMAP_NAMES, 'PMAP is 0 (row-major) or 1 (column-major)'),
+            (all(f in FACT_NAMES for f in self.pfacts + self.rfacts),
+             'PFACT/RFACT are 0 (left), 1 (Crout) or 2 (right)'),
+            (all(n >= 1 for n in self.nbmins), 'NBMIN must be >= 1'),
+            (all(n >= 2 for n in self.ndivs), 'NDIV must be >= 2'),
+            (all(b in BCAST_NAMES for b in self.bcasts), 'BCAST is 0..5'),
+            (all(d >= 0 for d in self.depths), 'DEPTH must be >= 0'),
+            (self.swap in SWAP_NAMES, 'SWAP is 0, 1 or 2'),
+            (self.swap_threshold >= 0, 'the swapping threshold must be >= 0'),
+            (self.alignment > 0, 'the memory alignment must be > 0'),
+            (self.threshold > 0, 'the residual threshold must be > 0'),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise HplInputError(f'HPL input: {message}')
+
+    @property
+    def combinations(self):
+        """Result lines HPL prints per N and process grid."""
+        return math.prod(len(v) for v in (self.nbs, self.pfacts, self.nbmins, self.ndivs,
+                                          self.rfacts, self.bcasts, self.depths))
+
+
+# --- process grid and problem size -----------------------------------------------------------
+
+def process_grids(ranks):
+    """Every P x Q = ranks with P <= Q, the nearest to square first."""
+    if ranks < 1:
+        raise HplInputError(f'HPL needs at least one process, not {ranks}')
+
+    grids = [(p, ranks // p) for p in range(1, math.isqrt(ranks) + 1) if ranks % p == 0]
+    return sorted(grids, key=lambda g: g[1] - g[0])
+
+
+def process_grid(ranks):
+    return process_grids(ranks)[0]
+
+
+def default_memory_fraction(num_nodes):
+    return SINGLE_NODE_MEMORY_FRACTION if num_nodes == 1 else MULTI_NODE_MEMORY_FRACTION
+
+
+# How big a run is, by name: `full` as a Top500 run (TSUBAME's fractions), `tuning` at T2K's
+# 1/25 of the memory (seconds to minutes per solve; what `make run` uses by default).
+SIZINGS = ('full', 'tuning')
+
+
+def memory_fraction(sizing, num_nodes):
+    if sizing == 'full':
+        return default_memory_fraction(num_nodes)
+
+    if sizing == 'tuning':
+        return TUNING_MEMORY_FRACTION
+
+    raise HplInputError(f'unknown HPL sizing {sizing!r}; known: {", ".join(SIZINGS)}')
+
+
+def problem_size(total_memory_bytes, nb, p, q, fraction):
+    """Largest N using at most `fraction` of the memory for the matrix, a multiple of
+    NB x lcm(P, Q)."""
+    if not 0 < fraction < 1:
+        raise HplInputError(f'HPL memory fraction must be between 0 and 1, not {fraction}')
+
+    granule = nb * math.lcm(p, q)
+    n = math.isqrt(int(fraction * total_memory_bytes / 8))
+    n -= n % granule
+    if n < granule:
+        raise HplInputError(
+            f'{fraction:.0%} of {total_memory_bytes / GIB:.2f} GiB holds no HPL matrix of '
+            f'at least NB x lcm(P, Q) = {granule}')
+
+    return n
+
+
+def memory_needed(n, nb, p, q, depth=1):
+    """Bytes HPL allocates over all processes for order n: the matrix with its right-hand
+    side and pivots (TSUBAME §3), plus each process's panel buffers (depth + 1 panels of
+    NB columns over its local rows and columns), an estimate of HPL_pdpanel_init's work."""
+    matrix = 8 * n * n + 2 * 8 * n + 4 * n
+    local_rows, local_cols = math.ceil(n / p), math.ceil(n / q)
+    panels = p * q * (depth + 1) * 8 * nb * (local_rows + local_cols + nb)
+    return matrix + panels
+
+
+def check_fits(n, nb, p, q, depth, num_nodes, node_memory_bytes,
+               reserve_bytes=OS_RESERVE_BYTES):
+    """Refuse an N whose HPL would not fit in the nodes' memory (less the OS reserve)."""
+    needed = memory_needed(n, nb, p, q, depth)
+    available = num_nodes * (node_memory_bytes - reserve_bytes)
+    if needed > available:
+        raise HplInputError(
+            f'HPL N={n} needs {needed / GIB:.1f} GiB but {num_nodes} node(s) of '
+            f'{node_memory_bytes / GIB:.1f} GiB leave {available / GIB:.1f} GiB after '
+            f'{reserve_bytes / GIB:.1f} GiB per node for the system: use a smaller N or '
+            f'memory fraction')
+
+    return needed
+
+
+def flop_count(n):
+    """Floating-point operations of an HPL solve of order n (HPL's own count)."""
+    return 2 / 3 * n ** 3 + 2 * n ** 2
+
+
+def estimated_seconds(n, rpeak_flops, efficiency=1.0):
+    """Run time of one solve at the given fraction of Rpeak (TSUBAME §3, corrected)."""
+    return flop_count(n) / (rpeak_flops * efficiency)
+
+
+# --- HPL.dat ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Inputs:
+    ns: tuple
+    grids: tuple                      # ((P, Q), ...)
+    tuning: Tuning = field(default_factory=Tuning)
+
+    @property
+    def expected_results(self):
+        return len(self.ns) * len(self.grids) * self.tuning.combinations
+
+
+def _line(value, comment):
+    # HPL reads the leading tokens; two spaces at least keep a long list apart from the
+    # comment (HPL would read '4608Ns' as 4608, but a person should not have to).
+    text = str(value)
+    return text + ' ' * max(14 - len(text), 2) + comment
+
+
+def _list(values):
+    return ' '.join(str(v) for v in values)
+
+
+def hpl_dat(inputs, device_out=6):
+    """The complete HPL.dat: every line HPL reads, in its order."""
+    t = inputs.tuning
+    ps = [p for p, _ in inputs.grids]
+    qs = [q for _, q in inputs.grids]
+    lines = [
+        'HPLinpack benchmark input file',
+        'Written by hpcbench (reframe-checks/hpl.py); defaults documented in hpcbench.hpl',
+        _line('HPL.out', 'output file name (if any)'),
+        _line(device_out, 'device out (6=stdout,7=stderr,file)'),
+        _line(len(inputs.ns), '# of problems sizes (N)'),
+        _line(_list(inputs.ns), 'Ns'),
+        _line(len(t.nbs), '# of NBs'),
+        _line(_list(t.nbs), 'NBs'),
+        _line(t.pmap, 'PMAP process mapping (0=Row-,1=Column-major)'),
+        _line(len(inputs.grids), '# of process grids (P x Q)'),
+        _line(_list(ps), 'Ps'),
+        _line(_list(qs), 'Qs'),
+        _line(t.threshold, 'threshold'),
+        _line(len(t.pfacts), '# of panel fact'),
+        _line(_list(t.pfacts), 'PFACTs (0=left, 1=Crout, 2=Right)'),
+        _line(len(t.nbmins), '# of recursive stopping criterium'),
+        _line(_list(t.nbmins), 'NBMINs (>= 1)'),
+        _line(len(t.ndivs), '# of panels in recursion'),
+        _line(_list(t.ndivs), 'NDIVs'),
+        _line(len(t.rfacts), '# of recursive panel fact.'),
+        _line(_list(t.rfacts), 'RFACTs (0=left, 1=Crout, 2=Right)'),
+        _line(len(t.bcasts), '# of broadcast'),
+        _line(_list(t.bcasts), 'BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)'),
+        _line(len(t.depths), '# of lookahead depth'),
+        _line(_list(t.depths), 'DEPTHs (>=0)'),
+        _line(t.swap, 'SWAP (0=bin-exch,1=long,2=mix)'),
+        _line(t.swap_threshold, 'swapping threshold'),
+        _line(0 if t.l1_transposed else 1, 'L1 in (0=transposed,1=no-transposed) form'),
+        _line(0 if t.u_transposed else 1, 'U  in (0=transposed,1=no-transposed) form'),
+        _line(1 if t.equilibration else 0, 'Equilibration (0=no,1=yes)'),
+        _line(t.alignment, 'memory alignment in double (> 0)'),
+    ]
+    return '\n'.join(lines) + '\n'
+
+
+# --- the inputs of one run -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """What one HPL job will run, and what it needs."""
+    inputs: Inputs
+    num_nodes: int
+    memory_bytes: int          # HPL's allocation over all nodes (estimate)
+    rpeak_flops: float
+    estimated_seconds: float   # all repeats and combinations at Rpeak
+
+
+def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None,
+         repeats=1, grids=None, sizing='full'):
+    """The inputs of an HPL run on `num_nodes` nodes like `node`, checked to fit.
+
+    N is given, or comes from the memory fraction, given or by `sizing` (see SIZINGS); the
+    grid is the nearest-square one unless given. Raises HplInputError, with the reason, for
+    an input that cannot run.
+    """
+    ranks = num_nodes * ranks_per_node
+    grids = tuple(grids or [process_grid(ranks)])
+    for p, q in grids:
+        if p * q != ranks:
+            raise HplInputError(f'process grid {p}x{q} does not use the {ranks} processes')
+
+    nb = max(tuning.nbs)
+    depth = max(tuning.depths)
+    total_memory = num_nodes * node.memory_bytes
+    if n is None:
+        fraction = fraction or memory_fraction(sizing, num_nodes)
+        n = min(problem_size(total_memory, nb, p, q, fraction) for p, q in grids)
+
+    if n < 1:
+        raise HplInputError(f'HPL N must be positive, not {n}')
+
+    if repeats < 1:
+        raise HplInputError(f'HPL repeats must be at least 1, not {repeats}')
+
+    needed = max(check_fits(n, nb, p, q, depth, num_nodes, node.memory_bytes)
+                 for p, q in grids)
+    inputs = Inputs(ns=(n,) * repeats, grids=grids, tuning=tuning)
+    rpeak = num_nodes * node.peak_flops
+    return Plan(inputs, num_nodes, needed, rpeak,
+                inputs.expected_results * estimated_seconds(n, rpeak))
+
+
+def with_tuning(tuning, **changes):
+    """A copy of `tuning` with some settings changed (lists as tuples)."""
+    return replace(tuning, **{k: tuple(v) if isinstance(v, list) else v
+                              for k, v in changes.items()})
+
+
+# --- output ------------------------------------------------------------------------------------
+
+# T/V encodes the variant of each result line: W, process mapping, depth, broadcast,
+# recursive factorization, NDIV, panel factorization, NBMIN (HPL_pdtest.c).
+_RESULT = re.compile(
+    r'^(?P<tv>W(?P<pmap>[RC])(?P<depth>\d)(?P<bcast>[0-5])(?P<rfact>[LCR])(?P<ndiv>\d+)'
+    r'(?P<pfact>[LCR])(?P<nbmin>\d+))\s+(?P<n>\d+)\s+(?P<nb>\d+)\s+(?P<p>\d+)\s+(?P<q>\d+)'
+    r'\s+(?P<seconds>\S+)\s+(?P<gflops>\S+)\s*$', re.M)
+_RESIDUAL = re.compile(r'^\|\|Ax-b\|\|_oo/\(eps\*\(\|\|A\|\|_oo\*\|\|x\|\|_oo\+\|\|b\|\|_oo\)'
+                       r'\*N\)=\s*(?P<value>\S+)\s+\.+\s+(?P<verdict>PASSED|FAILED)\s*$', re.M)
+_END = 'End of Tests.'
+
+
+@dataclass(frozen=True)
+class Run:
+    tv: str
+    n: int
+    nb: int
+    p: int
+    q: int
+    seconds: float
+    gflops: float
+    residual: float
+    depth: int
+    bcast: int
+    rfact: int
+    ndiv: int
+    pfact: int
+    nbmin: int
+
+    def setting(self, name):
+        """The value of a swept setting, by Tuning's singular name ('nb', 'bcast', ...)."""
+        return getattr(self, name)
+
+
+def _number(text, what, line):
+    try:
+        value = float(text)
+    except ValueError:
+        raise HplOutputError(f'{what} is not a number in: {line.strip()}') from None
+
+    if not math.isfinite(value):
+        raise HplOutputError(f'{what} is not finite in: {line.strip()}')
+
+    return value
+
+
+def parse(output, expected_results=None):
+    """Every result of an HPL output, each proven by its residual check.
+
+    Raises HplOutputError when a residual check FAILED, a result has no residual line (the
+    run was cut short), a figure is not a finite positive number, the run did not reach
+    'End of Tests.', or (when given) the number of results differs from what HPL.dat asked.
+    """
+    matches = list(_RESULT.finditer(output))
+    if not matches:
+        raise HplOutputError('no HPL result line (T/V N NB P Q Time Gflops) in the output')
+
+    runs = []
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(output)
+        residuals = list(_RESIDUAL.finditer(output, match.end(), end))
+        line = match.group(0)
+        if not residuals:
+            raise HplOutputError(f'no residual check after: {line.strip()} (run cut short?)')
+
+        residual = residuals[0]
+        if residual.group('verdict') != 'PASSED':
+            raise HplOutputError(f'residual check FAILED for: {line.strip()} '
+                                 f'({residual.group(0).strip()})')
+
+        seconds = _number(match.group('seconds'), 'Time', line)
+        gflops = _number(match.group('gflops'), 'Gflops', line)
+        if seconds <= 0 or gflops <= 0:
+            raise HplOutputError(f'non-positive time or Gflops in: {line.strip()}')
+
+        runs.append(Run(
+            tv=match.group('tv'), n=int(match.group('n')), nb=int(match.group('nb')),
+            p=int(match.group('p')), q=int(match.group('q')), seconds=seconds,
+            gflops=gflops, residual=_number(residual.group('value'), 'residual', line),
+            depth=int(match.group('depth')), bcast=int(match.group('bcast')),
+            rfact=FACT_LETTERS[match.group('rfact')], ndiv=int(match.group('ndiv')),
+            pfact=FACT_LETTERS[match.group('pfact')], nbmin=int(match.group('nbmin'))))
+
+    if _END not in output:
+        raise HplOutputError(f'HPL did not reach "{_END}" (run cut short?)')
+
+    if expected_results is not None and len(runs) != expected_results:
+        raise HplOutputError(f'{len(runs)} HPL results, but HPL.dat asked for '
+                             f'{expected_results}')
+
+    return runs
+
+
+@dataclass(frozen=True)
+class Summary:
+    best_gflops: float
+    mean_gflops: float
+    min_gflops: float
+    best_seconds: float
+    spread_percent: float      # (max - min) / mean over the repeats
+
+
+def summarize(runs):
+    rates = [r.gflops for r in runs]
+    mean = sum(rates) / len(rates)
+    best = max(runs, key=lambda r: r.gflops)
+    return Summary(best.gflops, mean, min(rates), best.seconds,
+                   100 * (max(rates) - min(rates)) / mean)
+
+
+# --- tuning sweep ----------------------------------------------------------------------------
+
+# The settings the sweep varies one at a time around the defaults (T2K §4.4, Tables 2-4;
+# TSUBAME Figures 3-1 and 3-6), by Tuning field; the swapping threshold is not an HPL.dat
+# list, so each of its values is a run of its own.
+SWEEP = {
+    'nb': ('nbs', (96, 128, 160, 192, 224, 232, 256, 384)),
+    'bcast': ('bcasts', tuple(BCAST_NAMES)),
+    'pfact': ('pfacts', tuple(FACT_NAMES)),
+    'rfact': ('rfacts', tuple(FACT_NAMES)),
+    'nbmin': ('nbmins', (1, 2, 4, 8)),
+    'depth': ('depths', (0, 1, 2)),
+}
+SWAP_THRESHOLDS = (64, 128, 192)
+
+
+def setting_label(name, value):
+    names = {'bcast': BCAST_NAMES, 'pfact': FACT_NAMES, 'rfact': FACT_NAMES}.get(name)
+    return names[value] if names else str(value)
+
+
+def sweep_tuning(base, name, values=None):
+    """`base` with one setting swept over its candidate values (see SWEEP)."""
+    if name == 'swap_threshold':
+        if values is None or len(values) != 1:
+            raise HplInputError('the swapping threshold is swept one run per value')
+
+        return replace(base, swap_threshold=int(values[0]))
+
+    if name not in SWEEP:
+        raise HplInputError(f'unknown HPL sweep setting {name!r}; known: '
+                            f'{", ".join([*SWEEP, "swap_threshold"])}')
+
+    field_name, candidates = SWEEP[name]
+    return replace(base, **{field_name: tuple(values or candidates)})
+
+
+def sweep_rates(runs, name):
+    """{value: best Gflops} of a sweep over one HPL.dat setting."""
+    rates = {}
+    for run in runs:
+        value = run.setting(name)
+        rates[value] = max(rates.get(value, 0.0), run.gflops)
+
+    return rates
+
+
+def tuning_table(rates_by_setting):
+    """The sweep summary, like T2K Tables 2-4: every value's rate, the best marked.
+
+    `rates_by_setting` is {setting: {value label: Gflops}}, as the sweep's performance
+    variables name them (`bcast=2ringM`).
+    """
+    lines = [f'{"setting":<16}{"value":<16}{"GFLOP/s":>10}']
+    best_values = []
+    for name, rates in rates_by_setting.items():
+        if not rates:
+            continue
+
+        best = max(rates, key=rates.get)
+        best_values.append(f'{name}={best}')
+        for label, rate in rates.items():
+            mark = '  <- best' if label == best else ''
+            lines.append(f'{name:<16}{label:<16}{rate:>10.2f}{mark}')
+
+    lines.append('best: ' + ' '.join(best_values))
+    return '\n'.join(lines)
+
+
+# --- slow-node screening -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Screening:
+    median_gflops: float
+    slow: dict            # {node: (Gflops, percent below the median)}
+    rates: dict           # {node: Gflops}
+
+
+def screen_nodes(rates, threshold_percent=5.0):
+    """Nodes more than `threshold_percent` below the median single-node HPL (T2K §4.2)."""
+    if not rates:
+        raise ValueError('no single-node HPL results to screen')
+
+    values = sorted(rates.values())
+    mid = len(values) // 2
+    median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    slow = {}
+    for name, rate in rates.items():
+        below = 100 * (median - rate) / median
+        if below > threshold_percent:
+            slow[name] = (rate, below)
+
+    return Screening(median, slow, dict(rates))

@@ -1,0 +1,238 @@
+"""HPL inputs (grid, N, memory, flop count, HPL.dat) and output parsing, on real outputs
+captured here (tests/fixtures/hpl) and broken copies of them."""
+import math
+import re
+
+import pytest
+
+from hpcbench import hpl
+from hpcbench.node import Node
+from conftest import FIXTURES
+
+GIB = 1 << 30
+SWEEP_OUTPUT = FIXTURES / 'hpl' / 'openmpi-1x2-nb-bcast.out'
+
+# This machine: 2 cores of 2.596 GHz x 32 flop/cycle, 24 GiB.
+LOCAL = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 << 20,
+             memory_bytes=24 * GIB, clock_hz=2.596e9, flops_per_cycle=32)
+# A TSUBAME X4600 node: 16 cores of 2.4 GHz x 2 flop/cycle, 32 GB (Table 3-6).
+TSUBAME_32GB = Node(num_cores=16, num_sockets=8, num_numa_nodes=8, llc_bytes_total=16 << 20,
+                    memory_bytes=32 * GIB, clock_hz=2.4e9, flops_per_cycle=2)
+
+
+@pytest.mark.parametrize('ranks, grids', [
+    (1, [(1, 1)]), (2, [(1, 2)]), (7, [(1, 7)]),
+    (12, [(3, 4), (2, 6), (1, 12)]),
+    (16, [(4, 4), (2, 8), (1, 16)]),
+    (32, [(4, 8), (2, 16), (1, 32)]),        # TSUBAME Table 3-6, 4 nodes x 8 ranks: 4 x 8
+])
+def test_process_grids_are_near_square_first_with_p_not_above_q(ranks, grids):
+    assert hpl.process_grids(ranks) == grids
+    assert hpl.process_grid(ranks) == grids[0]
+
+
+def test_a_grid_needs_a_process():
+    with pytest.raises(hpl.HplInputError):
+        hpl.process_grids(0)
+
+
+@pytest.mark.parametrize('nb, p, q', [(192, 1, 2), (232, 50, 50), (240, 4, 8), (100, 3, 4)])
+def test_problem_size_is_a_multiple_of_nb_and_the_grid_within_the_fraction(nb, p, q):
+    memory = 64 * GIB
+    n = hpl.problem_size(memory, nb, p, q, 0.8)
+    assert n % (nb * math.lcm(p, q)) == 0
+    assert 8 * n * n <= 0.8 * memory
+    # The next multiple would exceed the fraction: N is the largest that fits.
+    bigger = n + nb * math.lcm(p, q)
+    assert 8 * bigger * bigger > 0.8 * memory
+
+
+def test_t2k_full_run_n_is_such_a_multiple():
+    # T2K Table 5: N = 1,508,000 with P = Q = 50 and NB = 232 (divisible by P x NB).
+    assert 1_508_000 % (232 * math.lcm(50, 50)) == 0
+
+
+@pytest.mark.parametrize('fraction', [0, 1, 1.5, -0.2])
+def test_problem_size_refuses_a_fraction_outside_0_1(fraction):
+    with pytest.raises(hpl.HplInputError, match='between 0 and 1'):
+        hpl.problem_size(GIB, 192, 1, 2, fraction)
+
+
+def test_problem_size_refuses_memory_too_small_for_one_block_per_process():
+    with pytest.raises(hpl.HplInputError, match='holds no HPL matrix'):
+        hpl.problem_size(1 << 20, 192, 4, 4, 0.5)
+
+
+def test_default_fraction_is_80_percent_on_one_node_and_75_on_several():
+    assert hpl.default_memory_fraction(1) == 0.80
+    assert hpl.default_memory_fraction(4) == 0.75
+    assert hpl.memory_fraction('tuning', 1) == pytest.approx(0.04)
+    with pytest.raises(hpl.HplInputError, match='unknown HPL sizing'):
+        hpl.memory_fraction('huge', 1)
+
+
+def test_memory_needed_is_tsubames_formula_plus_panels_and_tsubames_run_fits():
+    # TSUBAME Table 3-6: one 32 GB node, P x Q = 2 x 4, N = 58320.
+    n = 58320
+    tsubame = n * n * 8 + 2 * n * 8 + n * 4
+    needed = hpl.memory_needed(n, 240, 2, 4, depth=1)
+    panels = 2 * 4 * 2 * 8 * 240 * (n // 2 + n // 4 + 240)
+    assert needed == tsubame + panels
+    assert hpl.check_fits(n, 240, 2, 4, 1, 1, 32 * GIB) == needed
+
+
+def test_plan_on_this_machine_uses_80_percent_and_fits():
+    plan = hpl.plan(LOCAL, 1, 2, repeats=3)
+    n = plan.inputs.ns[0]
+    assert plan.inputs.ns == (n, n, n) and plan.inputs.grids == ((1, 2),)
+    assert 0.78 * 24 * GIB < 8 * n * n <= 0.80 * 24 * GIB
+    assert plan.rpeak_flops == pytest.approx(2 * 2.596e9 * 32)
+    assert plan.estimated_seconds == pytest.approx(3 * hpl.flop_count(n) / plan.rpeak_flops)
+
+
+def test_plan_on_several_nodes_uses_75_percent_of_them_all():
+    plan = hpl.plan(TSUBAME_32GB, 4, 8)
+    n = plan.inputs.ns[0]
+    assert plan.inputs.grids == ((4, 8),)
+    assert 0.73 * 4 * 32 * GIB < 8 * n * n <= 0.75 * 4 * 32 * GIB
+
+
+def test_an_n_that_does_not_fit_is_refused_with_the_figures():
+    with pytest.raises(hpl.HplInputError) as err:
+        hpl.plan(LOCAL, 1, 2, n=200_000)
+
+    message = str(err.value)
+    assert 'N=200000 needs 299.7 GiB' in message and '23.0 GiB' in message
+
+
+def test_an_explicit_grid_must_use_every_process():
+    with pytest.raises(hpl.HplInputError, match='does not use the 8 processes'):
+        hpl.plan(LOCAL, 4, 2, grids=[(2, 2)])
+
+
+def test_flop_count_is_the_one_hpl_reports_its_gflops_with():
+    # Every result line of a real run: Gflops = (2/3 N^3 + 2 N^2) / Time, within the
+    # rounding of the printed time (two decimals).
+    for run in hpl.parse(SWEEP_OUTPUT.read_text()):
+        low = hpl.flop_count(run.n) / (run.seconds + 0.005) / 1e9
+        high = hpl.flop_count(run.n) / (run.seconds - 0.005) / 1e9
+        assert low <= run.gflops <= high
+
+
+def test_tsubames_printed_formula_is_a_misprint():
+    n = 58320
+    misprinted = (2 * n * n * n) / (3 + 2 * n * n)     # TSUBAME §3 as printed: about N
+    assert misprinted == pytest.approx(n, rel=1e-3)
+    assert hpl.flop_count(n) == pytest.approx(2 / 3 * n ** 3, rel=1e-4)
+    # TSUBAME Table 3-6, 1 node of 2.6 GHz: 72.24 GFLOP/s at N = 58320 means a solve of
+    # about 30 minutes; the printed formula would make it microseconds.
+    assert hpl.estimated_seconds(n, 72.24e9) == pytest.approx(1831, rel=0.01)
+
+
+def _dat_values(text):
+    return [line.split(None, 1)[0] if line[:1] not in ('H', 'W') else line
+            for line in text.splitlines()]
+
+
+def test_hpl_dat_has_every_line_hpl_reads_in_order():
+    inputs = hpl.Inputs(ns=(4608, 4608), grids=((1, 2), (2, 1)),
+                        tuning=hpl.Tuning(nbs=(128, 192), bcasts=(1, 3)))
+    lines = hpl.hpl_dat(inputs).splitlines()
+    assert len(lines) == 31
+    assert lines[5] == '4608 4608' + ' ' * 5 + 'Ns'
+    values = [ln.split('  ')[0] for ln in lines[2:]]
+    assert values == ['HPL.out', '6', '2', '4608 4608', '2', '128 192', '0', '2', '1 2',
+                      '2 1', '16.0', '1', '2', '1', '4', '1', '2', '1', '2', '2', '1 3',
+                      '1', '1', '2', '64', '0', '0', '1', '8']
+    assert inputs.expected_results == 2 * 2 * 2 * 2
+
+
+def test_tuning_options_change_their_lines_and_bad_values_are_refused():
+    tuning = hpl.with_tuning(hpl.Tuning(), pmap=1, depths=[0], swap=1, swap_threshold=128,
+                             l1_transposed=False, u_transposed=False, equilibration=False,
+                             alignment=4, threshold=8.0, pfacts=[0], rfacts=[1],
+                             nbmins=[2], ndivs=[3])
+    values = [ln.split('  ')[0] for ln in
+              hpl.hpl_dat(hpl.Inputs((1000,), ((1, 1),), tuning)).splitlines()[2:]]
+    assert values[6:] == ['1', '1', '1', '1', '8.0', '1', '0', '1', '2', '1', '3', '1', '1',
+                          '1', '3', '1', '0', '1', '128', '1', '1', '0', '4']
+    for bad in ({'bcasts': (6,)}, {'pfacts': (3,)}, {'nbmins': (0,)}, {'ndivs': (1,)},
+                {'depths': (-1,)}, {'swap': 3}, {'alignment': 0}, {'nbs': ()}, {'pmap': 2}):
+        with pytest.raises(hpl.HplInputError):
+            hpl.with_tuning(hpl.Tuning(), **bad)
+
+
+def test_parse_reads_every_result_of_a_real_run():
+    runs = hpl.parse(SWEEP_OUTPUT.read_text(), expected_results=8)
+    assert [(r.n, r.nb, r.p, r.q, r.bcast) for r in runs[:4]] == [
+        (4608, 128, 1, 2, 1), (4608, 128, 1, 2, 3), (4608, 192, 1, 2, 1),
+        (4608, 192, 1, 2, 3)]
+    first = runs[0]
+    assert (first.tv, first.seconds, first.gflops) == ('WR11R2R4', 0.87, 75.053)
+    assert (first.depth, first.rfact, first.ndiv, first.pfact, first.nbmin) == (1, 2, 2, 2, 4)
+    assert first.residual == pytest.approx(2.62432815e-03)
+    summary = hpl.summarize(runs)
+    assert summary.best_gflops == 79.439 and summary.min_gflops == 74.84
+    assert summary.spread_percent == pytest.approx(100 * (79.439 - 74.84) / summary.mean_gflops)
+
+
+def _mutations(real):
+    first_passed = real.index('PASSED')
+    result_lines = [m.start() for m in re.finditer(r'^WR\w+ ', real, re.M)]
+    return {
+        'residual FAILED': real[:first_passed] + 'FAILED' + real[first_passed + 6:],
+        'cut after a result line': real[:real.index('\n', result_lines[3]) + 1],
+        'cut before End of Tests': real[:real.index('End of Tests.')],
+        'no result at all': real[:result_lines[0]],
+        'Gflops is nan': re.sub(r'(?m)^(WR11R2R4\s+4608\s+128\s+1\s+2\s+\S+\s+)\S+',
+                                r'\g<1>nan', real, count=1),
+        'residual line missing': re.sub(r'(?m)^\|\|Ax-b\|\|.*PASSED\n', '', real, count=1),
+    }
+
+
+MUTATIONS = list(_mutations(SWEEP_OUTPUT.read_text()))
+
+
+@pytest.mark.parametrize('mutation', MUTATIONS)
+def test_parse_rejects_a_broken_real_output(mutation):
+    broken = _mutations(SWEEP_OUTPUT.read_text())[mutation]
+    with pytest.raises(hpl.HplOutputError):
+        hpl.parse(broken, expected_results=8)
+
+
+def test_parse_rejects_fewer_results_than_hpl_dat_asked_for():
+    with pytest.raises(hpl.HplOutputError, match='8 HPL results, but HPL.dat asked for 9'):
+        hpl.parse(SWEEP_OUTPUT.read_text(), expected_results=9)
+
+
+def test_sweep_tuning_varies_one_setting_and_keeps_the_others():
+    base = hpl.Tuning()
+    swept = hpl.sweep_tuning(base, 'bcast')
+    assert swept.bcasts == (0, 1, 2, 3, 4, 5) and swept.nbs == base.nbs
+    assert hpl.sweep_tuning(base, 'swap_threshold', [128]).swap_threshold == 128
+    with pytest.raises(hpl.HplInputError, match='unknown HPL sweep setting'):
+        hpl.sweep_tuning(base, 'colour')
+
+
+def test_tuning_table_marks_the_best_value_of_each_setting():
+    runs = hpl.parse(SWEEP_OUTPUT.read_text())
+    rates = {name: {hpl.setting_label(name, v): r for v, r in hpl.sweep_rates(runs,
+                                                                             name).items()}
+             for name in ('nb', 'bcast')}
+    assert rates == {'nb': {'128': 79.439, '192': 77.699},
+                     'bcast': {'1ringM': 79.232, '2ringM': 79.439}}
+    table = hpl.tuning_table(rates)
+    assert re.search(r'^nb\s+128\s+79\.44  <- best$', table, re.M)
+    assert re.search(r'^bcast\s+2ringM\s+79\.44  <- best$', table, re.M)
+    assert table.splitlines()[-1] == 'best: nb=128 bcast=2ringM'
+
+
+def test_screening_flags_nodes_below_the_median_by_more_than_the_threshold():
+    rates = {'n1': 117.0, 'n2': 116.0, 'n3': 118.0, 'n4': 104.0, 'n5': 111.5}
+    screening = hpl.screen_nodes(rates, threshold_percent=4)
+    assert screening.median_gflops == 116.0
+    assert set(screening.slow) == {'n4'}
+    assert screening.slow['n4'][1] == pytest.approx(100 * 12 / 116)
+    assert set(hpl.screen_nodes(rates, threshold_percent=3).slow) == {'n4', 'n5'}
+    with pytest.raises(ValueError):
+        hpl.screen_nodes({})
