@@ -110,6 +110,13 @@ def test_registry_only_path_runs_a_small_real_hpcc_through_reframe(var):
     if host.processor_info().get('num_cpus', 1) > 1:
         assert figures['pingpong_latency'] > 0 and figures['random_ring_bandwidth'] > 0
 
+    # The perflog line carries the inputs and every figure with its unit.
+    line = (var / 'perflogs' / 'local' / 'default' / 'HpccDebianCheck.log').read_text(
+        ).splitlines()[-1]
+    assert re.search(r'\|inputs=N=\d+ NB=192 P=\d+ Q=\d+ per-core', line)
+    assert re.search(r'\|hpl=[\d.]+ GFLOP/s \(ref=', line)
+    assert re.search(r'\|star_stream_triad=[\d.]+ GB/s \(ref=', line)
+
 
 requires_spack = pytest.mark.skipif(
     spack.find() is None,

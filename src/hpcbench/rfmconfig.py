@@ -4,12 +4,16 @@ from hpcbench import paths, spack
 
 VAR = str(paths.VAR_DIR)
 
+# One line per test case: where and what it ran (its inputs), then every performance
+# variable as `name=value unit (ref=..., l=..., u=...)`.
 PERFLOG_FORMAT = (
     '%(check_job_completion_time)s|reframe %(version)s|%(check_info)s|'
-    'jobid=%(check_jobid)s|%(check_perf_var)s=%(check_perf_value)s|'
-    'ref=%(check_perf_ref)s (l=%(check_perf_lower_thres)s, u=%(check_perf_upper_thres)s)|'
-    '%(check_perf_unit)s|%(check_system)s:%(check_partition)s|%(check_environ)s|'
-    '%(check_inputs)s'
+    'jobid=%(check_jobid)s|%(check_system)s:%(check_partition)s|%(check_environ)s|'
+    'inputs=%(check_inputs)s|%(check_perfvalues)s'
+)
+PERFLOG_VARIABLE_FORMAT = (
+    '%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s '
+    '(ref=%(check_perf_ref)s, l=%(check_perf_lower_thres)s, u=%(check_perf_upper_thres)s)|'
 )
 
 
@@ -72,7 +76,7 @@ def site(systems, environments):
             'handlers_perflog': [{
                 'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
                 'basedir': f'{VAR}/perflogs', 'level': 'info', 'append': True,
-                'format': PERFLOG_FORMAT,
+                'format': PERFLOG_FORMAT, 'format_perfvars': PERFLOG_VARIABLE_FORMAT,
             }],
         }],
     }
