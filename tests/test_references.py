@@ -109,6 +109,20 @@ def test_stored_session_gives_one_case_per_test_and_environment():
     assert all(c['met_references'] for c in cases)
 
 
+def test_distributed_cases_stay_apart_per_node():
+    # --distribute names each node's case `%.part=<partition> %.nid=<node>`.
+    session = _session()
+    testcases = [tc for tc in session['runs'][0]['testcases']
+                 if tc['environ'] == 'openmpi' and tc['name'].startswith('StreamCheck')]
+    for node, tc in zip(('n1', 'n2'), testcases):
+        tc['name'] = f'StreamCheck %.part=local:default %.nid={node}'
+        tc['job_nodelist'] = [node]
+
+    cases = [c for c in results.measured_cases(session) if '.nid' in c['match']]
+    assert sorted((c['match']['.nid'], c['nodelist']) for c in cases) == [
+        ('n1', ['n1']), ('n2', ['n2'])]
+
+
 def _fail(session, environ, threads, phase):
     for tc in session['runs'][0]['testcases']:
         if tc['environ'] == environ and tc['name'] == f'StreamCheck %num_threads={threads}':

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from hpcbench import paths
 
-# Test parameters in a case's name, including --distribute's `$nid`.
-_PARAM = re.compile(r'%([\w$]+)=')
+# Test parameters in a case's name, including --distribute's `.part` and `.nid`.
+_PARAM = re.compile(r'%([\w.$]+)=(\S+)')
 
 
 def reframe_json(config, *args):
@@ -54,7 +54,8 @@ def measured_cases(session_data):
                 continue
 
             check = tc['name'].split()[0]
-            match = {p: tc[p] for p in _PARAM.findall(tc['name'])}
+            # Typed values where the case records them (parameters), else the name's text.
+            match = {p: tc.get(p, text) for p, text in _PARAM.findall(tc['name'])}
             perf = {}
             for key, (value, *_, unit, _result) in tc['perfvalues'].items():
                 perf[key.rsplit(':', 1)[1]] = (value, unit)
