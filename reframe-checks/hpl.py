@@ -173,19 +173,11 @@ class HplBase(rfm.RunOnlyRegressionTest):
         return True
 
 
-def _layout_names():
-    return configured_layout_names()
-
-
-def _node_counts():
-    return configured_node_counts()
-
-
 @rfm.simple_test
 class HplCheck(HplBase):
     descr = 'HPL with inputs derived from the partition, per layout and node count'
-    layout_name = parameter(_layout_names())
-    num_nodes = parameter(_node_counts())
+    layout_name = parameter(configured_layout_names())
+    num_nodes = parameter(configured_node_counts())
     ceiling = fixture(DgemmCeiling, scope='partition')
     tags = {'hpl', 'compute'}
 

@@ -11,7 +11,6 @@ that it cannot undo ours.
 Layouts come from ReFrame's processor description (``partition.processor.info``): its
 topology lists the CPU sets of cores, NUMA nodes and sockets as hex masks.
 """
-import shlex
 from dataclasses import dataclass
 
 # Node-local rank index, most specific first: under mpirun inside a Slurm job, SLURM_LOCALID
@@ -175,6 +174,3 @@ def bind_script(layout):
     ]
     return '\n'.join(lines) + '\n'
 
-
-def wrapped_command(script, program, *args):
-    return ' '.join(shlex.quote(str(a)) for a in (script, program, *args))
