@@ -13,6 +13,7 @@ The math (sizes, grid, memory, HPL.dat, parsing) is hpcbench.hpl; layouts and bi
 hpcbench.layout.
 """
 import os
+from dataclasses import replace
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -128,7 +129,8 @@ class HplBase(rfm.RunOnlyRegressionTest):
         changes.update({name: getattr(self, name) for name in self._SCALAR_SETTINGS
                         if getattr(self, name) is not None})
         try:
-            return hpl.with_tuning(hpl.Tuning(), **changes)
+            # Tuning checks every value and turns lists into tuples.
+            return replace(hpl.Tuning(), **changes)
         except hpl.HplInputError as err:
             raise ReframeError(str(err)) from None
 

@@ -231,8 +231,8 @@ def write_host_yaml(config, target=LOCAL_ENV / 'host.yaml'):
         say(f'wrote {target}')
 
 
-def bootstrap(refresh=False):
-    found = spack.locate_or_clone()
+def bootstrap(refresh=False, found=None):
+    found = found or spack.locate_or_clone()
     ensure_apt_packages()
     stacks = mpi_stacks.local_stacks()
     ensure_mpi_prefixes(stacks)
@@ -242,7 +242,8 @@ def bootstrap(refresh=False):
 
 
 def registry_only():
-    """Set up the registry-only path: Debian's HPCC, Open MPI and MPICH, no Spack."""
+    """Set up the registry-only path, no Spack: Debian's packages and the prefixes of the
+    MPI stacks the distribution builds benchmarks against (Open MPI for its hpcc)."""
     ensure_apt_packages(REGISTRY_APT_PACKAGES)
     ensure_mpi_prefixes([s for s in mpi_stacks.local_stacks() if s.registry_binaries])
 
@@ -251,7 +252,7 @@ def setup(refresh=False):
     """What `make run` needs: the Spack path when a Spack is found or can be cloned,
     else the registry-only path, saying so. Returns the Spack or None."""
     try:
-        spack.locate_or_clone()
+        found = spack.locate_or_clone()
     except spack.SpackNotFound as err:
         say(f'{err}')
         say('continuing on the registry-only path: HPCC from Debian runs on Debian\'s '
@@ -259,7 +260,7 @@ def setup(refresh=False):
         registry_only()
         return None
 
-    found = bootstrap(refresh)
+    found = bootstrap(refresh, found)
     install_local_environment(found)
     return found
 

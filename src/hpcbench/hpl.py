@@ -296,12 +296,6 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
                 inputs.expected_results * estimated_seconds(n, rpeak))
 
 
-def with_tuning(tuning, **changes):
-    """A copy of `tuning` with some settings changed (lists as tuples)."""
-    return replace(tuning, **{k: tuple(v) if isinstance(v, list) else v
-                              for k, v in changes.items()})
-
-
 # --- output ------------------------------------------------------------------------------------
 
 # T/V encodes the variant of each result line: W, process mapping, depth, broadcast,
