@@ -24,6 +24,7 @@ SCREEN_THRESHOLD ?= 5
 run: $(VENV_STAMP)
 	$(BIN)/hpcbench setup
 	$(REFRAME) $(MODE_OPTS) -r --performance-report $(RFM_OPTS); status=$$?; \
+	$(BIN)/hpcbench compare-stacks; \
 	echo "Results: perflogs in var/perflogs/, ReFrame's results database var/results.db," \
 	     "run reports in var/reports/ (newest: $$(ls -t var/reports/*.json 2>/dev/null | head -1))"; \
 	exit $$status

@@ -153,3 +153,41 @@ def test_baseline_bounds_point_the_way_of_a_regression(tmp_path):
     assert chosen['balance'].tolerance == (None, 0.1)       # flop/word: upper bound
     assert chosen['triad'].value == 24977.1
     assert loaded.sources['baseline']['baseline_session'] == 'uuid-1'
+
+
+def _imb_session():
+    """A real session of IMB PingPong and MPI start-up on the three MPI stacks (other test
+    cases left out of the fixture)."""
+    return json.loads((FIXTURES / 'reframe' / 'imb-session.json').read_text())[0]
+
+
+def test_baseline_of_switch_points_and_variation_has_no_bounds(tmp_path):
+    cases = results.measured_cases(_imb_session())
+    refs = references.baseline_from_testcases('local', cases, 'uuid-2', 0.1, host='vm',
+                                              recorded='2026-11-21T07:18:00')
+    chosen = references.select(refs, 'ImbPairCheck', 'default', 'openmpi',
+                               {'benchmark': 'PingPong'})
+    assert chosen['latency'].tolerance == (None, 0.1)               # us: upper bound
+    assert chosen['peak_bandwidth'].tolerance == (-0.1, None)
+    assert chosen['switch_size'].tolerance == (None, None)          # a size, not a speed
+    assert references.baseline_bounds('barrier_cv', '%', 0.1) == (None, None)
+    assert references.baseline_bounds('efficiency', '%', 0.1) == (-0.1, None)
+
+
+def test_mpi_stacks_side_by_side_from_a_real_session():
+    cases = results.measured_cases(_imb_session())
+    groups = dict(results.side_by_side(cases))
+    assert sorted(groups) == ['ImbPairCheck benchmark=PingPong on local:default',
+                              'MpiStartupCheck num_nodes=1 on local:default']
+    pingpong = groups['ImbPairCheck benchmark=PingPong on local:default']
+    assert list(pingpong) == ['openmpi', 'mpich', 'intelmpi']
+    assert pingpong['openmpi']['inputs'].startswith('PingPong placement=1 node(s) x 2 rank(s)')
+    table = results.stacks_table(pingpong).splitlines()
+    assert table[0].split() == ['figure', 'openmpi', 'mpich', 'intelmpi']
+    rows = {line.split()[0]: line.split()[2:] for line in table[2:]}
+    measured = {env: case['perfvalues'] for env, case in pingpong.items()}
+    assert rows['latency'] == [f'{measured[e]["latency"][0]:.4g}' for e in pingpong]
+    assert rows['bandwidth_4MiB'] == [f'{measured[e]["bandwidth_4MiB"][0]:.0f}'
+                                      for e in pingpong]
+    # Intel MPI's curve shows no switch: its column says so rather than a number.
+    assert rows['switch_size'][-1] == '-' and rows['switch_size'][0] == '4096'

@@ -1,5 +1,6 @@
 """The local site config and the checks through ReFrame itself: listing, dry-run job scripts,
 and (with a Spack) a real STREAM run whose regression against a baseline is flagged."""
+import os
 import re
 import shutil
 import subprocess
@@ -7,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from hpcbench import host, hpl, layout, spack, stream
+from hpcbench import host, hpl, imb, layout, spack, stream
 from conftest import BIN, ROOT, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
@@ -161,3 +162,77 @@ def test_real_stream_run_passes_and_a_regression_against_a_baseline_fails(
                           re.M)
     assert len(failures) == 1 and 'num_threads=1' in failures[0] and '+mpich' in failures[0]
     assert 'triad' in proc.stdout[proc.stdout.index('FAILURE INFO'):]
+
+
+def _job(var, environ, stage_glob):
+    stages = list((var / 'stage' / 'local' / 'default' / environ).glob(stage_glob))
+    assert len(stages) == 1, stage_glob
+    return stages[0], (stages[0] / 'rfm_job.sh').read_text()
+
+
+def test_dry_run_writes_imb_and_startup_jobs_for_every_mpi_environment(var):
+    proc = run_reframe('--dry-run', '-n', 'Imb|MpiStartup')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cores = _cores()
+    mem = imb.memory_limit_gib(host.memory_bytes(), 2)
+    imb_binary = r"(\S+|\$\(spack -e \S+ location -i 'intel-mpi-benchmarks \^\S+'\))/bin/IMB-MPI1"
+    for environ in MPI_ENVIRONS:
+        # One node here: the pair shares it, on two cores, bound.
+        for benchmark in imb.PAIR_BENCHMARKS:
+            launch = re.compile(rf'^mpirun -np 2 \./bind-rank\.sh {imb_binary} -npmin 2 '
+                                rf'-mem {mem:g} -msglog 0:22 {benchmark}$', re.M)
+            jobs = [p.read_text() for p in (var / 'stage' / 'local' / 'default' / environ
+                                            ).glob('ImbPairCheck_*/rfm_job.sh')]
+            matching = [job for job in jobs if launch.search(job)]
+            assert len(matching) == 1, (environ, benchmark)
+            assert 'export I_MPI_PIN=off' in matching[0]
+            # The curves whose switch point is read are the best of three launches.
+            launches = imb.BEST_OF.get(benchmark, 1)
+            assert f'for launch in $(seq 1 {launches}); do' in matching[0]
+
+        alltoall = [p.read_text() for p in (var / 'stage' / 'local' / 'default' / environ
+                                            ).glob('ImbGroupCheck_*/rfm_job.sh')
+                    if re.search(r' Alltoall$', p.read_text(), re.M)]
+        assert len(alltoall) == 1
+        assert re.search(rf'^mpirun -np {cores} \./bind-rank\.sh \S+.* -npmin {cores} ',
+                         alltoall[0], re.M)
+
+        stage, job = _job(var, environ, 'ImbVariability*')
+        assert (stage / 'msglengths').read_text() == '16\n'
+        loop = re.search(r'^for launch in \$\(seq 1 10\); do\nstart=\$\(date \+%s%N\)\n'
+                         r'mpirun -np (\d+) \./bind-rank\.sh .* -msglen msglengths '
+                         r'Allreduce Barrier\nend=.*\necho "launch \$launch: wall_ns=.*\ndone$',
+                         job, re.M)
+        assert loop and int(loop.group(1)) == cores
+
+        stage, job = _job(var, environ, 'MpiStartupCheck_*')
+        assert re.search(rf"^mpirun -np {cores} (\S+|\$\(spack -e \S+ location -i "
+                         rf"'mpi-startup \^\S+'\))/bin/mpi-startup \"\$start\"$", job, re.M)
+        assert 'for launch in $(seq 1 5); do' in job
+
+
+@pytest.mark.spack
+@requires_spack
+def test_real_imb_and_startup_runs_pass_and_compare_stacks(installed, var, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.setenv('HPCBENCH_REFERENCES', str(tmp_path))    # no baseline
+    proc = run_reframe('-r', '-n', r'ImbPairCheck%benchmark=PingPong$|ImbVariability|'
+                       'MpiStartupCheck', '-p', 'openmpi', '-p', 'mpich', '-S', 'max_msglog=16',
+                       '-S', 'repeats=3', '-S', 'launches=2')
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-3000:]
+    assert len(re.findall(r'^\[\s*OK\s*\] .*(ImbPairCheck|ImbVariability|MpiStartupCheck)',
+                          out, re.M)) == 6
+    line = (var / 'perflogs' / 'local' / 'default' / 'ImbPairCheck.log').read_text(
+        ).splitlines()[-1]
+    # One node here: both ranks on it (on two nodes where a partition has them).
+    assert 'inputs=PingPong placement=1 node(s) x 2 rank(s)' in line
+    assert re.search(r'\|latency=[\d.]+ us \(ref=', line)
+
+    shown = subprocess.run([str(BIN / 'hpcbench'), 'compare-stacks', '--check', 'Imb|Mpi'],
+                           capture_output=True, text=True, env={**os.environ})
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r'^figure +openmpi +mpich$', shown.stdout, re.M)
+    assert re.search(r'^latency \[us\] +[\d.]+ +[\d.]+$', shown.stdout, re.M)
+    assert re.search(r'^hello_world \[s\] +[\d.]+ +[\d.]+$', shown.stdout, re.M)
+    assert re.search(r'^barrier_cv \[%\] +[\d.]+ +[\d.]+$', shown.stdout, re.M)

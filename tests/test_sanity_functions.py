@@ -1,5 +1,6 @@
 """The checks' sanity functions themselves, on real outputs and broken copies of them: the
 check files are loaded through ReFrame's loader under the local site config."""
+import re
 import types
 
 import pytest
@@ -9,9 +10,17 @@ from reframe.core.exceptions import SanityError
 from reframe.frontend.loader import RegressionCheckLoader
 
 from conftest import FIXTURES, ROOT
+from hpcbench import imb
 from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutations
 from test_hpl import MUTATIONS as HPL_MUTATIONS
 from test_hpl import _mutations as _hpl_mutations
+from test_imb import ALL_SIZES, BROKEN_TABLE
+from test_imb import MUTATIONS as IMB_MUTATIONS
+from test_imb import OUTPUTS as IMB_OUTPUTS
+from test_imb import _mutations as _imb_mutations
+from test_mpi_startup import MUTATIONS as STARTUP_MUTATIONS
+from test_mpi_startup import OUTPUT as STARTUP_OUTPUT
+from test_mpi_startup import _mutations as _startup_mutations
 from test_stream import MUTATIONS, _mutations
 
 
@@ -22,7 +31,7 @@ def check_classes():
     runtime.init_runtime(site)
     loader = RegressionCheckLoader([str(ROOT / 'reframe-checks')])
     classes = {}
-    for name in ('stream.py', 'hpl.py', 'hpcc.py'):
+    for name in ('stream.py', 'hpl.py', 'hpcc.py', 'imb.py', 'mpi_startup.py'):
         module = loader.load_from_file(str(ROOT / 'reframe-checks' / name))
         classes.update({type(t).__name__: type(t) for t in module})
 
@@ -156,3 +165,98 @@ def test_dgemm_ceiling_sanity_fails_a_broken_real_output(check_classes, tmp_path
     test = _dgemm_test(tmp_path, _dgemm_mutations(DGEMM_OUTPUT.read_text())[mutation])
     with pytest.raises(SanityError):
         sn.evaluate(check_classes['DgemmCeiling'].verified(test))
+
+
+def _imb_test(stagedir, output, benchmark, **attrs):
+    (stagedir / 'rfm_job.out').write_text(output)
+    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out',
+                                 benchmark=benchmark, num_tasks=2, repeats=1,
+                                 sizes=ALL_SIZES[benchmark], **attrs)
+
+
+@pytest.mark.parametrize('check, benchmark', [('ImbPairCheck', 'PingPong'),
+                                              ('ImbPairCheck', 'Biband'),
+                                              ('ImbGroupCheck', 'Sendrecv'),
+                                              ('ImbGroupCheck', 'Alltoall'),
+                                              ('ImbGroupCheck', 'Barrier')])
+def test_imb_sanity_passes_a_real_output(check_classes, tmp_path, check, benchmark):
+    test = _imb_test(tmp_path, IMB_OUTPUTS['mpich'], benchmark)
+    assert sn.evaluate(check_classes[check].table_complete(test))
+    assert test.figures
+
+
+@pytest.mark.parametrize('mutation', IMB_MUTATIONS)
+def test_imb_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    test = _imb_test(tmp_path, _imb_mutations(IMB_OUTPUTS['openmpi'])[mutation],
+                     BROKEN_TABLE[mutation])
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['ImbGroupCheck'].table_complete(test))
+
+
+def test_imb_sanity_takes_the_best_of_its_launches_and_needs_all(check_classes, tmp_path):
+    text = (FIXTURES / 'imb' / 'openmpi-pingpong-3-runs.out').read_text()
+    test = _imb_test(tmp_path, text, 'PingPong')
+    test.repeats = 3
+    assert sn.evaluate(check_classes['ImbPairCheck'].table_complete(test))
+    assert test.figures['switch_size'] == 4096
+    test.repeats = 4
+    with pytest.raises(SanityError, match='3 IMB run.s. in the output, the job made 4'):
+        sn.evaluate(check_classes['ImbPairCheck'].table_complete(test))
+
+
+def test_imb_sanity_fails_when_sizes_are_missing(check_classes, tmp_path):
+    test = _imb_test(tmp_path, IMB_OUTPUTS['intelmpi'], 'PingPong')
+    test.sizes = imb.message_sizes('PingPong', 0, 23)
+    with pytest.raises(SanityError, match='8388608 missing'):
+        sn.evaluate(check_classes['ImbPairCheck'].table_complete(test))
+
+
+VARIABILITY_OUTPUT = FIXTURES / 'imb' / 'variability-openmpi-2-ranks-10-launches.out'
+
+
+def _variability_test(stagedir, output, repeats=10):
+    (stagedir / 'rfm_job.out').write_text(output)
+    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
+                                 repeats=repeats)
+
+
+def test_imb_variability_sanity_passes_a_real_output(check_classes, tmp_path):
+    test = _variability_test(tmp_path, VARIABILITY_OUTPUT.read_text())
+    assert sn.evaluate(check_classes['ImbVariability'].every_launch_complete(test))
+    barrier = test.stats['barrier']
+    assert barrier.min <= barrier.mean <= barrier.max and barrier.cv_percent >= 0
+
+
+@pytest.mark.parametrize('mutation', ['a launch missing', 'NaN', 'a table missing'])
+def test_imb_variability_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    text = VARIABILITY_OUTPUT.read_text()
+    last_run = text.rindex('#----------------------------------------------------------------'
+                           '\n#    Intel(R) MPI Benchmarks')
+    broken = {
+        'a launch missing': text[:last_run],
+        'NaN': re.sub(r'(\n +16 +\d+ +\S+ +\S+ +)\S+', r'\1nan', text, 1),
+        'a table missing': re.sub(r'# Benchmarking Barrier', '# Benchmarking Barrier2', text,
+                                  1),
+    }[mutation]
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['ImbVariability'].every_launch_complete(
+            _variability_test(tmp_path, broken)))
+
+
+def _startup_test(stagedir, output):
+    (stagedir / 'rfm_job.out').write_text(output)
+    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
+                                 launches=5)
+
+
+def test_mpi_startup_sanity_passes_a_real_output(check_classes, tmp_path):
+    test = _startup_test(tmp_path, STARTUP_OUTPUT)
+    assert sn.evaluate(check_classes['MpiStartupCheck'].every_rank_said_hello(test))
+    assert len(test.summary.launches) == 5
+
+
+@pytest.mark.parametrize('mutation', STARTUP_MUTATIONS)
+def test_mpi_startup_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    test = _startup_test(tmp_path, _startup_mutations(STARTUP_OUTPUT)[mutation])
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['MpiStartupCheck'].every_rank_said_hello(test))

@@ -112,3 +112,15 @@ def test_each_mpi_prefix_is_its_own(empty_cache):
                                               ('1:2.4.7-5', '2.4.7')])
 def test_debian_versions_become_upstream_versions(debian, upstream):
     assert bootstrap.upstream_version(debian) == upstream
+
+
+@pytest.mark.parametrize('recipe', ['dgemm_rate', 'mpi_startup'])
+def test_own_programs_record_the_checksum_of_their_source(recipe):
+    """Spack would refuse to install them otherwise (OwnSourcePackage.verified_source)."""
+    import hashlib
+    import re
+    directory = ROOT / 'packages' / 'spack_repo' / 'hpcbench' / 'packages' / recipe
+    text = (directory / 'package.py').read_text()
+    source = re.search(r'^    source_file = "(.+)"$', text, re.M).group(1)
+    recorded = re.search(r'^    source_sha256 = "([0-9a-f]{64})"$', text, re.M).group(1)
+    assert hashlib.sha256((directory / source).read_bytes()).hexdigest() == recorded

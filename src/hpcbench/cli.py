@@ -19,15 +19,22 @@ def _bootstrap(args):
         bootstrap.install_local_environment(found)
 
 
-def _baseline(args):
-    """Record a stored session's results as references/<system>.yaml (a baseline)."""
-    from hpcbench import references, results
+def _stored_session(args):
+    """The session --session names, else the newest stored one of --system."""
+    from hpcbench import results
     config = results.site_config(args.system)
     data = (results.session(config, args.session) if args.session
             else results.latest_session(config))
     if not data:
         raise RuntimeError(f'no stored session for {args.system}: run the suite first')
 
+    return data
+
+
+def _baseline(args):
+    """Record a stored session's results as references/<system>.yaml (a baseline)."""
+    from hpcbench import references, results
+    data = _stored_session(args)
     uuid = data['session_info']['uuid']
     cases = [c for c in results.measured_cases(data) if c['system'] == args.system]
     if not cases:
@@ -91,6 +98,27 @@ def _screen_nodes(args):
         raise RuntimeError(f'{slow_total} slow node(s) flagged')
 
 
+def _compare_stacks(args):
+    """Each test case's figures side by side per MPI stack, from a stored session."""
+    import re
+
+    from hpcbench import results
+    try:
+        pattern = re.compile(args.check)
+    except re.error as err:
+        raise RuntimeError(f'--check {args.check!r}: {err}') from None
+
+    data = _stored_session(args)
+    cases = [c for c in results.measured_cases(data) if pattern.search(c['check'])]
+    groups = results.side_by_side(cases)
+    print(f'MPI stacks side by side, session {data["session_info"]["uuid"]} '
+          f'({len(groups)} test case(s) measured in more than one environment)')
+    for heading, group in groups:
+        inputs = {c['inputs'] for c in group.values()}
+        print(f'\n{heading}' + (f'\n  inputs: {inputs.pop()}' if len(inputs) == 1 else ''))
+        print(results.stacks_table(group))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='hpcbench')
     sub = parser.add_subparsers(dest='command', required=True)
@@ -123,6 +151,13 @@ def main(argv=None):
     screen.add_argument('--threshold', type=float, default=5.0,
                         help='percent below the median that flags a node (default 5)')
     screen.set_defaults(func=_screen_nodes)
+    stacks = sub.add_parser('compare-stacks',
+                            help='print each test case side by side per MPI stack')
+    stacks.add_argument('--system', default='local')
+    stacks.add_argument('--session', help='session UUID (default: the newest)')
+    stacks.add_argument('--check', default='',
+                        help='only checks whose name matches this regular expression')
+    stacks.set_defaults(func=_compare_stacks)
     args = parser.parse_args(argv)
 
     from hpcbench import bootstrap, references

@@ -199,8 +199,21 @@ def reframe_reference(test):
 
 # --- Local baselines ---------------------------------------------------------------------------
 
-# Variables where smaller is better get an upper bound; all others a lower one.
+# Variables where smaller is better get an upper bound; all others a lower one, except
+# those recorded without bounds: properties rather than speeds (a protocol switch point in
+# bytes) and run-to-run variation (coefficients of variation), which no fixed fraction of
+# a baseline describes.
 SMALLER_IS_BETTER_UNITS = {'s', 'ms', 'us', 'ns', 'flop/word'}
+UNBOUNDED_UNITS = {'B'}
+UNBOUNDED_SUFFIXES = ('_cv',)
+
+
+def baseline_bounds(variable, unit, tolerance):
+    """ReFrame's (lower, upper) thresholds of a baseline figure."""
+    if unit in UNBOUNDED_UNITS or variable.endswith(UNBOUNDED_SUFFIXES):
+        return (None, None)
+
+    return (None, tolerance) if unit in SMALLER_IS_BETTER_UNITS else (-tolerance, None)
 
 
 def baseline_from_testcases(system, testcases, session_uuid, tolerance, host=None,
@@ -214,8 +227,7 @@ def baseline_from_testcases(system, testcases, session_uuid, tolerance, host=Non
     figures = []
     for case in testcases:
         for variable, (value, unit) in sorted(case['perfvalues'].items()):
-            bounds = ((None, tolerance) if unit in SMALLER_IS_BETTER_UNITS
-                      else (-tolerance, None))
+            bounds = baseline_bounds(variable, unit, tolerance)
             params = ', '.join(f'{k}={v}' for k, v in sorted(case['match'].items()))
             figures.append(Figure(
                 check=case['check'], partition=case['partition'], environ=case['environ'],

@@ -65,6 +65,7 @@ def measured_cases(session_data):
                 'environ': tc['environ'], 'match': match, 'perfvalues': perf,
                 'met_references': tc['result'] == 'pass',
                 'nodelist': tc.get('job_nodelist') or [],
+                'inputs': tc.get('inputs') or '',
             }
 
     return list(cases.values())
@@ -89,3 +90,42 @@ def check_cases(config, check, uuid=None):
 
     raise RuntimeError(f'no stored session has results of {check}'
                        + (f' (session {uuid})' if uuid else ''))
+
+
+def side_by_side(cases):
+    """The same test case's figures per environment (MPI stack), for every case that ran
+    in more than one: [(heading, {environ: case})], checks and parameters in order."""
+    groups = {}
+    for case in cases:
+        params = ' '.join(f'{k}={v}' for k, v in sorted(case['match'].items()))
+        heading = (f'{case["check"]} {params}'.strip()
+                   + f' on {case["system"]}:{case["partition"]}')
+        groups.setdefault(heading, {})[case['environ']] = case
+
+    return [(heading, group) for heading, group in sorted(groups.items()) if len(group) > 1]
+
+
+def _value(number):
+    return f'{number:.0f}' if abs(number) >= 1000 else f'{number:.4g}'
+
+
+def stacks_table(group):
+    """One case's figures as a table: a row per performance variable, a column per
+    environment; '-' where an environment did not report the variable."""
+    environs = list(group)
+    units = {}
+    for case in group.values():
+        for name, (_, unit) in case['perfvalues'].items():
+            units.setdefault(name, unit)
+
+    header = ['figure', *environs]
+    rows = [[f'{name} [{unit}]',
+             *(_value(group[env]['perfvalues'][name][0])
+               if name in group[env]['perfvalues'] else '-' for env in environs)]
+            for name, unit in units.items()]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ['  '.join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(r, widths)))
+             for r in [header, *rows]]
+    lines.insert(1, '  '.join('-' * w for w in widths))
+    return '\n'.join(lines)

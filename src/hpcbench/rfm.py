@@ -147,3 +147,13 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
 
         return f'$({self._location_command()})'
 
+
+
+def repeat_launch(test, count):
+    """Launch `test`'s program `count` times in one job: a loop in the job script around
+    the launch line (so any launcher works). `$start` holds each launch's start (ns since
+    the epoch); after each launch the script prints `launch I: wall_ns=T`."""
+    test.prerun_cmds = [*test.prerun_cmds, f'for launch in $(seq 1 {int(count)}); do',
+                        'start=$(date +%s%N)']
+    test.postrun_cmds = ['end=$(date +%s%N)', 'echo "launch $launch: wall_ns=$((end - start))"',
+                         'done', *test.postrun_cmds]

@@ -1,0 +1,232 @@
+"""Intel MPI Benchmarks (IMB-MPI1) for every MPI stack of a partition (CHiC §4, Figures 4-9)
+and the run-to-run variability of collectives (Oakforest-PACS).
+
+- ImbPairCheck: PingPong, PingPing, Uniband, Biband with two ranks, one on each of two
+  nodes when the partition has two or more (CHiC: "two nodes, 1 core per node"), else both
+  on one node, on different cores (PingPong and PingPing: best of three launches at each
+  size). Latency, bandwidth at 4 MiB and peak, and for PingPong and PingPing the eager to
+  rendezvous switch detected in the bandwidth curve.
+- ImbGroupCheck: Sendrecv, Exchange, Allreduce, Alltoall, Bcast, Barrier on every node of
+  the partition, one rank per core, and one rank per node where a partition has several
+  nodes (CHiC: 32 nodes, one core each). Collective t_avg at 8 B, 16 B and 1 MiB.
+- ImbVariability: Allreduce at 16 B and Barrier, IMB launched `repeats` times in one job;
+  mean, min, max and coefficient of variation (Oakforest-PACS: one rank per node).
+
+Each job runs one benchmark; the placement is in `inputs` (perflog, results database).
+`hpcbench compare-stacks` prints each benchmark's figures side by side per MPI stack (what
+`make run` ends with). Parsing and sizes are hpcbench.imb.
+"""
+import os
+
+import reframe as rfm
+import reframe.core.runtime as rt
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (fixture, parameter, run_after, run_before,
+                                   sanity_function, variable)
+from reframe.core.exceptions import ReframeError, SanityError
+
+from hpcbench import imb, references
+from hpcbench.rfm import (SpackBuild, bind_ranks, partition_layout, partition_node,
+                          partition_num_nodes, repeat_launch)
+
+
+def _output(test):
+    with open(os.path.join(test.stagedir, sn.evaluate(test.stdout))) as fp:
+        return fp.read()
+
+
+class ImbBuild(SpackBuild):
+    spec = 'intel-mpi-benchmarks'
+    needs_mpi = True
+
+
+def _group_layouts():
+    """One rank per core everywhere; one rank per node where some partition has several."""
+    several = any(partition_num_nodes(p) > 1 for p in rt.runtime().system.partitions)
+    return ['per-core', 'per-node'] if several else ['per-core']
+
+
+class ImbBase(rfm.RunOnlyRegressionTest):
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build = fixture(ImbBuild, scope='environment')
+    #: Message sizes 0 and 2^min_msglog .. 2^max_msglog bytes (IMB's -msglog; CHiC: up to
+    #: 4 MiB); sizes that do not fit IMB's buffer limit (-mem, from node memory) are dropped.
+    min_msglog = variable(int, value=0)
+    max_msglog = variable(int, value=22)
+    #: Repetitions per message size (IMB's -iter; None: IMB's 1000, fewer for large sizes).
+    iterations = variable(int, type(None), value=None)
+    #: Seconds IMB may spend on one message size (IMB's -time; None: IMB's 10).
+    seconds_per_size = variable(float, type(None), value=None)
+    #: What this run used (benchmark, placement, sizes), for the perflog and results database.
+    inputs = variable(str, value='')
+    time_limit = '30m'
+    keep_files = ['bind-rank.sh']
+    tags = {'imb', 'network'}
+
+    def place(self, placement):
+        """Tasks and binding for a placement: one core per rank where a node holds several,
+        the whole node where it holds one. Returns IMB's -mem for it (GiB)."""
+        part = self.current_partition
+        self.skip_if(placement.nodes > partition_num_nodes(part),
+                     f'{part.fullname} has {partition_num_nodes(part)} node(s)')
+        self.skip_if(placement.ranks < 2, f'{placement.describe()}: IMB needs two ranks')
+        self.layout = partition_layout(part,
+                                       'per-core' if placement.ranks_per_node > 1 else 'per-node')
+        if placement.ranks_per_node > self.layout.ranks_per_node:
+            raise ReframeError(f'{part.fullname}: {placement.ranks_per_node} ranks per node, '
+                               f'the node has {self.layout.ranks_per_node} cores')
+
+        self.placement = placement
+        self.num_tasks = placement.ranks
+        self.num_tasks_per_node = placement.ranks_per_node
+        self.num_cpus_per_task = self.layout.threads_per_rank
+        return imb.memory_limit_gib(partition_node(part).memory_bytes,
+                                    placement.ranks_per_node)
+
+    def imb_options(self):
+        opts = ['-npmin', self.placement.ranks]
+        if self.iterations is not None:
+            opts += ['-iter', self.iterations]
+        if self.seconds_per_size is not None:
+            opts += ['-time', self.seconds_per_size]
+
+        return opts
+
+    def run_imb(self, *args):
+        bind_ranks(self, self.layout,
+                   os.path.join(self.build.install_prefix(), 'bin', 'IMB-MPI1'),
+                   *self.imb_options(), *args)
+
+
+class ImbBenchmark(ImbBase):
+    """One IMB benchmark over the whole message-size range (subclasses: `benchmark`),
+    launched `repeats` times in the job; the figures come from the fastest run at each
+    size (hpcbench.imb.best_of)."""
+    #: IMB launches in the job (None: hpcbench.imb.BEST_OF, three for the curves whose
+    #: shape is read, PingPong and PingPing; one for the others).
+    repeats = variable(int, type(None), value=None)
+
+    def run_benchmark(self, placement):
+        if self.repeats is None:
+            self.repeats = imb.BEST_OF.get(self.benchmark, 1)
+        if self.repeats < 1:
+            raise ReframeError(f'repeats={self.repeats}: at least one')
+
+        memory_gib = self.place(placement)
+        max_log = imb.feasible_max_log(self.benchmark, placement.ranks, self.max_msglog,
+                                       memory_gib)
+        try:
+            self.sizes = imb.message_sizes(self.benchmark, self.min_msglog, max_log)
+        except imb.ImbInputError as err:
+            raise ReframeError(f'{self.benchmark}: {err}') from None
+
+        self.run_imb('-mem', memory_gib, '-msglog', f'{self.min_msglog}:{max_log}',
+                     self.benchmark)
+        repeat_launch(self, self.repeats)
+        sizes = (f' sizes=0,2^{self.min_msglog}..2^{max_log}B' if self.sizes else '')
+        self.inputs = (f'{self.benchmark} placement={placement.describe()} '
+                       f'[{self.layout.describe()}]{sizes} mem={memory_gib:g}GiB '
+                       f'iterations={self.iterations or "imb-default"} '
+                       f'best-of={self.repeats}')
+        self.perf_variables = {
+            name: sn.make_performance_function(self.figure, unit, name)
+            for name, unit in imb.performance_units(self.benchmark, self.sizes).items()
+        }
+        self.reference = references.reframe_reference(self)
+
+    @sanity_function
+    def table_complete(self):
+        try:
+            runs = imb.parse_runs(_output(self), self.repeats)
+            table = imb.best_of([imb.complete_table(tables, self.benchmark, self.num_tasks,
+                                                    self.sizes) for tables in runs])
+        except imb.ImbOutputError as err:
+            raise SanityError(str(err)) from None
+
+        self.figures = imb.figures(table)
+        return True
+
+    @run_before('performance')
+    def report_protocol_switch(self):
+        # Known only from the measured curve: reported when the curve shows it (a dry run
+        # has no curve).
+        if not self.is_dry_run() and 'switch_size' in self.figures:
+            self.perf_variables['switch_size'] = sn.make_performance_function(
+                self.figure, 'B', 'switch_size')
+
+    def figure(self, name):
+        return self.figures[name]
+
+
+@rfm.simple_test
+class ImbPairCheck(ImbBenchmark):
+    descr = 'IMB point-to-point between two ranks, on two nodes where there are two'
+    benchmark = parameter(imb.PAIR_BENCHMARKS)
+
+    @run_after('setup')
+    def configure_run(self):
+        self.run_benchmark(imb.pair_placement(partition_num_nodes(self.current_partition)))
+
+
+@rfm.simple_test
+class ImbGroupCheck(ImbBenchmark):
+    descr = 'IMB collectives and transfers on every node of the partition'
+    benchmark = parameter(imb.GROUP_BENCHMARKS)
+    layout_name = parameter(_group_layouts())
+
+    @run_after('setup')
+    def configure_run(self):
+        part = self.current_partition
+        per_node = (partition_layout(part, 'per-core').ranks_per_node
+                    if self.layout_name == 'per-core' else 1)
+        self.run_benchmark(imb.group_placement(partition_num_nodes(part), per_node))
+
+
+@rfm.simple_test
+class ImbVariability(ImbBase):
+    descr = 'Run-to-run variability of Barrier and 16 B Allreduce (Oakforest-PACS)'
+    #: IMB launches in the job; each gives one t_avg per benchmark.
+    repeats = variable(int, value=10)
+    tags = {'imb', 'network', 'variability'}
+
+    @run_after('setup')
+    def configure_run(self):
+        part = self.current_partition
+        nodes = partition_num_nodes(part)
+        # Oakforest-PACS: one rank per node; on a single node, one per core.
+        per_node = 1 if nodes > 1 else partition_layout(part, 'per-core').ranks_per_node
+        self.place(imb.group_placement(nodes, per_node))
+        if self.repeats < 2:
+            raise ReframeError(f'repeats={self.repeats}: variability needs at least 2')
+
+        lengths = 'msglengths'
+        with open(os.path.join(self.stagedir, lengths), 'w') as fp:
+            fp.write(f'{imb.VARIABILITY_SIZE}\n')
+
+        self.run_imb('-msglen', lengths, 'Allreduce', 'Barrier')
+        repeat_launch(self, self.repeats)
+        self.keep_files = [*self.keep_files, lengths]
+        self.inputs = (f'Allreduce {imb.VARIABILITY_SIZE}B, Barrier x {self.repeats} launches '
+                       f'placement={self.placement.describe()} [{self.layout.describe()}] '
+                       f'iterations={self.iterations or "imb-default"}')
+        self.perf_variables = {}
+        for name in ('barrier', 'allreduce_16B'):
+            for stat in ('mean', 'min', 'max'):
+                self.perf_variables[f'{name}_{stat}'] = sn.make_performance_function(
+                    self.statistic, 'us', name, stat)
+            self.perf_variables[f'{name}_cv'] = sn.make_performance_function(
+                self.statistic, '%', name, 'cv_percent')
+        self.reference = references.reframe_reference(self)
+
+    @sanity_function
+    def every_launch_complete(self):
+        try:
+            self.stats = imb.variability(_output(self), self.num_tasks, self.repeats)
+        except imb.ImbOutputError as err:
+            raise SanityError(str(err)) from None
+
+        return True
+
+    def statistic(self, name, stat):
+        return getattr(self.stats[name], stat)

@@ -1,0 +1,86 @@
+"""MPI start-up time per MPI stack (Oakforest-PACS: MPI_Init cost and "Hello World" time
+against the number of ranks).
+
+MpiStartupCheck launches our mpi-startup program (packages/: built by Spack against each
+MPI of the environment) `launches` times in one job, one rank per core on every node count
+of the partition, and reports the means over the launches of: MPI_Init's duration on the
+slowest rank, the time from the launcher's start to the last rank leaving MPI_Init, and the
+wall time of the whole hello world. Ranks are not wrapped or bound: the launch is measured
+as users launch. Parsing is hpcbench.mpi_startup.
+"""
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
+                                   sanity_function, variable)
+from reframe.core.exceptions import ReframeError, SanityError
+
+from hpcbench import mpi_startup, references
+from hpcbench.rfm import (SpackBuild, configured_node_counts, partition_layout,
+                          partition_num_nodes, repeat_launch)
+
+
+class MpiStartupBuild(SpackBuild):
+    spec = 'mpi-startup'
+    needs_mpi = True
+
+
+@rfm.simple_test
+class MpiStartupCheck(rfm.RunOnlyRegressionTest):
+    descr = 'MPI_Init and hello world time of one rank per core (Oakforest-PACS)'
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build = fixture(MpiStartupBuild, scope='environment')
+    num_nodes = parameter(configured_node_counts())
+    #: Launches in the job; the figures are their means.
+    launches = variable(int, value=5)
+    #: What this run used (ranks, nodes, launches), for the perflog and results database.
+    inputs = variable(str, value='')
+    time_limit = '30m'
+    tags = {'mpi-startup', 'network'}
+
+    @run_after('setup')
+    def configure_run(self):
+        part = self.current_partition
+        self.skip_if(self.num_nodes > partition_num_nodes(part),
+                     f'{part.fullname} has {partition_num_nodes(part)} node(s)')
+        if self.launches < 1:
+            raise ReframeError(f'launches={self.launches}: at least one')
+
+        per_node = partition_layout(part, 'per-core').ranks_per_node
+        self.num_tasks = self.num_nodes * per_node
+        self.num_tasks_per_node = per_node
+        self.executable = os.path.join(self.build.install_prefix(), 'bin', 'mpi-startup')
+        self.executable_opts = ['"$start"']
+        repeat_launch(self, self.launches)
+        self.inputs = (f'ranks={self.num_tasks} nodes={self.num_nodes} '
+                       f'ranks_per_node={per_node} launches={self.launches}')
+        self.reference = references.reframe_reference(self)
+
+    @sanity_function
+    def every_rank_said_hello(self):
+        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
+            text = fp.read()
+        try:
+            self.summary = mpi_startup.parse(text, self.num_tasks, self.launches)
+        except mpi_startup.StartupOutputError as err:
+            raise SanityError(str(err)) from None
+
+        return True
+
+    @performance_function('s')
+    def mpi_init(self):
+        return self.summary.mean('init_max')
+
+    @performance_function('s')
+    def launch_to_init(self):
+        return self.summary.mean('launch_to_init')
+
+    @performance_function('s')
+    def hello_world(self):
+        return self.summary.mean('hello_world')
+
+    @performance_function('s')
+    def hello_world_max(self):
+        return self.summary.max('hello_world')
