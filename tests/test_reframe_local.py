@@ -236,3 +236,12 @@ def test_real_imb_and_startup_runs_pass_and_compare_stacks(installed, var, tmp_p
     assert re.search(r'^latency \[us\] +[\d.]+ +[\d.]+$', shown.stdout, re.M)
     assert re.search(r'^hello_world \[s\] +[\d.]+ +[\d.]+$', shown.stdout, re.M)
     assert re.search(r'^barrier_cv \[%\] +[\d.]+ +[\d.]+$', shown.stdout, re.M)
+
+
+def test_an_impossible_imb_size_range_is_refused_in_setup(var):
+    proc = run_reframe('--dry-run', '-n', 'ImbPairCheck%benchmark=PingPong$', '-p', 'openmpi',
+                       '-S', 'min_msglog=23')
+    assert proc.returncode != 0
+    assert 'Failing phase: setup' in proc.stdout
+    assert 'PingPong: message sizes 2^23..2^22: need 0 <= min <= max <= 30' in proc.stdout
+    assert not list((var / 'stage').glob('**/ImbPairCheck_*/rfm_job.sh'))
