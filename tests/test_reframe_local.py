@@ -121,7 +121,8 @@ def test_registry_only_path_runs_a_small_real_hpcc_through_reframe(var):
 
 requires_spack = pytest.mark.skipif(
     spack.find() is None,
-    reason='no Spack found (SPACK_ROOT or the per-user cache): real STREAM run skipped')
+    reason='no Spack found (SPACK_ROOT or the per-user cache): real runs of Spack builds '
+           'skipped')
 
 
 @pytest.fixture(scope='module')
