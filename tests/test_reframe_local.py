@@ -246,3 +246,45 @@ def test_an_impossible_imb_size_range_is_refused_in_setup(var):
     assert 'Failing phase: setup' in proc.stdout
     assert 'PingPong: message sizes 2^23..2^22: need 0 <= min <= max <= 30' in proc.stdout
     assert not list((var / 'stage').glob('**/ImbPairCheck_*/rfm_job.sh'))
+
+
+def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
+    proc = run_reframe('--dry-run', '-n', 'IorCheck', '-p', 'openmpi')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    jobs = [p.read_text() for p in (var / 'stage' / 'local' / 'default' / 'openmpi').glob(
+        'IorCheck_*/rfm_job.sh')]
+    assert len(jobs) == 9
+    io_dir = var / 'io'
+    for job in jobs:
+        assert f'workdir=$(mktemp -d "{io_dir}/hpcbench-ior.XXXXXX") || exit 1' in job
+        assert "trap 'rm -rf -- \"$workdir\"' EXIT" in job
+        # Every IOR run writes below the job's own directory, nowhere else.
+        runs = re.findall(r'^mpirun .*/bin/ior (.*)$', job, re.M)
+        assert runs and all(r.split(' -o ')[1].split()[0] == '"$workdir/ior"' for r in runs)
+        if os.geteuid() == 0:       # the local policy as root: write, drop, read
+            assert re.search(r' -w -e -k -i 1 .*\|\| exit 1\nsync && echo 3 > '
+                             r'/proc/sys/vm/drop_caches\nmpirun ', job)
+
+
+def test_an_ior_run_that_does_not_fit_is_refused_in_setup(var):
+    proc = run_reframe('--dry-run', '-n', 'IorCheck%pattern=file-per-process%api=posix',
+                       '-p', 'openmpi', '-S', f'block_size={1 << 50}')
+    assert proc.returncode != 0
+    assert 'Failing phase: setup' in proc.stdout
+    assert re.search(r'IOR would write 2048\.0 TiB|IOR would write 2097152\.0 GiB to \S+/io, '
+                     r'which has [\d.]+ GiB free', proc.stdout), proc.stdout[-2000:]
+    assert not list((var / 'stage').glob('**/IorCheck_*/rfm_job.sh'))
+
+
+@pytest.mark.spack
+@requires_spack
+def test_real_ior_run_passes_and_leaves_nothing_behind(installed, var, tmp_path, monkeypatch):
+    monkeypatch.setenv('HPCBENCH_REFERENCES', str(tmp_path))    # no baseline
+    proc = run_reframe('-r', '-n', 'IorCheck%pattern=shared-strided%api=mpiio-collective',
+                       '-p', 'openmpi', '-S', f'block_size={16 << 20}', '-S', 'repetitions=2')
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-3000:]
+    figures = {k: float(v) for k, v in re.findall(r'^P: (\w+): ([\d.e+-]+) MiB/s', out, re.M)}
+    assert set(figures) == {'write_max', 'write_mean', 'read_max', 'read_mean'}
+    assert all(v > 0 for v in figures.values())
+    assert list((var / 'io').iterdir()) == []

@@ -15,6 +15,10 @@ from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutation
 from test_hpl import MUTATIONS as HPL_MUTATIONS
 from test_hpl import _mutations as _hpl_mutations
 from test_imb import ALL_SIZES, BROKEN_TABLE
+from test_ior import DROP_CACHES_OUTPUT as IOR_OUTPUT
+from test_ior import MUTATIONS as IOR_MUTATIONS
+from test_ior import OUTPUTS as IOR_OUTPUTS
+from test_ior import _mutations as _ior_mutations
 from test_imb import MUTATIONS as IMB_MUTATIONS
 from test_imb import OUTPUTS as IMB_OUTPUTS
 from test_imb import _mutations as _imb_mutations
@@ -31,7 +35,7 @@ def check_classes():
     runtime.init_runtime(site)
     loader = RegressionCheckLoader([str(ROOT / 'reframe-checks')])
     classes = {}
-    for name in ('stream.py', 'hpl.py', 'hpcc.py', 'imb.py', 'mpi_startup.py'):
+    for name in ('stream.py', 'hpl.py', 'hpcc.py', 'imb.py', 'mpi_startup.py', 'ior.py'):
         module = loader.load_from_file(str(ROOT / 'reframe-checks' / name))
         classes.update({type(t).__name__: type(t) for t in module})
 
@@ -260,3 +264,23 @@ def test_mpi_startup_sanity_fails_a_broken_real_output(check_classes, tmp_path, 
     test = _startup_test(tmp_path, _startup_mutations(STARTUP_OUTPUT)[mutation])
     with pytest.raises(SanityError):
         sn.evaluate(check_classes['MpiStartupCheck'].every_rank_said_hello(test))
+
+
+def _ior_test(stagedir, output, repetitions=3, loops=3):
+    (stagedir / 'rfm_job.out').write_text(output)
+    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
+                                 repetitions=repetitions, loops=loops)
+
+
+def test_ior_sanity_passes_a_real_output(check_classes, tmp_path):
+    test = _ior_test(tmp_path, IOR_OUTPUT)
+    assert sn.evaluate(check_classes['IorCheck'].both_phases_measured(test))
+    assert set(test.phases) == {'write', 'read'}
+
+
+@pytest.mark.parametrize('mutation', IOR_MUTATIONS)
+def test_ior_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    output = _ior_mutations(IOR_OUTPUTS['file-per-process-posix'])[mutation]
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['IorCheck'].both_phases_measured(
+            _ior_test(tmp_path, output, repetitions=2, loops=1)))

@@ -17,6 +17,8 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from hpcbench.parsing import measured_value
+
 # Pairs: two ranks, one on each of two nodes when the partition has two (CHiC Figures 4-5).
 PAIR_BENCHMARKS = ('PingPong', 'PingPing', 'Uniband', 'Biband')
 # Groups: every rank of the placement (CHiC Figures 6-9: 32 nodes, one core each).
@@ -179,18 +181,6 @@ class Table:
         raise KeyError(size)
 
 
-def _number(text, kind, where):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ImbOutputError(f'{where}: {text!r} is not a number') from None
-
-    if not math.isfinite(value) or value < 0:
-        raise ImbOutputError(f'{where}: {text!r} is not a finite non-negative number')
-
-    return value
-
-
 def _parse_table(name, processes, body):
     lines = body.split('\n')
     # Lines between the block's title and the header: "( n additional processes waiting
@@ -223,7 +213,8 @@ def _parse_table(name, processes, body):
         fields = dict.fromkeys(('size', 't_min', 't_max', 'mbytes_per_sec', 'msgs_per_sec'))
         for label, text in zip(header, values):
             field = _FIELDS[label]
-            fields[field] = _number(text, int if label.startswith('#') else float, where)
+            fields[field] = measured_value(text, ImbOutputError, where,
+                                           int if label.startswith('#') else float)
 
         if fields['t_min'] is None:
             fields['t_min'] = fields['t_max'] = fields.get('t_avg')

@@ -47,3 +47,11 @@ TOPOLOGY_DIR = VAR_DIR / 'topology'
 def topology_file(system, partition):
     """Where ReFrame keeps a partition's detected processor (general/topology_prefix)."""
     return TOPOLOGY_DIR / f'{system}-{partition}' / 'processor.json'
+
+
+def io_directory():
+    """Where the local system's I/O benchmarks write: $HPCBENCH_IO_DIR, else var/io
+    (created)."""
+    directory = Path(os.environ.get('HPCBENCH_IO_DIR', VAR_DIR / 'io'))
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory

@@ -1,0 +1,133 @@
+"""IOR: file per process, shared file segmented and shared file strided (CHiC §4), each with
+POSIX, MPI-IO independent and MPI-IO collective, safe on a production file system.
+
+- Target directory: the partition's `extras.io_directory`; each job works in a directory of
+  its own below it, removed when the job ends, fails or is interrupted (a shell trap), and
+  IOR writes nowhere else. On Lustre the job stripes it first (`io_stripe_count`,
+  `io_stripe_size`, default 1 MiB as CHiC) with `lfs setstripe`; elsewhere it says so.
+- Sizes: transfer = the stripe size; block per task from the policy that keeps reads out of
+  the page cache (hpcbench.ior.READ_CACHE_POLICIES; the partition's
+  `io_read_cache_policy`, else `reorder` on several nodes and `size` on one).
+- The free space of the directory is checked in the setup phase: a run whose data would not
+  fit with a margin is refused before its job is written.
+- Write and read are reported separately: best and mean MiB/s over `repetitions`.
+"""
+import os
+import shutil
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (fixture, parameter, run_after, run_before,
+                                   sanity_function, variable)
+from reframe.core.exceptions import ReframeError, SanityError
+
+from hpcbench import ior, references
+from hpcbench.rfm import (SpackBuild, partition_layout, partition_node,
+                          partition_num_nodes)
+
+
+class IorBuild(SpackBuild):
+    spec = 'ior'
+    needs_mpi = True
+
+
+@rfm.simple_test
+class IorCheck(rfm.RunOnlyRegressionTest):
+    descr = 'IOR write and read per access pattern and API'
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build = fixture(IorBuild, scope='environment')
+    pattern = parameter(ior.PATTERNS)
+    api = parameter(list(ior.APIS))
+    #: Bytes per transfer (None: the partition's stripe size, else 1 MiB).
+    transfer_size = variable(int, type(None), value=None)
+    #: Bytes per task (None: from the read cache policy; `size` derives it from memory).
+    block_size = variable(int, type(None), value=None)
+    #: How reads avoid the writers' page cache (None: the partition's, else by node count).
+    read_cache_policy = variable(str, type(None), value=None)
+    #: Tasks per node (None: one per core).
+    tasks_per_node = variable(int, type(None), value=None)
+    repetitions = variable(int, value=3)
+    #: IOR's data verification (hpcbench.ior.verify_options).
+    verify = variable(typ.Bool, value=False)
+    #: More IOR options, appended as given.
+    extra_options = variable(typ.List[str], value=[])
+    inputs = variable(str, value='')
+    time_limit = '1h'
+    tags = {'ior', 'io'}
+
+    @run_after('setup')
+    def configure_run(self):
+        part = self.current_partition
+        extras = part.extras
+        directory = extras.get('io_directory')
+        if not directory or not os.path.isdir(directory):
+            raise ReframeError(f'{part.fullname}: extras.io_directory {directory!r} is not an '
+                               'existing directory')
+
+        nodes = partition_num_nodes(part)
+        per_node = self.tasks_per_node or partition_layout(part, 'per-core').ranks_per_node
+        policy = (self.read_cache_policy or extras.get('io_read_cache_policy')
+                  or ('reorder' if nodes > 1 else 'size'))
+        transfer = self.transfer_size or int(extras.get('io_stripe_size', ior.DEFAULT_TRANSFER))
+        try:
+            ior.check_policy(policy, self.api, nodes, os.geteuid() == 0)
+            block = self.block_size or (
+                ior.block_size(partition_node(part).memory_bytes, per_node, transfer)
+                if policy == 'size' else ior.DEFAULT_BLOCK)
+            base = ior.ior_options(self.pattern, self.api, block, transfer)
+            total = block * per_node * nodes
+            ior.check_space(directory, total, shutil.disk_usage(directory).free)
+        except ior.IorInputError as err:
+            raise ReframeError(f'{part.fullname}: {err}') from None
+
+        self.num_tasks = per_node * nodes
+        self.num_tasks_per_node = per_node
+        program = os.path.join(self.build.install_prefix(), 'bin', 'ior')
+        phases, self.loops = ior.phase_options(policy, self.repetitions)
+        runs = [[*base, *opts, *(ior.verify_options(opts) if self.verify else []),
+                 *self.extra_options, '-o', '"$workdir/ior"'] for opts in phases]
+        self.prerun_cmds = ior.job_prologue(directory, extras.get('io_stripe_count', -1),
+                                            transfer)
+        self.executable = program
+        self.executable_opts = runs[-1]
+        self.earlier_runs = runs[:-1]
+        self.inputs = (f'{self.pattern} {self.api} tasks={self.num_tasks} '
+                       f'({nodes} node(s) x {per_node}) block={block}B transfer={transfer}B '
+                       f'total={total / ior.GIB:.2f}GiB read-cache={policy} dir={directory}')
+        self.perf_variables = {
+            f'{phase}_{stat}': sn.make_performance_function(self.figure, 'MiB/s', phase, stat)
+            for phase in ('write', 'read') for stat in ('max', 'mean')
+        }
+        self.reference = references.reframe_reference(self)
+
+    @run_before('run')
+    def write_before_dropping_caches(self):
+        # drop-caches: each repetition writes, drops the page cache, then reads (the launch
+        # line); the write runs use the same launcher as the read runs.
+        if not self.earlier_runs:
+            return
+
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        launch = self.job.launcher.run_command(self.job)
+        self.prerun_cmds += [f'for repetition in $(seq 1 {self.loops}); do']
+        for opts in self.earlier_runs:
+            self.prerun_cmds += [f'{launch} {self.executable} {" ".join(opts)} || exit 1',
+                                 ior.DROP_CACHES]
+        self.postrun_cmds = ['done', *self.postrun_cmds]
+
+    @sanity_function
+    def both_phases_measured(self):
+        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
+            text = fp.read()
+        try:
+            self.phases = ior.parse(text, self.num_tasks, self.repetitions, self.loops)
+        except ior.IorOutputError as err:
+            raise SanityError(str(err)) from None
+
+        return True
+
+    def figure(self, phase, stat):
+        return getattr(self.phases[phase], f'{stat}_mib_s')
