@@ -25,8 +25,8 @@ from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, layout, references
 from hpcbench.rfm import (SpackBuild, bind_ranks, configured_layout_names,
-                          configured_node_counts, partition_layout, partition_node,
-                          partition_num_nodes)
+                          configured_node_counts, job_output, partition_layout,
+                          partition_node, skip_beyond_partition)
 
 
 class HplBuild(SpackBuild):
@@ -36,11 +36,6 @@ class HplBuild(SpackBuild):
 
 class DgemmRateBuild(SpackBuild):
     spec = 'dgemm-rate'
-
-
-def _output(test):
-    with open(os.path.join(test.stagedir, sn.evaluate(test.stdout))) as fp:
-        return fp.read()
 
 
 class DgemmCeiling(rfm.RunOnlyRegressionTest):
@@ -67,7 +62,7 @@ class DgemmCeiling(rfm.RunOnlyRegressionTest):
     @sanity_function
     def verified(self):
         try:
-            self.result = dgemm.parse(_output(self), self.repeats)
+            self.result = dgemm.parse(job_output(self), self.repeats)
         except dgemm.DgemmOutputError as err:
             raise SanityError(str(err)) from None
 
@@ -138,8 +133,7 @@ class HplBase(rfm.RunOnlyRegressionTest):
         """Plan the job (refusing, before anything runs, an input that cannot fit) and
         set it up: HPL.dat in the stage directory, tasks, binding, time limit."""
         part = self.current_partition
-        self.skip_if(self.num_nodes > partition_num_nodes(part),
-                     f'{part.fullname} has {partition_num_nodes(part)} node(s)')
+        skip_beyond_partition(self, self.num_nodes)
         self.node = partition_node(part)
         self.layout = partition_layout(part, self.layout_name)
         try:
@@ -167,7 +161,7 @@ class HplBase(rfm.RunOnlyRegressionTest):
     @sanity_function
     def residuals_passed(self):
         try:
-            self.runs = hpl.parse(_output(self), self.plan.inputs.expected_results)
+            self.runs = hpl.parse(job_output(self), self.plan.inputs.expected_results)
         except hpl.HplOutputError as err:
             raise SanityError(str(err)) from None
 

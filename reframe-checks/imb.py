@@ -26,13 +26,9 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import imb, references
-from hpcbench.rfm import (SpackBuild, bind_ranks, partition_layout, partition_node,
-                          partition_num_nodes, repeat_launch)
-
-
-def _output(test):
-    with open(os.path.join(test.stagedir, sn.evaluate(test.stdout))) as fp:
-        return fp.read()
+from hpcbench.rfm import (SpackBuild, bind_ranks, job_output, partition_layout,
+                          partition_node, partition_num_nodes, repeat_launch,
+                          skip_beyond_partition)
 
 
 class ImbBuild(SpackBuild):
@@ -68,8 +64,7 @@ class ImbBase(rfm.RunOnlyRegressionTest):
         """Tasks and binding for a placement: one core per rank where a node holds several,
         the whole node where it holds one. Returns IMB's -mem for it (GiB)."""
         part = self.current_partition
-        self.skip_if(placement.nodes > partition_num_nodes(part),
-                     f'{part.fullname} has {partition_num_nodes(part)} node(s)')
+        skip_beyond_partition(self, placement.nodes)
         self.skip_if(placement.ranks < 2, f'{placement.describe()}: IMB needs two ranks')
         self.layout = partition_layout(part,
                                        'per-core' if placement.ranks_per_node > 1 else 'per-node')
@@ -138,7 +133,7 @@ class ImbBenchmark(ImbBase):
     @sanity_function
     def table_complete(self):
         try:
-            runs = imb.parse_runs(_output(self), self.repeats)
+            runs = imb.parse_runs(job_output(self), self.repeats)
             table = imb.best_of([imb.complete_table(tables, self.benchmark, self.num_tasks,
                                                     self.sizes) for tables in runs])
         except imb.ImbOutputError as err:
@@ -222,7 +217,7 @@ class ImbVariability(ImbBase):
     @sanity_function
     def every_launch_complete(self):
         try:
-            self.stats = imb.variability(_output(self), self.num_tasks, self.repeats)
+            self.stats = imb.variability(job_output(self), self.num_tasks, self.repeats)
         except imb.ImbOutputError as err:
             raise SanityError(str(err)) from None
 

@@ -23,8 +23,8 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import ior, references
-from hpcbench.rfm import (SpackBuild, partition_layout, partition_node,
-                          partition_num_nodes)
+from hpcbench.rfm import (SpackBuild, job_output, partition_layout, partition_node,
+                          partition_num_nodes, repeat_launch)
 
 
 class IorBuild(SpackBuild):
@@ -109,21 +109,20 @@ class IorCheck(rfm.RunOnlyRegressionTest):
         if not self.earlier_runs:
             return
 
+        # The launcher line needs the task counts, which ReFrame gives the job only later.
         self.job.num_tasks = self.num_tasks
         self.job.num_tasks_per_node = self.num_tasks_per_node
         launch = self.job.launcher.run_command(self.job)
-        self.prerun_cmds += [f'for repetition in $(seq 1 {self.loops}); do']
+        repeat_launch(self, self.loops)
         for opts in self.earlier_runs:
             self.prerun_cmds += [f'{launch} {self.executable} {" ".join(opts)} || exit 1',
                                  ior.DROP_CACHES]
-        self.postrun_cmds = ['done', *self.postrun_cmds]
 
     @sanity_function
     def both_phases_measured(self):
-        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-            text = fp.read()
         try:
-            self.phases = ior.parse(text, self.num_tasks, self.repetitions, self.loops)
+            self.phases = ior.parse(job_output(self), self.num_tasks, self.repetitions,
+                                    self.loops)
         except ior.IorOutputError as err:
             raise SanityError(str(err)) from None
 

@@ -11,14 +11,13 @@ as users launch. Parsing is hpcbench.mpi_startup.
 import os
 
 import reframe as rfm
-import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import mpi_startup, references
-from hpcbench.rfm import (SpackBuild, configured_node_counts, partition_layout,
-                          partition_num_nodes, repeat_launch)
+from hpcbench.rfm import (SpackBuild, configured_node_counts, job_output,
+                          partition_layout, repeat_launch, skip_beyond_partition)
 
 
 class MpiStartupBuild(SpackBuild):
@@ -43,8 +42,7 @@ class MpiStartupCheck(rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def configure_run(self):
         part = self.current_partition
-        self.skip_if(self.num_nodes > partition_num_nodes(part),
-                     f'{part.fullname} has {partition_num_nodes(part)} node(s)')
+        skip_beyond_partition(self, self.num_nodes)
         if self.launches < 1:
             raise ReframeError(f'launches={self.launches}: at least one')
 
@@ -60,10 +58,9 @@ class MpiStartupCheck(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def every_rank_said_hello(self):
-        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-            text = fp.read()
         try:
-            self.summary = mpi_startup.parse(text, self.num_tasks, self.launches)
+            self.summary = mpi_startup.parse(job_output(self), self.num_tasks,
+                                             self.launches)
         except mpi_startup.StartupOutputError as err:
             raise SanityError(str(err)) from None
 

@@ -7,14 +7,13 @@ balance from its clock and flop/cycle. Parsing and the math live in hpcbench.str
 import os
 
 import reframe as rfm
-import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    sanity_function, variable)
 from reframe.core.exceptions import SanityError
 
 from hpcbench import references, stream
-from hpcbench.rfm import SpackBuild, configured_nodes, partition_node
+from hpcbench.rfm import SpackBuild, configured_nodes, job_output, partition_node
 
 
 class StreamBuild(SpackBuild):
@@ -61,11 +60,8 @@ class StreamCheck(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def solution_validates(self):
-        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-            output = fp.read()
-
         try:
-            self.result = stream.parse(output, self.num_threads)
+            self.result = stream.parse(job_output(self), self.num_threads)
         except stream.StreamOutputError as err:
             raise SanityError(str(err)) from None
 

@@ -76,6 +76,19 @@ def partition_layout(partition, name):
     return kept[same_as.get(name, name)]
 
 
+def job_output(test):
+    """The text of a test's job's standard output."""
+    with open(os.path.join(test.stagedir, sn.evaluate(test.stdout))) as fp:
+        return fp.read()
+
+
+def skip_beyond_partition(test, num_nodes):
+    """Skip `test` when it asks for more nodes than its partition has."""
+    part = test.current_partition
+    test.skip_if(num_nodes > partition_num_nodes(part),
+                 f'{part.fullname} has {partition_num_nodes(part)} node(s)')
+
+
 def bind_ranks(test, chosen, program, *args):
     """Run `program args` as `test`'s executable with each rank bound by `chosen`'s layout
     (the wrapper is written into the stage directory), with its thread variables and the
