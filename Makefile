@@ -5,7 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
-REFRAME := $(BIN)/reframe -C site-configs/local.py -c reframe-checks
+# The system to run on: local (this machine) or one of the papers' (dry-run only, elsewhere).
+SYSTEM ?= local
+REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'
 RFM_OPTS ?=
 # quick: HPL and HPCC at 1/25 of the memory (minutes); full: at 80 % of it (hours here).
@@ -17,7 +19,7 @@ MODE_OPTS = $(or $(MODE_OPTS_$(MODE)),$(error MODE must be quick or full, not '$
 # Slow-node screening: flag nodes this many percent below the median.
 SCREEN_THRESHOLD ?= 5
 
-.PHONY: run test bootstrap install setup spack baseline dry-run tune screen clean
+.PHONY: run test bootstrap install setup spack baseline dry-run references tune screen clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
 # and the run measures HPCC from Debian; the checks that need Spack say so and skip.
@@ -61,6 +63,10 @@ baseline: $(VENV_STAMP)
 
 dry-run: $(VENV_STAMP)
 	$(REFRAME) $(MODE_OPTS) --dry-run $(RFM_OPTS)
+
+# Reference figures per system and benchmark (references/*.yaml).
+references: $(VENV_STAMP)
+	$(BIN)/hpcbench references
 
 $(VENV_STAMP): requirements.txt pyproject.toml
 	@if ! $(PYTHON) -m venv $(VENV) 2>/dev/null; then \

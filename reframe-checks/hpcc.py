@@ -17,7 +17,7 @@ from reframe.core.builtins import fixture, run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import hpcc, hpl, references
-from hpcbench.rfm import SpackBuild, bind_ranks, partition_layout, partition_node
+from hpcbench.rfm import SiteTuning, SpackBuild, bind_ranks, partition_layout, partition_node
 
 OUTPUT = 'hpccoutf.txt'
 
@@ -27,7 +27,7 @@ class HpccBuild(SpackBuild):
     needs_mpi = True
 
 
-class HpccBase(rfm.RunOnlyRegressionTest):
+class HpccBase(rfm.RunOnlyRegressionTest, SiteTuning):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     #: As HPL's: `full` (80 % of the memory, TSUBAME) or `tuning` (1/25, T2K).

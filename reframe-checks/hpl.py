@@ -24,9 +24,9 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, layout, references
-from hpcbench.rfm import (SpackBuild, bind_ranks, configured_layout_names,
+from hpcbench.rfm import (SiteTuning, SpackBuild, bind_ranks, configured_layout_names,
                           configured_node_counts, job_output, partition_layout,
-                          partition_node, skip_beyond_partition)
+                          partition_node, skip_beyond_partition, skip_unless_node_count)
 
 
 class HplBuild(SpackBuild):
@@ -38,7 +38,7 @@ class DgemmRateBuild(SpackBuild):
     spec = 'dgemm-rate'
 
 
-class DgemmCeiling(rfm.RunOnlyRegressionTest):
+class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning):
     """The DGEMM rate of one node through the BLAS HPL uses: one process, all cores."""
     descr = 'DGEMM ceiling of one node (hpcbench dgemm-rate)'
     valid_systems = ['*']
@@ -77,7 +77,7 @@ class DgemmCeiling(rfm.RunOnlyRegressionTest):
         return self.result.mean
 
 
-class HplBase(rfm.RunOnlyRegressionTest):
+class HplBase(rfm.RunOnlyRegressionTest, SiteTuning):
     """One HPL job: inputs planned from the partition, each rank bound by its layout."""
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
@@ -156,7 +156,19 @@ class HplBase(rfm.RunOnlyRegressionTest):
         self.num_cpus_per_task = self.layout.threads_per_rank
         # Four times the solve at Rpeak (HPL rarely runs below 25 % of it) plus start-up.
         self.time_limit = int(4 * self.plan.estimated_seconds + 300)
-        bind_ranks(self, self.layout, os.path.join(self.build.install_prefix(), 'bin', 'xhpl'))
+        bind_ranks(self, self.layout, os.path.join(self.build.install_prefix(), 'bin', 'xhpl'),
+                   rank_env=self.use_huge_pages(part.extras.get('hugepages')))
+
+    def use_huge_pages(self, hugepages):
+        """The matrix on huge pages, as T2K did (§4.5), when the partition reserves them
+        (extras.hugepages: pages per node and their size): a check before the run that the
+        node has them, and libhugetlbfs's malloc for HPL itself."""
+        if not hugepages:
+            return None
+
+        pages, kib = int(hugepages['pages']), int(hugepages['page_kib'])
+        self.prerun_cmds = [*self.prerun_cmds, hpl.huge_pages_check(pages, kib)]
+        return {'HUGETLB_MORECORE': 'yes', 'LD_PRELOAD': 'libhugetlbfs.so'}
 
     @sanity_function
     def residuals_passed(self):
@@ -179,7 +191,9 @@ class HplCheck(HplBase):
 
     @run_after('setup')
     def configure_run(self):
-        kept, same_as = layout.distinct_layouts(self.current_partition.processor.info)
+        skip_unless_node_count(self, self.num_nodes)
+        kept, same_as = layout.distinct_layouts(self.current_partition.processor.info,
+                                                self.current_partition.extras.get('binding'))
         self.skip_if(self.layout_name in same_as,
                      f'{self.layout_name} is the same placement as {same_as.get(self.layout_name)} '
                      f'on {self.current_partition.fullname}')
@@ -236,16 +250,13 @@ class HplTuningSweep(HplBase):
         tuning = hpl.sweep_tuning(self.tuning(), setting, values or None)
         self.plan_run(tuning, self.repeats)
         self.setting = setting
-        if setting == 'swap_threshold':
-            labels = {values[0]: str(values[0])}
-        else:
-            field = hpl.SWEEP[setting][0]
-            labels = {v: hpl.setting_label(setting, v) for v in getattr(tuning, field)}
-
+        swept = values if setting == 'swap_threshold' else getattr(tuning,
+                                                                   hpl.SWEEP[setting][0])
         # One figure per swept value, named like `bcast=2ringM`.
         self.perf_variables = {
-            f'{setting}={label}': sn.make_performance_function(self.rate_of, 'GFLOP/s', value)
-            for value, label in labels.items()
+            hpl.sweep_variable(setting, value): sn.make_performance_function(
+                self.rate_of, 'GFLOP/s', value)
+            for value in swept
         }
 
     def rate_of(self, value):
@@ -266,7 +277,12 @@ class HplNodeScreen(HplBase):
     @run_after('setup')
     def configure_run(self):
         self.plan_run(self.tuning(), self.repeats)
+        self.reference = references.reframe_reference(self)
 
     @performance_function('GFLOP/s')
     def gflops(self):
         return self.summary.best_gflops
+
+    @performance_function('%')
+    def efficiency(self):
+        return 100 * self.summary.best_gflops * 1e9 / self.plan.rpeak_flops

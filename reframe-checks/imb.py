@@ -26,7 +26,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import imb, references
-from hpcbench.rfm import (SpackBuild, bind_ranks, job_output, partition_layout,
+from hpcbench.rfm import (SiteTuning, SpackBuild, bind_ranks, job_output, partition_layout,
                           partition_node, partition_num_nodes, repeat_launch,
                           skip_beyond_partition)
 
@@ -42,7 +42,7 @@ def _group_layouts():
     return ['per-core', 'per-node'] if several else ['per-core']
 
 
-class ImbBase(rfm.RunOnlyRegressionTest):
+class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     build = fixture(ImbBuild, scope='environment')
@@ -183,12 +183,14 @@ class ImbVariability(ImbBase):
     descr = 'Run-to-run variability of Barrier and 16 B Allreduce (Oakforest-PACS)'
     #: IMB launches in the job; each gives one t_avg per benchmark.
     repeats = variable(int, value=10)
+    #: Nodes (None: every node of the partition).
+    num_nodes = variable(int, type(None), value=None)
     tags = {'imb', 'network', 'variability'}
 
     @run_after('setup')
     def configure_run(self):
         part = self.current_partition
-        nodes = partition_num_nodes(part)
+        nodes = self.num_nodes or partition_num_nodes(part)
         # Oakforest-PACS: one rank per node; on a single node, one per core.
         per_node = 1 if nodes > 1 else partition_layout(part, 'per-core').ranks_per_node
         self.place(imb.group_placement(nodes, per_node))
@@ -205,13 +207,10 @@ class ImbVariability(ImbBase):
         self.inputs = (f'Allreduce {imb.VARIABILITY_SIZE}B, Barrier x {self.repeats} launches '
                        f'placement={self.placement.describe()} [{self.layout.describe()}] '
                        f'iterations={self.iterations or "imb-default"}')
-        self.perf_variables = {}
-        for name in ('barrier', 'allreduce_16B'):
-            for stat in ('mean', 'min', 'max'):
-                self.perf_variables[f'{name}_{stat}'] = sn.make_performance_function(
-                    self.statistic, 'us', name, stat)
-            self.perf_variables[f'{name}_cv'] = sn.make_performance_function(
-                self.statistic, '%', name, 'cv_percent')
+        self.perf_variables = {
+            variable: sn.make_performance_function(self.statistic, unit, name, stat)
+            for variable, (name, stat, unit) in imb.VARIABILITY_VARIABLES.items()
+        }
         self.reference = references.reframe_reference(self)
 
     @sanity_function

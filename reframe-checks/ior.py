@@ -23,8 +23,9 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import ior, references
-from hpcbench.rfm import (SpackBuild, job_output, partition_layout, partition_node,
-                          partition_num_nodes, repeat_launch)
+from hpcbench.rfm import (SiteTuning, SpackBuild, job_output, partition_layout,
+                          partition_node, partition_num_nodes, repeat_launch,
+                          skip_beyond_partition)
 
 
 class IorBuild(SpackBuild):
@@ -33,7 +34,7 @@ class IorBuild(SpackBuild):
 
 
 @rfm.simple_test
-class IorCheck(rfm.RunOnlyRegressionTest):
+class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning):
     descr = 'IOR write and read per access pattern and API'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
@@ -48,6 +49,11 @@ class IorCheck(rfm.RunOnlyRegressionTest):
     read_cache_policy = variable(str, type(None), value=None)
     #: Tasks per node (None: one per core).
     tasks_per_node = variable(int, type(None), value=None)
+    #: Nodes (None: every node of the partition).
+    num_nodes = variable(int, type(None), value=None)
+    #: Lustre stripe count of the job's directory (None: the partition's io_stripe_count;
+    #: CHiC measured file per process on 1 OST and on all 20).
+    stripe_count = variable(int, type(None), value=None)
     repetitions = variable(int, value=3)
     #: IOR's data verification (hpcbench.ior.verify_options).
     verify = variable(typ.Bool, value=False)
@@ -62,11 +68,15 @@ class IorCheck(rfm.RunOnlyRegressionTest):
         part = self.current_partition
         extras = part.extras
         directory = extras.get('io_directory')
-        if not directory or not os.path.isdir(directory):
+        # A dry run may write the job of another machine (a paper's system): its directory
+        # and free space are checked when the directory exists here.
+        on_this_machine = not self.is_dry_run() or bool(directory and os.path.isdir(directory))
+        if not directory or (on_this_machine and not os.path.isdir(directory)):
             raise ReframeError(f'{part.fullname}: extras.io_directory {directory!r} is not an '
                                'existing directory')
 
-        nodes = partition_num_nodes(part)
+        nodes = self.num_nodes or partition_num_nodes(part)
+        skip_beyond_partition(self, nodes)
         per_node = self.tasks_per_node or partition_layout(part, 'per-core').ranks_per_node
         policy = (self.read_cache_policy or extras.get('io_read_cache_policy')
                   or ('reorder' if nodes > 1 else 'size'))
@@ -78,7 +88,8 @@ class IorCheck(rfm.RunOnlyRegressionTest):
                 if policy == 'size' else ior.DEFAULT_BLOCK)
             base = ior.ior_options(self.pattern, self.api, block, transfer)
             total = block * per_node * nodes
-            ior.check_space(directory, total, shutil.disk_usage(directory).free)
+            if on_this_machine:
+                ior.check_space(directory, total, shutil.disk_usage(directory).free)
         except ior.IorInputError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None
 
@@ -88,8 +99,8 @@ class IorCheck(rfm.RunOnlyRegressionTest):
         phases, self.loops = ior.phase_options(policy, self.repetitions)
         runs = [[*base, *opts, *(ior.verify_options(opts) if self.verify else []),
                  *self.extra_options, '-o', '"$workdir/ior"'] for opts in phases]
-        self.prerun_cmds = ior.job_prologue(directory, extras.get('io_stripe_count', -1),
-                                            transfer)
+        stripes = self.stripe_count or extras.get('io_stripe_count', -1)
+        self.prerun_cmds = ior.job_prologue(directory, stripes, transfer)
         self.executable = program
         self.executable_opts = runs[-1]
         self.earlier_runs = runs[:-1]
@@ -97,8 +108,8 @@ class IorCheck(rfm.RunOnlyRegressionTest):
                        f'({nodes} node(s) x {per_node}) block={block}B transfer={transfer}B '
                        f'total={total / ior.GIB:.2f}GiB read-cache={policy} dir={directory}')
         self.perf_variables = {
-            f'{phase}_{stat}': sn.make_performance_function(self.figure, 'MiB/s', phase, stat)
-            for phase in ('write', 'read') for stat in ('max', 'mean')
+            name: sn.make_performance_function(self.figure, 'MiB/s', phase, stat)
+            for name, (phase, stat) in ior.PERFORMANCE_VARIABLES.items()
         }
         self.reference = references.reframe_reference(self)
 

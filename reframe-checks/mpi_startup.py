@@ -16,8 +16,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import mpi_startup, references
-from hpcbench.rfm import (SpackBuild, configured_node_counts, job_output,
-                          partition_layout, repeat_launch, skip_beyond_partition)
+from hpcbench.rfm import (SiteTuning, SpackBuild, configured_node_counts, job_output,
+                          partition_layout, repeat_launch, skip_unless_node_count)
 
 
 class MpiStartupBuild(SpackBuild):
@@ -26,7 +26,7 @@ class MpiStartupBuild(SpackBuild):
 
 
 @rfm.simple_test
-class MpiStartupCheck(rfm.RunOnlyRegressionTest):
+class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning):
     descr = 'MPI_Init and hello world time of one rank per core (Oakforest-PACS)'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
@@ -34,6 +34,8 @@ class MpiStartupCheck(rfm.RunOnlyRegressionTest):
     num_nodes = parameter(configured_node_counts())
     #: Launches in the job; the figures are their means.
     launches = variable(int, value=5)
+    #: Ranks per node (None: one per core; Oakforest-PACS measured 64 per node).
+    ranks_per_node = variable(int, type(None), value=None)
     #: What this run used (ranks, nodes, launches), for the perflog and results database.
     inputs = variable(str, value='')
     time_limit = '30m'
@@ -42,11 +44,15 @@ class MpiStartupCheck(rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def configure_run(self):
         part = self.current_partition
-        skip_beyond_partition(self, self.num_nodes)
+        skip_unless_node_count(self, self.num_nodes)
         if self.launches < 1:
             raise ReframeError(f'launches={self.launches}: at least one')
 
-        per_node = partition_layout(part, 'per-core').ranks_per_node
+        cores = partition_layout(part, 'per-core').ranks_per_node
+        per_node = self.ranks_per_node or cores
+        if not 1 <= per_node <= cores:
+            raise ReframeError(f'{part.fullname}: ranks_per_node={per_node}: between 1 and '
+                               f'the {cores} cores ranks may use')
         self.num_tasks = self.num_nodes * per_node
         self.num_tasks_per_node = per_node
         self.executable = os.path.join(self.build.install_prefix(), 'bin', 'mpi-startup')

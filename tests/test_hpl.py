@@ -237,3 +237,26 @@ def test_screening_flags_nodes_below_the_median_by_more_than_the_threshold():
     assert set(hpl.screen_nodes(rates, threshold_percent=3).slow) == {'n4', 'n5'}
     with pytest.raises(ValueError):
         hpl.screen_nodes({})
+
+
+def test_a_derived_n_shrinks_to_leave_the_system_its_memory_on_small_nodes():
+    # CHiC: 4 GiB nodes. 75 % of 32 nodes' memory would leave less than 1 GiB per node.
+    chic = Node(num_cores=4, num_sockets=2, num_numa_nodes=2, llc_bytes_total=4 << 20,
+                     memory_bytes=4 << 30, clock_hz=2.6e9, flops_per_cycle=2)
+    planned = hpl.plan(chic, 32, 4)
+    (p, q), = planned.inputs.grids
+    n = planned.inputs.ns[0]
+    usable = 32 * (chic.memory_bytes - hpl.OS_RESERVE_BYTES)
+    assert hpl.memory_needed(n, 232, p, q) <= usable
+    assert n % (hpl.Tuning().nbs[0] * math.lcm(p, q)) == 0
+    with pytest.raises(hpl.HplInputError):
+        hpl.plan(chic, 32, 4, n=hpl.problem_size(32 * chic.memory_bytes, 232, p, q, 0.75))
+
+
+def test_a_grid_too_skinny_for_equal_shares_still_gets_an_n_of_whole_blocks():
+    # Louhi's quad-core phase: 1684 nodes x 4 ranks = 16 x 421; NB x lcm = 1.3 M > N.
+    n = hpl.problem_size(1684 * (8 << 30), 232, 16, 421, 0.75)
+    assert n % (232 * 421) == 0 and n < 232 * 16 * 421
+    assert 8 * n * n <= 0.75 * 1684 * (8 << 30)
+    with pytest.raises(hpl.HplInputError, match='holds no HPL matrix'):
+        hpl.problem_size(1 << 20, 232, 1, 2, 0.01)

@@ -26,9 +26,9 @@ T2K_NODE = {'num_cpus': 16, 'num_cpus_per_core': 1, 'num_sockets': 4}
 
 def test_this_machine_has_a_flat_and_a_threaded_layout():
     kept, same_as = layout.distinct_layouts(LOCAL)
-    assert list(kept) == ['per-core', 'per-numa']
-    assert same_as == {'per-socket': 'per-numa', 'per-node': 'per-numa'}
-    per_core, per_numa = kept['per-core'], kept['per-numa']
+    assert list(kept) == ['per-core', 'per-socket']
+    assert same_as == {'per-numa': 'per-socket', 'per-node': 'per-socket'}
+    per_core, per_numa = kept['per-core'], kept['per-socket']
     assert (per_core.ranks_per_node, per_core.threads_per_rank) == (2, 1)
     assert per_core.cpus == ((0,), (1,)) and per_core.numa_nodes == ((0,), (0,))
     assert (per_numa.ranks_per_node, per_numa.threads_per_rank) == (1, 2)
@@ -37,9 +37,9 @@ def test_this_machine_has_a_flat_and_a_threaded_layout():
 def test_smt_siblings_are_left_out_and_sockets_hold_their_cores():
     kept, same_as = layout.distinct_layouts(TWO_SOCKETS_SMT)
     assert kept['per-core'].cpus == ((0,), (1,), (2,), (3,))
-    assert kept['per-numa'].cpus == ((0, 1), (2, 3))
-    assert kept['per-numa'].numa_nodes == ((0,), (1,))
-    assert same_as == {'per-socket': 'per-numa'}
+    assert kept['per-socket'].cpus == ((0, 1), (2, 3))
+    assert kept['per-socket'].numa_nodes == ((0,), (1,))
+    assert same_as == {'per-numa': 'per-socket'}
     node = kept['per-node']
     assert node.cpus == ((0, 1, 2, 3),) and node.numa_nodes == ((0, 1),)
 
@@ -47,8 +47,8 @@ def test_smt_siblings_are_left_out_and_sockets_hold_their_cores():
 def test_a_description_without_topology_gives_t2ks_three_layouts():
     kept, _ = layout.distinct_layouts(T2K_NODE)
     assert [(k, v.ranks_per_node, v.threads_per_rank) for k, v in kept.items()] == [
-        ('per-core', 16, 1), ('per-numa', 4, 4), ('per-node', 1, 16)]
-    assert kept['per-numa'].cpus[3] == (12, 13, 14, 15)
+        ('per-core', 16, 1), ('per-socket', 4, 4), ('per-node', 1, 16)]
+    assert kept['per-socket'].cpus[3] == (12, 13, 14, 15)
 
 
 def test_a_description_with_nothing_is_an_error():
@@ -57,7 +57,7 @@ def test_a_description_with_nothing_is_an_error():
 
 
 def test_thread_variables_cover_openmp_and_the_blas_libraries():
-    env = layout.layouts(T2K_NODE)['per-numa'].thread_environment()
+    env = layout.layouts(T2K_NODE)['per-socket'].thread_environment()
     assert {env[k] for k in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'GOTO_NUM_THREADS',
                              'MKL_NUM_THREADS')} == {'4'}
 

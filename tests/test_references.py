@@ -38,7 +38,7 @@ def _test(system, partition, environ, **attrs):
     cls = type('StreamCheck', (), {})
     test = cls()
     test.current_system = SimpleNamespace(name=system)
-    test.current_partition = SimpleNamespace(name=partition)
+    test.current_partition = SimpleNamespace(name=partition, extras={'memory_dimms': 8})
     test.current_environ = SimpleNamespace(name=environ)
     for k, v in attrs.items():
         setattr(test, k, v)
@@ -191,3 +191,15 @@ def test_mpi_stacks_side_by_side_from_a_real_session():
                                       for e in pingpong]
     # Intel MPI's curve shows no switch: its column says so rather than a number.
     assert rows['switch_size'][-1] == '-' and rows['switch_size'][0] == '4096'
+
+
+def test_hardware_in_a_figure_matches_the_partition_and_parameter_tuples_their_name():
+    fig = references.Figure(check='StreamCheck', partition='compute', variable='triad',
+                            value=1.0, unit='MB/s', source='s', where='w', configuration='c',
+                            match={'num_threads': 4, 'memory_dimms': 8})
+    test = _test('chic', 'compute', 'gcc', num_threads=4)
+    assert fig.applies_to('StreamCheck', 'compute', 'gcc', references._test_attrs(test, [fig]))
+    test.current_partition.extras['memory_dimms'] = 4
+    assert not fig.applies_to('StreamCheck', 'compute', 'gcc',
+                              references._test_attrs(test, [fig]))
+    assert references.match_value(('swap_threshold', 64)) == 'swap_threshold-64'

@@ -30,6 +30,8 @@ def _stored_session(args):
 
     return data
 
+    return data
+
 
 def _baseline(args):
     """Record a stored session's results as references/<system>.yaml (a baseline)."""
@@ -119,6 +121,25 @@ def _compare_stacks(args):
         print(results.stacks_table(group))
 
 
+def _reference_counts(args):
+    """Figures per system and benchmark: references, comparisons, qualitative statements."""
+    from hpcbench import references
+    known = references.systems_with_references()
+    unknown = [s for s in args.system or [] if s not in known]
+    if unknown:
+        raise RuntimeError(f'no references for {", ".join(unknown)}; systems with '
+                           f'references: {", ".join(known)}')
+
+    systems = args.system or known
+    rows = [(system, *row) for system in systems
+            for row in references.counts(references.load(system))]
+    header = ('system', 'benchmark', 'references', 'comparisons', 'qualitative')
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print('  '.join(str(v).ljust(w) if i < 2 else str(v).rjust(w)
+                        for i, (v, w) in enumerate(zip(row, widths))))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='hpcbench')
     sub = parser.add_subparsers(dest='command', required=True)
@@ -158,6 +179,11 @@ def main(argv=None):
     stacks.add_argument('--check', default='',
                         help='only checks whose name matches this regular expression')
     stacks.set_defaults(func=_compare_stacks)
+    counts = sub.add_parser('references',
+                            help='count the reference figures per system and benchmark')
+    counts.add_argument('--system', action='append',
+                        help='only this system (repeatable; default: every references file)')
+    counts.set_defaults(func=_reference_counts)
     args = parser.parse_args(argv)
 
     from hpcbench import bootstrap, references

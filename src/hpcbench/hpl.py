@@ -134,12 +134,17 @@ def memory_fraction(sizing, num_nodes):
 
 def problem_size(total_memory_bytes, nb, p, q, fraction):
     """Largest N using at most `fraction` of the memory for the matrix, a multiple of
-    NB x lcm(P, Q)."""
+    NB x lcm(P, Q) (every process gets as many blocks), or of NB x max(P, Q) when that is
+    too coarse."""
     if not 0 < fraction < 1:
         raise HplInputError(f'HPL memory fraction must be between 0 and 1, not {fraction}')
 
-    granule = nb * math.lcm(p, q)
     n = math.isqrt(int(fraction * total_memory_bytes / 8))
+    granule = nb * math.lcm(p, q)
+    if n < granule:
+        # A skinny grid (6736 ranks = 16 x 421) or a small share of memory: give up the equal
+        # share of blocks per process; every process still holds whole blocks.
+        granule = nb * max(p, q)
     n -= n % granule
     if n < granule:
         raise HplInputError(
@@ -172,6 +177,18 @@ def check_fits(n, nb, p, q, depth, num_nodes, node_memory_bytes,
             f'memory fraction')
 
     return needed
+
+
+def fitting_size(n, nb, p, q, depth, num_nodes, node_memory_bytes):
+    """`n`, or the largest smaller multiple of NB x lcm(P, Q) that fits beside the OS
+    reserve: on small nodes (CHiC's 4 GiB) 75 % of the memory for the matrix leaves too
+    little for the system and HPL's buffers."""
+    granule = nb * math.lcm(p, q) if n % (nb * math.lcm(p, q)) == 0 else nb * max(p, q)
+    available = num_nodes * (node_memory_bytes - OS_RESERVE_BYTES)
+    while n > granule and memory_needed(n, nb, p, q, depth) > available:
+        n -= granule
+
+    return n
 
 
 def flop_count(n):
@@ -280,7 +297,8 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
     total_memory = num_nodes * node.memory_bytes
     if n is None:
         fraction = fraction or memory_fraction(sizing, num_nodes)
-        n = min(problem_size(total_memory, nb, p, q, fraction) for p, q in grids)
+        n = min(fitting_size(problem_size(total_memory, nb, p, q, fraction), nb, p, q, depth,
+                             num_nodes, node.memory_bytes) for p, q in grids)
 
     if n < 1:
         raise HplInputError(f'HPL N must be positive, not {n}')
@@ -428,6 +446,19 @@ def setting_label(name, value):
     return names[value] if names else str(value)
 
 
+def sweep_variable(setting, value):
+    """HplTuningSweep's performance variable for one swept value: `bcast=2ringM`."""
+    return f'{setting}={setting_label(setting, value)}'
+
+
+def sweep_variables(setting):
+    """Every variable a sweep of `setting` may report."""
+    if setting == 'swap_threshold':
+        return [f'swap_threshold={t}' for t in SWAP_THRESHOLDS]
+
+    return [sweep_variable(setting, v) for v in SWEEP[setting][1]]
+
+
 def sweep_tuning(base, name, values=None):
     """`base` with one setting swept over its candidate values (see SWEEP)."""
     if name == 'swap_threshold':
@@ -500,3 +531,16 @@ def screen_nodes(rates, threshold_percent=5.0):
             slow[name] = (rate, below)
 
     return Screening(median, slow, dict(rates))
+
+
+def huge_pages_check(pages, page_kib):
+    """A job-script line that stops the job unless the node has `pages` huge pages of
+    `page_kib` KiB reserved (T2K reserved 14,400 pages of 2 MiB per node for the matrix)."""
+    if pages < 1 or page_kib < 1:
+        raise HplInputError(f'huge pages: {pages} pages of {page_kib} KiB')
+
+    return (f'awk -v need={pages} -v kib={page_kib} '
+            "'/^HugePages_Total:/ { total = $2 } /^Hugepagesize:/ { size = $2 } "
+            'END { if (size != kib || total < need) { printf "huge pages: %d of %d kB '
+            'reserved, the run needs %d of %d kB\\n", total, size, need, kib > "/dev/stderr"; '
+            "exit 1 } }' /proc/meminfo || exit 1")

@@ -392,6 +392,13 @@ class Variability:
 
 # What the variability check repeats (Oakforest-PACS: 16 B Allreduce and Barrier).
 VARIABILITY_SIZE = 16
+# ImbVariability's performance variables: {name: (figure, statistic, unit)}.
+VARIABILITY_VARIABLES = {
+    f'{name}_{stat}': (name, stat_key, unit)
+    for name in ('barrier', 'allreduce_16B')
+    for stat, stat_key, unit in (('mean', 'mean', 'us'), ('min', 'min', 'us'),
+                                 ('max', 'max', 'us'), ('cv', 'cv_percent', '%'))
+}
 
 
 def variability(text, processes, repeats):

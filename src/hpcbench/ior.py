@@ -47,6 +47,12 @@ class IorOutputError(ValueError):
     pass
 
 
+
+# The check's performance variables (MiB/s): best and mean of the repetitions per phase.
+PERFORMANCE_VARIABLES = {f'{phase}_{stat}': (phase, stat)
+                         for phase in ('write', 'read') for stat in ('max', 'mean')}
+
+
 def block_size(node_memory_bytes, tasks_per_node, transfer, factor=CACHE_FACTOR):
     """Bytes per task so that a node's tasks write `factor` times its memory: more than the
     page cache can hold, so that reading it back reaches the file system. A whole number of

@@ -31,7 +31,19 @@ MPI_BINDING_OFF = {
     'MV2_ENABLE_AFFINITY': '0',
 }
 
-LAYOUT_NAMES = ('per-core', 'per-numa', 'per-socket', 'per-node')
+# In this order: a layout equal to an earlier one is dropped, so where a socket is one NUMA
+# node the papers' name, per-socket, is the one kept.
+LAYOUT_NAMES = ('per-core', 'per-socket', 'per-numa', 'per-node')
+
+# How a site binds (partition extras `binding`, all optional):
+#   tool:           numactl (cores and memory; taskset when numactl is missing) or taskset
+#                   (cores only, memory by first touch: TSUBAME's script)
+#   domain_order:   sockets (and their NUMA nodes) in the order local ranks fill them, e.g.
+#                   TSUBAME's HyperTransport ring on the X4600 (socket 2, 4, 6, 7, 5, 3, 1, 0)
+#   excluded_cores: cores no rank runs on, e.g. Oakforest-PACS's tile 0 (cores 0 and 1),
+#                   which takes the OS's interrupts
+BINDING_KEYS = ('tool', 'domain_order', 'excluded_cores')
+BINDING_TOOLS = ('numactl', 'taskset')
 
 
 class LayoutError(ValueError):
@@ -51,6 +63,7 @@ class Layout:
     threads_per_rank: int
     cpus: tuple          # per local rank: the CPUs (one per core) it is bound to
     numa_nodes: tuple    # per local rank: the NUMA nodes its memory comes from
+    tool: str = 'numactl'
 
     def describe(self):
         return (f'{self.name}: {self.ranks_per_node} rank(s) per node x '
@@ -97,16 +110,63 @@ def _domains(processor):
     return [[c] for c in range(num_cores)], sockets, sockets
 
 
-def layouts(processor):
+def check_binding(binding):
+    """The site's binding settings, checked; one clear error for a wrong one."""
+    binding = dict(binding or {})
+    unknown = set(binding) - set(BINDING_KEYS)
+    if unknown:
+        raise LayoutError(f'binding: unknown setting(s) {", ".join(sorted(unknown))}; '
+                          f'known: {", ".join(BINDING_KEYS)}')
+
+    if binding.get('tool', 'numactl') not in BINDING_TOOLS:
+        raise LayoutError(f'binding: tool must be one of {", ".join(BINDING_TOOLS)}, '
+                          f'not {binding["tool"]!r}')
+
+    return binding
+
+
+def _apply_binding(cores, numa, sockets, binding):
+    order = binding.get('domain_order')
+    if order is not None:
+        if sorted(order) != list(range(len(sockets))):
+            raise LayoutError(f'binding: domain_order {order} is not an order of the '
+                              f'{len(sockets)} sockets')
+
+        sockets = [sockets[i] for i in order]
+        if len(numa) == len(order):
+            numa = [numa[i] for i in order]
+
+        position = {c: i for i, cpus in enumerate(sockets) for c in cpus}
+        cores = sorted(cores, key=lambda c: (position[c[0]], c[0]))
+
+    excluded = set(binding.get('excluded_cores') or ())
+    if excluded:
+        all_cores = {c[0] for c in cores}
+        if not excluded < all_cores:
+            raise LayoutError(f'binding: excluded_cores {sorted(excluded)} are not all '
+                              f'cores of the node, or are all of them')
+
+        cores = [c for c in cores if c[0] not in excluded]
+        numa = [[c for c in g if c not in excluded] for g in numa]
+        sockets = [[c for c in g if c not in excluded] for g in sockets]
+
+    return cores, numa, sockets
+
+
+def layouts(processor, binding=None):
     """The distinct layouts of a node, in LAYOUT_NAMES order: {name: Layout}.
 
     A layout identical to an earlier one (one socket that is one NUMA node is also the
-    whole node) is left out; `same_as` says which one it equals.
+    whole node) is left out; `same_as` says which one it equals. `binding`: the site's
+    settings (BINDING_KEYS).
     """
-    cores, numa, sockets = _domains(processor)
-    numa_of = {cpu: i for i, cpus in enumerate(numa) for cpu in cpus}
-    every = [c[0] for c in cores]
-    groups = {'per-core': cores, 'per-numa': numa, 'per-socket': sockets,
+    binding = check_binding(binding)
+    domains = _domains(processor)
+    # NUMA node numbers as the OS has them, before the site's order changes the lists.
+    numa_of = {cpu: i for i, cpus in enumerate(domains[1]) for cpu in cpus}
+    cores, numa, sockets = _apply_binding(*domains, binding)
+    every = sorted(c[0] for c in cores)
+    groups = {'per-core': cores, 'per-socket': sockets, 'per-numa': numa,
               'per-node': [every]}
     result = {}
     for name in LAYOUT_NAMES:
@@ -118,15 +178,16 @@ def layouts(processor):
 
         result[name] = Layout(
             name, len(ranks), threads.pop(), tuple(tuple(cpus) for cpus in ranks),
-            tuple(tuple(sorted({numa_of[c] for c in cpus})) for cpus in ranks))
+            tuple(tuple(sorted({numa_of[c] for c in cpus})) for cpus in ranks),
+            binding.get('tool', 'numactl'))
 
     return result
 
 
-def distinct_layouts(processor):
+def distinct_layouts(processor, binding=None):
     """{name: Layout} without duplicates, and {dropped name: the name it equals}."""
     kept, same_as = {}, {}
-    for name, layout in layouts(processor).items():
+    for name, layout in layouts(processor, binding).items():
         twin = next((k for k, v in kept.items() if v.cpus == layout.cpus), None)
         if twin:
             same_as[name] = twin
@@ -140,9 +201,10 @@ def _cpu_list(cpus):
     return ','.join(str(c) for c in cpus)
 
 
-def bind_script(layout):
+def bind_script(layout, rank_env=None):
     """A POSIX shell wrapper, `bind-rank.sh PROGRAM ARGS...`, that runs the program on the
-    cores and memory of its node-local rank in `layout`."""
+    cores and memory of its node-local rank in `layout`, with `rank_env` (variables for the
+    program only, e.g. huge pages through libhugetlbfs) in its environment."""
     cases = []
     for rank, (cpus, nodes) in enumerate(zip(layout.cpus, layout.numa_nodes)):
         # One NUMA node: memory from it only; several (a rank spanning the node):
@@ -167,10 +229,13 @@ def bind_script(layout):
         f'({layout.ranks_per_node} per node); launcher variables: '
         f'{" ".join(LOCAL_RANK_VARIABLES)}" >&2; exit 97 ;;',
         'esac',
-        'if command -v numactl >/dev/null 2>&1; then',
-        '  exec numactl --physcpubind="$cpus" "$memory" "$@"',
-        'fi',
-        'exec taskset -c "$cpus" "$@"',
+        *(f'export {name}={value}' for name, value in sorted((rank_env or {}).items())),
     ]
+    if layout.tool == 'numactl':
+        lines += ['if command -v numactl >/dev/null 2>&1; then',
+                  '  exec numactl --physcpubind="$cpus" "$memory" "$@"',
+                  'fi']
+
+    lines.append('exec taskset -c "$cpus" "$@"')
     return '\n'.join(lines) + '\n'
 

@@ -11,10 +11,13 @@ Shared code turns the figures that apply to a test into its ReFrame `reference`.
     - check: StreamCheck          # the ReFrame test class
       partition: compute
       environ: gcc                # optional: only this ReFrame environment
-      match: {num_threads: 1}     # test parameters/variables this figure is for
+      match: {num_threads: 1, memory_dimms: 2}  # test parameters/variables (or, for
+                                  # hardware, the partition's extras) this figure is for
       variable: triad             # a performance variable of the check
-      value: 3294.2
+      value: 3294.2               # in the check's unit
       unit: MB/s
+      cited: 3294.2               # optional: as the paper prints it when the unit differs
+                                  # (76.46 TFlops; checked against value by the tests)
       tolerance: [-0.10, null]    # fractions of value; null = unbounded
       source: chic2007
       where: Table 1
@@ -22,7 +25,9 @@ Shared code turns the figures that apply to a test into its ReFrame `reference`.
       use: reference              # or `comparison`: reported beside results, no bounds
 
 A test gets at most one `reference` figure per variable; `comparison` figures (a paper's
-other configurations) are for reports.
+other configurations) are for reports. What a paper shows only as a plot or says without
+a number is kept as `qualitative` statements (check, source, where, statement), never as
+a made-up figure; `notes` record the paper's inconsistencies that matter.
 """
 import datetime
 import json
@@ -86,8 +91,27 @@ SCHEMA = {
                     'source': {'type': 'string'},
                     'where': {'type': 'string'},
                     'configuration': {'type': 'string'},
+                    'cited': {'type': 'string'},
                     'use': {'enum': ['reference', 'comparison']},
                 },
+            },
+        },
+        'qualitative': {
+            'type': 'array',
+            'items': {
+                'type': 'object', 'additionalProperties': False,
+                'required': ['check', 'source', 'where', 'statement'],
+                'properties': {k: {'type': 'string'} for k in
+                               ('check', 'partition', 'environ', 'source', 'where',
+                                'statement')},
+            },
+        },
+        'notes': {
+            'type': 'array',
+            'items': {
+                'type': 'object', 'additionalProperties': False,
+                'required': ['source', 'where', 'note'],
+                'properties': {k: {'type': 'string'} for k in ('source', 'where', 'note')},
             },
         },
     },
@@ -108,12 +132,23 @@ class Figure:
     match: dict = field(default_factory=dict)
     tolerance: tuple = (None, None)
     use: str = 'reference'
+    cited: str = None
 
     def applies_to(self, check, partition, environ, attrs):
         """attrs: a test's attribute values by name (missing ones never match)."""
         return (self.check == check and self.partition == partition
                 and self.environ in (None, environ)
-                and all(attrs.get(k, object()) == v for k, v in self.match.items()))
+                and all(match_value(attrs.get(k, object())) == v
+                        for k, v in self.match.items()))
+
+
+def match_value(value):
+    """A test attribute as figures name it: a parameter tuple by its elements joined with
+    '-' (as ReFrame names the test: sweep=('swap_threshold', 64) -> swap_threshold-64)."""
+    if isinstance(value, (tuple, list)):
+        return '-'.join(map(str, value))
+
+    return value
 
 
 @dataclass(frozen=True)
@@ -122,6 +157,33 @@ class ReferenceSet:
     sources: dict
     figures: list
     path: Path = None
+    qualitative: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+# The benchmark each check measures, for counting and reports.
+BENCHMARK_OF_CHECK = {
+    'HplCheck': 'HPL', 'HplTuningSweep': 'HPL', 'HplNodeScreen': 'HPL',
+    'DgemmCeiling': 'DGEMM', 'HpccCheck': 'HPCC', 'HpccDebianCheck': 'HPCC',
+    'StreamCheck': 'STREAM', 'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB',
+    'ImbVariability': 'IMB', 'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
+}
+
+
+def systems_with_references():
+    return sorted(p.stem for p in paths.REFERENCES_DIR.glob('*.yaml'))
+
+
+def counts(refs):
+    """[(benchmark, references, comparisons, qualitative statements)] of a ReferenceSet."""
+    table = {}
+    for fig in refs.figures:
+        row = table.setdefault(BENCHMARK_OF_CHECK.get(fig.check, fig.check), [0, 0, 0])
+        row[0 if fig.use == 'reference' else 1] += 1
+    for item in refs.qualitative:
+        table.setdefault(BENCHMARK_OF_CHECK.get(item['check'], item['check']), [0, 0, 0])[2] += 1
+
+    return [(bench, *row) for bench, row in sorted(table.items())]
 
 
 def reference_file(system):
@@ -136,14 +198,18 @@ def parse(data, where):
         raise ReferenceError(f'{where}: {location}: {err.message}') from None
 
     figures = []
-    for i, item in enumerate(data['figures']):
-        if item['source'] not in data['sources']:
-            raise ReferenceError(f'{where}: figures/{i}: unknown source {item["source"]!r}')
+    for section in ('figures', 'qualitative', 'notes'):
+        for i, item in enumerate(data.get(section, [])):
+            if item['source'] not in data['sources']:
+                raise ReferenceError(f'{where}: {section}/{i}: unknown source '
+                                     f'{item["source"]!r}')
 
+    for item in data['figures']:
         figures.append(Figure(**{**item, 'tolerance': tuple(item.get('tolerance',
                                                                      (None, None)))}))
 
-    return ReferenceSet(data['system'], data['sources'], figures)
+    return ReferenceSet(data['system'], data['sources'], figures,
+                        qualitative=data.get('qualitative', []), notes=data.get('notes', []))
 
 
 def load(system, path=None):
@@ -161,7 +227,8 @@ def load(system, path=None):
     if refs.system != system:
         raise ReferenceError(f'{path}: describes system {refs.system!r}, not {system!r}')
 
-    return ReferenceSet(refs.system, refs.sources, refs.figures, path)
+    return ReferenceSet(refs.system, refs.sources, refs.figures, path, refs.qualitative,
+                        refs.notes)
 
 
 def select(refs, check, partition, environ, attrs, use='reference'):
@@ -181,8 +248,12 @@ def select(refs, check, partition, environ, attrs, use='reference'):
 
 
 def _test_attrs(test, figures):
+    """The test's values of the figures' match keys: its parameters and variables, else its
+    partition's extras (hardware such as the DIMMs per node)."""
     keys = {k for fig in figures for k in fig.match}
-    return {k: getattr(test, k) for k in keys if hasattr(test, k)}
+    extras = test.current_partition.extras
+    return {k: getattr(test, k) if hasattr(test, k) else extras[k]
+            for k in keys if hasattr(test, k) or k in extras}
 
 
 def reframe_reference(test):

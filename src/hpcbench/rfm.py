@@ -5,6 +5,7 @@ import os
 import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from hpcbench import layout, node
@@ -50,9 +51,15 @@ def node_counts(max_nodes):
     return sorted(counts | {max_nodes})
 
 
+def partition_node_counts(partition):
+    """Node counts the multi-node checks run at on a partition: `extras.node_counts` when the
+    site lists them (the counts a paper measured), else node_counts(its size)."""
+    listed = partition.extras.get('node_counts')
+    return sorted(listed) if listed else node_counts(partition_num_nodes(partition))
+
+
 def configured_node_counts():
-    counts = {n for part in rt.runtime().system.partitions
-              for n in node_counts(partition_num_nodes(part))}
+    counts = {n for part in rt.runtime().system.partitions for n in partition_node_counts(part)}
     return sorted(counts) or [1]
 
 
@@ -62,7 +69,8 @@ def configured_layout_names():
     names = set()
     for part in rt.runtime().system.partitions:
         try:
-            names.update(layout.distinct_layouts(part.processor.info)[0])
+            names.update(layout.distinct_layouts(part.processor.info,
+                                                 part.extras.get('binding'))[0])
         except layout.LayoutError:
             continue
 
@@ -72,7 +80,8 @@ def configured_layout_names():
 def partition_layout(partition, name):
     """The Layout called `name` on a partition; a name that equals another layout there
     (one socket that is the whole node) resolves to that one."""
-    kept, same_as = layout.distinct_layouts(partition.processor.info)
+    kept, same_as = layout.distinct_layouts(partition.processor.info,
+                                            partition.extras.get('binding'))
     return kept[same_as.get(name, name)]
 
 
@@ -89,13 +98,21 @@ def skip_beyond_partition(test, num_nodes):
                  f'{part.fullname} has {partition_num_nodes(part)} node(s)')
 
 
-def bind_ranks(test, chosen, program, *args):
+def skip_unless_node_count(test, num_nodes):
+    """Skip `test` when its partition does not run at `num_nodes` (partition_node_counts)."""
+    part = test.current_partition
+    counts = partition_node_counts(part)
+    test.skip_if(num_nodes not in counts,
+                 f'{part.fullname} runs at {", ".join(map(str, counts))} node(s)')
+
+
+def bind_ranks(test, chosen, program, *args, rank_env=None):
     """Run `program args` as `test`'s executable with each rank bound by `chosen`'s layout
     (the wrapper is written into the stage directory), with its thread variables and the
-    MPI libraries' own binding off."""
+    MPI libraries' own binding off; `rank_env`: variables for the program only."""
     script = os.path.join(test.stagedir, BIND_SCRIPT)
     with open(script, 'w') as fp:
-        fp.write(layout.bind_script(chosen))
+        fp.write(layout.bind_script(chosen, rank_env))
 
     os.chmod(script, 0o755)
     test.executable = f'./{BIND_SCRIPT}'
@@ -170,3 +187,32 @@ def repeat_launch(test, count):
                         'start=$(date +%s%N)']
     test.postrun_cmds = ['end=$(date +%s%N)', 'echo "launch $launch: wall_ns=$((end - start))"',
                          'done', *test.postrun_cmds]
+
+
+# Variables a launcher must not pass on its command line: search paths are the job's
+# business (and their values often refer to the job's own $PATH).
+_NOT_FORWARDED_SUFFIX = 'PATH'
+
+
+class SiteTuning(rfm.RegressionTestPlugin):
+    """What a site's MPI stack needs at launch, for every check that launches MPI ranks.
+
+    - The ReFrame environment may name its own launcher (`extras.launcher`), since one
+      partition runs several MPI stacks (Open MPI's mpirun, MVAPICH's mpirun_rsh, ...).
+    - The run-time variables of the environment (the papers' tuning: VIADEV_*, PSM2_*,
+      ...) and of the test (threads, binding) are given to the launcher too; launchers that
+      do not pass the job's environment to remote ranks put them on the launch line
+      (hpcbench.backends), the others ignore them: the job script exports them anyway.
+    """
+
+    @run_after('setup')
+    def use_stack_launcher(self):
+        name = self.current_environ.extras.get('launcher')
+        if name:
+            self.job.launcher = getlauncher(name)()
+
+    @run_before('run')
+    def pass_run_time_variables(self):
+        variables = {**self.current_environ.env_vars, **self.env_vars}
+        self.job.launcher.env_vars = {k: str(v) for k, v in variables.items()
+                                      if not k.endswith(_NOT_FORWARDED_SUFFIX)}

@@ -17,6 +17,11 @@ PERFLOG_VARIABLE_FORMAT = (
 )
 
 
+def spack_env_dir(system):
+    """The Spack environment of a system (spack-envs/<system>)."""
+    return paths.SPACK_ENVS_DIR / system
+
+
 def spack_partition_settings():
     """Partition extras and env_vars that point the checks at the project's Spack.
 
@@ -52,6 +57,8 @@ def mpi_environment(stack, target_systems, features=('openmp',)):
 
 def site(systems, environments):
     """A complete ReFrame configuration around the given systems and environments."""
+    # ReFrame opens its log file in VAR before it creates any directory of its own.
+    paths.VAR_DIR.mkdir(parents=True, exist_ok=True)
     for system in systems:
         system.setdefault('prefix', VAR)
         system.setdefault('stagedir', f'{VAR}/stage')

@@ -1,0 +1,413 @@
+"""The six systems of the papers: references that map onto the checks, dry-runs of every
+check on every partition with their job scripts asserted, and Spack environments whose
+committed locks agree with them."""
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import BIN
+from hpcbench import hpl, imb, ior, paths, references, spack
+
+PAPER_SYSTEMS = ('tsubame', 'chic', 't2k-tsukuba', 'louhi', 'murska', 'oakforest-pacs')
+# Checks whose node counts are the partition's list (hpcbench.rfm.skip_unless_node_count).
+NODE_COUNT_CHECKS = {'HplCheck', 'MpiStartupCheck'}
+
+
+def site_config(system):
+    spec = importlib.util.spec_from_file_location(
+        f'site_{system.replace("-", "_")}', paths.SITE_CONFIGS_DIR / f'{system}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.site_configuration
+
+
+def partitions(system):
+    (config,) = site_config(system)['systems']
+    return {p['name']: p for p in config['partitions']}
+
+
+def _reframe(system, var, *args):
+    env = dict(os.environ, HPCBENCH_VAR=str(var))
+    return subprocess.run([str(BIN / 'reframe'), '-C', str(paths.SITE_CONFIGS_DIR / f'{system}.py'),
+                           '--system', system, '-c', str(paths.CHECKS_DIR), *args],
+                          capture_output=True, text=True, env=env, cwd=paths.PROJECT_ROOT)
+
+
+@pytest.fixture(scope='session')
+def described(tmp_path_factory):
+    """`reframe --describe` of every check on each system: its test cases."""
+    result = {}
+    for system in PAPER_SYSTEMS:
+        done = _reframe(system, tmp_path_factory.mktemp(f'describe-{system}'), '--describe')
+        assert done.returncode == 0, done.stderr[-2000:]
+        result[system] = json.loads(done.stdout)
+
+    return result
+
+
+@pytest.fixture(scope='session')
+def dry_runs(tmp_path_factory):
+    """`reframe --dry-run` of every check on every partition of every system (two at a
+    time): {system: (completed process, stage directory)}."""
+    def run(system):
+        var = tmp_path_factory.mktemp(f'dry-{system}')
+        done = _reframe(system, var, '--dry-run', '--exec-policy=serial')
+        return system, (done, var / 'stage' / system)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, PAPER_SYSTEMS))
+
+
+# --- references --------------------------------------------------------------------------------
+
+def _dynamic_variables(check, match):
+    """Performance variables a check names at setup, from the same functions it uses."""
+    if check in ('ImbPairCheck', 'ImbGroupCheck'):
+        sizes = imb.message_sizes(match['benchmark'], 0, 22)
+        return {*imb.performance_units(match['benchmark'], sizes), 'switch_size'}
+    if check == 'ImbVariability':
+        return set(imb.VARIABILITY_VARIABLES)
+    if check == 'IorCheck':
+        return set(ior.PERFORMANCE_VARIABLES)
+    if check == 'HplTuningSweep':
+        setting = str(match['sweep']).split('-')[0]
+        return set(hpl.sweep_variables(setting))
+    return set()
+
+
+def _parameters(case):
+    return set(re.findall(r'%(\w+)=', case['display_name']))
+
+
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_every_figure_maps_onto_a_configured_partition_and_a_real_test_case(system, described):
+    refs = references.load(system)
+    parts = partitions(system)
+    assert refs.figures or refs.qualitative, f'{system}: no references at all'
+    for fig in refs.figures:
+        where = f'{system}: {fig.check} {fig.variable} ({fig.where})'
+        assert fig.partition in parts, f'{where}: no partition {fig.partition}'
+        part = parts[fig.partition]
+        assert fig.environ in (None, *part['environs']), f'{where}: environ {fig.environ}'
+        cases = [c for c in described[system] if c['@class'] == fig.check]
+        assert cases, f'{where}: no such check'
+        static = {v for c in cases for v in c['perf_variables']}
+        assert fig.variable in static | _dynamic_variables(fig.check, fig.match), where
+        hardware = {k for k in fig.match if k not in cases[0]}
+        assert hardware <= set(part['extras']), f'{where}: match keys {hardware} unknown'
+
+        # Some test case has every matched parameter at the figure's value; variables
+        # (settable with -S) only need to exist.
+        def fits(case):
+            return all(references.match_value(case[k]) == v for k, v in fig.match.items()
+                       if k in _parameters(case))
+        assert any(fits(c) for c in cases), f'{where}: no test case with {fig.match}'
+        nodes = fig.match.get('num_nodes')
+        if nodes:
+            assert nodes <= part['extras']['num_nodes'], where
+            if fig.check in NODE_COUNT_CHECKS and 'node_counts' in part['extras']:
+                assert nodes in part['extras']['node_counts'], where
+
+
+_UNITS = {  # printed unit -> factor to the check's unit
+    'tflops': 1e3, 'pflops': 1e6, 'gflop/s': 1, 'gflops': 1, 'gib/s': 1024,
+    'gb/s': 1e9 / 2**20, 'mb/s': 1, '%': 1, 'kb': 1024,
+}
+
+
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_cited_figures_agree_with_the_values_kept(system):
+    for fig in references.load(system).figures:
+        if not fig.cited:
+            continue
+        printed = re.findall(r'([\d.,]+)\s*(TFlops|PFLOPS|GFlop/s|GFlops|GiB/s|GB/s|MB/s|%|KB)',
+                             fig.cited, re.I)
+        assert printed, f'{system}: {fig.variable}: cannot read {fig.cited!r}'
+        values = [float(n.replace(',', '')) * _UNITS[u.lower()] for n, u in printed]
+        assert any(abs(v - fig.value) <= max(0.05, 1e-4 * fig.value) for v in values), (
+            f'{system}: {fig.check} {fig.variable} = {fig.value} {fig.unit}, cited '
+            f'{fig.cited!r}')
+
+
+def test_reference_counts_cover_every_system_and_refuse_an_unknown_one(capsys):
+    from hpcbench import cli
+    assert cli.main(['references']) == 0
+    out = capsys.readouterr().out
+    for system in PAPER_SYSTEMS:
+        assert re.search(rf'^{re.escape(system)}\s+\S', out, re.M), system
+    tsubame_hpl = re.search(r'^tsubame\s+HPL\s+(\d+)\s+(\d+)\s+(\d+)', out, re.M)
+    assert tsubame_hpl.groups() == ('36', '0', '7')   # Table 3-6: 18 rows x 2 figures
+    assert cli.main(['references', '--system', 'nowhere']) == 1
+    assert 'no references for nowhere' in capsys.readouterr().err
+
+
+# --- dry-runs ----------------------------------------------------------------------------------
+
+def _scripts(stage, pattern):
+    found = sorted(stage.glob(f'*/*/{pattern}/rfm_job.sh'))
+    assert found, f'no job script for {pattern} under {stage}'
+    return {p.parent.name: p.read_text() for p in found}
+
+
+def _one(stage, partition, environ, test, contains):
+    """The job script of `test` (a stage directory glob) that contains `contains`."""
+    for script in sorted(stage.glob(f'{partition}/{environ}/{test}/rfm_job.sh')):
+        text = script.read_text()
+        if contains in text:
+            return text, script.parent
+
+    raise AssertionError(f'no {test} job on {partition}/{environ} with {contains!r}')
+
+
+# Per system: the scheduler's directive, and per environment the launch line's start.
+EXPECTED_JOBS = {
+    'tsubame': (r'^#\$ -pe mpi \d+$', {'mvapich2': r'^mpirun_rsh -ssh -np \d+ -hostfile ',
+                                       'openmpi': r'^mpirun -np \d+ --map-by ppr:\d+:node'}),
+    'chic': (r'^#PBS -l nodes=\d+:ppn=\d+$', {'openmpi': r'^mpirun -np \d+ --map-by ppr',
+                                             'mvapich2': r'^mpirun_rsh -np \d+ -hostfile '}),
+    't2k-tsukuba': (r'^#PBS -l select=\d+:mpiprocs=\d+:ncpus=\d+$',
+                    {'openmpi': r'^mpirun -np \d+ --map-by ppr',
+                     'mvapich2': r'^mpirun_rsh -np \d+ -hostfile '}),
+    'louhi': (r'^#PBS -l mppwidth=\d+$', {'cray-mpich': r'^aprun -n \d+ -N \d+'}),
+    'murska': (r'^#BSUB -ext "SLURM\[nodes=\d+\]"$',
+               {'hpmpi-rdma': r'^mpirun .*-srun -n \d+ -N \d+ ',
+                'hpmpi-srq': r'^mpirun .*-srun -n \d+ -N \d+ '}),
+    'oakforest-pacs': (r'^#PJM -L node=\d+$',
+                       {'intelmpi': r'^mpiexec.hydra -n \d+ -ppn \d+ ',
+                        'mvapich2': r'^mpirun_rsh -np \d+ -hostfile ',
+                        'mvapich2-hydra': r'^mpiexec.hydra -n \d+ -ppn \d+ '}),
+}
+# Checks that launch MPI ranks through the site's launcher (the others start one process).
+MPI_CHECKS = ('HplCheck', 'HplTuningSweep', 'HplNodeScreen', 'ImbPairCheck', 'ImbGroupCheck',
+              'ImbVariability', 'IorCheck', 'MpiStartupCheck')
+
+
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_every_check_on_every_partition_writes_its_job(system, dry_runs):
+    done, stage = dry_runs[system]
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r'\(0 failure\(s\)', done.stdout), done.stdout[-3000:]
+    directive, launchers = EXPECTED_JOBS[system]
+    seen = set()
+    for script in stage.glob('*/*/*/rfm_job.sh'):
+        partition, environ, test = script.parts[-4:-1]
+        text = script.read_text()
+        assert re.search(directive, text, re.M), f'{script}: no {directive}'
+        if test.split('_')[0] in MPI_CHECKS:
+            assert re.search(launchers[environ], text, re.M), f'{script}: {launchers[environ]}'
+            seen.add((partition, environ, test.split('_')[0]))
+
+    # Every MPI check ran on every partition in every environment.
+    for partition, part in partitions(system).items():
+        for environ in part['environs']:
+            for check in ('HplCheck', 'ImbPairCheck', 'ImbVariability', 'IorCheck',
+                          'MpiStartupCheck', 'HplNodeScreen'):
+                if check == 'ImbPairCheck' and part['extras']['num_nodes'] < 2:
+                    continue
+                assert (partition, environ, check) in seen, (system, partition, environ, check)
+
+
+def test_tsubame_jobs_carry_its_pe_voltaire_variables_and_taskset_ring(dry_runs):
+    _, stage = dry_runs['tsubame']
+    job, where = _one(stage, 'x4600-24', 'mvapich2', 'HplCheck_*', '-np 16 ')
+    assert '#$ -pe mpi 32' in job                     # 2 nodes x 16 cores
+    assert "for (i = 0; i < 8; i++) print $1" in job   # 8 ranks per node in the host file
+    launch = next(ln for ln in job.splitlines() if ln.startswith('mpirun_rsh'))
+    for setting in ('VIADEV_USE_SHM_RNDV=1', 'SMPI_LENGTH_QUEUE=2', 'SMP_EAGERSIZE=650',
+                    'VIADEV_HCA_DISTRIBUTE=2', 'VIADEV_MAX_TOTAL_REG_MEM_SIZE=2000',
+                    'VIADEV_NDREG_ENTRIES=16000', 'GOTO_NUM_THREADS=2'):
+        assert f' {setting} ' in launch, setting
+    binder = (where / 'bind-rank.sh').read_text()
+    assert re.findall(r'cpus=([\d,]+);', binder) == [
+        '4,5', '8,9', '12,13', '14,15', '10,11', '6,7', '2,3', '0,1']
+    assert 'numactl' not in binder and 'exec taskset -c "$cpus" "$@"' in binder
+    job, _ = _one(stage, 'grid', 'openmpi', 'HplCheck_*', '-np 5184 ')
+    assert '--map-by ppr:8:node -x ' in job and '#$ -pe mpi 10368' in job
+
+
+def test_chic_jobs_ask_maui_for_whole_nodes_and_place_pairs_on_two(dry_runs):
+    _, stage = dry_runs['chic']
+    job, _ = _one(stage, 'compute', 'mvapich2', 'ImbPairCheck_*', 'PingPong')
+    assert '#PBS -l nodes=2:ppn=4' in job and '#PBS -l naccesspolicy=singlejob' in job
+    assert 'mpirun_rsh -np 2 -hostfile' in job
+    assert 'cat "$PBS_NODEFILE" | awk \'!seen[$1]++ { for (i = 0; i < 1; i++)' in job
+    job, _ = _one(stage, 'compute', 'openmpi', 'IorCheck_*', '-np 2120 ')  # 530 x 4
+    assert 'lfs setstripe' in job and '-c 20' in job
+
+
+def test_t2k_binds_ranks_to_sockets_and_checks_its_huge_pages(dry_runs):
+    _, stage = dry_runs['t2k-tsukuba']
+    job, where = _one(stage, 'compute', 'openmpi', 'HplCheck_*', '-np 2500 ')
+    assert '#PBS -l select=625:mpiprocs=4:ncpus=16' in job
+    assert 'awk -v need=14400 -v kib=2048' in job
+    binder = (where / 'bind-rank.sh').read_text()
+    assert re.findall(r'cpus=([\d,]+); memory=([^ ]+) ;;', binder) == [
+        ('0,1,2,3', '--membind=0'), ('4,5,6,7', '--membind=1'), ('8,9,10,11', '--membind=2'),
+        ('12,13,14,15', '--membind=3')]
+    assert 'export HUGETLB_MORECORE=yes' in binder and 'export LD_PRELOAD=libhugetlbfs.so' in binder
+    assert 'numactl --physcpubind="$cpus" "$memory" "$@"' in binder
+
+
+def test_louhi_asks_alps_for_width_per_node_and_depth(dry_runs):
+    _, stage = dry_runs['louhi']
+    job, _ = _one(stage, 'xt4-quadcore', 'cray-mpich', 'HplCheck_*', 'aprun -n 4 -N 4 ')
+    assert '#PBS -l mppwidth=4' in job and '#PBS -l mppnppn=4' in job
+    assert '#PBS -l mppdepth=1' in job and 'aprun -n 4 -N 4 -d 1 ' in job
+    job, _ = _one(stage, 'xt4-quadcore', 'cray-mpich', 'HplCheck_*', 'aprun -n 8 -N 1 ')
+    assert '#PBS -l mppwidth=8' in job and '#PBS -l mppdepth=4' in job
+
+
+def test_murska_passes_the_hpmpi_mode_and_variables_on_its_launch_line(dry_runs):
+    _, stage = dry_runs['murska']
+    job, _ = _one(stage, 'compute', 'hpmpi-srq', 'ImbPairCheck_*', 'PingPong')
+    assert '#BSUB -n 2' in job and '#BSUB -ext "SLURM[nodes=2]"' in job and '#BSUB -x' in job
+    assert 'export MPIRUN_OPTIONS=-srq' in job
+    assert re.search(r'^mpirun .*-e MPIRUN_OPTIONS=-srq .*-srun -n 2 -N 2 ', job, re.M)
+
+
+def test_oakforest_pacs_keeps_tile_zero_free_and_spins(dry_runs):
+    _, stage = dry_runs['oakforest-pacs']
+    job, where = _one(stage, 'knl', 'intelmpi', 'MpiStartupCheck_*', '-n 66 ')
+    assert '#PJM -L node=1' in job and '#PJM -L rscgrp=regular-cache' in job
+    assert 'export PSM2_YIELD_SPIN_COUNT=10000' in job
+    assert 'export I_MPI_COLL_SHM_PROGRESS_SPIN_COUNT=100000' in job
+    job, where = _one(stage, 'knl', 'mvapich2', 'HplCheck_*', 'mpirun_rsh -np 66 ')
+    binder = (where / 'bind-rank.sh').read_text()
+    cpus = re.findall(r'cpus=([\d,]+);', binder)
+    assert len(cpus) == 66 and cpus[0] == '2' and '0' not in cpus and '1' not in cpus
+    assert ' MV2_ENABLE_AFFINITY=0 ' in job and ' PSM2_YIELD_SPIN_COUNT=10000 ' in job
+
+
+# --- Spack environments ------------------------------------------------------------------------
+
+def _env_file(system):
+    return paths.SPACK_ENVS_DIR / system / 'spack.yaml'
+
+
+def _expanded_roots(system):
+    """The root specs a spack.yaml lists (definitions and matrices expanded)."""
+    env = yaml.safe_load(_env_file(system).read_text())['spack']
+    defs = {}
+    for item in env.get('definitions', []):
+        defs.update(item)
+
+    def expand(values):
+        out = []
+        for v in values:
+            if isinstance(v, str) and v.startswith('$^'):
+                out += [f'^{x}' for x in defs[v[2:]]]
+            elif isinstance(v, str) and v.startswith('$'):
+                out += defs[v[1:]]
+            else:
+                out.append(v)
+        return out
+
+    roots = []
+    for item in env['specs']:
+        if isinstance(item, dict):
+            rows = [[]]
+            for column in item['matrix']:
+                rows = [r + [v] for r in rows for v in expand(column)]
+            roots += [' '.join(r) for r in rows]
+        else:
+            roots += expand([item])
+    return roots
+
+
+def _tokens(spec):
+    return sorted(spec.split())
+
+
+def _lock(system):
+    return json.loads((paths.SPACK_ENVS_DIR / system / 'spack.lock').read_text())
+
+
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_each_lock_holds_exactly_the_roots_of_its_spack_yaml(system):
+    lock = _lock(system)
+    assert sorted(map(_tokens, (r['spec'] for r in lock['roots']))) == \
+        sorted(map(_tokens, _expanded_roots(system)))
+    target = yaml.safe_load(_env_file(system).read_text())['spack']['packages']['all']
+    wanted = target['require'][0].split('=')[1]
+    # A lock writes a generic target as a string, a microarchitecture as a dict.
+    targets = {t['name'] if isinstance(t, dict) else t
+               for t in (s['arch']['target'] for s in lock['concrete_specs'].values()
+                         if 'arch' in s)}
+    assert targets == {wanted}
+
+
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_every_build_a_check_asks_for_is_one_root_of_the_lock(system):
+    """What the checks' SpackBuild fixtures ask `spack location -i` for: the benchmark with
+    the environment's MPI, and STREAM at the partition's array size."""
+    from hpcbench import node, stream
+    lock = _lock(system)
+    specs = lock['concrete_specs']
+    config = site_config(system)
+    mpis = {e['name']: e['extras']['spack_mpi'] for e in config['environments']}
+    for name, part in partitions(system).items():
+        for environ in part['environs']:
+            for bench in ('hpl', 'intel-mpi-benchmarks', 'ior', 'mpi-startup'):
+                found = [r for r in lock['roots'] if specs[r['hash']]['name'] == bench and
+                         mpis[environ] in {d['name'] for d in specs[r['hash']]['dependencies']}]
+                assert len(found) == 1, (system, name, environ, bench, len(found))
+        n = node.from_partition(part['processor'], part['extras'])
+        wanted = _tokens(stream.spack_spec(stream.array_size(n.llc_bytes_total,
+                                                             n.memory_bytes)))
+        assert wanted in [_tokens(r['spec']) for r in lock['roots']], (system, name)
+
+
+def _concretized_key(system, found):
+    """What a concretization of the environment depends on: its files, our package repo,
+    the pinned Spack and packages, and Spack's configuration scopes."""
+    digest = hashlib.sha256()
+    files = [_env_file(system), paths.SPACK_ENVS_DIR / 'paper-systems.yaml',
+             paths.SPACK_ENVS_DIR / system / 'spack.lock',
+             *sorted((paths.PROJECT_ROOT / 'packages').rglob('*.py')),
+             *sorted((paths.cache_dir() / 'spack-config').glob('*.yaml'))]
+    for path in files:
+        digest.update(str(path.relative_to(path.anchor)).encode() + path.read_bytes())
+    for repo in (found.root, found.packages):
+        head = subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'],
+                              capture_output=True, text=True).stdout
+        digest.update(head.encode())
+    return digest.hexdigest()
+
+
+@pytest.mark.spack
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_each_environment_reconcretizes_to_its_committed_lock(system, tmp_path):
+    """Concretizes a copy of the environment afresh and compares every root's hash with the
+    lock's. About two minutes each here: a success is remembered (per-user cache) for
+    exactly these inputs (_concretized_key), so unchanged environments are not redone."""
+    found = spack.find()
+    if not found:
+        pytest.skip('no Spack found (set SPACK_ROOT or run `make bootstrap`)')
+
+    stamp = paths.cache_dir() / 'concretized' / f'{system}.{_concretized_key(system, found)}'
+    if stamp.exists():
+        return
+
+    env_dir = tmp_path / 'spack-envs' / system
+    env_dir.mkdir(parents=True)
+    (env_dir / 'spack.yaml').write_text(_env_file(system).read_text())
+    (tmp_path / 'spack-envs' / 'paper-systems.yaml').write_text(
+        (paths.SPACK_ENVS_DIR / 'paper-systems.yaml').read_text())
+    (tmp_path / 'packages').symlink_to(paths.PROJECT_ROOT / 'packages')
+    env = dict(os.environ, **spack.isolated_environment(found))
+    done = subprocess.run([str(found.executable), '-e', str(env_dir), 'concretize', '-f'],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    fresh = json.loads((env_dir / 'spack.lock').read_text())
+    assert {r['spec']: r['hash'] for r in fresh['roots']} == \
+        {r['spec']: r['hash'] for r in _lock(system)['roots']}
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.touch()
