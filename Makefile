@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
-# The system to run on: local (this machine) or one of the papers' (dry-run only, elsewhere).
+# The system: local (this machine) or a paper's (on such a machine; here: make dry-run).
 SYSTEM ?= local
 REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'

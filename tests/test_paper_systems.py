@@ -369,12 +369,15 @@ def _concretized_key(system, found):
     """What a concretization of the environment depends on: its files, our package repo,
     the pinned Spack and packages, and Spack's configuration scopes."""
     digest = hashlib.sha256()
-    files = [_env_file(system), paths.SPACK_ENVS_DIR / 'paper-systems.yaml',
-             paths.SPACK_ENVS_DIR / system / 'spack.lock',
-             *sorted((paths.PROJECT_ROOT / 'packages').rglob('*.py')),
-             *sorted((paths.cache_dir() / 'spack-config').glob('*.yaml'))]
-    for path in files:
-        digest.update(str(path.relative_to(path.anchor)).encode() + path.read_bytes())
+    project = [_env_file(system), paths.SPACK_ENVS_DIR / 'paper-systems.yaml',
+               paths.SPACK_ENVS_DIR / system / 'spack.lock',
+               *sorted((paths.PROJECT_ROOT / 'packages').rglob('*.py'))]
+    config = paths.cache_dir() / 'spack-config'
+    # Names relative to the checkout and the config scope: any clone shares the result.
+    for base, files in ((paths.PROJECT_ROOT, project),
+                        (config, sorted(config.glob('*.yaml')))):
+        for path in files:
+            digest.update(str(path.relative_to(base)).encode() + path.read_bytes())
     for repo in (found.root, found.packages):
         head = subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'],
                               capture_output=True, text=True).stdout
