@@ -99,3 +99,40 @@ def test_a_rank_without_cores_fails_loudly(tmp_path, env):
     proc = _run_wrapped(tmp_path, layout.layouts(LOCAL)['per-core'], env)
     assert proc.returncode == 97
     assert 'no cores for local rank' in proc.stderr and proc.stdout == ''
+
+
+# TSUBAME's X4600 as its site config describes it: 8 sockets x 2 cores, a NUMA node each.
+X4600 = {'num_cpus': 16, 'num_cpus_per_core': 1, 'num_sockets': 8}
+
+
+def test_a_domain_order_puts_rank_i_on_the_ith_socket_of_the_ring():
+    ring = layout.layouts(X4600, {'tool': 'taskset', 'domain_order': [2, 4, 6, 7, 5, 3, 1, 0]})
+    per_socket = ring['per-socket']
+    # The cpulists of TSUBAME's taskset script, in its rank order.
+    assert per_socket.cpus == ((4, 5), (8, 9), (12, 13), (14, 15), (10, 11), (6, 7), (2, 3),
+                               (0, 1))
+    assert per_socket.numa_nodes == ((2,), (4,), (6,), (7,), (5,), (3,), (1,), (0,))
+    assert ring['per-core'].cpus[:3] == ((4,), (5,), (8,))
+    script = layout.bind_script(per_socket)
+    assert 'numactl' not in script and script.rstrip().endswith('exec taskset -c "$cpus" "$@"')
+
+
+def test_excluded_cores_get_no_rank_and_rank_variables_reach_the_program_only():
+    knl = {'num_cpus': 8, 'num_cpus_per_core': 1, 'num_sockets': 1}
+    kept, _ = layout.distinct_layouts(knl, {'excluded_cores': [0, 1]})
+    assert kept['per-core'].cpus == ((2,), (3,), (4,), (5,), (6,), (7,))
+    assert kept['per-socket'].cpus == ((2, 3, 4, 5, 6, 7),)
+    script = layout.bind_script(kept['per-core'], {'HUGETLB_MORECORE': 'yes'})
+    assert 'export HUGETLB_MORECORE=yes' in script.split('esac')[1]
+
+
+@pytest.mark.parametrize('binding, message', [
+    ({'cores': [1]}, 'unknown setting'),
+    ({'tool': 'hwloc-bind'}, 'tool must be one of'),
+    ({'domain_order': [0, 1, 2]}, 'not an order of the 8 sockets'),
+    ({'excluded_cores': list(range(16))}, 'are all of them'),
+    ({'excluded_cores': [99]}, 'not all cores of the node'),
+])
+def test_a_wrong_binding_gives_one_clear_error(binding, message):
+    with pytest.raises(layout.LayoutError, match=message):
+        layout.layouts(X4600, binding)
