@@ -137,6 +137,24 @@ def test_cited_figures_agree_with_the_values_kept(system):
             f'{fig.cited!r}')
 
 
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_every_figure_is_printed_in_its_seed(system):
+    """A figure's number (its `cited` text's, when the unit was converted) appears in the
+    seed file it cites: no figure without a source, no typo."""
+    refs = references.load(system)
+    for fig in refs.figures:
+        text = (paths.SEEDS_DIR / refs.sources[fig.source]['seed']).read_text()
+        if fig.cited:
+            numbers = re.findall(r'\d[\d,]*(?:\.\d+)?', fig.cited)
+        else:
+            v = fig.value
+            numbers = [n for n in {str(v), f'{v:.1f}', f'{v:.2f}', f'{v:.3f}',
+                                   str(int(v)) if v == int(v) else ''} if n]
+        assert any(re.search(rf'(?<![\d.]){re.escape(n)}(?![\d])', text) for n in numbers), (
+            f'{system}: {fig.check} {fig.variable} {fig.value} ({fig.where}) is not in '
+            f'{refs.sources[fig.source]["seed"]}')
+
+
 def test_reference_counts_cover_every_system_and_refuse_an_unknown_one(capsys):
     from hpcbench import cli
     assert cli.main(['references']) == 0
@@ -344,25 +362,31 @@ def test_each_lock_holds_exactly_the_roots_of_its_spack_yaml(system):
     assert targets == {wanted}
 
 
-@pytest.mark.parametrize('system', PAPER_SYSTEMS)
-def test_every_build_a_check_asks_for_is_one_root_of_the_lock(system):
-    """What the checks' SpackBuild fixtures ask `spack location -i` for: the benchmark with
-    the environment's MPI, and STREAM at the partition's array size."""
-    from hpcbench import node, stream
-    lock = _lock(system)
+def _resolves(spec, lock):
+    """The roots of `lock` that `spack location -i 'spec'` can mean: same package, every
+    variant given, and the `^dependency` among its dependencies."""
+    name, *rest = spec.split()
+    deps = {t[1:] for t in rest if t.startswith('^')}
+    variants = {t for t in rest if not t.startswith('^')}
     specs = lock['concrete_specs']
-    config = site_config(system)
-    mpis = {e['name']: e['extras']['spack_mpi'] for e in config['environments']}
-    for name, part in partitions(system).items():
-        for environ in part['environs']:
-            for bench in ('hpl', 'intel-mpi-benchmarks', 'ior', 'mpi-startup'):
-                found = [r for r in lock['roots'] if specs[r['hash']]['name'] == bench and
-                         mpis[environ] in {d['name'] for d in specs[r['hash']]['dependencies']}]
-                assert len(found) == 1, (system, name, environ, bench, len(found))
-        n = node.from_partition(part['processor'], part['extras'])
-        wanted = _tokens(stream.spack_spec(stream.array_size(n.llc_bytes_total,
-                                                             n.memory_bytes)))
-        assert wanted in [_tokens(r['spec']) for r in lock['roots']], (system, name)
+    return [r for r in lock['roots']
+            if specs[r['hash']]['name'] == name and variants <= set(r['spec'].split()[1:])
+            and deps <= {d['name'] for d in specs[r['hash']]['dependencies']}]
+
+
+@pytest.mark.parametrize('system', PAPER_SYSTEMS)
+def test_every_build_a_check_asks_for_is_one_root_of_the_lock(system, dry_runs):
+    """What the checks' SpackBuild fixtures ask `spack location -i` for in the dry-run's
+    build scripts (every benchmark with each environment's MPI, STREAM at each partition's
+    array size, dgemm-rate) is exactly one root of the committed lock."""
+    _, stage = dry_runs[system]
+    asked = {m for script in stage.glob('*/*/*/rfm_build.sh')
+             for m in re.findall(r"location -i '([^']+)'", script.read_text())}
+    assert {spec.split()[0] for spec in asked} >= {
+        'hpl', 'hpcc', 'intel-mpi-benchmarks', 'ior', 'mpi-startup', 'stream', 'dgemm-rate'}
+    lock = _lock(system)
+    for spec in sorted(asked):
+        assert len(_resolves(spec, lock)) == 1, (system, spec, len(_resolves(spec, lock)))
 
 
 def _concretized_key(system, found):
@@ -389,7 +413,7 @@ def _concretized_key(system, found):
 @pytest.mark.parametrize('system', PAPER_SYSTEMS)
 def test_each_environment_reconcretizes_to_its_committed_lock(system, tmp_path):
     """Concretizes a copy of the environment afresh and compares every root's hash with the
-    lock's. About two minutes each here: a success is remembered (per-user cache) for
+    lock's. Two to three minutes each here: a success is remembered (per-user cache) for
     exactly these inputs (_concretized_key), so unchanged environments are not redone."""
     found = spack.find()
     if not found:
@@ -415,4 +439,6 @@ def test_each_environment_reconcretizes_to_its_committed_lock(system, tmp_path):
     assert {r['spec']: r['hash'] for r in fresh['roots']} == \
         {r['spec']: r['hash'] for r in _lock(system)['roots']}
     stamp.parent.mkdir(parents=True, exist_ok=True)
+    for older in stamp.parent.glob(f'{system}.*'):
+        older.unlink()
     stamp.write_text(f'concretized in {elapsed:.0f} s\n')
