@@ -1,0 +1,433 @@
+"""A real Slurm cluster on this machine, for the suite's CI (`ci/testbed/testbed`).
+
+munged, MariaDB with slurmdbd (accounting: ReFrame's `slurm` backend polls sacct),
+slurmctld and N slurmd emulating nodes n1..nN (Slurm's MULTIPLE_SLURMD: one address, one
+port each). Everything lives in one state directory (configs, database, spool, logs, PID
+files); `start` is idempotent, `stop` ends exactly the processes `start` recorded, by PID.
+
+Debian's packages (slurm-wlm, slurmdbd, munge, mariadb-server) are installed when missing
+(as root). PID 1 here is not systemd and cgroups are not usable: proctrack/linuxproc and
+task/none. MpiDefault is pmix (plain srun of an MPI program fails in MPI_Init with none).
+"""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcbench import paths
+
+APT_PACKAGES = ('slurm-wlm', 'slurmdbd', 'munge', 'mariadb-server', 'mariadb-client')
+DEFAULT_NODES = 3
+FIRST_SLURMD_PORT = 17001
+CTLD_PORT, DBD_PORT, DB_PORT = 16817, 16819, 16306
+CLUSTER, ACCOUNT = 'testbed', 'hpcbench'
+# Order of start; stop goes backwards.
+DAEMONS = ('munged', 'mariadb', 'slurmdbd', 'slurmctld')
+
+
+class TestbedError(RuntimeError):
+    pass
+
+
+def state_dir():
+    return Path(os.environ.get('HPCBENCH_TESTBED_DIR', paths.VAR_DIR / 'testbed'))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything of a testbed lives."""
+    root: Path
+
+    @property
+    def etc(self):
+        return self.root / 'etc'
+
+    @property
+    def slurm_conf(self):
+        return self.etc / 'slurm.conf'
+
+    @property
+    def run(self):
+        return self.root / 'run'        # the PID of every process start started, only
+
+    @property
+    def log(self):
+        return self.root / 'log'
+
+    @property
+    def munge(self):
+        return self.root / 'munge'      # owned by munge: key, seed, log
+
+    @property
+    def mysql(self):
+        return self.root / 'mysql-run'  # owned by mysql: socket, log
+
+    @property
+    def db_socket(self):
+        return self.mysql / 'mariadb.sock'
+
+    @property
+    def munge_socket(self):
+        # The default one: Slurm's clients and its slurmdbd connection look only there.
+        return Path('/run/munge/munge.socket.2')
+
+    def pid_file(self, daemon):
+        return self.run / f'{daemon}.pid'
+
+
+def slurm_conf(layout, nodes, cpus, memory_mb, host):
+    """slurm.conf of a cluster of `nodes` emulated nodes with `cpus` each, on `host`."""
+    last_port = FIRST_SLURMD_PORT + nodes - 1
+    return f'''# Written by hpcbench.testbed: {nodes} emulated nodes on {host}.
+ClusterName={CLUSTER}
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={CTLD_PORT}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CryptoType=crypto/munge
+StateSaveLocation={layout.root}/ctld
+SlurmdSpoolDir={layout.root}/spool/%n
+SlurmctldPidFile={layout.root}/ctld/slurmctld.pid
+SlurmdPidFile={layout.root}/spool/%n/slurmd.pid
+SlurmctldLogFile={layout.log}/slurmctld.log
+SlurmdLogFile={layout.log}/slurmd-%n.log
+TmpFS=/tmp/slurm-%n
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=pmix
+ReturnToService=2
+SchedulerType=sched/backfill
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort={DBD_PORT}
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+InactiveLimit=0
+KillWait=5
+MinJobAge=30
+NodeName=n[1-{nodes}] NodeHostname={host} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
+PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+'''
+
+
+def slurmdbd_conf(layout, db_password):
+    return f'''# Written by hpcbench.testbed.
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort={DBD_PORT}
+SlurmUser=root
+LogFile={layout.log}/slurmdbd.log
+PidFile={layout.root}/ctld/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={DB_PORT}
+StorageUser=slurm
+StoragePass={db_password}
+StorageLoc=slurm_acct_db
+'''
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+def _alive(pid):
+    """True when `pid` is a running process (a zombie has ended)."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return fp.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def recorded(layout):
+    """{daemon: pid} of the processes this testbed started that still run."""
+    found = {}
+    for pid_file in sorted(layout.run.glob('*.pid')) if layout.run.exists() else []:
+        try:
+            pid = int(pid_file.read_text().split()[0])
+        except (ValueError, IndexError):
+            continue
+        if _alive(pid):
+            found[pid_file.stem] = pid
+
+    return found
+
+
+def _spawn(layout, name, argv, user=None):
+    """Start `argv` in the foreground of its own session, its output in log/<name>.out, and
+    record its PID; returns the Popen."""
+    if user:
+        argv = ['runuser', '-u', user, '--', *argv]
+
+    out = open(layout.log / f'{name}.out', 'ab')
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=_environment(layout))
+    layout.pid_file(name).write_text(f'{proc.pid}\n')
+    return proc
+
+
+def _environment(layout):
+    return dict(os.environ, SLURM_CONF=str(layout.slurm_conf))
+
+
+def _wait_for(what, test, timeout=30.0, log=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if test():
+            return
+        time.sleep(0.1)
+
+    tail = ''
+    if log and Path(log).exists():
+        tail = '\n' + '\n'.join(Path(log).read_text(errors='replace').splitlines()[-15:])
+    raise TestbedError(f'{what} did not come up in {timeout:.0f} s{tail}')
+
+
+def _run(layout, *argv, check=True):
+    done = subprocess.run(argv, capture_output=True, text=True, env=_environment(layout))
+    if check and done.returncode != 0:
+        raise TestbedError(f'{" ".join(argv)} failed: {done.stderr.strip() or done.stdout}')
+    return done
+
+
+# --- start / stop -------------------------------------------------------------------------------
+
+def ensure_packages():
+    missing = [p for p in APT_PACKAGES if subprocess.run(
+        ['dpkg-query', '-W', '-f', '${db:Status-Abbrev}', p],
+        capture_output=True, text=True).stdout[:2] != 'ii']
+    if not missing:
+        return
+
+    if os.geteuid() != 0:
+        raise TestbedError('missing Debian packages; as root run: apt-get install -y '
+                           + ' '.join(missing))
+
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    subprocess.run(['apt-get', 'update', '-q'], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(['apt-get', 'install', '-y', '-q', '--no-install-recommends', *missing],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+def _prepare(layout, nodes):
+    for d in (layout.etc, layout.run, layout.log, layout.root / 'ctld', layout.munge,
+              layout.mysql):
+        d.mkdir(parents=True, exist_ok=True)
+    # munge and mysql work in their directories under it.
+    layout.root.chmod(0o755)
+    for n in range(1, nodes + 1):
+        (layout.root / 'spool' / f'n{n}').mkdir(parents=True, exist_ok=True)
+        # TmpFS: one per node (PMIx's step directories would collide), short paths for
+        # PMIx's sockets.
+        Path(f'/tmp/slurm-n{n}').mkdir(exist_ok=True)
+
+    shutil.chown(layout.munge, 'munge', 'munge')
+    layout.munge_socket.parent.mkdir(parents=True, exist_ok=True)
+    shutil.chown(layout.munge_socket.parent, 'munge', 'munge')
+    layout.munge.chmod(0o755)    # the socket must be reachable; the key stays 0400
+    shutil.chown(layout.mysql, 'mysql', 'mysql')
+    key = layout.munge / 'munge.key'
+    if not key.exists():
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        shutil.chown(key, 'munge', 'munge')
+
+    password_file = layout.etc / 'db-password'
+    if not password_file.exists():
+        password_file.write_text(os.urandom(12).hex())
+        password_file.chmod(0o600)
+
+    cpus = os.cpu_count() or 1
+    memory_mb = int(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**20)
+    # Every emulated node claims the host's cores and a share of its memory.
+    layout.slurm_conf.write_text(slurm_conf(layout, nodes, cpus, memory_mb // nodes,
+                                            socket.gethostname()))
+    dbd = layout.etc / 'slurmdbd.conf'
+    dbd.write_text(slurmdbd_conf(layout, password_file.read_text()))
+    dbd.chmod(0o600)
+
+
+def _start_munge(layout):
+    _spawn(layout, 'munged', ['munged', '--foreground', '--force',
+                              f'--key-file={layout.munge}/munge.key',
+                              f'--socket={layout.munge_socket}',
+                              f'--pid-file={layout.munge}/munged.daemon.pid',
+                              f'--seed-file={layout.munge}/munged.seed',
+                              f'--log-file={layout.munge}/munged.log'], user='munge')
+    _wait_for('munged', layout.munge_socket.exists, log=layout.munge / 'munged.log')
+
+
+def _start_mariadb(layout):
+    datadir = layout.root / 'mysql'
+    if not (datadir / 'mysql').exists():
+        datadir.mkdir(exist_ok=True)
+        shutil.chown(datadir, 'mysql', 'mysql')
+        _run(layout, 'mariadb-install-db', '--user=mysql', f'--datadir={datadir}',
+             '--auth-root-authentication-method=socket', '--skip-test-db')
+
+    _spawn(layout, 'mariadb', ['mariadbd', '--user=mysql', f'--datadir={datadir}',
+                               f'--socket={layout.db_socket}', '--bind-address=127.0.0.1',
+                               f'--port={DB_PORT}', f'--pid-file={layout.mysql}/mariadb.pid',
+                               f'--log-error={layout.mysql}/mariadb.log',
+                               '--skip-name-resolve'])
+    _wait_for('MariaDB', layout.db_socket.exists, log=layout.mysql / 'mariadb.log')
+    password = (layout.etc / 'db-password').read_text()
+    sql = ("CREATE DATABASE IF NOT EXISTS slurm_acct_db; "
+           f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+           f"CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '{password}'; "
+           "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; "
+           "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';")
+    _run(layout, 'mariadb', f'--socket={layout.db_socket}', '-u', 'root', '-e', sql)
+
+
+def _munge_answers():
+    return subprocess.run(['sh', '-c', 'munge -n | unmunge'], capture_output=True).returncode == 0
+
+
+def _port_open(port):
+    with socket.socket() as s:
+        return s.connect_ex(('127.0.0.1', port)) == 0
+
+
+def _start_slurm(layout, nodes):
+    _spawn(layout, 'slurmdbd', ['slurmdbd', '-D'])
+    _wait_for('slurmdbd', lambda: _port_open(DBD_PORT), log=layout.log / 'slurmdbd.log')
+    _run(layout, 'sacctmgr', '-i', 'add', 'cluster', CLUSTER, check=False)
+    _spawn(layout, 'slurmctld', ['slurmctld', '-D', '-i'])
+    _wait_for('slurmctld', lambda: _run(layout, 'scontrol', 'ping', check=False)
+              .stdout.count('UP') > 0, log=layout.log / 'slurmctld.log')
+    for n in range(1, nodes + 1):
+        _spawn(layout, f'slurmd-n{n}', ['slurmd', '-D', '-N', f'n{n}'])
+    _run(layout, 'sacctmgr', '-i', 'add', 'account', ACCOUNT, check=False)
+    _run(layout, 'sacctmgr', '-i', 'add', 'user', 'root', f'account={ACCOUNT}', check=False)
+    _wait_for(f'{nodes} idle nodes', lambda: idle_nodes(layout) == nodes,
+              log=layout.log / 'slurmctld.log')
+
+
+def idle_nodes(layout):
+    out = _run(layout, 'sinfo', '-h', '-N', '-o', '%N %t', check=False).stdout
+    return sum(1 for line in out.splitlines() if line.split()[1:2] == ['idle'])
+
+
+def start(nodes=DEFAULT_NODES, root=None):
+    """Start the testbed (or nothing, when it already runs); returns its Layout."""
+    if nodes < 1:
+        raise TestbedError(f'a testbed needs at least one node, not {nodes}')
+
+    layout = Layout(Path(root or state_dir()))
+    running = recorded(layout)
+    if running:
+        configured = _configured_nodes(layout)
+        if configured != nodes:
+            raise TestbedError(f'the testbed in {layout.root} runs with {configured} nodes; '
+                               f'stop it first to start {nodes}')
+        if set(running) == expected_daemons(nodes):
+            return layout
+        raise TestbedError(f'the testbed in {layout.root} runs only partly '
+                           f'({", ".join(sorted(running))}); stop it first')
+
+    if os.geteuid() != 0:
+        raise TestbedError('the testbed runs its daemons as root (munged as munge)')
+
+    busy = [f'port {p}' for p in (CTLD_PORT, DBD_PORT, DB_PORT) if _port_open(p)]
+    if layout.munge_socket.exists() and _munge_answers():
+        busy.append(str(layout.munge_socket))
+    if busy:
+        raise TestbedError(f'{", ".join(busy)} already in use: another testbed or Slurm runs '
+                           f'here (stop it with `testbed stop` and its HPCBENCH_TESTBED_DIR)')
+
+    ensure_packages()
+    _prepare(layout, nodes)
+    try:
+        _start_munge(layout)
+        _start_mariadb(layout)
+        _start_slurm(layout, nodes)
+    except Exception:
+        stop(layout.root)
+        raise
+
+    return layout
+
+
+def expected_daemons(nodes):
+    return {*DAEMONS, *(f'slurmd-n{n}' for n in range(1, nodes + 1))}
+
+
+def _configured_nodes(layout):
+    import re
+    found = re.search(r'^NodeName=n\[1-(\d+)\]', layout.slurm_conf.read_text(), re.M) \
+        if layout.slurm_conf.exists() else None
+    return int(found.group(1)) if found else 0
+
+
+def stop(root=None, timeout=20.0):
+    """End exactly the processes `start` recorded (slurmd, slurmctld, slurmdbd, MariaDB,
+    munged), by PID; returns their names."""
+    layout = Layout(Path(root or state_dir()))
+    running = recorded(layout)
+    order = sorted(running, key=lambda d: (d in DAEMONS, -DAEMONS.index(d) if d in DAEMONS
+                                           else 0))
+    for daemon in order:
+        try:
+            os.kill(running[daemon], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while _alive(running[daemon]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(running[daemon]):
+            os.kill(running[daemon], signal.SIGKILL)
+    for pid_file in layout.run.glob('*.pid') if layout.run.exists() else []:
+        pid_file.unlink()
+
+    return order
+
+
+def status(root=None):
+    layout = Layout(Path(root or state_dir()))
+    running = recorded(layout)
+    lines = [f'testbed {layout.root}: ' + (', '.join(f'{d}={p}' for d, p in sorted(
+        running.items())) if running else 'not running')]
+    if 'slurmctld' in running:
+        lines.append(_run(layout, 'sinfo', check=False).stdout.rstrip())
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog='testbed', description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest='command', required=True)
+    begin = sub.add_parser('start', help='start the cluster (nothing when it runs)')
+    begin.add_argument('--nodes', type=int, default=DEFAULT_NODES)
+    sub.add_parser('stop', help='stop the processes start recorded')
+    sub.add_parser('status', help='the recorded processes and sinfo')
+    sub.add_parser('env', help='print the SLURM_CONF to export')
+    args = parser.parse_args(argv)
+    try:
+        if args.command == 'start':
+            layout = start(args.nodes)
+            print(status(layout.root))
+        elif args.command == 'stop':
+            stopped = stop()
+            print(f'stopped: {", ".join(stopped) or "nothing was running"}')
+        elif args.command == 'env':
+            print(f'export SLURM_CONF={Layout(state_dir()).slurm_conf}')
+        else:
+            print(status())
+    except (TestbedError, subprocess.CalledProcessError) as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 1
+
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
