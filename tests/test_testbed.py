@@ -1,6 +1,7 @@
 """The Slurm testbed (hpcbench.testbed): its configuration, and a real cluster started,
 used, started again and stopped on this machine (the daemons start in seconds)."""
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -51,6 +52,9 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
     first = testbed.recorded(cluster)
     assert set(first) == testbed.expected_daemons(3)
+    # Each recorded PID is the daemon itself (munged runs as munge, not under runuser).
+    assert open(f'/proc/{first["munged"]}/comm').read().strip() == 'munged'
+    assert os.stat(f'/proc/{first["munged"]}').st_uid == pwd.getpwnam('munge').pw_uid
     assert testbed.idle_nodes(cluster) == 3
 
     # A second start while it runs changes nothing.

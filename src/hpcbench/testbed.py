@@ -165,12 +165,11 @@ def recorded(layout):
 def _spawn(layout, name, argv, user=None):
     """Start `argv` in the foreground of its own session, its output in log/<name>.out, and
     record its PID; returns the Popen."""
-    if user:
-        argv = ['runuser', '-u', user, '--', *argv]
-
     out = open(layout.log / f'{name}.out', 'ab')
+    # The daemon itself as `user` (no runuser in between): the recorded PID is the daemon's.
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=_environment(layout))
+                            start_new_session=True, env=_environment(layout),
+                            user=user, group=user, extra_groups=[] if user else None)
     layout.pid_file(name).write_text(f'{proc.pid}\n')
     return proc
 
