@@ -23,10 +23,10 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import dgemm, hpl, layout, references
+from hpcbench import dgemm, hpl, references
 from hpcbench.rfm import (SiteTuning, SpackBuild, bind_ranks, configured_layout_names,
                           configured_node_counts, job_output, partition_layout,
-                          partition_node, skip_beyond_partition, skip_unless_node_count)
+                          partition_layouts, partition_node, skip_beyond_partition, skip_unless_node_count)
 
 
 class HplBuild(SpackBuild):
@@ -180,6 +180,16 @@ class HplBase(rfm.RunOnlyRegressionTest, SiteTuning):
         self.summary = hpl.summarize(self.runs)
         return True
 
+    # Every HPL job's figures (the tuning sweep replaces them by one per swept value).
+    @performance_function('GFLOP/s')
+    def gflops(self):
+        return self.summary.best_gflops
+
+    @performance_function('%')
+    def efficiency(self):
+        """Rmax / Rpeak, Rpeak from the processor description (cores x clock x flop/cycle)."""
+        return 100 * self.summary.best_gflops * 1e9 / self.plan.rpeak_flops
+
 
 @rfm.simple_test
 class HplCheck(HplBase):
@@ -192,8 +202,7 @@ class HplCheck(HplBase):
     @run_after('setup')
     def configure_run(self):
         skip_unless_node_count(self, self.num_nodes)
-        kept, same_as = layout.distinct_layouts(self.current_partition.processor.info,
-                                                self.current_partition.extras.get('binding'))
+        kept, same_as = partition_layouts(self.current_partition)
         self.skip_if(self.layout_name in same_as,
                      f'{self.layout_name} is the same placement as {same_as.get(self.layout_name)} '
                      f'on {self.current_partition.fullname}')
@@ -201,10 +210,6 @@ class HplCheck(HplBase):
                      f'{self.current_partition.fullname} has no {self.layout_name} layout')
         self.plan_run(self.tuning(), self.repeats)
         self.reference = references.reframe_reference(self)
-
-    @performance_function('GFLOP/s')
-    def gflops(self):
-        return self.summary.best_gflops
 
     @performance_function('GFLOP/s')
     def gflops_mean(self):
@@ -217,11 +222,6 @@ class HplCheck(HplBase):
     @performance_function('s')
     def time(self):
         return self.summary.best_seconds
-
-    @performance_function('%')
-    def efficiency(self):
-        """Rmax / Rpeak, Rpeak from the processor description (cores x clock x flop/cycle)."""
-        return 100 * self.summary.best_gflops * 1e9 / self.plan.rpeak_flops
 
     @performance_function('%')
     def ceiling_efficiency(self):
@@ -278,11 +278,3 @@ class HplNodeScreen(HplBase):
     def configure_run(self):
         self.plan_run(self.tuning(), self.repeats)
         self.reference = references.reframe_reference(self)
-
-    @performance_function('GFLOP/s')
-    def gflops(self):
-        return self.summary.best_gflops
-
-    @performance_function('%')
-    def efficiency(self):
-        return 100 * self.summary.best_gflops * 1e9 / self.plan.rpeak_flops

@@ -169,12 +169,6 @@ def test_reference_counts_cover_every_system_and_refuse_an_unknown_one(capsys):
 
 # --- dry-runs ----------------------------------------------------------------------------------
 
-def _scripts(stage, pattern):
-    found = sorted(stage.glob(f'*/*/{pattern}/rfm_job.sh'))
-    assert found, f'no job script for {pattern} under {stage}'
-    return {p.parent.name: p.read_text() for p in found}
-
-
 def _one(stage, partition, environ, test, contains):
     """The job script of `test` (a stage directory glob) that contains `contains`."""
     for script in sorted(stage.glob(f'{partition}/{environ}/{test}/rfm_job.sh')):

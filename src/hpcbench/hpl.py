@@ -132,6 +132,14 @@ def memory_fraction(sizing, num_nodes):
     raise HplInputError(f'unknown HPL sizing {sizing!r}; known: {", ".join(SIZINGS)}')
 
 
+def block_granule(n, nb, p, q):
+    """What N is a multiple of: NB x lcm(P, Q), so that every process gets as many blocks;
+    for a skinny grid (6736 ranks = 16 x 421) or a small N that is bigger than N itself,
+    NB x max(P, Q): the equal share is given up, every process still holds whole blocks."""
+    equal_shares = nb * math.lcm(p, q)
+    return equal_shares if n >= equal_shares else nb * max(p, q)
+
+
 def problem_size(total_memory_bytes, nb, p, q, fraction):
     """Largest N using at most `fraction` of the memory for the matrix, a multiple of
     NB x lcm(P, Q) (every process gets as many blocks), or of NB x max(P, Q) when that is
@@ -140,11 +148,7 @@ def problem_size(total_memory_bytes, nb, p, q, fraction):
         raise HplInputError(f'HPL memory fraction must be between 0 and 1, not {fraction}')
 
     n = math.isqrt(int(fraction * total_memory_bytes / 8))
-    granule = nb * math.lcm(p, q)
-    if n < granule:
-        # A skinny grid (6736 ranks = 16 x 421) or a small share of memory: give up the equal
-        # share of blocks per process; every process still holds whole blocks.
-        granule = nb * max(p, q)
+    granule = block_granule(n, nb, p, q)
     n -= n % granule
     if n < granule:
         raise HplInputError(
@@ -183,7 +187,7 @@ def fitting_size(n, nb, p, q, depth, num_nodes, node_memory_bytes):
     """`n`, or the largest smaller multiple of NB x lcm(P, Q) that fits beside the OS
     reserve: on small nodes (CHiC's 4 GiB) 75 % of the memory for the matrix leaves too
     little for the system and HPL's buffers."""
-    granule = nb * math.lcm(p, q) if n % (nb * math.lcm(p, q)) == 0 else nb * max(p, q)
+    granule = block_granule(n, nb, p, q)
     available = num_nodes * (node_memory_bytes - OS_RESERVE_BYTES)
     while n > granule and memory_needed(n, nb, p, q, depth) > available:
         n -= granule

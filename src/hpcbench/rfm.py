@@ -69,19 +69,23 @@ def configured_layout_names():
     names = set()
     for part in rt.runtime().system.partitions:
         try:
-            names.update(layout.distinct_layouts(part.processor.info,
-                                                 part.extras.get('binding'))[0])
+            names.update(partition_layouts(part)[0])
         except layout.LayoutError:
             continue
 
     return [n for n in layout.LAYOUT_NAMES if n in names] or ['per-core']
 
 
+def partition_layouts(partition):
+    """The distinct layouts of a partition's node under its site's binding settings, and
+    the names that equal one of them (hpcbench.layout.distinct_layouts)."""
+    return layout.distinct_layouts(partition.processor.info, partition.extras.get('binding'))
+
+
 def partition_layout(partition, name):
     """The Layout called `name` on a partition; a name that equals another layout there
     (one socket that is the whole node) resolves to that one."""
-    kept, same_as = layout.distinct_layouts(partition.processor.info,
-                                            partition.extras.get('binding'))
+    kept, same_as = partition_layouts(partition)
     return kept[same_as.get(name, name)]
 
 

@@ -11,6 +11,7 @@ task/none. MpiDefault is pmix (plain srun of an MPI program fails in MPI_Init wi
 """
 import argparse
 import os
+import re
 import shutil
 import signal
 import socket
@@ -362,7 +363,6 @@ def expected_daemons(nodes):
 
 
 def _configured_nodes(layout):
-    import re
     found = re.search(r'^NodeName=n\[1-(\d+)\]', layout.slurm_conf.read_text(), re.M) \
         if layout.slurm_conf.exists() else None
     return int(found.group(1)) if found else 0
