@@ -11,29 +11,37 @@ REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c ref
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'
 RFM_OPTS ?=
 # quick: HPL and HPCC at 1/25 of the memory (minutes); full: at 80 % of it (hours here).
+# ReFrame execution modes (hpcbench.rfmconfig.MODES).
 MODE ?= quick
-# Sweeps and node screening are runs of their own (make tune, make screen).
-MODE_OPTS_quick := -S sizing=tuning -T '^(sweep|screen)$$'
-MODE_OPTS_full := -T '^(sweep|screen)$$'
-MODE_OPTS = $(or $(MODE_OPTS_$(MODE)),$(error MODE must be quick or full, not '$(MODE)'))
+MODE_OPTS = --mode=$(or $(filter quick full,$(MODE)),$(error MODE must be quick or full, not '$(MODE)'))
 # Slow-node screening: flag nodes this many percent below the median.
 SCREEN_THRESHOLD ?= 5
 
-.PHONY: run test bootstrap install setup spack baseline dry-run references tune screen clean
+.PHONY: run test lint venv bootstrap install setup spack baseline dry-run references tune screen \
+	testbed-start testbed-stop buildcache ci-pipeline gitlab-ci-local clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
 # and the run measures HPCC from Debian; the checks that need Spack say so and skip.
-run: $(VENV_STAMP)
-	$(BIN)/hpcbench setup
+# On the testbed (SYSTEM=testbed) the Slurm cluster is started first; it keeps running.
+run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
+	$(BIN)/hpcbench setup --system $(SYSTEM)
 	$(REFRAME) $(MODE_OPTS) -r --performance-report $(RFM_OPTS); status=$$?; \
 	$(BIN)/hpcbench compare-stacks; \
 	echo "Results: perflogs in var/perflogs/, ReFrame's results database var/results.db," \
 	     "run reports in var/reports/ (newest: $$(ls -t var/reports/*.json 2>/dev/null | head -1))"; \
 	exit $$status
 
+# PYTEST_OPTS: more pytest options (the pipeline adds --junitxml).
 test: $(VENV_STAMP)
 	$(BIN)/hpcbench setup --registry-only
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_OPTS)
+
+# Python errors (pyflakes) and reference files that do not load.
+lint: $(VENV_STAMP)
+	$(BIN)/pyflakes src reframe-checks site-configs tests
+	$(BIN)/hpcbench references >/dev/null
+
+venv: $(VENV_STAMP)
 
 # HPL tuning sweep at 1/25 of the memory (T2K 4.4), then the table of the best values.
 tune: $(VENV_STAMP)
@@ -55,7 +63,31 @@ bootstrap: spack $(VENV_STAMP)
 	$(BIN)/hpcbench bootstrap
 
 install: spack $(VENV_STAMP)
-	$(BIN)/hpcbench install
+	$(BIN)/hpcbench install --system $(SYSTEM)
+
+# Push what spack-envs/$(SYSTEM) installed to the Spack build cache kept between pipelines.
+buildcache: spack $(VENV_STAMP)
+	$(BIN)/hpcbench buildcache --system $(SYSTEM)
+
+# The Slurm testbed (ci/testbed/testbed; as root): start is a no-op when it runs.
+testbed-start: $(VENV_STAMP)
+	ci/testbed/testbed start
+testbed-stop: $(VENV_STAMP)
+	ci/testbed/testbed stop
+
+# The GitLab child pipeline of every check on $(SYSTEM) (ReFrame's --ci-generate, one job
+# per test case, the mode carried into each), made runnable from the project.
+ci-pipeline: $(VENV_STAMP)
+	mkdir -p var/ci
+	$(REFRAME) $(MODE_OPTS) $(RFM_OPTS) --ci-generate var/ci/reframe-pipeline.yml
+	$(BIN)/hpcbench ci-pipeline var/ci/reframe-pipeline.yml var/ci/checks.yml
+
+# Run .gitlab-ci.yml's jobs here with gitlab-ci-local's shell executor, after it has
+# validated the file against GitLab's schema. PIPELINE_OPTS: its options (default: the jobs a
+# schedule runs; e.g. PIPELINE_OPTS='--job lint').
+PIPELINE_OPTS ?= --variable CI_PIPELINE_SOURCE=schedule
+gitlab-ci-local: $(VENV_STAMP)
+	$(BIN)/python -m hpcbench.gitlab_ci_local $(PIPELINE_OPTS)
 
 # Record the newest stored results of this machine as its baseline (references/local.yaml).
 baseline: $(VENV_STAMP)

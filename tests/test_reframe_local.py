@@ -129,7 +129,7 @@ requires_spack = pytest.mark.skipif(
 def installed():
     from hpcbench import bootstrap
     found = bootstrap.bootstrap()
-    bootstrap.install_local_environment(found)
+    bootstrap.install_environment(found)
 
 
 @pytest.mark.spack

@@ -4,8 +4,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from hpcbench import bootstrap, mpi_stacks, spack
+from hpcbench import bootstrap, mpi_stacks, paths, spack
 from conftest import ROOT
 
 
@@ -88,8 +89,15 @@ def test_spack_config_pins_builtin_repo_and_uses_mirror_when_present(tmp_path):
     assert files['mirrors.yaml'] == 'mirrors: {}\n'
     assert 'github-actions-v2: false' in files['bootstrap.yaml']
     (tmp_path / 'mirror').mkdir()
-    files = bootstrap.spack_config_files(found, tmp_path / 'mirror')
-    assert f'url: file://{tmp_path}/mirror' in files['mirrors.yaml']
+    files = bootstrap.spack_config_files(found, tmp_path / 'mirror', tmp_path / 'buildcache')
+    mirrors = yaml.safe_load(files['mirrors.yaml'].replace('mirrors::', 'mirrors:'))['mirrors']
+    assert mirrors == {'local': {'url': f'file://{tmp_path}/mirror', 'binary': False}}
+    # The pipeline's build cache, once a build job has created it: binaries only, unsigned.
+    (tmp_path / 'buildcache').mkdir()
+    files = bootstrap.spack_config_files(found, tmp_path / 'mirror', tmp_path / 'buildcache')
+    mirrors = yaml.safe_load(files['mirrors.yaml'].replace('mirrors::', 'mirrors:'))['mirrors']
+    assert mirrors['buildcache'] == {'url': f'file://{tmp_path}/buildcache', 'source': False,
+                                     'signed': False}
 
 
 def test_each_mpi_prefix_is_its_own(empty_cache):
@@ -124,3 +132,20 @@ def test_own_programs_record_the_checksum_of_their_source(recipe):
     source = re.search(r'^    source_file = "(.+)"$', text, re.M).group(1)
     recorded = re.search(r'^    source_sha256 = "([0-9a-f]{64})"$', text, re.M).group(1)
     assert hashlib.sha256((directory / source).read_bytes()).hexdigest() == recorded
+
+
+def test_the_two_systems_on_this_machine_concretize_from_the_same_inputs(tmp_path):
+    """local and testbed differ only in comments and in their node's host.yaml: the same
+    host.yaml means the same concretization key (one concretization serves both, and any
+    later clone); another host.yaml, another key."""
+    found = spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')   # no git: no commits
+    keys = {}
+    for system, ntimes in (('local', 20), ('testbed', 20), ('other', 10)):
+        env = tmp_path / system
+        env.mkdir()
+        source = 'local' if system == 'other' else system
+        (env / 'spack.yaml').write_text((paths.SPACK_ENVS_DIR / source / 'spack.yaml').read_text())
+        (env / 'host.yaml').write_text(
+            f'definitions:\n- stream_specs: [stream stream_array_size=16777216 ntimes={ntimes}]\n')
+        keys[system] = bootstrap.concretization_key(bootstrap.concretization_inputs(env), found)
+    assert keys['local'] == keys['testbed'] != keys['other']

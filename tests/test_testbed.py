@@ -2,6 +2,7 @@
 used, started again and stopped on this machine (the daemons start in seconds)."""
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -10,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import testbed
+from hpcbench import bootstrap, spack, testbed
 
 
 def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
-    conf = testbed.slurm_conf(testbed.Layout(tmp_path), 4, 2, 6000, 'vm')
-    assert 'NodeName=n[1-4] NodeHostname=vm NodeAddr=127.0.0.1 Port=17001-17004 CPUs=2 ' \
-           'RealMemory=6000' in conf
+    # Two sockets of four cores with two threads each.
+    processor = {'num_cpus': 16, 'num_sockets': 2, 'num_cpus_per_socket': 8,
+                 'num_cpus_per_core': 2}
+    conf = testbed.slurm_conf(testbed.Layout(tmp_path), 4, processor, 6000, 'vm')
+    assert 'NodeName=n[1-4] NodeHostname=vm NodeAddr=127.0.0.1 Port=17001-17004 CPUs=16 ' \
+           'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000' in conf
     assert 'AccountingStorageType=accounting_storage/slurmdbd' in conf
     assert 'ProctrackType=proctrack/linuxproc' in conf and 'TmpFS=/tmp/slurm-%n' in conf
 
@@ -86,3 +90,71 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     leftovers = subprocess.run(['pgrep', '-f', str(cluster.root)], capture_output=True,
                                text=True).stdout.split()
     assert _daemons_alive(int(p) for p in leftovers) == []
+
+
+# --- The suite through Slurm (what `make test` runs of it: quick sizes, one MPI stack) -----
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r'\x1b\[[0-9;]*m')
+
+
+@pytest.fixture
+def slurm_suite(tmp_path, monkeypatch):
+    """A 3-node testbed for the `testbed` site config, and results under tmp_path."""
+    if os.geteuid() != 0:
+        pytest.skip('the testbed runs its daemons as root')
+    root = Path(tempfile.mkdtemp(prefix='hpcbench-testbed-'))
+    root.chmod(0o755)
+    monkeypatch.setenv('HPCBENCH_TESTBED_DIR', str(root))
+    monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
+    testbed.start(3, root)
+    yield tmp_path / 'var'
+    testbed.stop(root)
+    shutil.rmtree(root)
+
+
+def _reframe_on_testbed(*args):
+    proc = subprocess.run([str(ROOT / '.venv/bin/reframe'), '-C', 'site-configs/testbed.py',
+                           '--system', 'testbed:srun', '-c', 'reframe-checks', '-p', 'openmpi',
+                           '-r', *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = ANSI.sub('', proc.stdout)
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    return out
+
+
+def _ok(out, check):
+    return re.findall(rf'^\[\s+OK \] \(\s*\d+/\d+\) {check}.*@testbed:srun\+openmpi$', out, re.M)
+
+
+@pytest.mark.skipif(spack.find() is not None, reason='with a Spack the Spack-built checks run')
+def test_without_spack_hpcc_runs_through_slurm(slurm_suite):
+    out = _reframe_on_testbed('-n', 'HpccDebianCheck', '-S', 'memory_fraction=0.002')
+    assert len(_ok(out, 'HpccDebianCheck')) == 1
+
+
+@pytest.mark.spack
+@pytest.mark.skipif(spack.find() is None, reason='no Spack found (SPACK_ROOT or the per-user '
+                    'cache): the Spack-built checks cannot run on the testbed')
+def test_multi_node_checks_pass_through_slurm(slurm_suite):
+    found = bootstrap.bootstrap()
+    bootstrap.install_environment(found, 'testbed')
+    out = _reframe_on_testbed(
+        '-n', 'HplCheck%layout_name=per-core%num_nodes=2', '-n', 'ImbPairCheck%benchmark=PingPong',
+        '-n', 'IorCheck%pattern=file-per-process%api=posix',
+        '-S', 'HplCheck.memory_fraction=0.002', '-S', 'HplCheck.repeats=1',
+        '-S', 'IorCheck.num_nodes=2', '-S', 'IorCheck.block_size=16777216',
+        '-S', 'IorCheck.repetitions=1')
+    for check in ('HplCheck', 'ImbPairCheck', 'IorCheck'):
+        assert len(_ok(out, check)) == 1, out[-3000:]
+    # Each ran on two nodes: HPL's grid over 2 x 2 ranks, one IMB rank on each node.
+    perflogs = slurm_suite / 'perflogs' / 'testbed' / 'srun'
+    assert re.search(r'\|inputs=N=\d+ NB=\d+ P=2 Q=2 per-core.* nodes=2 ',
+                     (perflogs / 'HplCheck.log').read_text())
+    assert 'placement=2 node(s) x 1 rank(s)' in (perflogs / 'ImbPairCheck.log').read_text()
+    assert '(2 node(s) x 2)' in (perflogs / 'IorCheck.log').read_text()
+
+    # STREAM once on every node (ReFrame's --distribute): three jobs, one per node.
+    out = _reframe_on_testbed('-n', 'StreamCheck%num_threads=2', '--distribute=all')
+    assert len(_ok(out, 'StreamCheck')) == 3, out[-3000:]
+    nodes = re.findall(r'^\[\s+OK \] .*StreamCheck .*%\.nid=(n\d) ', out, re.M)
+    assert sorted(nodes) == ['n1', 'n2', 'n3']

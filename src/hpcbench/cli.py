@@ -3,6 +3,7 @@ import argparse
 import sys
 
 from hpcbench import spack
+from hpcbench.bootstrap import MACHINE_SYSTEMS
 
 
 def _bootstrap(args):
@@ -11,12 +12,12 @@ def _bootstrap(args):
         if args.registry_only:
             bootstrap.registry_only()
         else:
-            bootstrap.setup(refresh=args.refresh)
+            bootstrap.setup(refresh=args.refresh, system=args.system)
         return
 
     found = bootstrap.bootstrap(refresh=args.refresh)
     if args.command == 'install':
-        bootstrap.install_local_environment(found)
+        bootstrap.install_environment(found, args.system)
 
 
 def _stored_session(args):
@@ -140,16 +141,50 @@ def _reference_counts(args):
                         for i, (v, w) in enumerate(zip(row, widths))))
 
 
+def _changed_checks(args):
+    """The check files a merge request changed (hpcbench.ci), one per line."""
+    from hpcbench import ci
+    for check in ci.changed_checks(ci.git_changed_files(args.base), ci.project_checks()):
+        print(check)
+
+
+def _ci_pipeline(args):
+    """ReFrame's generated pipeline, made runnable from the project (hpcbench.ci)."""
+    import yaml
+
+    from hpcbench import ci
+    try:
+        generated = yaml.safe_load(open(args.generated))
+    except (OSError, yaml.YAMLError) as err:
+        raise RuntimeError(f'{args.generated}: {err}') from None
+    if not isinstance(generated, dict) or 'stages' not in generated:
+        raise RuntimeError(f'{args.generated} is not a pipeline written by reframe --ci-generate')
+
+    with open(args.output, 'w') as fp:
+        yaml.safe_dump(ci.child_pipeline(generated), fp, sort_keys=False, width=1000)
+    print(f'{args.output}: {sum(1 for j in generated.values() if isinstance(j, dict) and "script" in j)} '
+          'ReFrame job(s) and the testbed stop')
+
+
+def _push_buildcache(args):
+    from hpcbench import bootstrap
+    bootstrap.push_buildcache(spack.locate_or_clone(), args.system)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='hpcbench')
     sub = parser.add_subparsers(dest='command', required=True)
     for name, text in (('bootstrap', 'set up this machine for Spack (idempotent)'),
-                       ('install', 'bootstrap, then concretize and install spack-envs/local'),
+                       ('install', 'bootstrap, then concretize and install '
+                                   'spack-envs/<system>'),
                        ('setup', 'install when a Spack is found or can be cloned, else set '
                                  'up the registry-only path (what `make run` does)')):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument('--refresh', action='store_true',
                          help='detect compilers and build tools again')
+        if name != 'bootstrap':
+            cmd.add_argument('--system', default='local', choices=MACHINE_SYSTEMS,
+                             help='the system on this machine whose environment to install')
         if name == 'setup':
             cmd.add_argument('--registry-only', action='store_true',
                              help='only the registry-only path (Debian HPCC), no Spack')
@@ -184,6 +219,20 @@ def main(argv=None):
     counts.add_argument('--system', action='append',
                         help='only this system (repeatable; default: every references file)')
     counts.set_defaults(func=_reference_counts)
+    changed = sub.add_parser('changed-checks',
+                             help='the check files changed since a base commit (merge '
+                                  'requests run only these)')
+    changed.add_argument('--base', required=True, help='the merge request\'s target commit')
+    changed.set_defaults(func=_changed_checks)
+    child = sub.add_parser('ci-pipeline', help='make the pipeline reframe --ci-generate wrote '
+                                               'runnable from the project (GitLab child pipeline)')
+    child.add_argument('generated', help='the file reframe --ci-generate wrote')
+    child.add_argument('output', help='the child pipeline to write')
+    child.set_defaults(func=_ci_pipeline)
+    cache = sub.add_parser('buildcache', help="push an environment's builds to the Spack "
+                                              'build cache directory (kept between pipelines)')
+    cache.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    cache.set_defaults(func=_push_buildcache)
     args = parser.parse_args(argv)
 
     from hpcbench import bootstrap, references

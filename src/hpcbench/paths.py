@@ -41,6 +41,15 @@ def mirror_dir():
     return cache_dir() / 'mirror'
 
 
+def buildcache_dir():
+    """The Spack build cache (binary mirror) the pipeline pushes to and installs from:
+    ``$HPCBENCH_BUILDCACHE``, else ``<cache>/buildcache``; used when it exists."""
+    if os.environ.get('HPCBENCH_BUILDCACHE'):
+        return Path(os.environ['HPCBENCH_BUILDCACHE'])
+
+    return cache_dir() / 'buildcache'
+
+
 TOPOLOGY_DIR = VAR_DIR / 'topology'
 
 

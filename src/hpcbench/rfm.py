@@ -196,6 +196,10 @@ def repeat_launch(test, count):
 # Variables a launcher must not pass on its command line: search paths are the job's
 # business (and their values often refer to the job's own $PATH).
 _NOT_FORWARDED_SUFFIX = 'PATH'
+# Launchers that give the ranks the job's whole environment by themselves: srun (whose
+# --export=<list> would drop the rest and split values at commas, as in
+# OMPI_MCA_btl=self,tcp).
+_ENVIRONMENT_PROPAGATING = ('srun', 'srunalloc')
 
 
 class SiteTuning(rfm.RegressionTestPlugin):
@@ -207,6 +211,7 @@ class SiteTuning(rfm.RegressionTestPlugin):
       ...) and of the test (threads, binding) are given to the launcher too; launchers that
       do not pass the job's environment to remote ranks put them on the launch line
       (hpcbench.backends), the others ignore them: the job script exports them anyway.
+      srun is not given them: it passes the job's environment on by itself.
     """
 
     @run_after('setup')
@@ -217,6 +222,10 @@ class SiteTuning(rfm.RegressionTestPlugin):
 
     @run_before('run')
     def pass_run_time_variables(self):
+        if isinstance(self.job.launcher,
+                      tuple(getlauncher(name) for name in _ENVIRONMENT_PROPAGATING)):
+            return
+
         variables = {**self.current_environ.env_vars, **self.env_vars}
         self.job.launcher.env_vars = {k: str(v) for k, v in variables.items()
                                       if not k.endswith(_NOT_FORWARDED_SUFFIX)}

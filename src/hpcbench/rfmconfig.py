@@ -37,11 +37,11 @@ def spack_partition_settings():
     return {'spack_root': str(found.root)}, env_vars
 
 
-def mpi_environment(stack, target_systems, features=('openmp',)):
+def mpi_environment(stack, target_systems, features=('openmp',), run_env=None):
     """A ReFrame environment for one MPI stack: its wrappers first on PATH, its run-time
-    variables, the `mpi` Spack constraint the checks use to pick their builds, and the
-    distribution's binaries built against it (feature `registry-<name>`, extras
-    `registry_<name>`: the path)."""
+    variables (the stack's, updated with `run_env`), the `mpi` Spack constraint the checks
+    use to pick their builds, and the distribution's binaries built against it (feature
+    `registry-<name>`, extras `registry_<name>`: the path)."""
     registry = sorted(stack.registry_binaries.items())
     return {
         'name': stack.name,
@@ -51,8 +51,19 @@ def mpi_environment(stack, target_systems, features=('openmp',)):
         'extras': {'spack_mpi': stack.spack_name,
                    **{f'registry_{n}': path for n, path in registry}},
         'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
-                     *([k, v] for k, v in stack.run_env.items())],
+                     *([k, v] for k, v in {**stack.run_env, **(run_env or {})}.items())],
     }
+
+
+# How much of the suite a run covers (`reframe --mode`, `make run MODE=`; `--ci-generate`
+# carries the mode into every job of the pipeline it writes). Sweeps and node screening are
+# runs of their own (make tune, make screen).
+MODES = [
+    # HPL and HPCC at 1/25 of the memory (T2K's tuning size): minutes.
+    {'name': 'quick', 'options': ['-S', 'sizing=tuning', '-T', '^(sweep|screen)$']},
+    # At 80 % of it, as a Top500 run would: hours on a small machine.
+    {'name': 'full', 'options': ['-T', '^(sweep|screen)$']},
+]
 
 
 def site(systems, environments):
@@ -67,6 +78,7 @@ def site(systems, environments):
     return {
         'systems': systems,
         'environments': environments,
+        'modes': MODES,
         'general': [{
             'topology_prefix': str(paths.TOPOLOGY_DIR),
             'report_file': f'{VAR}/reports/run-report-{{sessionid}}.json',

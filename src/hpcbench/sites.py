@@ -7,8 +7,12 @@ cores, NUMA nodes and sockets, caches) that the checks derive their inputs from,
 flop/cycle, node count, binding, I/O directory). CPUs are numbered as Linux numbers them:
 cores socket by socket, hardware threads after all cores (CPU c + k * cores).
 """
-from hpcbench import backends  # noqa: F401  (registers the sites' schedulers and launchers)
+import importlib
+
 from hpcbench import rfmconfig
+
+# Imported for its effect: it registers the sites' schedulers and launchers with ReFrame.
+importlib.import_module('hpcbench.backends')
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 

@@ -40,6 +40,13 @@ class Spack:
     def builtin_repo(self):
         return self.packages / 'repos' / 'spack_repo' / 'builtin'
 
+    def commits(self):
+        """The commits of the Spack and spack-packages checkouts ('' where not a git
+        checkout): what, besides an environment's files, decides its concretization."""
+        return tuple(subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'],
+                                    capture_output=True, text=True).stdout.strip()
+                     for repo in (self.root, self.packages))
+
 
 def _is_spack(root):
     return root is not None and (Path(root) / 'bin' / 'spack').is_file()

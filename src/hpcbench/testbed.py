@@ -21,13 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import paths
+from hpcbench import host, paths
 
 APT_PACKAGES = ('slurm-wlm', 'slurmdbd', 'munge', 'mariadb-server', 'mariadb-client')
 DEFAULT_NODES = 3
 FIRST_SLURMD_PORT = 17001
 CTLD_PORT, DBD_PORT, DB_PORT = 16817, 16819, 16306
 CLUSTER, ACCOUNT = 'testbed', 'hpcbench'
+SLURM_PARTITION = 'batch'
 # Order of start; stop goes backwards.
 DAEMONS = ('munged', 'mariadb', 'slurmdbd', 'slurmctld')
 
@@ -37,7 +38,9 @@ class TestbedError(RuntimeError):
 
 
 def state_dir():
-    return Path(os.environ.get('HPCBENCH_TESTBED_DIR', paths.VAR_DIR / 'testbed'))
+    """$HPCBENCH_TESTBED_DIR, else var/testbed of the checkout: the cluster is not a run's
+    product, so HPCBENCH_VAR does not move it."""
+    return Path(os.environ.get('HPCBENCH_TESTBED_DIR', paths.PROJECT_ROOT / 'var' / 'testbed'))
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,31 @@ class Layout:
         return self.run / f'{daemon}.pid'
 
 
-def slurm_conf(layout, nodes, cpus, memory_mb, host):
-    """slurm.conf of a cluster of `nodes` emulated nodes with `cpus` each, on `host`."""
+def node_memory_bytes(nodes):
+    """Memory of one emulated node: every node claims all the host's cores (they share
+    them) and an equal share of its memory (so that jobs sized from it fit side by side)."""
+    return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // nodes
+
+
+def node_extras(nodes):
+    """The `extras` describing one of `nodes` emulated nodes (hpcbench.node): the host's
+    clock and flop/cycle, its share of the memory, and the node count."""
+    return {**host.partition_extras(), 'memory_bytes': node_memory_bytes(nodes),
+            'num_nodes': nodes}
+
+
+def configured_nodes(root=None):
+    """Nodes of the testbed in `root` (its slurm.conf, written by the last start), else
+    the default: what site-configs/testbed.py describes."""
+    return _configured_nodes(Layout(Path(root or state_dir()))) or DEFAULT_NODES
+
+
+def slurm_conf(layout, nodes, processor, memory_mb, host):
+    """slurm.conf of a cluster of `nodes` emulated nodes on `host`, each with the host's
+    `processor` (ReFrame's description: sockets, cores, threads) and `memory_mb`."""
     last_port = FIRST_SLURMD_PORT + nodes - 1
+    threads = processor['num_cpus_per_core']
+    cores = processor['num_cpus_per_socket'] // threads
     return f'''# Written by hpcbench.testbed: {nodes} emulated nodes on {host}.
 ClusterName={CLUSTER}
 SlurmctldHost={host}(127.0.0.1)
@@ -115,8 +140,8 @@ JobCompType=jobcomp/none
 InactiveLimit=0
 KillWait=5
 MinJobAge=30
-NodeName=n[1-{nodes}] NodeHostname={host} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
-PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+NodeName=n[1-{nodes}] NodeHostname={host} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={memory_mb} State=UNKNOWN
+PartitionName={SLURM_PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 '''
 
 
@@ -246,10 +271,8 @@ def _prepare(layout, nodes):
         password_file.write_text(os.urandom(12).hex())
         password_file.chmod(0o600)
 
-    cpus = os.cpu_count() or 1
-    memory_mb = int(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**20)
-    # Every emulated node claims the host's cores and a share of its memory.
-    layout.slurm_conf.write_text(slurm_conf(layout, nodes, cpus, memory_mb // nodes,
+    layout.slurm_conf.write_text(slurm_conf(layout, nodes, host.processor_info(),
+                                            node_memory_bytes(nodes) // 2**20,
                                             socket.gethostname()))
     dbd = layout.etc / 'slurmdbd.conf'
     dbd.write_text(slurmdbd_conf(layout, password_file.read_text()))
@@ -389,6 +412,12 @@ def stop(root=None, timeout=20.0):
         pid_file.unlink()
 
     return order
+
+
+def is_running(root=None):
+    """True when every daemon of the testbed in `root` runs."""
+    layout = Layout(Path(root or state_dir()))
+    return set(recorded(layout)) == expected_daemons(configured_nodes(layout.root))
 
 
 def status(root=None):

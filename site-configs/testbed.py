@@ -1,0 +1,80 @@
+"""ReFrame configuration of the `testbed` system: the Slurm cluster `ci/testbed/testbed start`
+runs on this machine (hpcbench.testbed), with accounting, so ReFrame's `slurm` scheduler
+submits with sbatch and polls sacct as on a production cluster.
+
+- Nodes n1..nN (N from the running testbed's slurm.conf, else its default 3), each described
+  as Slurm describes it: all the host's cores (ReFrame's detection of this host) and an equal
+  share of its memory. They share one machine, so the figures measure the set-up, not a
+  cluster: jobs run one at a time.
+- Two partitions on Slurm's partition `batch`, differing in the launcher: `srun` (ranks
+  started by Slurm: PMIx, PMI-2 for Debian's MPICH) and `mpirun` (each MPI's own launcher,
+  which starts its daemons through srun inside the allocation).
+- One environment per MPI stack of this machine, built by spack-envs/testbed.
+- Slurm's commands (sbatch, sacct, scancel) are pointed at the testbed's slurm.conf.
+"""
+import os
+import sys
+
+from hpcbench import host, mpi_stacks, paths, rfmconfig, testbed
+
+NODES = testbed.configured_nodes()
+STACKS = mpi_stacks.local_stacks()
+os.environ['SLURM_CONF'] = str(testbed.Layout(testbed.state_dir()).slurm_conf)
+if not testbed.is_running():
+    # Listing, describing and dry runs need no cluster; a run would fail at sbatch.
+    print(f'warning: the testbed in {testbed.state_dir()} is not running; jobs cannot be '
+          'submitted until `ci/testbed/testbed start`', file=sys.stderr)
+
+# What the stacks need on nodes that share one host name and one address.
+RUN_ENV = {
+    # Open MPI's shared-memory transport between "nodes" of one host: TCP instead.
+    'openmpi': {'OMPI_MCA_btl': 'self,tcp'},
+    # Debian's MPICH speaks PMI-2, not PMIx (with PMIx every rank is a world of its own).
+    'mpich': {'SLURM_MPI_TYPE': 'pmi2'},
+    # Shared memory alone cannot span two nodes; libfabric's TCP provider can. Under srun
+    # Intel MPI reads its PMIx from Slurm's client library.
+    'intelmpi': {'I_MPI_FABRICS': 'shm:ofi', 'FI_PROVIDER': 'tcp',
+                 'I_MPI_PMI_LIBRARY': 'libpmix.so.2'},
+}
+
+spack_extras, spack_env_vars = rfmconfig.spack_partition_settings()
+
+
+def partition(name, launcher, descr):
+    return {
+        'name': name,
+        'descr': descr,
+        'scheduler': 'slurm',
+        'launcher': launcher,
+        'access': [f'--partition={testbed.SLURM_PARTITION}'],
+        # The emulated nodes share the host's cores: one benchmark at a time.
+        'max_jobs': 1,
+        'processor': host.processor_info(),
+        'environs': [stack.name for stack in STACKS],
+        'env_vars': spack_env_vars,
+        'extras': {
+            **testbed.node_extras(NODES),
+            **spack_extras,
+            'spack_env': str(rfmconfig.spack_env_dir('testbed')),
+            # One file system for every node; one page cache too, which only dropping it
+            # (as root) keeps out of the reads.
+            'io_directory': str(paths.io_directory()),
+            'io_read_cache_policy': 'drop-caches' if os.geteuid() == 0 else 'size',
+        },
+    }
+
+
+site_configuration = rfmconfig.site(
+    systems=[{
+        'name': 'testbed',
+        'descr': f'Slurm cluster of {NODES} emulated nodes on this machine (ci/testbed)',
+        'hostnames': ['.*'],
+        'modules_system': 'nomod',
+        'partitions': [
+            partition('srun', 'srun', 'Ranks started by srun (PMIx; PMI-2 for MPICH)'),
+            partition('mpirun', 'mpirun', "Ranks started by each MPI's mpirun in the job"),
+        ],
+    }],
+    environments=[rfmconfig.mpi_environment(stack, ['testbed'], run_env=RUN_ENV[stack.name])
+                  for stack in STACKS],
+)

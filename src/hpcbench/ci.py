@@ -1,0 +1,86 @@
+"""What the GitLab pipeline (.gitlab-ci.yml) asks of the project beyond `make`.
+
+A merge request runs the unit tests and only the checks it changed: a check's file
+(reframe-checks/<name>.py) or its pure-Python module (src/hpcbench/<name>.py, same name).
+"""
+import copy
+import subprocess
+from pathlib import PurePosixPath
+
+from hpcbench import paths
+
+CHECKS = PurePosixPath('reframe-checks')
+MODULES = PurePosixPath('src/hpcbench')
+
+
+def changed_checks(changed_files, existing_checks):
+    """The check files (relative to the project) a change touches: `changed_files` are
+    paths relative to the project root, `existing_checks` the check files there now (a
+    deleted check is not run)."""
+    existing = {str(PurePosixPath(c)) for c in existing_checks}
+    touched = set()
+    for name in changed_files:
+        path = PurePosixPath(name)
+        if path.suffix != '.py':
+            continue
+        if path.parent == CHECKS or path.parent == MODULES:
+            touched.add(str(CHECKS / path.name))
+
+    return sorted(touched & existing)
+
+
+def git_changed_files(base):
+    """Files changed between `base` and HEAD (the merge request's diff: from the merge
+    base, as GitLab shows it)."""
+    done = subprocess.run(['git', 'diff', '--name-only', f'{base}...HEAD'], cwd=paths.PROJECT_ROOT,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f'git diff {base}...HEAD: {done.stderr.strip()}')
+
+    return done.stdout.split()
+
+
+def project_checks():
+    return [str(p.relative_to(paths.PROJECT_ROOT)) for p in sorted(paths.CHECKS_DIR.glob('*.py'))]
+
+
+# --- The child pipeline ReFrame writes (reframe --ci-generate) ---------------------------------
+
+# What every generated job needs on the runner before ReFrame: the project's venv and the
+# testbed (a no-op when it runs).
+CHILD_BEFORE_SCRIPT = ['make venv', 'ci/testbed/testbed start']
+TESTBED_STOP_JOB = 'stop-testbed'
+
+
+def child_pipeline(generated, config='site-configs/testbed.py'):
+    """ReFrame's generated pipeline (a dict) made runnable from any checkout of the project:
+    - the site config by its path in the project, not the generating host's absolute one;
+    - ReFrame from the project's venv, the testbed started before each job;
+    - each job's JUnit report published (when it fails too);
+    - no cache: the stage and results live in HPCBENCH_VAR, outside the checkout;
+    - a last stage that stops the testbed, whatever happened."""
+    pipeline = {key: copy.deepcopy(value) for key, value in generated.items() if key != 'cache'}
+    stages = list(pipeline['stages'])
+    for name, job in pipeline.items():
+        if not isinstance(job, dict) or 'script' not in job:
+            continue
+        job['script'] = [_project_command(line, config) for line in job['script']]
+        job['before_script'] = list(CHILD_BEFORE_SCRIPT)
+        artifacts = job.setdefault('artifacts', {})
+        artifacts['when'] = 'always'
+        artifacts.setdefault('reports', {})['junit'] = f'{name}-report.xml'
+
+    pipeline['stages'] = [*stages, 'stop']
+    pipeline[TESTBED_STOP_JOB] = {'stage': 'stop', 'when': 'always',
+                                  'script': ['ci/testbed/testbed stop']}
+    return pipeline
+
+
+def _project_command(line, config):
+    words = line.split()
+    if words[:1] == ['reframe']:
+        words[0] = '.venv/bin/reframe'
+    for i, word in enumerate(words[:-1]):
+        if word == '-C':
+            words[i + 1] = config
+    return ' '.join(words)
