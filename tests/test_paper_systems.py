@@ -391,9 +391,11 @@ def _concretized_key(system, found):
                paths.SPACK_ENVS_DIR / system / 'spack.lock',
                *sorted((paths.PROJECT_ROOT / 'packages').rglob('*.py'))]
     config = paths.cache_dir() / 'spack-config'
+    # Mirrors (sources, the pipeline's build cache) do not change what concretizes with
+    # `reuse: false`.
+    scopes = sorted(p for p in config.glob('*.yaml') if p.name != 'mirrors.yaml')
     # Names relative to the checkout and the config scope: any clone shares the result.
-    for base, files in ((paths.PROJECT_ROOT, project),
-                        (config, sorted(config.glob('*.yaml')))):
+    for base, files in ((paths.PROJECT_ROOT, project), (config, scopes)):
         for path in files:
             digest.update(str(path.relative_to(base)).encode() + path.read_bytes())
     for repo in (found.root, found.packages):
