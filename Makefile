@@ -83,9 +83,10 @@ ci-pipeline: $(VENV_STAMP)
 	$(BIN)/hpcbench ci-pipeline var/ci/reframe-pipeline.yml var/ci/checks.yml
 
 # Run .gitlab-ci.yml's jobs here with gitlab-ci-local's shell executor, after it has
-# validated the file against GitLab's schema. PIPELINE_OPTS: its options (default: the jobs a
-# schedule runs; e.g. PIPELINE_OPTS='--job lint').
-PIPELINE_OPTS ?= --variable CI_PIPELINE_SOURCE=schedule
+# validated the file against GitLab's schema. PIPELINE_OPTS (not GCL_*, which gitlab-ci-local
+# reads as its options): its options; default: the jobs a schedule runs, one at a time as on
+# the runner. E.g. PIPELINE_OPTS='--job lint'.
+PIPELINE_OPTS ?= --concurrency 1 --variable CI_PIPELINE_SOURCE=schedule
 gitlab-ci-local: $(VENV_STAMP)
 	$(BIN)/python -m hpcbench.gitlab_ci_local $(PIPELINE_OPTS)
 

@@ -13,6 +13,8 @@ import pytest
 
 from hpcbench import bootstrap, spack, testbed
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
     # Two sockets of four cores with two threads each.
@@ -92,9 +94,34 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     assert _daemons_alive(int(p) for p in leftovers) == []
 
 
-# --- The suite through Slurm (what `make test` runs of it: quick sizes, one MPI stack) -----
+def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():
+    """Jobs of a pipeline may each start the testbed at the same moment: one starts it, the
+    others find it running; then one stop ends every daemon."""
+    if os.geteuid() != 0:
+        pytest.skip('the testbed runs its daemons as root')
+    root = Path(tempfile.mkdtemp(prefix='hpcbench-testbed-'))
+    root.chmod(0o755)
+    env = dict(os.environ, HPCBENCH_TESTBED_DIR=str(root))
+    starts = [subprocess.Popen([str(ROOT / '.venv/bin/python'), '-m', 'hpcbench.testbed',
+                                'start', '--nodes', '2'], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    try:
+        results = [(p.wait(timeout=120), p.stderr.read()) for p in starts]
+        assert [code for code, _ in results] == [0] * 4, results
+        running = testbed.recorded(testbed.Layout(root))
+        assert set(running) == testbed.expected_daemons(2)
+        # One munged and one MariaDB (the daemons naming the directory), the recorded ones.
+        mine = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
+        assert sorted(_daemons_alive(int(p) for p in mine.stdout.split())) == \
+            sorted([running['munged'], running['mariadb']])
+    finally:
+        testbed.stop(root)
+    left = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
+    assert _daemons_alive(int(p) for p in left.stdout.split()) == []
+    shutil.rmtree(root)
 
-ROOT = Path(__file__).resolve().parents[1]
+
+# --- The suite through Slurm (what `make test` runs of it: quick sizes, one MPI stack) -----
 ANSI = re.compile(r'\x1b\[[0-9;]*m')
 
 

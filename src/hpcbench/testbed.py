@@ -10,6 +10,8 @@ Debian's packages (slurm-wlm, slurmdbd, munge, mariadb-server) are installed whe
 task/none. MpiDefault is pmix (plain srun of an MPI program fails in MPI_Init with none).
 """
 import argparse
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -341,12 +343,27 @@ def idle_nodes(layout):
     return sum(1 for line in out.splitlines() if line.split()[1:2] == ['idle'])
 
 
+@contextlib.contextmanager
+def _exclusive(layout):
+    """One start or stop at a time per state directory (jobs of a pipeline may start the
+    testbed side by side: the first starts it, the others find it running)."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.root / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def start(nodes=DEFAULT_NODES, root=None):
     """Start the testbed (or nothing, when it already runs); returns its Layout."""
     if nodes < 1:
         raise TestbedError(f'a testbed needs at least one node, not {nodes}')
 
     layout = Layout(Path(root or state_dir()))
+    with _exclusive(layout):
+        return _start(layout, nodes)
+
+
+def _start(layout, nodes):
     running = recorded(layout)
     if running:
         configured = _configured_nodes(layout)
@@ -375,7 +392,7 @@ def start(nodes=DEFAULT_NODES, root=None):
         _start_mariadb(layout)
         _start_slurm(layout, nodes)
     except Exception:
-        stop(layout.root)
+        _stop(layout)
         raise
 
     return layout
@@ -395,6 +412,13 @@ def stop(root=None, timeout=20.0):
     """End exactly the processes `start` recorded (slurmd, slurmctld, slurmdbd, MariaDB,
     munged), by PID; returns their names."""
     layout = Layout(Path(root or state_dir()))
+    if not layout.root.exists():
+        return []
+    with _exclusive(layout):
+        return _stop(layout, timeout)
+
+
+def _stop(layout, timeout=20.0):
     running = recorded(layout)
     order = sorted(running, key=lambda d: (d in DAEMONS, -DAEMONS.index(d) if d in DAEMONS
                                            else 0))
