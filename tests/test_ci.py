@@ -87,12 +87,14 @@ def test_the_generated_child_pipeline_runs_from_any_checkout():
     child = ci.child_pipeline(GENERATED)
     assert 'cache' not in child
     assert child['stages'] == ['rfm-stage-0', 'rfm-stage-1', 'stop']
+    # The fixture's job (ReFrame 4.10.4 selects nothing with a fixture's hash) is dropped;
+    # the test's job runs its fixture itself.
+    assert set(child) == {'stages', 'ImbPairCheck_0', 'stop-testbed'}
     job = child['ImbPairCheck_0']
     assert job['script'] == ['.venv/bin/reframe -C site-configs/testbed.py -c reframe-checks '
-                             '--restore-session=ImbBuild_1-report.json -n /e132cd70 -r '
-                             '--mode=quick']
+                             '-n /e132cd70 -r --mode=quick']
     assert job['before_script'] == ['make venv', 'ci/testbed/testbed start']
-    assert job['needs'] == ['ImbBuild_1']
+    assert job['needs'] == []
     assert job['artifacts'] == {'paths': ['ImbPairCheck_0-report.json'], 'when': 'always',
                                 'reports': {'junit': 'ImbPairCheck_0-report.xml'}}
     assert child['stop-testbed'] == {'stage': 'stop', 'when': 'always',
