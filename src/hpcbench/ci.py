@@ -4,6 +4,7 @@ A merge request runs the unit tests and only the checks it changed: a check's fi
 (reframe-checks/<name>.py) or its pure-Python module (src/hpcbench/<name>.py, same name).
 """
 import copy
+import re
 import subprocess
 from pathlib import PurePosixPath
 
@@ -50,6 +51,7 @@ def project_checks():
 # testbed (a no-op when it runs).
 CHILD_BEFORE_SCRIPT = ['make venv', 'ci/testbed/testbed start']
 TESTBED_STOP_JOB = 'stop-testbed'
+FIXTURE_JOB = re.compile(r'_[0-9a-f]{8}$')
 
 
 def child_pipeline(generated, config='site-configs/testbed.py'):
@@ -65,7 +67,10 @@ def child_pipeline(generated, config='site-configs/testbed.py'):
     - a last stage that stops the testbed, whatever happened."""
     jobs = {name: job for name, job in generated.items()
             if isinstance(job, dict) and 'script' in job}
-    fixtures = {needed for job in jobs.values() for needed in job.get('needs', [])}
+    # A fixture's job is named <class>_<8-hex hash>, a test's <class>[_<variant>]; `needs`
+    # names only some of them.
+    fixtures = {name for name in jobs if FIXTURE_JOB.search(name)}
+    fixtures |= {needed for job in jobs.values() for needed in job.get('needs', [])}
     pipeline = {'stages': [*generated['stages'], 'stop']}
     for name, job in jobs.items():
         if name in fixtures:
