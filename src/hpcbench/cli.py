@@ -160,10 +160,12 @@ def _ci_pipeline(args):
     if not isinstance(generated, dict) or 'stages' not in generated:
         raise RuntimeError(f'{args.generated} is not a pipeline written by reframe --ci-generate')
 
+    child = ci.child_pipeline(generated)
     with open(args.output, 'w') as fp:
-        yaml.safe_dump(ci.child_pipeline(generated), fp, sort_keys=False, width=1000)
-    print(f'{args.output}: {sum(1 for j in generated.values() if isinstance(j, dict) and "script" in j)} '
-          'ReFrame job(s) and the testbed stop')
+        yaml.safe_dump(child, fp, sort_keys=False, width=1000)
+    tests = [name for name in child if name not in ('stages', ci.TESTBED_STOP_JOB)]
+    print(f'{args.output}: {len(tests)} ReFrame job(s) ({", ".join(tests)}), then the testbed '
+          'stops')
 
 
 def _push_buildcache(args):

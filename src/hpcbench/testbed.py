@@ -106,15 +106,15 @@ def configured_nodes(root=None):
     return _configured_nodes(Layout(Path(root or state_dir()))) or DEFAULT_NODES
 
 
-def slurm_conf(layout, nodes, processor, memory_mb, host):
-    """slurm.conf of a cluster of `nodes` emulated nodes on `host`, each with the host's
+def slurm_conf(layout, nodes, processor, memory_mb, hostname):
+    """slurm.conf of a cluster of `nodes` emulated nodes on `hostname`, each with its
     `processor` (ReFrame's description: sockets, cores, threads) and `memory_mb`."""
     last_port = FIRST_SLURMD_PORT + nodes - 1
     threads = processor['num_cpus_per_core']
     cores = processor['num_cpus_per_socket'] // threads
-    return f'''# Written by hpcbench.testbed: {nodes} emulated nodes on {host}.
+    return f'''# Written by hpcbench.testbed: {nodes} emulated nodes on {hostname}.
 ClusterName={CLUSTER}
-SlurmctldHost={host}(127.0.0.1)
+SlurmctldHost={hostname}(127.0.0.1)
 SlurmctldPort={CTLD_PORT}
 SlurmUser=root
 SlurmdUser=root
@@ -142,7 +142,7 @@ JobCompType=jobcomp/none
 InactiveLimit=0
 KillWait=5
 MinJobAge=30
-NodeName=n[1-{nodes}] NodeHostname={host} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={memory_mb} State=UNKNOWN
+NodeName=n[1-{nodes}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={memory_mb} State=UNKNOWN
 PartitionName={SLURM_PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 '''
 
