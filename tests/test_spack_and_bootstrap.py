@@ -149,3 +149,15 @@ def test_the_two_systems_on_this_machine_concretize_from_the_same_inputs(tmp_pat
             f'definitions:\n- stream_specs: [stream stream_array_size=16777216 ntimes={ntimes}]\n')
         keys[system] = bootstrap.concretization_key(bootstrap.concretization_inputs(env), found)
     assert keys['local'] == keys['testbed'] != keys['other']
+
+
+def test_missing_debian_packages_are_named_and_not_root_gets_the_command(monkeypatch):
+    from hpcbench import debian
+    assert debian.missing(['coreutils', 'no-such-package-hpcbench']) == \
+        ['no-such-package-hpcbench']
+    assert debian.missing([]) == []
+    monkeypatch.setattr(os, 'geteuid', lambda: 1000)
+    with pytest.raises(debian.MissingPackages,
+                       match=r'as root run: apt-get update && apt-get install -y '
+                             r'--no-install-recommends no-such-package-hpcbench$'):
+        debian.ensure(['coreutils', 'no-such-package-hpcbench'])

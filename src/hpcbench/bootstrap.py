@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from hpcbench import host, mpi_stacks, node, paths, spack, stream, testbed
+from hpcbench import debian, host, mpi_stacks, node, paths, spack, stream, testbed
 
 # The registry-only path: what runs a real benchmark with no Spack (Debian's HPCC on
 # Debian's Open MPI, ranks bound with numactl). OpenBLAS is named so that it, not the
@@ -54,27 +54,14 @@ class BootstrapError(RuntimeError):
 # --- Debian packages -------------------------------------------------------------------------
 
 def missing_apt_packages(packages=APT_PACKAGES):
-    out = subprocess.run(['dpkg-query', '-W', '-f', '${Package} ${db:Status-Abbrev}\n',
-                          *packages], capture_output=True, text=True).stdout
-    installed = {ln.split()[0] for ln in out.splitlines() if ln.split()[1:2] == ['ii']}
-    return [p for p in packages if p not in installed]
+    return debian.missing(packages)
 
 
 def ensure_apt_packages(packages=APT_PACKAGES):
-    missing = missing_apt_packages(packages)
-    if not missing:
-        return
-
-    cmd = ['apt-get', 'install', '-y', '--no-install-recommends', *missing]
-    if os.geteuid() != 0:
-        raise BootstrapError('missing Debian packages; as root run: '
-                             f'apt-get update && {" ".join(cmd)}')
-
-    say(f'installing Debian packages: {" ".join(missing)}')
-    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-    subprocess.run(['apt-get', 'update', '-q'], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    try:
+        debian.ensure(packages, say)
+    except debian.MissingPackages as err:
+        raise BootstrapError(str(err)) from None
 
 
 # --- MPI prefixes ------------------------------------------------------------------------------

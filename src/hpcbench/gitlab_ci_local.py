@@ -5,12 +5,11 @@ its shell executor, as a GitLab shell runner would. It is installed from npm (4.
 newest that runs on Node.js 20) into the per-user cache, outside the checkout; it needs
 Debian's rsync (and nodejs/npm), installed here when missing and running as root.
 """
-import os
 import shutil
 import subprocess
 import sys
 
-from hpcbench import paths
+from hpcbench import debian, paths
 
 VERSION = '4.60.0'
 APT_PACKAGES = {'rsync': 'rsync', 'node': 'nodejs', 'npm': 'npm'}
@@ -29,17 +28,11 @@ def executable():
 
 
 def _ensure_commands():
-    missing = sorted({pkg for cmd, pkg in APT_PACKAGES.items() if not shutil.which(cmd)})
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        raise GitlabCiLocalError('missing Debian packages; as root run: apt-get install -y '
-                                 + ' '.join(missing))
-
-    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-    subprocess.run(['apt-get', 'update', '-q'], check=True, env=env, stdout=subprocess.DEVNULL)
-    subprocess.run(['apt-get', 'install', '-y', '-q', *missing], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
+    lacking = sorted({pkg for cmd, pkg in APT_PACKAGES.items() if not shutil.which(cmd)})
+    try:
+        debian.ensure(lacking)
+    except debian.MissingPackages as err:
+        raise GitlabCiLocalError(str(err)) from None
 
 
 def installed_version():

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import host, paths
+from hpcbench import debian, host, paths
 
 APT_PACKAGES = ('slurm-wlm', 'slurmdbd', 'munge', 'mariadb-server', 'mariadb-client')
 DEFAULT_NODES = 3
@@ -229,20 +229,10 @@ def _run(layout, *argv, check=True):
 # --- start / stop -------------------------------------------------------------------------------
 
 def ensure_packages():
-    missing = [p for p in APT_PACKAGES if subprocess.run(
-        ['dpkg-query', '-W', '-f', '${db:Status-Abbrev}', p],
-        capture_output=True, text=True).stdout[:2] != 'ii']
-    if not missing:
-        return
-
-    if os.geteuid() != 0:
-        raise TestbedError('missing Debian packages; as root run: apt-get install -y '
-                           + ' '.join(missing))
-
-    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-    subprocess.run(['apt-get', 'update', '-q'], check=True, env=env, stdout=subprocess.DEVNULL)
-    subprocess.run(['apt-get', 'install', '-y', '-q', '--no-install-recommends', *missing],
-                   check=True, env=env, stdout=subprocess.DEVNULL)
+    try:
+        debian.ensure(APT_PACKAGES)
+    except debian.MissingPackages as err:
+        raise TestbedError(str(err)) from None
 
 
 def _prepare(layout, nodes):
