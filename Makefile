@@ -76,7 +76,7 @@ testbed-stop: $(VENV_STAMP)
 	ci/testbed/testbed stop
 
 # The GitLab child pipeline of every check on $(SYSTEM) (ReFrame's --ci-generate, one job
-# per test case, the mode carried into each), made runnable from the project.
+# per check, the mode carried into each), made runnable from the project.
 ci-pipeline: $(VENV_STAMP)
 	mkdir -p var/ci
 	$(REFRAME) $(MODE_OPTS) $(RFM_OPTS) --ci-generate var/ci/reframe-pipeline.yml
