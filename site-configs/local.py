@@ -5,7 +5,6 @@ var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.host).
 environment per MPI stack this machine has (hpcbench.mpi_stacks). Jobs run one at a time:
 benchmarks must not share the node.
 """
-import os
 
 from hpcbench import host, mpi_stacks, paths, rfmconfig
 
@@ -31,10 +30,7 @@ site_configuration = rfmconfig.site(
                 **host.partition_extras(),
                 **spack_extras,
                 'spack_env': str(paths.SPACK_ENVS_DIR / 'local'),
-                # IOR's directory; as root the page cache is dropped between write and
-                # read, else the data outgrows the memory (hpcbench.ior).
-                'io_directory': str(paths.io_directory()),
-                'io_read_cache_policy': 'drop-caches' if os.geteuid() == 0 else 'size',
+                **host.io_extras(),
             },
         }],
     }],

@@ -15,7 +15,7 @@ submits with sbatch and polls sacct as on a production cluster.
 import os
 import sys
 
-from hpcbench import host, mpi_stacks, paths, rfmconfig, testbed
+from hpcbench import host, mpi_stacks, rfmconfig, testbed
 
 NODES = testbed.configured_nodes()
 STACKS = mpi_stacks.local_stacks()
@@ -56,10 +56,8 @@ def partition(name, launcher, descr):
             **testbed.node_extras(NODES),
             **spack_extras,
             'spack_env': str(rfmconfig.spack_env_dir('testbed')),
-            # One file system for every node; one page cache too, which only dropping it
-            # (as root) keeps out of the reads.
-            'io_directory': str(paths.io_directory()),
-            'io_read_cache_policy': 'drop-caches' if os.geteuid() == 0 else 'size',
+            # The nodes share the host's file system and page cache.
+            **host.io_extras(),
         },
     }
 

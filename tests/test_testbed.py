@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BIN, run_reframe
 from hpcbench import bootstrap, spack, testbed
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
@@ -41,13 +40,19 @@ def _daemons_alive(pids):
     return [p for p in pids if testbed._alive(p)]
 
 
-@pytest.fixture
-def cluster():
+def _new_root():
+    """A state directory for a testbed of the test's own (as root only)."""
     if os.geteuid() != 0:
         pytest.skip('the testbed runs its daemons as root')
     # Not under pytest's 0700 tmp: munge and mysql must reach their directories.
     root = Path(tempfile.mkdtemp(prefix='hpcbench-testbed-'))
     root.chmod(0o755)
+    return root
+
+
+@pytest.fixture
+def cluster():
+    root = _new_root()
     layout = testbed.start(3, root)
     yield layout
     testbed.stop(root)
@@ -97,12 +102,9 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
 def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():
     """Jobs of a pipeline may each start the testbed at the same moment: one starts it, the
     others find it running; then one stop ends every daemon."""
-    if os.geteuid() != 0:
-        pytest.skip('the testbed runs its daemons as root')
-    root = Path(tempfile.mkdtemp(prefix='hpcbench-testbed-'))
-    root.chmod(0o755)
+    root = _new_root()
     env = dict(os.environ, HPCBENCH_TESTBED_DIR=str(root))
-    starts = [subprocess.Popen([str(ROOT / '.venv/bin/python'), '-m', 'hpcbench.testbed',
+    starts = [subprocess.Popen([str(BIN / 'python'), '-m', 'hpcbench.testbed',
                                 'start', '--nodes', '2'], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True) for _ in range(4)]
     try:
@@ -126,24 +128,16 @@ ANSI = re.compile(r'\x1b\[[0-9;]*m')
 
 
 @pytest.fixture
-def slurm_suite(tmp_path, monkeypatch):
+def slurm_suite(cluster, tmp_path, monkeypatch):
     """A 3-node testbed for the `testbed` site config, and results under tmp_path."""
-    if os.geteuid() != 0:
-        pytest.skip('the testbed runs its daemons as root')
-    root = Path(tempfile.mkdtemp(prefix='hpcbench-testbed-'))
-    root.chmod(0o755)
-    monkeypatch.setenv('HPCBENCH_TESTBED_DIR', str(root))
+    monkeypatch.setenv('HPCBENCH_TESTBED_DIR', str(cluster.root))
     monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
-    testbed.start(3, root)
-    yield tmp_path / 'var'
-    testbed.stop(root)
-    shutil.rmtree(root)
+    return tmp_path / 'var'
 
 
 def _reframe_on_testbed(*args):
-    proc = subprocess.run([str(ROOT / '.venv/bin/reframe'), '-C', 'site-configs/testbed.py',
-                           '--system', 'testbed:srun', '-c', 'reframe-checks', '-p', 'openmpi',
-                           '-r', *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = run_reframe('--system', 'testbed:srun', '-p', 'openmpi', '-r', *args,
+                       config='site-configs/testbed.py')
     out = ANSI.sub('', proc.stdout)
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
     return out

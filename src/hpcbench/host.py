@@ -3,6 +3,7 @@
 Used by ``site-configs/local.py`` to describe the ``local`` partition.
 """
 import json
+import os
 import re
 from pathlib import Path
 
@@ -66,6 +67,14 @@ def partition_extras():
         'clock_hz': clock_hz(),
         'flops_per_cycle': flops_per_cycle(),
     }
+
+
+def io_extras():
+    """Partition extras for IOR on this machine (local, and the testbed's nodes, which share
+    its file system and page cache): the directory, and how reads avoid the page cache:
+    dropping it as root, else data larger than the memory (hpcbench.ior)."""
+    return {'io_directory': str(paths.io_directory()),
+            'io_read_cache_policy': 'drop-caches' if os.geteuid() == 0 else 'size'}
 
 
 def processor_info(system='local', partition='default'):
