@@ -17,19 +17,31 @@ MODE_OPTS = --mode=$(or $(filter quick full,$(MODE)),$(error MODE must be quick 
 # Slow-node screening: flag nodes this many percent below the median.
 SCREEN_THRESHOLD ?= 5
 
-.PHONY: run test lint venv bootstrap install setup spack baseline dry-run references tune screen \
+.PHONY: run report test lint venv bootstrap install setup spack baseline dry-run references tune screen \
 	testbed-start testbed-stop buildcache ci-pipeline gitlab-ci-local clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
 # and the run measures HPCC from Debian; the checks that need Spack say so and skip.
 # On the testbed (SYSTEM=testbed) the Slurm cluster is started first; it keeps running.
+# The session's provenance (project and Spack commits, spack.lock hash) goes into ReFrame's
+# results database as session extras; the report is written whatever the checks' outcome.
 run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	$(BIN)/hpcbench setup --system $(SYSTEM)
-	$(REFRAME) $(MODE_OPTS) -r --performance-report $(RFM_OPTS); status=$$?; \
-	$(BIN)/hpcbench compare-stacks; \
+	$(REFRAME) $(MODE_OPTS) -r --performance-report \
+	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(RFM_OPTS); \
+	status=$$?; \
+	$(BIN)/hpcbench compare-stacks --system $(SYSTEM); \
 	echo "Results: perflogs in var/perflogs/, ReFrame's results database var/results.db," \
 	     "run reports in var/reports/ (newest: $$(ls -t var/reports/*.json 2>/dev/null | head -1))"; \
+	$(MAKE) --no-print-directory report SYSTEM=$(SYSTEM) || status=1; \
 	exit $$status
+
+# HTML report + Markdown summary of the stored results (var/report/$(SYSTEM)/), opened in
+# headless Chromium to check that every plot shows and every link leads somewhere.
+# REPORT_OPTS: e.g. --session UUID --against UUID --threshold 10
+REPORT_OPTS ?=
+report: $(VENV_STAMP)
+	$(BIN)/hpcbench report --system $(SYSTEM) --check $(REPORT_OPTS)
 
 # PYTEST_OPTS: more pytest options (the pipeline adds --junitxml).
 test: $(VENV_STAMP)

@@ -17,7 +17,7 @@ from reframe.core.builtins import fixture, run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import hpcc, hpl, references
-from hpcbench.rfm import SiteTuning, SpackBuild, bind_ranks, partition_layout, partition_node
+from hpcbench.rfm import Provenance, SiteTuning, SpackBuild, bind_ranks, partition_layout, partition_node
 
 OUTPUT = 'hpccoutf.txt'
 
@@ -27,7 +27,7 @@ class HpccBuild(SpackBuild):
     needs_mpi = True
 
 
-class HpccBase(rfm.RunOnlyRegressionTest, SiteTuning):
+class HpccBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     #: As HPL's: `full` (80 % of the memory, TSUBAME) or `tuning` (1/25, T2K).
@@ -53,6 +53,7 @@ class HpccBase(rfm.RunOnlyRegressionTest, SiteTuning):
         except hpl.HplInputError as err:
             raise ReframeError(f'{self.current_partition.fullname}: {err}') from None
 
+        self.input_files = {'hpccinf.txt': text}
         with open(os.path.join(self.stagedir, 'hpccinf.txt'), 'w') as fp:
             fp.write(text)
 

@@ -24,7 +24,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
-from hpcbench.rfm import (SiteTuning, SpackBuild, bind_ranks, configured_layout_names,
+from hpcbench.rfm import (Provenance, SiteTuning, SpackBuild, bind_ranks, configured_layout_names,
                           configured_node_counts, job_output, partition_layout,
                           partition_layouts, partition_node, skip_beyond_partition, skip_unless_node_count)
 
@@ -38,7 +38,7 @@ class DgemmRateBuild(SpackBuild):
     spec = 'dgemm-rate'
 
 
-class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning):
+class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     """The DGEMM rate of one node through the BLAS HPL uses: one process, all cores."""
     descr = 'DGEMM ceiling of one node (hpcbench dgemm-rate)'
     valid_systems = ['*']
@@ -77,7 +77,7 @@ class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning):
         return self.result.mean
 
 
-class HplBase(rfm.RunOnlyRegressionTest, SiteTuning):
+class HplBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     """One HPL job: inputs planned from the partition, each rank bound by its layout."""
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
@@ -144,8 +144,9 @@ class HplBase(rfm.RunOnlyRegressionTest, SiteTuning):
             raise ReframeError(f'{part.fullname}: {err}') from None
 
         inputs = self.plan.inputs
+        self.input_files = {'HPL.dat': hpl.hpl_dat(inputs)}
         with open(os.path.join(self.stagedir, 'HPL.dat'), 'w') as fp:
-            fp.write(hpl.hpl_dat(inputs))
+            fp.write(self.input_files['HPL.dat'])
 
         (p, q), = inputs.grids
         self.inputs = (f'N={inputs.ns[0]} NB={",".join(map(str, tuning.nbs))} P={p} Q={q} '

@@ -21,12 +21,13 @@ import os
 import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import imb, references
-from hpcbench.rfm import (SiteTuning, SpackBuild, bind_ranks, job_output, partition_layout,
+from hpcbench.rfm import (Provenance, SiteTuning, SpackBuild, bind_ranks, job_output, partition_layout,
                           partition_node, partition_num_nodes, repeat_launch,
                           skip_beyond_partition)
 
@@ -42,7 +43,7 @@ def _group_layouts():
     return ['per-core', 'per-node'] if several else ['per-core']
 
 
-class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning):
+class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     build = fixture(ImbBuild, scope='environment')
@@ -101,6 +102,9 @@ class ImbBenchmark(ImbBase):
     #: IMB launches in the job (None: hpcbench.imb.BEST_OF, three for the curves whose
     #: shape is read, PingPong and PingPing; one for the others).
     repeats = variable(int, type(None), value=None)
+    #: The measured table (the fastest run at each size) by column (hpcbench.imb.curve):
+    #: the curves of the report's IMB plots, kept in the results database.
+    curve = variable(typ.Dict[str, typ.List[float]], value={})
 
     def run_benchmark(self, placement):
         if self.repeats is None:
@@ -140,6 +144,7 @@ class ImbBenchmark(ImbBase):
             raise SanityError(str(err)) from None
 
         self.figures = imb.figures(table)
+        self.curve = imb.curve(table)
         return True
 
     @run_before('performance')

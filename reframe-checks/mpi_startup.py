@@ -16,7 +16,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import mpi_startup, references
-from hpcbench.rfm import (SiteTuning, SpackBuild, configured_node_counts, job_output,
+from hpcbench.rfm import (Provenance, SiteTuning, SpackBuild, configured_node_counts, job_output,
                           partition_layout, repeat_launch, skip_unless_node_count)
 
 
@@ -26,7 +26,7 @@ class MpiStartupBuild(SpackBuild):
 
 
 @rfm.simple_test
-class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning):
+class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     descr = 'MPI_Init and hello world time of one rank per core (Oakforest-PACS)'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']

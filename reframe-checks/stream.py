@@ -13,7 +13,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import SanityError
 
 from hpcbench import references, stream
-from hpcbench.rfm import SpackBuild, configured_nodes, job_output, partition_node
+from hpcbench.rfm import Provenance, SpackBuild, configured_nodes, job_output, partition_node
 
 
 class StreamBuild(SpackBuild):
@@ -29,7 +29,7 @@ def _thread_counts():
 
 
 @rfm.simple_test
-class StreamCheck(rfm.RunOnlyRegressionTest):
+class StreamCheck(rfm.RunOnlyRegressionTest, Provenance):
     descr = 'STREAM memory bandwidth of one node, OpenMP thread sweep'
     valid_systems = ['*']
     valid_prog_environs = ['+openmp']

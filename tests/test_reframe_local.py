@@ -117,6 +117,18 @@ def test_registry_only_path_runs_a_small_real_hpcc_through_reframe(var):
     assert re.search(r'\|inputs=N=\d+ NB=192 P=\d+ Q=\d+ per-core', line)
     assert re.search(r'\|hpl=[\d.]+ GFLOP/s \(ref=', line)
     assert re.search(r'\|star_stream_triad=[\d.]+ GB/s \(ref=', line)
+    # ... and its provenance: the Debian package that ran, the node, the project's commit.
+    assert re.search(r'\|build=hpcc \S+ \(Debian\)\|topology=\S+: \d+ socket', line)
+    assert re.search(r'\|commit=[0-9a-f]{40}(-dirty)?\|', line)
+
+    # The report of that run, built from its results database and opened in Chromium.
+    shown = subprocess.run([str(BIN / 'hpcbench'), 'report', '--output', str(var / 'report'),
+                            '--check'], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.rstrip().endswith(f'Report: {var / "report" / "index.html"}')
+    html = (var / 'report' / 'index.html').read_text()
+    assert 'HpccDebianCheck' in html and 'hpccinf.txt' in html
+    assert 'Fewer than two stored sessions' in html
 
 
 requires_spack = pytest.mark.skipif(

@@ -1,6 +1,7 @@
 """`hpcbench`: the suite's commands (bootstrap, install, baseline)."""
 import argparse
 import sys
+from pathlib import Path
 
 from hpcbench import spack
 from hpcbench.bootstrap import MACHINE_SYSTEMS
@@ -28,8 +29,6 @@ def _stored_session(args):
             else results.latest_session(config))
     if not data:
         raise RuntimeError(f'no stored session for {args.system}: run the suite first')
-
-    return data
 
     return data
 
@@ -168,6 +167,36 @@ def _ci_pipeline(args):
           'stops')
 
 
+def _provenance(args):
+    """The session's provenance as ReFrame --session-extras (what `make run` passes)."""
+    from hpcbench import paths, provenance
+    try:
+        print(provenance.session_extras(
+            provenance.session_facts(str(paths.SPACK_ENVS_DIR / args.system))))
+    except ValueError as err:
+        raise RuntimeError(str(err)) from None
+
+
+def _report(args):
+    """The HTML report and Markdown summary of a system's stored results."""
+    from hpcbench import paths, report
+    directory = Path(args.output) if args.output else paths.VAR_DIR / 'report' / args.system
+    index = report.from_database(args.system, directory, args.session, args.against,
+                                 args.threshold)
+    print(f'Markdown summary: {index.parent / "summary.md"}')
+    if args.check:
+        from hpcbench import browser
+        try:
+            seen = browser.inspect(index, index.parent / 'screenshot.png')
+        except browser.BrowserUnavailable as err:
+            print(f'not opened in a browser: {err}')
+        else:
+            print(browser.describe(seen))
+            if not seen.ok:
+                raise RuntimeError(f'{index} does not display completely in Chromium')
+    print(f'Report: {index}')
+
+
 def _push_buildcache(args):
     from hpcbench import bootstrap
     bootstrap.push_buildcache(spack.locate_or_clone(), args.system)
@@ -235,6 +264,22 @@ def main(argv=None):
                                               'build cache directory (kept between pipelines)')
     cache.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
     cache.set_defaults(func=_push_buildcache)
+    facts = sub.add_parser('provenance', help="print the session's provenance (project and "
+                                              'Spack commits, spack.lock hash, host) as '
+                                              'reframe --session-extras')
+    facts.add_argument('--system', default='local')
+    facts.set_defaults(func=_provenance)
+    rep = sub.add_parser('report', help='write the HTML report and Markdown summary of the '
+                                        "stored results (ReFrame's results database)")
+    rep.add_argument('--system', default='local')
+    rep.add_argument('--session', help='show this session (default: each check\'s newest)')
+    rep.add_argument('--against', help='compare with this session (default: the one before)')
+    rep.add_argument('--threshold', type=float, default=5.0,
+                     help='percent worse that counts as a regression (default 5)')
+    rep.add_argument('--output', help='directory (default: var/report/<system>)')
+    rep.add_argument('--check', action='store_true',
+                     help='open the report in headless Chromium: screenshot, images, links')
+    rep.set_defaults(func=_report)
     args = parser.parse_args(argv)
 
     from hpcbench import bootstrap, references

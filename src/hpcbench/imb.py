@@ -374,6 +374,22 @@ def figures(table):
     return values
 
 
+# The columns of a table a curve keeps, when every row has them: t_avg in microseconds,
+# mbytes_per_sec in 10^6 bytes/s, msgs_per_sec.
+CURVE_COLUMNS = ('t_avg', 'mbytes_per_sec', 'msgs_per_sec')
+
+
+def curve(table):
+    """A table as columns: `bytes` (0 for Barrier, which has no size) and those of
+    CURVE_COLUMNS that every row measured (Uniband and Biband report no time)."""
+    columns = {'bytes': [float(r.size or 0) for r in table.rows]}
+    for name in CURVE_COLUMNS:
+        values = [getattr(r, name) for r in table.rows]
+        if all(v is not None for v in values):
+            columns[name] = [float(v) for v in values]
+    return columns
+
+
 @dataclass(frozen=True)
 class Variability:
     mean: float

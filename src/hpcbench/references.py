@@ -279,12 +279,22 @@ UNBOUNDED_UNITS = {'B'}
 UNBOUNDED_SUFFIXES = ('_cv',)
 
 
+def better(variable, unit):
+    """'higher' or 'lower': which way a variable improves; None for those that neither
+    improve nor regress (properties, run-to-run variation)."""
+    if unit in UNBOUNDED_UNITS or variable.endswith(UNBOUNDED_SUFFIXES):
+        return None
+
+    return 'lower' if unit in SMALLER_IS_BETTER_UNITS else 'higher'
+
+
 def baseline_bounds(variable, unit, tolerance):
     """ReFrame's (lower, upper) thresholds of a baseline figure."""
-    if unit in UNBOUNDED_UNITS or variable.endswith(UNBOUNDED_SUFFIXES):
+    direction = better(variable, unit)
+    if direction is None:
         return (None, None)
 
-    return (None, tolerance) if unit in SMALLER_IS_BETTER_UNITS else (-tolerance, None)
+    return (None, tolerance) if direction == 'lower' else (-tolerance, None)
 
 
 def baseline_from_testcases(system, testcases, session_uuid, tolerance, host=None,

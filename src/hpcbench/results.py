@@ -1,5 +1,6 @@
 """Reading ReFrame's results database (through ReFrame's own CLI, so its format is the
 contract) and turning stored test cases into the figures of a baseline."""
+import csv
 import json
 import re
 import subprocess
@@ -32,12 +33,34 @@ def latest_session(config, period='now-365d:now'):
     return max(sessions, key=lambda s: s['session_info']['time_start_unix'], default=None)
 
 
+def stored_sessions(config, period='now-365d:now'):
+    """The stored sessions of `period`, newest first."""
+    return sorted(reframe_json(config, f'--describe-stored-sessions={period}'),
+                  key=lambda s: s['session_info']['time_start_unix'], reverse=True)
+
+
 def session(config, uuid):
     found = reframe_json(config, f'--describe-stored-sessions={uuid}')
     if not found:
         raise RuntimeError(f'no stored session {uuid}')
 
     return found[0]
+
+
+def performance_compare(config, new, old):
+    """ReFrame's --performance-compare of two stored sessions, as CSV rows (header first):
+    name, sysenv, pvar, punit, the mean in `new`, in `old`, pdiff = (new - old) / old in
+    percent; a test case measured in only one of them is left out."""
+    cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config),
+           f'--performance-compare={new}/{old}/mean:/', '--table-format=csv',
+           '--term-lhs=new', '--term-rhs=old']
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = proc.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('name,')), None)
+    if proc.returncode != 0 or start is None:
+        raise RuntimeError(f'{" ".join(cmd)} failed: {(proc.stderr or proc.stdout).strip()[-2000:]}')
+
+    return list(csv.reader(lines[start:]))
 
 
 def measured_cases(session_data):
@@ -56,9 +79,10 @@ def measured_cases(session_data):
             check = tc['name'].split()[0]
             # Typed values where the case records them (parameters), else the name's text.
             match = {p: tc.get(p, text) for p, text in _PARAM.findall(tc['name'])}
-            perf = {}
-            for key, (value, *_, unit, _result) in tc['perfvalues'].items():
+            perf, refs = {}, {}
+            for key, (value, ref, lower, upper, unit, result) in tc['perfvalues'].items():
                 perf[key.rsplit(':', 1)[1]] = (value, unit)
+                refs[key.rsplit(':', 1)[1]] = (ref, lower, upper, result)
 
             cases[(check, tc['partition'], tc['environ'], tuple(sorted(match.items())))] = {
                 'check': check, 'system': tc['system'], 'partition': tc['partition'],
@@ -66,6 +90,10 @@ def measured_cases(session_data):
                 'met_references': tc['result'] == 'pass',
                 'nodelist': tc.get('job_nodelist') or [],
                 'inputs': tc.get('inputs') or '',
+                # Per variable: (reference, lower, upper, 'pass'|'fail') as ReFrame judged
+                # it; a reference of 0 with no bounds is no reference.
+                'references': refs,
+                'testcase': tc,
             }
 
     return list(cases.values())
@@ -80,8 +108,7 @@ def check_cases(config, check, uuid=None):
     if uuid:
         data = [session(config, uuid)]
     else:
-        data = sorted(reframe_json(config, '--describe-stored-sessions=now-365d:now'),
-                      key=lambda s: s['session_info']['time_start_unix'], reverse=True)
+        data = stored_sessions(config)
 
     for candidate in data:
         cases = [c for c in measured_cases(candidate) if c['check'] == check]

@@ -1,14 +1,16 @@
-"""ReFrame building blocks shared by the checks: the Spack build fixture and the node
-description of the partition a test runs on."""
+"""ReFrame building blocks shared by the checks: the Spack build fixture, the node
+description of the partition a test runs on, and the plugins every check mixes in (what
+its MPI stack needs at launch; the provenance of its results)."""
 import os
 
 import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from hpcbench import layout, node
+from hpcbench import layout, node, provenance
 
 PREFIX_FILE = 'spack-prefix.txt'
 BIND_SCRIPT = 'bind-rank.sh'
@@ -229,3 +231,52 @@ class SiteTuning(rfm.RegressionTestPlugin):
         variables = {**self.current_environ.env_vars, **self.env_vars}
         self.job.launcher.env_vars = {k: str(v) for k, v in variables.items()
                                       if not k.endswith(_NOT_FORWARDED_SUFFIX)}
+
+
+class Provenance(rfm.RegressionTestPlugin):
+    """What exactly produced a test's figures (hpcbench.provenance), as loggable variables:
+    ReFrame keeps them in the perflog line and in the results database with every other
+    variable the check set."""
+    #: The project's git commit (`-dirty`: with uncommitted changes).
+    project_commit = variable(str, value='')
+    #: Spack's and spack-packages' commits.
+    spack_commit = variable(str, value='')
+    #: sha256 of the system's spack.lock.
+    spack_lock = variable(str, value='')
+    #: The build that ran: its full spec, compiler, MPI and BLAS with versions.
+    build_spec = variable(str, value='')
+    #: The node the figures were measured on.
+    topology = variable(str, value='')
+    #: Input files the check wrote (HPL.dat, hpccinf.txt), by name.
+    input_files = variable(typ.Dict[str, str], value={})
+
+    @run_before('run')
+    def record_provenance(self):
+        # Before the run, after every setup hook: the build and the executable are known.
+        part = self.current_partition
+        facts = provenance.session_facts(part.extras.get('spack_env'))
+        self.project_commit = facts['project_commit']
+        self.spack_commit = facts['spack_commit']
+        self.spack_lock = facts['spack_lock']
+
+        self.build_spec = self._build_description()
+        try:
+            self.topology = provenance.topology(part.processor.info, partition_node(part))
+        except node.NodeDescriptionError:
+            self.topology = ''
+
+    def _build_description(self):
+        if self.is_dry_run():
+            return ''
+
+        build = getattr(self, 'build', None)
+        if isinstance(build, SpackBuild):
+            return provenance.build_spec(build.install_prefix())
+
+        # A distribution's binary: the program itself or the one a binding wrapper runs.
+        programs = [str(self.executable), *map(str, self.executable_opts[:1])]
+        for program in programs:
+            if os.path.isabs(program):
+                return provenance.debian_package(program)
+
+        return ''

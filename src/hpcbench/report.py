@@ -1,0 +1,395 @@
+"""The report of a system's stored results (`make report`, `hpcbench report`): an HTML page
+and a Markdown summary built from ReFrame's results database.
+
+- per check, its latest results against their references: pass or fail as ReFrame judged
+  them, and the margin to the reference;
+- plots of the results beside the papers' figures (hpcbench.plots);
+- two sessions compared by ReFrame's --performance-compare, regressions highlighted;
+- the provenance each result carries (hpcbench.provenance): session extras and the
+  build, inputs and node of every test case.
+
+Everything here works on data (sessions as `reframe --describe-stored-sessions` prints
+them, comparison rows as --performance-compare prints them); `from_database` fetches them.
+"""
+import datetime
+import html
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcbench import plots, references, results
+
+# A change beyond this many percent in the worse direction is a regression.
+REGRESSION_THRESHOLD = 5.0
+# Session extras recorded by `make run` (hpcbench provenance), in display order.
+SESSION_FACTS = ('project_commit', 'spack_commit', 'spack_lock', 'host')
+# Per test case (hpcbench.rfm.Provenance and the checks' `inputs`).
+CASE_FACTS = ('inputs', 'build_spec', 'topology', 'project_commit', 'spack_commit',
+              'spack_lock')
+
+
+@dataclass
+class Comparison:
+    new: str                     # session UUIDs
+    old: str
+    rows: list = field(default_factory=list)   # dicts, see compared_rows
+    threshold: float = REGRESSION_THRESHOLD
+
+    @property
+    def regressions(self):
+        return [r for r in self.rows if r['verdict'] == 'regression']
+
+
+def system_cases(session_data, system):
+    return [c for c in results.measured_cases(session_data) if c['system'] == system]
+
+
+def latest_cases(sessions, system):
+    """Per check, its cases from the newest session that measured it on `system`
+    (sessions newest first), each marked with its session's UUID; and those sessions."""
+    newest = {}
+    for data in sessions:
+        for case in system_cases(data, system):
+            newest.setdefault(case['check'], data['session_info']['uuid'])
+
+    cases, used = [], []
+    for data in sessions:
+        uuid = data['session_info']['uuid']
+        mine = [c for c in system_cases(data, system) if newest[c['check']] == uuid]
+        for case in mine:
+            case['session'] = uuid
+        if mine:
+            cases += mine
+            used.append(data)
+    return cases, used
+
+
+def sessions_to_compare(sessions, system, new=None, old=None):
+    """(new, old) session UUIDs to compare: `new` (default: the newest session that
+    measured `system`) and `old` (default: the one that measured it before); None when
+    there are not two."""
+    measured = [d['session_info']['uuid'] for d in sessions if system_cases(d, system)]
+    new = new or (measured[0] if measured else None)
+    if not old and new in measured:
+        later = measured[measured.index(new) + 1:]
+        old = later[0] if later else None
+    return (new, old) if new and old else None
+
+
+def margin(value, reference):
+    """Percent of the value above (+) or below (-) its reference; None without one."""
+    if not reference:
+        return None
+    return 100.0 * (value - reference) / abs(reference)
+
+
+def reference_rows(case, reference_set):
+    """A case's figures with their references: dicts with variable, value, unit, ref,
+    lower, upper (fractions), result, margin (%), source (the cited figure, if any)."""
+    cited = references.select(reference_set, case['check'], case['partition'],
+                              case['environ'], case['testcase']) if reference_set else {}
+    rows = []
+    for variable, (value, unit) in case['perfvalues'].items():
+        ref, lower, upper, result = case['references'][variable]
+        has_ref = bool(ref) or lower is not None or upper is not None
+        fig = cited.get(variable)
+        rows.append({
+            'variable': variable, 'value': value, 'unit': unit,
+            'ref': ref if has_ref else None, 'lower': lower, 'upper': upper,
+            'result': result if has_ref else 'no reference',
+            'margin': margin(value, ref) if has_ref else None,
+            'source': (f'{fig.source} {fig.where}' if fig else ''),
+        })
+    return rows
+
+
+def summary_rows(cases, reference_set):
+    """Per check: test cases, figures, passed, failed, without reference, sessions."""
+    rows = []
+    for check in sorted({c['check'] for c in cases}):
+        mine = [c for c in cases if c['check'] == check]
+        judged = [r['result'] for c in mine for r in reference_rows(c, reference_set)]
+        rows.append([check, len(mine), len(judged), judged.count('pass'),
+                     judged.count('fail'), judged.count('no reference'),
+                     ' '.join(sorted({c['session'][:8] for c in mine}))])
+    return rows
+
+
+def verdict(variable, unit, pdiff, threshold=REGRESSION_THRESHOLD):
+    """'regression', 'improvement' or 'same' for a change of pdiff percent (new against
+    old); 'changed' for variables with no better direction beyond the threshold."""
+    if pdiff is None:
+        return 'no data'
+    direction = references.better(variable, unit)
+    if abs(pdiff) <= threshold:
+        return 'same'
+    if direction is None:
+        return 'changed'
+    worse = pdiff < 0 if direction == 'higher' else pdiff > 0
+    return 'regression' if worse else 'improvement'
+
+
+def compared_rows(table, threshold=REGRESSION_THRESHOLD):
+    """--performance-compare's CSV rows (header first: name, sysenv, pvar, punit, value
+    new, value old, pdiff) as dicts with a verdict each."""
+    header, *body = table
+    rows = []
+    for name, sysenv, pvar, punit, new, old, pdiff in (r[:7] for r in body):
+        pdiff = _number(pdiff)
+        rows.append({'name': name, 'sysenv': sysenv, 'variable': pvar, 'unit': punit,
+                     'new': _number(new), 'old': _number(old), 'pdiff': pdiff,
+                     'verdict': verdict(pvar, punit, pdiff, threshold)})
+    return rows
+
+
+def _number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _fmt(value, digits=4):
+    if value is None:
+        return '-'
+    if isinstance(value, float):
+        return f'{value:.0f}' if abs(value) >= 10000 else f'{value:.{digits}g}'
+    return str(value)
+
+
+def _fmt_margin(value):
+    return '-' if value is None else f'{value:+.1f} %'
+
+
+def _bounds(row):
+    if row['ref'] is None:
+        return ''
+    lower = '-inf' if row['lower'] is None else f'{row["lower"]:+.0%}'
+    upper = '+inf' if row['upper'] is None else f'{row["upper"]:+.0%}'
+    return f'[{lower}, {upper}]'
+
+
+def case_title(case):
+    params = ' '.join(f'{k}={v}' for k, v in sorted(case['match'].items()))
+    return f'{case["check"]} {params}'.strip()
+
+
+# --- Markdown ------------------------------------------------------------------------------
+
+
+def _md_table(header, rows):
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    lines += ['| ' + ' | '.join(str(c).replace('|', '\\|') for c in row) + ' |'
+              for row in rows]
+    return '\n'.join(lines)
+
+
+def markdown(system, cases, reference_set, comparison, saved_plots, generated):
+    out = [f'# hpcbench report: {system}', '', f'Generated {generated} from ReFrame\'s '
+           f'results database. HTML report with plots: [index.html](index.html).', '']
+    out += ['## Summary', '', _md_table(['check', 'test cases', 'figures', 'pass', 'fail',
+                                        'no reference', 'session'],
+                                       summary_rows(cases, reference_set)), '']
+    out += ['## Results against references', '']
+    for check in sorted({c['check'] for c in cases}):
+        out += [f'### {check}', '']
+        rows = []
+        for case in [c for c in cases if c['check'] == check]:
+            for row in reference_rows(case, reference_set):
+                rows.append([case_title(case), case['environ'], row['variable'],
+                             f'{_fmt(row["value"])} {row["unit"]}', _fmt(row['ref']),
+                             _bounds(row), _fmt_margin(row['margin']),
+                             f'**{row["result"]}**' if row['result'] == 'fail'
+                             else row['result'], row['source']])
+        out += [_md_table(['test case', 'environ', 'variable', 'value', 'reference',
+                           'bounds', 'margin', 'result', 'cited'], rows), '']
+
+    out += ['## Plots', '']
+    out += [f'- [{p.title}](plots/{name})' for p, name in saved_plots]
+    out += ['', '## Comparison of two sessions', '']
+    out += _md_comparison(comparison)
+    return '\n'.join(out) + '\n'
+
+
+def _md_comparison(comparison):
+    if comparison is None:
+        return ['Fewer than two stored sessions measured this system: nothing to compare.']
+    out = [f'Session {comparison.new} (new) against {comparison.old} (old), '
+           f'ReFrame --performance-compare; regression: worse by more than '
+           f'{comparison.threshold:g} %. {len(comparison.regressions)} regression(s).', '']
+    rows = [[r['name'], r['sysenv'], r['variable'], f'{_fmt(r["new"])} {r["unit"]}',
+             f'{_fmt(r["old"])} {r["unit"]}', _fmt_margin(r['pdiff']),
+             f'**{r["verdict"]}**' if r['verdict'] == 'regression' else r['verdict']]
+            for r in comparison.rows]
+    return out + [_md_table(['test case', 'system:partition+environ', 'variable', 'new',
+                             'old', 'change', 'verdict'], rows)]
+
+
+# --- HTML ----------------------------------------------------------------------------------
+
+_STYLE = '''
+body { font-family: sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.pass { background: #e3f4e3; } .fail { background: #f9d6d5; font-weight: bold; }
+.regression { background: #f9d6d5; font-weight: bold; } .improvement { background: #e3f4e3; }
+figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 0.85em; color: #444; }
+pre { background: #f6f6f6; padding: 0.5em; font-size: 0.8em; overflow-x: auto; }
+nav a { margin-right: 1em; } code { font-size: 0.9em; }
+'''
+
+
+def _e(value):
+    return html.escape(str(value))
+
+
+def _html_table(header, rows, row_classes=None):
+    out = ['<table><tr>' + ''.join(f'<th>{_e(h)}</th>' for h in header) + '</tr>']
+    for i, row in enumerate(rows):
+        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ''
+        cells = ''.join(f'<td class="num">{_e(c)}</td>' if isinstance(c, (int, float))
+                        or (isinstance(c, str) and c[:1] in '+-0123456789' and c != '-')
+                        else f'<td>{_e(c)}</td>' for c in row)
+        out.append(f'<tr{cls}>{cells}</tr>')
+    return '\n'.join(out + ['</table>'])
+
+
+def _anchor(text):
+    return ''.join(ch if ch.isalnum() else '-' for ch in text.lower()).strip('-')
+
+
+def render_html(system, cases, sessions, reference_set, comparison, saved_plots, generated):
+    checks = sorted({c['check'] for c in cases})
+    failed = sum(r['result'] == 'fail' for c in cases for r in reference_rows(c, reference_set))
+    out = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+           f'<title>hpcbench report: {_e(system)}</title><style>{_STYLE}</style></head><body>',
+           f'<h1>hpcbench report: {_e(system)}</h1>',
+           f'<p>Generated {_e(generated)} from ReFrame\'s results database: '
+           f'{len(cases)} test case(s) of {len(checks)} check(s), {failed} figure(s) '
+           f'outside their reference bounds. Markdown summary: '
+           f'<a href="summary.md">summary.md</a>.</p>',
+           '<nav><a href="#summary">Summary</a><a href="#plots">Plots</a>'
+           '<a href="#comparison">Comparison</a><a href="#results">Results</a>'
+           '<a href="#provenance">Provenance</a></nav>']
+
+    out.append('<h2 id="summary">Summary</h2>')
+    summary = summary_rows(cases, reference_set)
+    out.append(_html_table(['check', 'test cases', 'figures', 'pass', 'fail',
+                            'no reference', 'session'], summary,
+                           ['fail' if row[4] else '' for row in summary]))
+    out.append('<h2 id="plots">Plots</h2>')
+    for plot, name in saved_plots:
+        out.append(f'<figure id="plot-{_e(plot.name)}"><a href="plots/{_e(name)}">'
+                   f'<img src="plots/{_e(name)}" alt="{_e(plot.title)}"></a>'
+                   f'<figcaption>{_e(plot.title)}. {_e(plot.caption)}</figcaption></figure>')
+
+    out.append('<h2 id="comparison">Comparison of two sessions</h2>')
+    if comparison is None:
+        out.append('<p>Fewer than two stored sessions measured this system: nothing to '
+                   'compare.</p>')
+    else:
+        out.append(f'<p>Session <code>{_e(comparison.new)}</code> (new) against '
+                   f'<code>{_e(comparison.old)}</code> (old), ReFrame '
+                   f'<code>--performance-compare</code>; a regression is a change for the '
+                   f'worse by more than {comparison.threshold:g} %. '
+                   f'<strong>{len(comparison.regressions)} regression(s)</strong>.</p>')
+        out.append(_html_table(
+            ['test case', 'system:partition+environ', 'variable', 'new', 'old', 'unit',
+             'change', 'verdict'],
+            [[r['name'], r['sysenv'], r['variable'], _fmt(r['new']), _fmt(r['old']),
+              r['unit'], _fmt_margin(r['pdiff']), r['verdict']] for r in comparison.rows],
+            [r['verdict'] if r['verdict'] in ('regression', 'improvement') else ''
+             for r in comparison.rows]))
+
+    out.append('<h2 id="results">Results against references</h2>')
+    out.append('<p>' + ' '.join(f'<a href="#{_anchor(c)}">{_e(c)}</a>' for c in checks)
+               + '</p>')
+    for check in checks:
+        out.append(f'<h3 id="{_anchor(check)}">{_e(check)}</h3>')
+        rows, classes = [], []
+        for case in [c for c in cases if c['check'] == check]:
+            for row in reference_rows(case, reference_set):
+                rows.append([case_title(case), case['environ'], row['variable'],
+                             _fmt(row['value']), row['unit'], _fmt(row['ref']), _bounds(row),
+                             _fmt_margin(row['margin']), row['result'], row['source']])
+                classes.append(row['result'] if row['result'] in ('pass', 'fail') else '')
+        out.append(_html_table(['test case', 'environ', 'variable', 'value', 'unit',
+                                'reference', 'bounds', 'margin', 'result', 'cited'],
+                               rows, classes))
+
+    out.append('<h2 id="provenance">Provenance</h2>')
+    out.append(_html_table(
+        ['session', 'started', 'command', *SESSION_FACTS],
+        [[s['session_info']['uuid'], s['session_info']['time_start'],
+          s['session_info'].get('cmdline', ''),
+          *(s['session_info'].get(k, 'not recorded') for k in SESSION_FACTS)]
+         for s in sessions]))
+    for case in cases:
+        tc = case['testcase']
+        facts = ''.join(f'<tr><th>{_e(k)}</th><td>{_e(tc.get(k) or "not recorded")}</td></tr>'
+                        for k in CASE_FACTS)
+        facts += (f'<tr><th>nodes</th><td>{_e(", ".join(case["nodelist"]))}</td></tr>'
+                  f'<tr><th>session</th><td>{_e(case["session"])}</td></tr>')
+        files = ''.join(f'<p>{_e(name)}</p><pre>{_e(text)}</pre>'
+                        for name, text in sorted((tc.get('input_files') or {}).items()))
+        out.append(f'<details><summary>{_e(case_title(case))} on '
+                   f'{_e(case["partition"])} with {_e(case["environ"])}</summary>'
+                   f'<table>{facts}</table>{files}</details>')
+
+    out.append('</body></html>')
+    return '\n'.join(out) + '\n'
+
+
+# --- Writing -------------------------------------------------------------------------------
+
+
+def write(directory, system, sessions, comparison_table=None, comparison_pair=None,
+          threshold=REGRESSION_THRESHOLD):
+    """Write index.html, summary.md and plots/ for `system` into directory (replacing an
+    earlier report there); sessions newest first. Returns the path of index.html."""
+    directory = Path(directory)
+    cases, used = latest_cases(sessions, system)
+    if not cases:
+        raise RuntimeError(f'no stored session has results of {system}: run the suite first')
+
+    reference_set = references.load(system)
+    papers = [references.load(s) for s in references.systems_with_references()
+              if s != system]
+    comparison = None
+    if comparison_pair and comparison_table is not None:
+        comparison = Comparison(*comparison_pair, compared_rows(comparison_table, threshold),
+                                threshold)
+
+    plot_dir = directory / 'plots'
+    shutil.rmtree(plot_dir, ignore_errors=True)
+    plot_dir.mkdir(parents=True)
+    saved = [(plot, plots.save(plot, plot_dir))
+             for plot in plots.all_plots(cases, papers, system)]
+    generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
+    (directory / 'summary.md').write_text(
+        markdown(system, cases, reference_set, comparison, saved, generated))
+    index = directory / 'index.html'
+    index.write_text(render_html(system, cases, used, reference_set, comparison, saved,
+                                 generated))
+    return index
+
+
+def from_database(system, directory, session=None, against=None,
+                  threshold=REGRESSION_THRESHOLD):
+    """The report of `system` from its results database: the latest results of every check
+    (or those of `session`), and that session compared with `against` (default: the
+    session before it)."""
+    config = results.site_config(system)
+    stored = results.stored_sessions(config)
+    known = {s['session_info']['uuid'] for s in stored}
+    for uuid in filter(None, (session, against)):
+        if uuid not in known:
+            raise RuntimeError(f'no stored session {uuid} (hpcbench report lists sessions '
+                               f'of the last year; reframe --list-stored-sessions=all)')
+
+    pair = sessions_to_compare(stored, system, session, against)
+    table = results.performance_compare(config, *pair) if pair else None
+    shown = [s for s in stored if s['session_info']['uuid'] == session] if session else stored
+    return write(directory, system, shown, table, pair, threshold)

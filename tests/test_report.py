@@ -1,0 +1,171 @@
+"""The report: latest results against references, comparisons of sessions, plots, and the
+page itself as Chromium shows it. Fixtures: two sessions of the whole suite run here in
+quick mode (`reframe --describe-stored-sessions`, builds left out) and ReFrame's
+--performance-compare of the two."""
+import csv
+import json
+import shutil
+
+import pytest
+
+from hpcbench import browser, report
+from conftest import FIXTURES
+
+REPORT_FIXTURES = FIXTURES / 'report'
+
+
+def _sessions():
+    """The two stored sessions, newest first."""
+    return [json.loads((REPORT_FIXTURES / name).read_text())
+            for name in ('session-new.json', 'session-old.json')]
+
+
+def _comparison_table():
+    with open(REPORT_FIXTURES / 'compare-new-old.csv') as fp:
+        return list(csv.reader(fp))
+
+
+def _uuid(data):
+    return data['session_info']['uuid']
+
+
+@pytest.fixture(scope='module')
+def written(tmp_path_factory):
+    new, old = _sessions()
+    directory = tmp_path_factory.mktemp('report')
+    index = report.write(directory, 'local', [new, old], _comparison_table(),
+                         (_uuid(new), _uuid(old)))
+    return index
+
+
+def test_latest_results_come_from_the_newest_session_that_ran_each_check():
+    new, old = _sessions()
+    cases, used = report.latest_cases([new, old], 'local')
+    new_checks = {c['check'] for c in report.system_cases(new, 'local')}
+    assert {c['session'] for c in cases if c['check'] in new_checks} == {_uuid(new)}
+    # A check only the older session measured still shows, from that session.
+    only_old = {c['check'] for c in report.system_cases(old, 'local')} - new_checks
+    assert {c['check'] for c in cases if c['session'] == _uuid(old)} == only_old
+    assert [_uuid(d) for d in used] == [_uuid(new)] + ([_uuid(old)] if only_old else [])
+    assert report.latest_cases([new, old], 'testbed') == ([], [])
+
+
+def test_a_check_that_failed_sanity_has_no_results_but_one_below_its_reference_has():
+    new, _ = _sessions()
+    failed = {tc['name'].split()[0] for run in new['runs'] for tc in run['testcases']
+              if tc['result'] == 'fail' and tc.get('fail_phase') == 'sanity'}
+    below = [tc for run in new['runs'] for tc in run['testcases']
+             if tc.get('fail_phase') == 'performance']
+    assert below, 'the fixture session has a test case that missed its reference'
+    cases = report.system_cases(new, 'local')
+    names = {c['testcase']['name'] for c in cases}
+    assert all(tc['name'] in names for tc in below)
+    for name in failed:
+        assert all(c['testcase']['result'] != 'fail' or c['testcase']['fail_phase'] != 'sanity'
+                   for c in cases if c['check'] == name)
+
+
+def test_reference_rows_give_reframes_verdict_and_the_margin():
+    new, _ = _sessions()
+    case = next(c for c in report.system_cases(new, 'local')
+                if c['testcase'].get('fail_phase') == 'performance')
+    rows = {r['variable']: r for r in report.reference_rows(case, None)}
+    failing = [r for r in rows.values() if r['result'] == 'fail']
+    assert failing
+    for row in failing:
+        value, (ref, lower, upper, _) = row['value'], case['references'][row['variable']]
+        assert row['margin'] == pytest.approx(100 * (value - ref) / ref)
+        outside_low = lower is not None and value < ref * (1 + lower)
+        outside_high = upper is not None and value > ref * (1 + upper)
+        assert outside_low or outside_high
+    unreferenced = next(c for c in report.system_cases(new, 'local') if c['check'] == 'HplCheck')
+    assert {r['result'] for r in report.reference_rows(unreferenced, None)} == {'no reference'}
+
+
+@pytest.mark.parametrize('variable, unit, pdiff, expected', [
+    ('triad', 'MB/s', -12.0, 'regression'), ('triad', 'MB/s', 12.0, 'improvement'),
+    ('latency', 'us', 12.0, 'regression'), ('mpi_init', 's', -30.0, 'improvement'),
+    ('triad', 'MB/s', -4.9, 'same'), ('switch_size', 'B', 100.0, 'changed'),
+    ('barrier_cv', '%', -60.0, 'changed'), ('triad', 'MB/s', None, 'no data'),
+])
+def test_verdict_knows_which_way_each_variable_improves(variable, unit, pdiff, expected):
+    assert report.verdict(variable, unit, pdiff) == expected
+
+
+def test_compared_rows_read_reframes_comparison_and_flag_regressions():
+    rows = report.compared_rows(_comparison_table())
+    assert rows and all(r['new'] is not None and r['old'] is not None for r in rows)
+    for row in rows:
+        assert row['pdiff'] == pytest.approx(100 * (row['new'] - row['old']) / row['old'],
+                                             abs=0.01 + abs(row['pdiff']) * 0.02)
+        assert row['verdict'] == report.verdict(row['variable'], row['unit'], row['pdiff'])
+    strict = report.compared_rows(_comparison_table(), threshold=0.0)
+    assert len([r for r in strict if r['verdict'] == 'regression']) >= \
+        len([r for r in rows if r['verdict'] == 'regression'])
+
+
+def test_sessions_to_compare_are_the_newest_two_of_the_system_unless_named():
+    new, old = _sessions()
+    assert report.sessions_to_compare([new, old], 'local') == (_uuid(new), _uuid(old))
+    assert report.sessions_to_compare([new], 'local') is None
+    assert report.sessions_to_compare([new, old], 'local', new=_uuid(old)) is None
+    assert report.sessions_to_compare([new, old], 'local', old='x') == (_uuid(new), 'x')
+
+
+def test_report_has_every_plot_the_comparison_and_provenance(written):
+    html = written.read_text()
+    plots = sorted(p.name for p in (written.parent / 'plots').iterdir())
+    assert {'hpl-efficiency.png', 'stream-triad.png', 'imb-pingpong.png', 'ior.png',
+            'mpi-startup.png'} <= set(plots)
+    for name in plots:
+        assert f'<img src="plots/{name}"' in html
+    # The papers are cited in the captions.
+    for cited in ('tsubame2007 Table 3-6', 't2k2008', 'chic2007 Table 1', 'ofp2018'):
+        assert cited in html
+    assert 'regression(s)</strong>' in html and 'class="regression"' in html
+    new, _ = _sessions()
+    assert new['session_info']['project_commit'] in html
+    assert 'HPL.dat' in html and '^mpi=' in html
+    summary = (written.parent / 'summary.md').read_text()
+    assert summary.startswith('# hpcbench report: local')
+    assert '## Comparison of two sessions' in summary and '**fail**' in summary
+    assert all(f'(plots/{name})' in summary for name in plots)
+
+
+def test_report_without_results_of_the_system_says_so(tmp_path):
+    with pytest.raises(RuntimeError, match='no stored session has results of testbed'):
+        report.write(tmp_path, 'testbed', _sessions())
+
+
+def _browser_or_skip():
+    try:
+        browser.ensure()
+    except browser.BrowserUnavailable as err:
+        pytest.skip(f'no headless Chromium: {err}')
+
+
+def test_report_opens_in_chromium_with_every_image_and_link_working(written, tmp_path):
+    _browser_or_skip()
+    seen = browser.inspect(written, tmp_path / 'screenshot.png')
+    assert seen.ok, browser.describe(seen)
+    assert seen.title == 'hpcbench report: local'
+    assert len(seen.images) == len(list((written.parent / 'plots').iterdir()))
+    assert all(i['width'] >= 300 and i['height'] >= 200 for i in seen.images)
+    assert any(h.startswith('#') for h in seen.links) and 'summary.md' in seen.links
+    png = (tmp_path / 'screenshot.png').read_bytes()
+    assert png.startswith(b'\x89PNG') and len(png) > 20000
+
+
+def test_chromium_check_catches_a_missing_plot_and_a_dead_link(written, tmp_path):
+    _browser_or_skip()
+    broken = tmp_path / 'broken'
+    shutil.copytree(written.parent, broken)
+    (broken / 'plots' / 'ior.png').unlink()
+    page = broken / 'index.html'
+    page.write_text(page.read_text().replace(
+        '</body>', '<a href="#no-such-section">x</a><a href="missing.md">y</a></body>'))
+    seen = browser.inspect(page, tmp_path / 'broken.png')
+    assert not seen.ok
+    assert seen.broken_images == ['plots/ior.png']
+    assert {href for href, _ in seen.broken_links} == {'#no-such-section', 'missing.md',
+                                                       'plots/ior.png'}
