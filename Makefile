@@ -18,7 +18,7 @@ MODE_OPTS = --mode=$(or $(filter quick full,$(MODE)),$(error MODE must be quick 
 SCREEN_THRESHOLD ?= 5
 
 .PHONY: run report test lint venv bootstrap install setup spack baseline dry-run references tune screen \
-	testbed-start testbed-stop buildcache ci-pipeline gitlab-ci-local clean
+	testbed-start testbed-stop buildcache ci-pipeline gitlab-ci-local test-clean-root clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
 # and the run measures HPCC from Debian; the checks that need Spack say so and skip.
@@ -47,6 +47,13 @@ report: $(VENV_STAMP)
 test: $(VENV_STAMP)
 	$(BIN)/hpcbench setup --registry-only
 	$(BIN)/python -m pytest $(PYTEST_OPTS)
+
+# README's two commands (make test, then make run) in a clean Debian 12 root made with
+# debootstrap, as on a fresh machine (as root; hpcbench.clean_root). CLEAN_ROOT_OPTS: e.g.
+# --commit <sha>, --command 'make test', --timeout 1800.
+CLEAN_ROOT_OPTS ?=
+test-clean-root: $(VENV_STAMP)
+	$(BIN)/python -m hpcbench.clean_root $(CLEAN_ROOT_OPTS)
 
 # Python errors (pyflakes) and reference files that do not load.
 lint: $(VENV_STAMP)

@@ -3,33 +3,34 @@
 One rank per core (HPCC's Star figures are per process), bound like HPL's per-core layout;
 hpccinf.txt is written by the same logic as HPL.dat (hpcbench.hpl, hpcbench.hpcc).
 
-- HpccCheck: Spack's hpcc from the partition's environment, for every MPI stack.
-- HpccDebianCheck: the registry-only path. Without a Spack, Debian's `hpcc` binary (built
-  against Debian's Open MPI, so only for environments with the `registry-hpcc` feature) runs
-  instead, so that a machine with no Spack still measures something real.
+HpccCheck runs Spack's hpcc from the partition's environment, for every MPI stack; without a
+Spack (the registry-only path), Debian's `hpcc` binary, built against Debian's Open MPI, so on
+the environments that list it (feature `registry-hpcc`): the same check, inputs and sanity.
 """
 import os
 
 import reframe as rfm
-import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import hpcc, hpl, references
-from hpcbench.rfm import Provenance, SiteTuning, SpackBuild, bind_ranks, partition_layout, partition_node
+from hpcbench.rfm import Provenance, SiteTuning, BenchmarkBuild, bind_ranks, partition_layout, partition_node
 
 OUTPUT = 'hpccoutf.txt'
 
 
-class HpccBuild(SpackBuild):
+class HpccBuild(BenchmarkBuild):
     spec = 'hpcc'
     needs_mpi = True
+    registry_name = 'hpcc'
 
 
-class HpccBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+@rfm.simple_test
+class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+    descr = 'HPC Challenge, one rank per core'
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-hpcc']
     #: As HPL's: `full` (80 % of the memory, TSUBAME) or `tuning` (1/25, T2K).
     sizing = variable(str, value='full')
     #: An explicit share of the node's memory for HPCC's HPL, instead of `sizing`.
@@ -39,8 +40,10 @@ class HpccBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     num_nodes = 1
     tags = {'hpcc', 'compute', 'quick'}
 
+    build = fixture(HpccBuild, scope='environment')
+
     def hpcc_executable(self):
-        raise NotImplementedError
+        return os.path.join(self.build.install_prefix(), 'bin', 'hpcc')
 
     @run_after('setup')
     def configure_run(self):
@@ -106,27 +109,3 @@ class HpccBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     def hpl_ceiling_efficiency(self):
         """HPL against the sum of the processes' DGEMM rates (HPCC's own ceiling)."""
         return 100 * self.figures['hpl'] * 1e3 / (self.figures['star_dgemm'] * self.num_tasks)
-
-
-@rfm.simple_test
-class HpccCheck(HpccBase):
-    descr = 'HPC Challenge built by Spack, one rank per core'
-    build = fixture(HpccBuild, scope='environment')
-
-    def hpcc_executable(self):
-        return os.path.join(self.build.install_prefix(), 'bin', 'hpcc')
-
-
-@rfm.simple_test
-class HpccDebianCheck(HpccBase):
-    descr = "HPC Challenge from Debian's hpcc package (the registry-only path)"
-    valid_prog_environs = ['+registry-hpcc']
-
-    @run_after('init')
-    def only_without_spack(self):
-        # Before setup the partition is not chosen yet: a Spack on any partition counts.
-        spack_found = any(p.extras.get('spack_root') for p in rt.runtime().system.partitions)
-        self.skip_if(spack_found, 'a Spack is configured: HPCC runs as HpccCheck, built by it')
-
-    def hpcc_executable(self):
-        return self.current_environ.extras['registry_hpcc']

@@ -24,17 +24,17 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
-from hpcbench.rfm import (Provenance, SiteTuning, SpackBuild, bind_ranks, configured_layout_names,
+from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, bind_ranks, configured_layout_names,
                           configured_node_counts, job_output, partition_layout,
                           partition_layouts, partition_node, skip_beyond_partition, skip_unless_node_count)
 
 
-class HplBuild(SpackBuild):
+class HplBuild(BenchmarkBuild):
     spec = 'hpl'
     needs_mpi = True
 
 
-class DgemmRateBuild(SpackBuild):
+class DgemmRateBuild(BenchmarkBuild):
     spec = 'dgemm-rate'
 
 
@@ -80,7 +80,7 @@ class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
 class HplBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     """One HPL job: inputs planned from the partition, each rank bound by its layout."""
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi +spack-builds']
     build = fixture(HplBuild, scope='environment')
     # Subclasses define `layout_name` (hpcbench.layout.LAYOUT_NAMES) and `num_nodes`.
 

@@ -27,14 +27,15 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import imb, references
-from hpcbench.rfm import (Provenance, SiteTuning, SpackBuild, bind_ranks, job_output, partition_layout,
+from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, bind_ranks, job_output, partition_layout,
                           partition_node, partition_num_nodes, repeat_launch,
                           skip_beyond_partition)
 
 
-class ImbBuild(SpackBuild):
+class ImbBuild(BenchmarkBuild):
     spec = 'intel-mpi-benchmarks'
     needs_mpi = True
+    registry_name = 'imb'
 
 
 def _group_layouts():
@@ -45,7 +46,8 @@ def _group_layouts():
 
 class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    # Spack's build of every stack; without a Spack, the IMB-MPI1 of Intel MPI's wheel.
+    valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-imb']
     build = fixture(ImbBuild, scope='environment')
     #: Message sizes 0 and 2^min_msglog .. 2^max_msglog bytes (IMB's -msglog; CHiC: up to
     #: 4 MiB); sizes that do not fit IMB's buffer limit (-mem, from node memory) are dropped.

@@ -23,12 +23,12 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import ior, references
-from hpcbench.rfm import (Provenance, SiteTuning, SpackBuild, job_output, partition_layout,
+from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, job_output, partition_layout,
                           partition_node, partition_num_nodes, repeat_launch,
                           skip_beyond_partition)
 
 
-class IorBuild(SpackBuild):
+class IorBuild(BenchmarkBuild):
     spec = 'ior'
     needs_mpi = True
 
@@ -37,7 +37,7 @@ class IorBuild(SpackBuild):
 class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     descr = 'IOR write and read per access pattern and API'
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi +spack-builds']
     build = fixture(IorBuild, scope='environment')
     pattern = parameter(ior.PATTERNS)
     api = parameter(list(ior.APIS))

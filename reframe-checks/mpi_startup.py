@@ -16,11 +16,11 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import mpi_startup, references
-from hpcbench.rfm import (Provenance, SiteTuning, SpackBuild, configured_node_counts, job_output,
+from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, configured_node_counts, job_output,
                           partition_layout, repeat_launch, skip_unless_node_count)
 
 
-class MpiStartupBuild(SpackBuild):
+class MpiStartupBuild(BenchmarkBuild):
     spec = 'mpi-startup'
     needs_mpi = True
 
@@ -29,7 +29,7 @@ class MpiStartupBuild(SpackBuild):
 class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
     descr = 'MPI_Init and hello world time of one rank per core (Oakforest-PACS)'
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi +spack-builds']
     build = fixture(MpiStartupBuild, scope='environment')
     num_nodes = parameter(configured_node_counts())
     #: Launches in the job; the figures are their means.

@@ -13,10 +13,10 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import SanityError
 
 from hpcbench import references, stream
-from hpcbench.rfm import Provenance, SpackBuild, configured_nodes, job_output, partition_node
+from hpcbench.rfm import Provenance, BenchmarkBuild, configured_nodes, job_output, partition_node
 
 
-class StreamBuild(SpackBuild):
+class StreamBuild(BenchmarkBuild):
     @run_after('setup')
     def choose_build(self):
         node = partition_node(self.current_partition)
@@ -32,7 +32,7 @@ def _thread_counts():
 class StreamCheck(rfm.RunOnlyRegressionTest, Provenance):
     descr = 'STREAM memory bandwidth of one node, OpenMP thread sweep'
     valid_systems = ['*']
-    valid_prog_environs = ['+openmp']
+    valid_prog_environs = ['+openmp +spack-builds']
     num_threads = parameter(_thread_counts())
     build = fixture(StreamBuild, scope='environment')
     num_tasks = 1

@@ -80,7 +80,7 @@ GENERATED = {
     'ImbBuild_e05c4eba': {'stage': 'rfm-stage-0', 'needs': [], 'script': [
         'reframe -C /home/ci/builds/x/site-configs/testbed.py -n /e05c4eba -r']},
     # A test with no fixture.
-    'HpccDebianCheck': {'stage': 'rfm-stage-0', 'needs': [], 'script': [
+    'HpccCheck': {'stage': 'rfm-stage-0', 'needs': [], 'script': [
         'reframe -C /home/ci/builds/x/site-configs/testbed.py -n /0badc0de -r']},
     'ImbPairCheck_0': {'stage': 'rfm-stage-1', 'needs': ['ImbBuild_1'], 'artifacts': {
         'paths': ['ImbPairCheck_0-report.json']}, 'script': [
@@ -95,7 +95,7 @@ def test_the_generated_child_pipeline_runs_from_any_checkout():
     assert child['stages'] == ['rfm-stage-0', 'rfm-stage-1', 'stop']
     # The fixture's job (ReFrame 4.10.4 selects nothing with a fixture's hash) is dropped;
     # the test's job runs its fixture itself.
-    assert set(child) == {'stages', 'ImbPairCheck_0', 'HpccDebianCheck', 'stop-testbed'}
+    assert set(child) == {'stages', 'ImbPairCheck_0', 'HpccCheck', 'stop-testbed'}
     job = child['ImbPairCheck_0']
     assert job['script'] == ['.venv/bin/reframe -C site-configs/testbed.py -c reframe-checks '
                              '-n /e132cd70 -r --mode=quick']

@@ -370,7 +370,7 @@ def _resolves(spec, lock):
 
 @pytest.mark.parametrize('system', PAPER_SYSTEMS)
 def test_every_build_a_check_asks_for_is_one_root_of_the_lock(system, dry_runs):
-    """What the checks' SpackBuild fixtures ask `spack location -i` for in the dry-run's
+    """What the checks' BenchmarkBuild fixtures ask `spack location -i` for in the dry-run's
     build scripts (every benchmark with each environment's MPI, STREAM at each partition's
     array size, dgemm-rate) is exactly one root of the committed lock."""
     _, stage = dry_runs[system]

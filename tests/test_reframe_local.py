@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from hpcbench import host, hpl, imb, layout, spack, stream
+from hpcbench import host, hpl, imb, layout, mpi_stacks, spack, stream
 from conftest import BIN, ROOT, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
@@ -91,28 +91,35 @@ def test_an_hpl_n_that_does_not_fit_is_refused_before_its_job_is_written(var):
     assert not list((var / 'stage').glob('**/HplCheck_*/rfm_job.sh'))
 
 
-def test_registry_only_path_runs_a_small_real_hpcc_through_reframe(var):
-    """What a fresh machine without Spack runs: Debian's hpcc on Debian's Open MPI."""
+def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_nothing(var):
+    """What a fresh machine without Spack runs: Debian's hpcc on Debian's Open MPI and the
+    IMB-MPI1 of Intel MPI's wheel, through the same checks as Spack's builds; nothing that
+    needs a Spack is even listed, so nothing is skipped."""
     if not shutil.which('hpcc') or not shutil.which('mpirun.openmpi'):
         pytest.skip('Debian hpcc/Open MPI missing: `make test` installs them as root '
                     '(hpcbench setup --registry-only)')
 
-    proc = run_reframe('-r', '-S', 'memory_fraction=0.002', '--performance-report',
+    proc = run_reframe('-r', '-S', 'memory_fraction=0.002', '-S', 'max_msglog=12',
+                       '-S', 'iterations=50', '-S', 'repeats=2', '--performance-report',
                        env={'HPCBENCH_NO_SPACK': '1'})
     out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
     assert proc.returncode == 0, out[-3000:]
-    assert re.search(r'^\[\s*OK\s*\] .*HpccDebianCheck .*@local:default\+openmpi$', out, re.M)
-    # Everything built by Spack says why it did not run.
-    assert 'no Spack found' in out
-    assert not re.search(r'^\[\s*OK\s*\] .*(HpccCheck|StreamCheck|HplCheck)', out, re.M)
+    assert re.search(r'^\[\s*OK\s*\] .*HpccCheck .*@local:default\+openmpi$', out, re.M)
+    imb_ok = re.findall(r'^\[\s*OK\s*\] .*(Imb(?:PairCheck|GroupCheck|Variability)) .*@local:default\+intelmpi$', out, re.M)
+    assert set(imb_ok) == {'ImbPairCheck', 'ImbGroupCheck', 'ImbVariability'}
+    assert len(imb_ok) == 11
+    assert not re.search(r'^\[\s*SKIP\s*\]', out, re.M)
+    assert re.search(r'Ran (\d+)/\1 test case\(s\) .*0 failure\(s\).* 0 skipped', out)
+    assert not re.search(r'(StreamCheck|HplCheck|IorCheck|MpiStartupCheck)', out)
     figures = {k: float(v) for k, v in re.findall(r'^P: (\w+): ([\d.e+-]+) ', out, re.M)}
     assert figures['hpl'] > 0 and figures['star_dgemm'] > 0 and figures['star_stream_triad'] > 0
     assert 0 < figures['hpl_ceiling_efficiency'] < 100
+    assert figures['peak_bandwidth'] > 0 and figures['latency'] > 0
     if host.processor_info().get('num_cpus', 1) > 1:
         assert figures['pingpong_latency'] > 0 and figures['random_ring_bandwidth'] > 0
 
     # The perflog line carries the inputs and every figure with its unit.
-    line = (var / 'perflogs' / 'local' / 'default' / 'HpccDebianCheck.log').read_text(
+    line = (var / 'perflogs' / 'local' / 'default' / 'HpccCheck.log').read_text(
         ).splitlines()[-1]
     assert re.search(r'\|inputs=N=\d+ NB=192 P=\d+ Q=\d+ per-core', line)
     assert re.search(r'\|hpl=[\d.]+ GFLOP/s \(ref=', line)
@@ -120,6 +127,9 @@ def test_registry_only_path_runs_a_small_real_hpcc_through_reframe(var):
     # ... and its provenance: the Debian package that ran, the node, the project's commit.
     assert re.search(r'\|build=hpcc \S+ \(Debian\)\|topology=\S+: \d+ socket', line)
     assert re.search(r'\|commit=[0-9a-f]{40}(-dirty)?\|', line)
+    imb_line = (var / 'perflogs' / 'local' / 'default' / 'ImbPairCheck.log').read_text(
+        ).splitlines()[-1]
+    assert f'|build=impi-rt {mpi_stacks.INTEL_MPI_VERSION} (PyPI)|' in imb_line
 
     # The report of that run, built from its results database and opened in Chromium.
     shown = subprocess.run([str(BIN / 'hpcbench'), 'report', '--output', str(var / 'report'),
@@ -127,7 +137,7 @@ def test_registry_only_path_runs_a_small_real_hpcc_through_reframe(var):
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert shown.stdout.rstrip().endswith(f'Report: {var / "report" / "index.html"}')
     html = (var / 'report' / 'index.html').read_text()
-    assert 'HpccDebianCheck' in html and 'hpccinf.txt' in html
+    assert 'HpccCheck' in html and 'ImbPairCheck' in html and 'hpccinf.txt' in html
     assert 'Fewer than two stored sessions' in html
 
 

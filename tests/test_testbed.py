@@ -149,8 +149,8 @@ def _ok(out, check):
 
 @pytest.mark.skipif(spack.find() is not None, reason='with a Spack the Spack-built checks run')
 def test_without_spack_hpcc_runs_through_slurm(slurm_suite):
-    out = _reframe_on_testbed('-n', 'HpccDebianCheck', '-S', 'memory_fraction=0.002')
-    assert len(_ok(out, 'HpccDebianCheck')) == 1
+    out = _reframe_on_testbed('-n', 'HpccCheck', '-p', 'openmpi', '-S', 'memory_fraction=0.002')
+    assert len(_ok(out, 'HpccCheck')) == 1
 
 
 @pytest.mark.spack

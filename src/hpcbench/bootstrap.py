@@ -17,10 +17,16 @@ import yaml
 
 from hpcbench import debian, host, mpi_stacks, node, paths, spack, stream, testbed
 
-# The registry-only path: what runs a real benchmark with no Spack (Debian's HPCC on
-# Debian's Open MPI, ranks bound with numactl). OpenBLAS is named so that it, not the
-# reference BLAS, provides the libblas.so.3 hpcc depends on.
+# The registry-only path: what runs real benchmarks with no Spack (Debian's HPCC on Debian's
+# Open MPI, the IMB-MPI1 of Intel MPI's PyPI wheel, ranks bound with numactl). OpenBLAS is
+# named so that it, not the reference BLAS, provides the libblas.so.3 hpcc depends on.
 REGISTRY_APT_PACKAGES = ('libopenblas0-pthread', 'openmpi-bin', 'hpcc', 'numactl')
+# What the registry-only path measures, and what it cannot without a Spack (one line each).
+REGISTRY_MEASURES = ('HPCC from Debian on Open MPI (HPL, DGEMM, STREAM, PingPong, RandomRing) '
+                     'and IMB from Intel MPI\'s PyPI wheel on intelmpi')
+NEEDS_SPACK = ('HPL (and its sweep, screening, DGEMM ceiling), STREAM, IOR, MPI start-up, '
+               'and HPCC and IMB on the other MPI stacks need a Spack: see README, '
+               '"Using an existing Spack or a local source mirror"')
 # What the Spack environment and the checks need from Debian.
 APT_PACKAGES = (
     'build-essential', 'gfortran', 'git', 'file', 'patch', 'unzip', 'bzip2', 'xz-utils',
@@ -77,14 +83,16 @@ def _link(path, target):
     path.symlink_to(target)
 
 
-def ensure_mpi_prefixes(stacks):
+def ensure_mpi_prefixes(stacks, runtime_only=False):
+    """Each stack's prefix; `runtime_only`: only what runs programs (no headers)."""
     for stack in stacks:
         stack.prepare()
-        missing = stack.missing()
+        missing = stack.missing(runtime_only)
         if missing:
             raise BootstrapError(f'{stack.name}: missing {", ".join(missing)}')
 
-        for rel, target in stack.links().items():
+        links = stack.runtime_links() if runtime_only else stack.links()
+        for rel, target in links.items():
             _link(stack.prefix / rel, target)
 
 
@@ -247,10 +255,12 @@ def bootstrap(refresh=False, found=None):
 
 
 def registry_only():
-    """Set up the registry-only path, no Spack: Debian's packages and the prefixes of the
-    MPI stacks the distribution builds benchmarks against (Open MPI for its hpcc)."""
+    """Set up the registry-only path, no Spack: Debian's packages and the run-time prefixes
+    of the MPI stacks registries ship benchmarks for (Open MPI for Debian's hpcc, Intel
+    MPI's wheel for its IMB-MPI1)."""
     ensure_apt_packages(REGISTRY_APT_PACKAGES)
-    ensure_mpi_prefixes([s for s in mpi_stacks.local_stacks() if s.registry_binaries])
+    ensure_mpi_prefixes([s for s in mpi_stacks.local_stacks() if s.registry_binaries],
+                        runtime_only=True)
 
 
 def setup(refresh=False, system='local'):
@@ -261,8 +271,8 @@ def setup(refresh=False, system='local'):
         found = spack.locate_or_clone()
     except spack.SpackNotFound as err:
         say(f'{err}')
-        say('continuing on the registry-only path: HPCC from Debian runs on Debian\'s '
-            'Open MPI; the checks that need Spack are skipped')
+        say(f'continuing on the registry-only path: {REGISTRY_MEASURES}')
+        say(f'not run: {NEEDS_SPACK}')
         registry_only()
         return None
 

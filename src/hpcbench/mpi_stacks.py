@@ -47,8 +47,9 @@ class MpiStack:
     prefix: Path                   # the external's prefix given to Spack
     bin_dir: Path                  # where mpicc and mpirun are
     run_env: dict = field(default_factory=dict)   # variables its programs need to run here
-    # Benchmarks the distribution builds against this MPI (the registry-only path):
-    # {'hpcc': '/usr/bin/hpcc'}.
+    # Benchmarks a registry ships built against this MPI (the registry-only path), by the
+    # name of the check's build (hpcbench.rfm.BenchmarkBuild.registry_name): the program's
+    # path (Debian's hpcc; the IMB-MPI1 of Intel MPI's PyPI wheel).
     registry_binaries: dict = field(default_factory=dict)
 
     def version(self):
@@ -61,8 +62,15 @@ class MpiStack:
         """{path inside the prefix: target} making up the prefix."""
         raise NotImplementedError
 
-    def missing(self):
-        return [str(t) for t in self.links().values() if not Path(t).exists()]
+    def runtime_links(self):
+        """The part of links() that runs programs (launchers, libraries): all the
+        registry-only path needs, without the headers a build needs."""
+        return {rel: target for rel, target in self.links().items()
+                if not rel.split('/')[-1] == 'include'}
+
+    def missing(self, runtime_only=False):
+        links = self.runtime_links() if runtime_only else self.links()
+        return [str(t) for t in links.values() if not Path(t).exists()]
 
     def spack_external(self):
         version = self.version()
@@ -175,5 +183,10 @@ def local_stacks():
                      impi_component / 'bin',
                      # One node: shared memory only (libfabric's providers from the wheel
                      # do not initialise here without a fabric).
-                     {'I_MPI_ROOT': str(impi_component), 'I_MPI_FABRICS': 'shm'}),
+                     # The wheel's own programs (IMB-MPI1) have no RPATH to libmpi: its
+                     # library directory, as Intel's vars.sh sets it.
+                     {'I_MPI_ROOT': str(impi_component), 'I_MPI_FABRICS': 'shm',
+                      'LD_LIBRARY_PATH': f'{impi_component / "lib"}:$LD_LIBRARY_PATH'},
+                     # The wheel ships Intel's own build of IMB-MPI1.
+                     {'imb': str(impi_component / 'bin' / 'IMB-MPI1')}),
     ]

@@ -158,6 +158,29 @@ def debian_package(path):
     return f'{package} {version} (Debian)'
 
 
+def pypi_package(path):
+    """'<distribution> <version> (PyPI)' of the installed wheel whose RECORD lists `path`
+    (a program pip installed under a prefix); '' when none does."""
+    real = Path(os.path.realpath(path))
+    for prefix in real.parents:
+        for record in prefix.glob('lib/python3*/site-packages/*.dist-info/RECORD'):
+            site = record.parent.parent
+            for line in record.read_text().splitlines():
+                listed = line.split(',', 1)[0]
+                if listed and os.path.realpath(site / listed) == str(real):
+                    # The distribution's own name (the directory's is normalised: impi_rt).
+                    meta = dict(re.findall(r'^(Name|Version): (.+)$',
+                                           (record.parent / 'METADATA').read_text(), re.M))
+                    return f"{meta['Name']} {meta['Version']} (PyPI)"
+
+    return ''
+
+
+def registry_package(path):
+    """What provides a registry binary: its Debian package, else its PyPI wheel."""
+    return debian_package(path) or pypi_package(path)
+
+
 def topology(processor, node):
     """The node a result was measured on, in one line: ReFrame's processor description
     (detected or from the site config) and the hpcbench.node.Node derived from it."""

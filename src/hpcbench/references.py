@@ -164,7 +164,7 @@ class ReferenceSet:
 # The benchmark each check measures, for counting and reports.
 BENCHMARK_OF_CHECK = {
     'HplCheck': 'HPL', 'HplTuningSweep': 'HPL', 'HplNodeScreen': 'HPL',
-    'DgemmCeiling': 'DGEMM', 'HpccCheck': 'HPCC', 'HpccDebianCheck': 'HPCC',
+    'DgemmCeiling': 'DGEMM', 'HpccCheck': 'HPCC',
     'StreamCheck': 'STREAM', 'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB',
     'ImbVariability': 'IMB', 'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
 }

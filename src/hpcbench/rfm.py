@@ -1,13 +1,15 @@
-"""ReFrame building blocks shared by the checks: the Spack build fixture, the node
+"""ReFrame building blocks shared by the checks: the build fixture (Spack's or a registry's), the node
 description of the partition a test runs on, and the plugins every check mixes in (what
 its MPI stack needs at launch; the provenance of its results)."""
 import os
+import shlex
 
 import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
+from reframe.core.buildsystems import Spack as SpackBuildSystem
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from hpcbench import layout, node, provenance
@@ -127,30 +129,52 @@ def bind_ranks(test, chosen, program, *args, rank_env=None):
     test.env_vars.update(layout.MPI_BINDING_OFF)
 
 
-class SpackBuild(rfm.CompileOnlyRegressionTest):
-    """Installs the partition's Spack environment and records the prefix of one of its roots.
+class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
+    """Locates a benchmark's build and records its prefix: with a Spack, one of the roots of
+    the partition's Spack environment (installed first); without one, the program a registry
+    ships built against the ReFrame environment's MPI (the registry-only path).
 
     The environment itself (spack-envs/<system>) names every build; this fixture never adds
     specs to it. `spec` selects the build; for MPI programs the ReFrame environment's MPI
-    (extras.spack_mpi) is added as a dependency constraint.
+    (extras.spack_mpi) is added as a dependency constraint. `registry_name`: the name under
+    which an environment lists the registry's program (extras `registry_<name>`, from
+    hpcbench.mpi_stacks); the checks run only where a Spack is or that program is
+    (hpcbench.rfmconfig.BUILDS_FROM_SPACK).
     """
     spec = variable(str)
     needs_mpi = variable(bool, value=False)
+    registry_name = variable(str, type(None), value=None)
     build_system = 'Spack'
 
     @run_after('setup')
     def use_partition_environment(self):
         extras = self.current_partition.extras
+        registry_program = self.registry_program()
+        if not extras.get('spack_root') and registry_program and not self.is_dry_run():
+            # `prefix/bin/program`: the checks find it where Spack would put it.
+            self.build_system = 'CustomBuild'
+            self.build_system.commands = [
+                f'test -x {shlex.quote(registry_program)}',
+                f'dirname "$(dirname {shlex.quote(registry_program)})" > {PREFIX_FILE}']
+            return
+
         # A dry run still writes the scripts, so that they can be inspected without Spack.
         self.skip_if(not extras.get('spack_root') and not self.is_dry_run(),
                      'no Spack found (set SPACK_ROOT or run `make bootstrap`)')
         self.build_system.environment = extras['spack_env']
         self.build_system.install_opts = ['--fail-fast']
 
+    def registry_program(self):
+        if self.registry_name is None:
+            return None
+
+        return self.current_environ.extras.get(f'registry_{self.registry_name}')
+
     @run_before('compile')
     def record_prefix(self):
         # After the subclasses' setup hooks, which choose `spec`.
-        self.postbuild_cmds = [f'{self._location_command()} > {PREFIX_FILE}']
+        if isinstance(self.build_system, SpackBuildSystem):
+            self.postbuild_cmds = [f'{self._location_command()} > {PREFIX_FILE}']
 
     def _location_command(self):
         env = self.current_partition.extras['spack_env']
@@ -183,6 +207,12 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
 
         return f'$({self._location_command()})'
 
+    def description(self):
+        """What was built: Spack's spec of the install, or the registry package."""
+        if isinstance(self.build_system, SpackBuildSystem):
+            return provenance.build_spec(self.install_prefix())
+
+        return provenance.registry_package(self.registry_program())
 
 
 def repeat_launch(test, count):
@@ -270,8 +300,8 @@ class Provenance(rfm.RegressionTestPlugin):
             return ''
 
         build = getattr(self, 'build', None)
-        if isinstance(build, SpackBuild):
-            return provenance.build_spec(build.install_prefix())
+        if isinstance(build, BenchmarkBuild):
+            return build.description()
 
         # A distribution's binary: the program itself or the one a binding wrapper runs.
         programs = [str(self.executable), *map(str, self.executable_opts[:1])]

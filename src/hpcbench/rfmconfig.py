@@ -1,5 +1,7 @@
 """What every site config shares: where results go (perflogs, results database, stage and
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
+import sys
+
 from hpcbench import paths, spack
 
 VAR = str(paths.VAR_DIR)
@@ -40,17 +42,32 @@ def spack_partition_settings():
     return {'spack_root': str(found.root)}, env_vars
 
 
-def mpi_environment(stack, target_systems, features=('openmp',), run_env=None):
+# The feature of an environment whose benchmarks Spack builds. The checks built only by Spack
+# ask for it, so that where no Spack is they are not generated at all (rather than listed and
+# skipped); checks a registry binary can run also accept `registry-<name>`.
+BUILDS_FROM_SPACK = 'spack-builds'
+
+
+def spack_builds(spack_extras):
+    """Whether a machine's environments build with Spack: a Spack is configured, or this is
+    a dry run (its job scripts can be read without one)."""
+    return bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
+
+
+def mpi_environment(stack, target_systems, features=('openmp',), run_env=None,
+                    with_spack=True):
     """A ReFrame environment for one MPI stack: its wrappers first on PATH, its run-time
     variables (the stack's, updated with `run_env`), the `mpi` Spack constraint the checks
-    use to pick their builds, and the distribution's binaries built against it (feature
-    `registry-<name>`, extras `registry_<name>`: the path)."""
+    use to pick their builds (feature BUILDS_FROM_SPACK when `with_spack`), and the binaries
+    a registry ships built against it (feature `registry-<name>`, extras `registry_<name>`:
+    the path)."""
     registry = sorted(stack.registry_binaries.items())
     return {
         'name': stack.name,
         'target_systems': list(target_systems),
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
-        'features': ['mpi', stack.name, *features, *(f'registry-{n}' for n, _ in registry)],
+        'features': ['mpi', stack.name, *features, *(f'registry-{n}' for n, _ in registry),
+                     *([BUILDS_FROM_SPACK] if with_spack else [])],
         'extras': {'spack_mpi': stack.spack_name,
                    **{f'registry_{n}': path for n, path in registry}},
         'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],

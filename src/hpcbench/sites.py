@@ -93,7 +93,7 @@ def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=()):
     return {
         'name': name, 'target_systems': [system],
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
-        'features': ['mpi', 'openmp', name],
+        'features': ['mpi', 'openmp', name, rfmconfig.BUILDS_FROM_SPACK],
         'prepare_cmds': [f'eval "$(spack -e {rfmconfig.spack_env_dir(system)} load --sh '
                          f'{spack_mpi})"'],
         'env_vars': [list(kv) for kv in env_vars],

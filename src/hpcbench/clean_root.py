@@ -1,0 +1,402 @@
+"""README's two commands in a clean Debian 12 root: the proof that a fresh machine needs
+nothing but what the project installs itself.
+
+A minimal root is made once with debootstrap from the Debian archive apt is configured with
+and kept as a tarball in the per-user cache (`<cache>/clean-root/`). Every check starts from a
+fresh copy of it, adds only what a fresh machine has (python3 with venv, make, git, gcc, g++,
+ca-certificates: the root's packages) and the host's registry settings (apt sources, the CA
+bundle, pip's and npm's configuration, the registry variables), so that the same registries
+answer the same way; then a clean clone of the commit and `../shared`. It mounts proc, sys,
+dev, run and dev/shm, runs each command as README says, and on exit, failure or interrupt
+kills what still runs inside, unmounts and removes the root. Logs and the report of the run
+are copied to `var/clean-root/<time>/`.
+"""
+import contextlib
+import datetime
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcbench import debian, paths
+
+SUITE = 'bookworm'
+# What a fresh machine of this kind has before the project installs anything.
+ROOT_PACKAGES = ('python3', 'python3-venv', 'make', 'git', 'gcc', 'g++', 'ca-certificates')
+# The commands README starts with, in the order a check runs them: the tests first, on a
+# root nothing has touched, then the run.
+COMMANDS = ('make test', 'make run')
+# Variables through which the registries are reached (certificates, indexes, proxies).
+REGISTRY_VARIABLES = re.compile(
+    r'^(PIP_(CERT|INDEX_URL|EXTRA_INDEX_URL|TRUSTED_HOST|DEFAULT_TIMEOUT)|SSL_CERT_(FILE|DIR)'
+    r'|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|NODE_EXTRA_CA_CERTS|GIT_SSL_CAINFO'
+    r'|(npm|NPM)_config_\w+|(HTTPS?|NO|ALL)_PROXY|(https?|no|all)_proxy)$')
+# Host files that carry the registry settings, copied into the root where they exist.
+HOST_SETTINGS = ('etc/resolv.conf', 'etc/hosts', 'etc/pip.conf', 'root/.npmrc',
+                 'root/.config/pip/pip.conf', 'etc/ssl/certs/ca-certificates.crt')
+MARKER = 'etc/hpcbench-clean-root'
+ROOT_PREFIX = 'hpcbench-clean-root-'
+
+
+class CleanRootError(RuntimeError):
+    pass
+
+
+def say(msg):
+    print(f'[clean-root] {msg}', flush=True)
+
+
+# --- What the check runs, and how it reads the outcome -------------------------------------
+
+def readme_commands(readme):
+    """The commands of README's first ```sh block (what a new user types)."""
+    match = re.search(r'^```sh\n(.*?)^```', readme, re.M | re.S)
+    if not match:
+        raise CleanRootError('README.md has no ```sh block of set-up commands')
+
+    return [ln.strip() for ln in match.group(1).splitlines() if ln.strip()]
+
+
+def debian_archive_uri(sources_files):
+    """The URI apt takes Debian's main archive from: the first `deb` source of SUITE with
+    component main, in deb822 (.sources) or one-line (.list) form."""
+    for text in sources_files:
+        for stanza in re.split(r'\n\s*\n', text):
+            fields = dict(re.findall(r'^([A-Za-z-]+):\s*(.*)$', stanza, re.M))
+            if ('deb' in fields.get('Types', '').split()
+                    and SUITE in fields.get('Suites', '').split()
+                    and 'main' in fields.get('Components', '').split()):
+                return fields['URIs'].split()[0]
+
+        for line in text.splitlines():
+            words = re.sub(r'\[[^]]*\]', '', line.split('#')[0]).split()
+            if words[:1] == ['deb'] and len(words) >= 4 and words[2] == SUITE \
+                    and 'main' in words[3:]:
+                return words[1]
+
+    raise CleanRootError(f'no Debian archive for {SUITE} main in apt\'s sources')
+
+
+def host_sources():
+    """apt's enabled source files (what apt itself reads)."""
+    etc = Path('/etc/apt')
+    files = [etc / 'sources.list'] + sorted(etc.glob('sources.list.d/*.list')) \
+        + sorted(etc.glob('sources.list.d/*.sources'))
+    return [p for p in files if p.is_file()]
+
+
+def outcome_counts(command, log):
+    """'N passed, N failed, ...' read from a command's output: pytest's closing line for the
+    tests, ReFrame's run summary for the run; None when the output has neither."""
+    pytest_line = re.findall(r'^=+ (.*\d+ (?:passed|failed|error|errors|skipped).*) in '
+                             r'[\d.]+s', log, re.M)
+    if pytest_line:
+        counts = dict((kind.rstrip('s') if kind.startswith('error') else kind, int(n))
+                      for n, kind in re.findall(r'(\d+) (\w+)', pytest_line[-1]))
+        return {k: counts.get(k, 0) for k in ('passed', 'failed', 'error', 'skipped')}
+
+    ran = re.findall(r'Ran (\d+)/(\d+) test case\(s\) from \d+ check\(s\) \((\d+) failure\(s\), '
+                     r'(\d+) skipped, (\d+) aborted\)', log)
+    if ran:
+        total_ran, _, failed, skipped, aborted = map(int, ran[-1])
+        return {'passed': total_ran - failed - aborted, 'failed': failed + aborted,
+                'skipped': skipped}
+
+    return None
+
+
+@dataclass
+class Outcome:
+    command: str
+    status: int
+    seconds: float
+    counts: dict
+
+    def line(self):
+        minutes, seconds = divmod(round(self.seconds), 60)
+        counts = (', '.join(f'{n} {k}' for k, n in self.counts.items())
+                  if self.counts else 'no test summary in its output')
+        return f'{self.command}: exit {self.status} in {minutes}m{seconds:02d}s: {counts}'
+
+
+# --- The pristine root --------------------------------------------------------------------
+
+def pristine_tarball(uri):
+    """The cached root for `uri`, made with debootstrap when missing."""
+    key = hashlib.sha256(f'{SUITE} {uri} {" ".join(ROOT_PACKAGES)}'.encode()).hexdigest()[:16]
+    tarball = paths.cache_dir() / 'clean-root' / f'{SUITE}-minbase-{key}.tar'
+    if tarball.exists():
+        return tarball
+
+    debian.ensure(['debootstrap'], say)
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=tarball.parent))
+    try:
+        say(f'debootstrap --variant=minbase {SUITE} from {uri} (once; kept as {tarball})')
+        start = time.monotonic()
+        subprocess.run(['debootstrap', '--variant=minbase',
+                        f'--include={",".join(ROOT_PACKAGES)}', SUITE, str(build), uri],
+                       check=True, stdout=subprocess.DEVNULL)
+        partial = tarball.with_suffix('.partial')
+        subprocess.run(['tar', '-C', str(build), '--numeric-owner', '-cf', str(partial), '.'],
+                       check=True)
+        partial.rename(tarball)
+        say(f'pristine root made in {time.monotonic() - start:.0f} s')
+    finally:
+        subprocess.run(['rm', '-rf', '--one-file-system', str(build)], check=False)
+
+    return tarball
+
+
+# --- A root of our own, and its removal ---------------------------------------------------
+
+def mounts_under(root):
+    """Mount points at or below `root`, deepest first."""
+    root = os.path.realpath(root)
+    with open('/proc/self/mountinfo') as fp:
+        points = [line.split()[4].replace('\\040', ' ') for line in fp]
+    inside = [p for p in points if p == root or p.startswith(root + '/')]
+    return sorted(set(inside), key=len, reverse=True)
+
+
+def processes_in(root):
+    """PIDs of the processes whose root directory is `root` (started inside it)."""
+    root = os.path.realpath(root)
+    pids = []
+    for entry in Path('/proc').iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / 'root') == root:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def kill_processes_in(root, grace=5.0):
+    """TERM, then KILL, everything still running inside `root`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = processes_in(root)
+        if not pids:
+            return
+        say(f'stopping {len(pids)} process(es) left inside the root ({sig.name})')
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while processes_in(root) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    if processes_in(root):
+        raise CleanRootError(f'processes still run inside {root}: {processes_in(root)}')
+
+
+def remove_root(root):
+    """Kill, unmount, then delete `root`: only a directory we made, only once nothing is
+    mounted below it, never across a file system boundary."""
+    root = Path(root)
+    if not root.name.startswith(ROOT_PREFIX):
+        raise CleanRootError(f'{root} is not a clean root made by this check; left as it is')
+
+    kill_processes_in(root)
+    for point in mounts_under(root):
+        if subprocess.run(['umount', point], capture_output=True).returncode != 0:
+            subprocess.run(['umount', '--lazy', point], check=False)
+    left = mounts_under(root)
+    if left:
+        raise CleanRootError(f'still mounted, so {root} is kept: {", ".join(left)}')
+
+    subprocess.run(['rm', '-rf', '--one-file-system', str(root)], check=True)
+
+
+def copy_host_settings(root):
+    """The registry settings of the host: apt's sources and its Acquire settings, DNS, the
+    CA bundle (and the certificates it was made from, so that update-ca-certificates in the
+    root keeps them), pip's and npm's configuration."""
+    apt = root / 'etc/apt'
+    for path in host_sources():
+        target = apt / path.relative_to('/etc/apt')
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    for path in Path('/etc/apt/apt.conf.d').glob('*'):
+        if path.is_file() and 'Acquire::' in path.read_text(errors='replace'):
+            shutil.copyfile(path, apt / 'apt.conf.d' / path.name)
+    # debootstrap's own sources.list would duplicate the host's entries.
+    if any(p.name != 'sources.list' for p in host_sources()):
+        (apt / 'sources.list').unlink(missing_ok=True)
+
+    local_ca = Path('/usr/local/share/ca-certificates')
+    if local_ca.is_dir():
+        shutil.copytree(local_ca, root / local_ca.relative_to('/'), dirs_exist_ok=True)
+    for rel in HOST_SETTINGS:
+        source = Path('/') / rel
+        if source.is_file():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).unlink(missing_ok=True)
+            shutil.copyfile(source, root / rel)
+
+
+def mount_system(root):
+    for source, target, how in (
+            ('proc', 'proc', ['-t', 'proc']),
+            ('/sys', 'sys', ['--rbind']),
+            ('/dev', 'dev', ['--rbind']),
+            ('tmpfs', 'dev/shm', ['-t', 'tmpfs', '-o', 'mode=1777']),
+            ('tmpfs', 'run', ['-t', 'tmpfs', '-o', 'mode=755'])):
+        (root / target).mkdir(parents=True, exist_ok=True)
+        subprocess.run(['mount', *how, source, str(root / target)], check=True)
+        if '--rbind' in how:
+            # Unmounting our copy must never reach the host's /dev or /sys.
+            subprocess.run(['mount', '--make-rslave', str(root / target)], check=True)
+
+
+@contextlib.contextmanager
+def clean_root(project, commit, shared, workdir=None, tarball=None):
+    """A fresh root (from `tarball`, default: the pristine Debian root) with a clean clone
+    of `commit` at /work/main and `shared` at /work/shared; removed whatever happens."""
+    if tarball is None:
+        tarball = pristine_tarball(debian_archive_uri([p.read_text() for p in host_sources()]))
+    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=workdir or tarball.parent))
+    try:
+        subprocess.run(['tar', '-C', str(root), '--numeric-owner', '-xf', str(tarball)],
+                       check=True)
+        (root / MARKER).write_text(f'made by hpcbench clean-root from {tarball.name}\n')
+        copy_host_settings(root)
+        work = root / 'work'
+        work.mkdir(exist_ok=True)
+        subprocess.run(['git', 'clone', '--quiet', '--no-hardlinks', str(project),
+                        str(work / 'main')], check=True)
+        subprocess.run(['git', '-C', str(work / 'main'), 'checkout', '--quiet', '--detach',
+                        commit], check=True)
+        if shared.is_dir():
+            shutil.copytree(shared, work / 'shared', symlinks=True)
+        mount_system(root)
+        say(f'root {root}: Debian {SUITE} ({", ".join(ROOT_PACKAGES)}), commit {commit[:12]}')
+        yield root
+    finally:
+        remove_root(root)
+        say(f'removed {root}')
+
+
+def run_inside(root, command, log_path, timeout):
+    """`command` in /work/main of the root, as a new user's login shell would run it: a
+    clean environment but for the registry variables; output to the terminal and a log."""
+    env = {'HOME': '/root', 'USER': 'root', 'LOGNAME': 'root', 'LANG': 'C.UTF-8',
+           'TERM': 'dumb', 'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+           **{k: v for k, v in os.environ.items() if REGISTRY_VARIABLES.match(k)}}
+    if os.environ.get('CI'):
+        env['CI'] = os.environ['CI']
+    argv = ['chroot', str(root), '/usr/bin/env', '-i',
+            *(f'{k}={v}' for k, v in sorted(env.items())),
+            '/bin/bash', '-c', f'cd /work/main && {command}']
+    say(f'$ {command}')
+    start = time.monotonic()
+    output = []
+    timed_out = threading.Event()
+
+    def stop():
+        timed_out.set()
+        say(f'{command}: over {timeout} s, stopping it')
+        kill_processes_in(root)
+
+    with open(log_path, 'w') as log:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, errors='replace')
+        timer = threading.Timer(timeout, stop)
+        timer.start()
+        try:
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+                output.append(line)
+            status = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                kill_processes_in(root)
+                proc.wait()
+
+    if timed_out.is_set():
+        status = 124
+    text = ''.join(output)
+    return Outcome(command, status, time.monotonic() - start, outcome_counts(command, text))
+
+
+def _terminate_on_signal():
+    """SIGTERM and SIGHUP end the check like Ctrl-C: through the clean-up."""
+    def handler(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None):
+    """Run `commands` (README's) in a clean root; print a summary; return the exit status
+    (0 when every command exited 0)."""
+    if os.geteuid() != 0:
+        raise CleanRootError('a clean root needs root (debootstrap, chroot, mount)')
+    if Path('/', MARKER).exists():
+        raise CleanRootError('already inside a clean root')
+
+    project = paths.PROJECT_ROOT
+    listed = readme_commands((project / 'README.md').read_text())
+    unknown = [c for c in commands if c not in listed]
+    if unknown:
+        raise CleanRootError(f'not among README\'s set-up commands ({", ".join(listed)}): '
+                             f'{", ".join(unknown)}')
+    sha = subprocess.run(['git', '-C', str(project), 'rev-parse', '--verify', commit],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S')
+    logs = paths.VAR_DIR / 'clean-root' / stamp
+    logs.mkdir(parents=True, exist_ok=True)
+
+    _terminate_on_signal()
+    outcomes = []
+    start = time.monotonic()
+    with clean_root(project, sha, project.parent / 'shared', workdir) as root:
+        for command in commands:
+            outcomes.append(run_inside(root, command,
+                                       logs / f'{command.replace(" ", "-")}.log', timeout))
+        report = root / 'work/main/var/report'
+        if report.is_dir():
+            shutil.copytree(report, logs / 'report', dirs_exist_ok=True)
+
+    say(f'summary (commit {sha[:12]}, Debian {SUITE}, {time.monotonic() - start:.0f} s in '
+        f'all; logs in {logs}):')
+    for outcome in outcomes:
+        print(f'  {outcome.line()}', flush=True)
+    failed = [o for o in outcomes if o.status != 0]
+    say('PASSED: every command exited 0' if not failed
+        else f'FAILED: {", ".join(o.command for o in failed)}')
+    return 1 if failed else 0
+
+
+def main(argv=None):
+    import argparse
+    parser = argparse.ArgumentParser(prog='hpcbench clean-root', description=__doc__.split('\n')[0])
+    parser.add_argument('--commit', default='HEAD', help='the commit to clone (default HEAD)')
+    parser.add_argument('--command', action='append', dest='commands',
+                        help=f'a README command to run (repeatable; default: {", ".join(COMMANDS)})')
+    parser.add_argument('--timeout', type=int, default=2400, help='seconds per command')
+    args = parser.parse_args(argv)
+    try:
+        return check(args.commit, tuple(args.commands or COMMANDS), args.timeout)
+    except (CleanRootError, debian.MissingPackages) as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:
+        print(f'clean-root: interrupted ({err or "SIGINT"}); the root was removed',
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == '__main__':
+    sys.exit(main())
