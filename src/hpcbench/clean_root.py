@@ -104,7 +104,7 @@ def outcome_counts(command, log):
         return {k: counts.get(k, 0) for k in ('passed', 'failed', 'error', 'skipped')}
 
     ran = re.findall(r'Ran (\d+)/(\d+) test case\(s\) from \d+ check\(s\) \((\d+) failure\(s\), '
-                     r'(\d+) skipped, (\d+) aborted\)', log)
+                     r'(?:\d+ expected failure\(s\), )?(\d+) skipped, (\d+) aborted\)', log)
     if ran:
         total_ran, _, failed, skipped, aborted = map(int, ran[-1])
         return {'passed': total_ran - failed - aborted, 'failed': failed + aborted,
@@ -228,6 +228,7 @@ def copy_host_settings(root):
         shutil.copyfile(path, target)
     for path in Path('/etc/apt/apt.conf.d').glob('*'):
         if path.is_file() and 'Acquire::' in path.read_text(errors='replace'):
+            (apt / 'apt.conf.d').mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, apt / 'apt.conf.d' / path.name)
     # debootstrap's own sources.list would duplicate the host's entries.
     if any(p.name != 'sources.list' for p in host_sources()):
@@ -268,6 +269,7 @@ def clean_root(project, commit, shared, workdir=None, tarball=None):
     try:
         subprocess.run(['tar', '-C', str(root), '--numeric-owner', '-xf', str(tarball)],
                        check=True)
+        (root / MARKER).parent.mkdir(exist_ok=True)
         (root / MARKER).write_text(f'made by hpcbench clean-root from {tarball.name}\n')
         copy_host_settings(root)
         work = root / 'work'

@@ -28,6 +28,9 @@ FIGURES = {
     'random_ring_latency': ('RandomlyOrderedRingLatency_usec', 'us'),
     'random_ring_bandwidth': ('RandomlyOrderedRingBandwidth_GBytes', 'GB/s'),
 }
+# HPCC's PingPong message sizes (b_eff): latency with 8-byte messages, bandwidth with
+# 2,000,000-byte ones.
+PINGPONG_LATENCY_BYTES, PINGPONG_BANDWIDTH_BYTES = 8, 2_000_000
 # Pairs of processes are needed for these.
 COMMUNICATION_FIGURES = ('pingpong_latency', 'pingpong_bandwidth', 'random_ring_latency',
                          'random_ring_bandwidth')

@@ -8,9 +8,12 @@ papers' points and says that nothing was measured: the report always has every p
 from dataclasses import dataclass
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use('Agg')   # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+
+from hpcbench import hpcc  # noqa: E402
 
 MIB = 2**20
 
@@ -58,8 +61,29 @@ def _finish(fig, ax):
     return fig
 
 
+def _counts_axis(ax):
+    """A log2 axis of counts (nodes, threads, ranks) labelled 1, 2, 4, ..."""
+    ax.set_xscale('log', base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f'{v:g}'))
+
+
 def _measured(cases, check, predicate=lambda case: True):
     return [c for c in cases if c['check'] == check and predicate(c)]
+
+
+def _hpcc_points(cases, variable, x, scale=1.0):
+    """{label: sorted [(x(case), value * scale)]} of HPCC's `variable` per environment: HPCC
+    measures HPL, STREAM and PingPong too (the registry-only path's only HPL)."""
+    points = {}
+    for case in _measured(cases, 'HpccCheck'):
+        if variable in case['perfvalues']:
+            points.setdefault(f'{case["environ"]} HPCC', []).append(
+                (x(case), case['perfvalues'][variable][0] * scale))
+    return {label: sorted(p) for label, p in sorted(points.items())}
+
+
+def _ranks(case):
+    return int(case['testcase'].get('num_tasks') or 1)
 
 
 def _series(cases, key, x, variable):
@@ -79,6 +103,11 @@ def hpl_efficiency(cases, reference_sets, system):
                      lambda c: int(c['match'].get('num_nodes', 1)), 'efficiency')
     for label, points in series.items():
         ax.plot(*zip(*points), marker='o', linewidth=2, label=f'{label} (measured)')
+    # HPCC's HPL runs on one node.
+    hpcc_hpl = _hpcc_points(cases, 'hpl_efficiency', lambda c: 1)
+    for label, points in hpcc_hpl.items():
+        ax.plot(*zip(*points), marker='*', markersize=11, linestyle='',
+                label=f'{system} {label} HPL (measured)')
 
     papers = _paper_figures(reference_sets, 'HplCheck', 'efficiency', ('num_nodes',))
     groups = {}
@@ -88,15 +117,16 @@ def hpl_efficiency(cases, reference_sets, system):
     for (label, points), marker in zip(sorted(groups.items()), 'sD^v<>ph*'):
         ax.plot(*zip(*sorted(points)), marker=marker, linestyle='--', alpha=0.8, label=label)
 
-    if not series:
+    if not series and not hpcc_hpl:
         _no_measurements(ax, 'HPL')
-    ax.set_xscale('log', base=2)
+    _counts_axis(ax)
     ax.set_xlabel('nodes')
     ax.set_ylabel('HPL efficiency, Rmax / Rpeak (%)')
     ax.set_ylim(0, 100)
     ax.set_title('HPL efficiency against node count')
     return Plot('hpl-efficiency', 'HPL efficiency against node count', _finish(fig, ax),
-                f'Measured: HplCheck efficiency per MPI stack and layout. Papers: '
+                f'Measured: HplCheck efficiency per MPI stack and layout, and HPCC\'s HPL '
+                f'(one node, one rank per core). Papers: '
                 f'{_citations(papers)}.')
 
 
@@ -107,6 +137,13 @@ def stream_triad(cases, reference_sets, system):
                      lambda c: int(c['match']['num_threads']), 'triad')
     for label, points in series.items():
         ax.plot(*zip(*points), marker='o', linewidth=2, label=f'{label} (measured)')
+    # HPCC's StarSTREAM: every rank runs STREAM at once; its figure is per rank (GB/s).
+    star = {label: [(ranks, value * ranks) for ranks, value in points]
+            for label, points in _hpcc_points(cases, 'star_stream_triad', _ranks,
+                                              1000).items()}
+    for label, points in star.items():
+        ax.plot(*zip(*points), marker='*', markersize=11, linestyle='',
+                label=f'{system} {label} StarSTREAM triad x ranks (measured)')
 
     papers = _paper_figures(reference_sets, 'StreamCheck', 'triad', ('num_threads',))
     groups = {}
@@ -121,14 +158,15 @@ def stream_triad(cases, reference_sets, system):
         else:
             ax.scatter(*zip(*points), marker='x', alpha=0.6, label=label)
 
-    if not series:
+    if not series and not star:
         _no_measurements(ax, 'STREAM')
-    ax.set_xscale('log', base=2)
-    ax.set_xlabel('OpenMP threads')
+    _counts_axis(ax)
+    ax.set_xlabel('OpenMP threads (HPCC: processes)')
     ax.set_ylabel('STREAM triad (MB/s)')
     ax.set_title('STREAM triad against threads')
     return Plot('stream-triad', 'STREAM triad against threads', _finish(fig, ax),
-                f'Measured: StreamCheck triad per environment. Papers: {_citations(papers)} '
+                f'Measured: StreamCheck triad per environment, and HPCC\'s StarSTREAM triad '
+                f'(per process) times its processes. Papers: {_citations(papers)} '
                 '(each DIMM count and compiler a configuration of the paper).')
 
 
@@ -169,6 +207,18 @@ def imb(cases, reference_sets, system, benchmark):
         if column == 't_avg':
             ax.set_yscale('log')
 
+    # HPCC's PingPong: bandwidth with 2,000,000-byte messages, latency with 8-byte ones.
+    hpcc_points = {}
+    if benchmark == 'PingPong':
+        hpcc_points = {'mbytes_per_sec': _hpcc_points(cases, 'pingpong_bandwidth',
+                                               lambda c: hpcc.PINGPONG_BANDWIDTH_BYTES, 1000),
+                't_avg': _hpcc_points(cases, 'pingpong_latency',
+                                        lambda c: hpcc.PINGPONG_LATENCY_BYTES)}
+        for column, ax in axes.items():
+            for label, points in hpcc_points.get(column, {}).items():
+                ax.plot(*zip(*points), marker='*', markersize=11, linestyle='',
+                        label=f'{system} {label} (measured)')
+
     papers = [pair for variable in ('peak_bandwidth', 'bandwidth_4MiB')
               for pair in _paper_figures(reference_sets, 'ImbPairCheck', variable)
               if pair[1].match.get('benchmark') == benchmark]
@@ -182,12 +232,15 @@ def imb(cases, reference_sets, system, benchmark):
             bandwidth_ax.plot([4 * MIB], [f.value], marker='D', linestyle='', color=colour,
                               label=label)
 
-    if not curves:
+    if not curves and not any(hpcc_points.values()):
         _no_measurements(list(axes.values())[-1], f'IMB {benchmark}')
     for ax in axes.values():
         _finish(fig, ax)
     caption = ('Measured: the fastest of the launches at each message size, per MPI stack '
                '(the check\'s `curve`).')
+    if any(hpcc_points.values()):
+        caption += (' HPCC\'s PingPong: bandwidth at 2,000,000 bytes and latency at 8 bytes, '
+                    'between two processes.')
     if papers:
         caption += f' Papers: {_citations(papers)}.'
     return Plot(f'imb-{benchmark.lower()}', f'IMB {benchmark} against message size', fig,
@@ -258,7 +311,7 @@ def mpi_startup(cases, reference_sets, system):
 
     if not measured:
         _no_measurements(ax, 'MPI start-up')
-    ax.set_xscale('log', base=2)
+    _counts_axis(ax)
     ax.set_yscale('log')
     ax.set_xlabel('MPI ranks')
     ax.set_ylabel('time (s)')

@@ -1,0 +1,175 @@
+"""The clean-root check (hpcbench.clean_root): what it reads (README's commands, apt's
+sources, the commands' outcomes) and, for real as root, that a root with a mount and an
+orphaned process inside is removed completely, also when the check is interrupted."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+from hpcbench import clean_root
+
+OUTCOMES = FIXTURES / 'clean-root'
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason='a root needs root (chroot, mount)')
+not_nested = pytest.mark.skipif(Path('/', clean_root.MARKER).exists(),
+                                reason='already inside a clean root')
+
+
+def test_readme_starts_with_the_commands_the_check_runs():
+    listed = clean_root.readme_commands((ROOT / 'README.md').read_text())
+    assert set(clean_root.COMMANDS) <= set(listed)
+    with pytest.raises(clean_root.CleanRootError, match='no ```sh block'):
+        clean_root.readme_commands('# a README without commands\n')
+
+
+DEB822 = """Types: deb
+# http://snapshot.debian.org/archive/debian/20250520T000000Z
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+def test_the_debian_archive_is_the_one_apt_uses():
+    assert clean_root.debian_archive_uri([DEB822]) == 'http://deb.debian.org/debian'
+    one_line = ('# comment\ndeb-src http://src.example/debian bookworm main\n'
+                'deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main '
+                'contrib\n')
+    assert clean_root.debian_archive_uri([one_line]) == 'http://mirror.example/debian'
+    with pytest.raises(clean_root.CleanRootError, match='no Debian archive for bookworm'):
+        clean_root.debian_archive_uri(['deb http://x/debian trixie main\n'])
+    # This machine's own sources name one.
+    assert clean_root.debian_archive_uri([p.read_text() for p in clean_root.host_sources()])
+
+
+def test_outcomes_are_read_from_real_pytest_and_reframe_outputs():
+    pytest_log = (OUTCOMES / 'make-test-tail.log').read_text()
+    assert clean_root.outcome_counts('make test', pytest_log) == {
+        'passed': 378, 'failed': 4, 'error': 3, 'skipped': 0}
+    run_log = (OUTCOMES / 'make-run-tail.log').read_text()
+    assert clean_root.outcome_counts('make run', run_log) == {
+        'passed': 3, 'failed': 11, 'skipped': 0}
+    assert clean_root.outcome_counts('make run', 'make: *** [run] Error 2\n') is None
+    line = clean_root.Outcome('make run', 2, 75.4, None).line()
+    assert line == 'make run: exit 2 in 1m15s: no test summary in its output'
+
+
+def _mini_root(directory, programs=('/bin/bash', '/usr/bin/env', '/bin/sleep')):
+    """A root with just these programs and the libraries they load."""
+    for program in programs:
+        libs = subprocess.run(['ldd', program], capture_output=True, text=True).stdout
+        needed = [program] + [w for w in libs.split() if w.startswith('/')]
+        for path in needed:
+            target = directory / path.lstrip('/')
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.realpath(path), target)
+    return directory
+
+
+def _alive(pid):
+    """A process that still runs (a zombie waiting for init to reap it does not)."""
+    try:
+        return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _orphan_inside(root):
+    """A real orphan: a process started inside `root` whose parent has exited."""
+    subprocess.run(['setsid', 'sh', '-c', f'chroot {root} /bin/sleep 600 &'], check=True)
+    for _ in range(50):
+        if clean_root.processes_in(root):
+            return clean_root.processes_in(root)
+        time.sleep(0.1)
+    raise AssertionError('the orphan did not start')
+
+
+@as_root
+def test_a_root_with_mounts_and_an_orphan_inside_is_removed_and_the_host_untouched(tmp_path):
+    root = Path(tmp_path / f'{clean_root.ROOT_PREFIX}x')
+    _mini_root(root)
+    clean_root.mount_system(root)
+    orphans = _orphan_inside(root)
+    assert len(clean_root.mounts_under(root)) >= 5
+
+    clean_root.remove_root(root)
+    assert not root.exists()
+    assert not clean_root.mounts_under(tmp_path)
+    assert not any(_alive(pid) for pid in orphans)
+    # The host's /dev and /sys were bound, never removed or unmounted.
+    assert Path('/dev/null').exists() and Path('/sys/kernel').is_dir()
+    assert os.path.ismount('/proc')
+
+
+def test_a_directory_not_made_by_the_check_is_never_removed(tmp_path):
+    mine = tmp_path / 'results'
+    mine.mkdir()
+    (mine / 'keep.txt').write_text('a user file\n')
+    with pytest.raises(clean_root.CleanRootError, match='not a clean root made by this check'):
+        clean_root.remove_root(mine)
+    assert (mine / 'keep.txt').exists()
+
+
+INTERRUPTED_CHECK = """
+import sys
+from pathlib import Path
+from hpcbench import clean_root
+clean_root._terminate_on_signal()
+tarball, workdir, shared = map(Path, sys.argv[1:4])
+with clean_root.clean_root(clean_root.paths.PROJECT_ROOT, 'HEAD', shared, workdir, tarball) as root:
+    print(root, flush=True)
+    clean_root.run_inside(root, 'sleep 600', workdir / 'inside.log', 900)
+"""
+
+
+@as_root
+@not_nested
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_check_leaves_no_root_mount_or_process(tmp_path, sig):
+    tarball = tmp_path / 'mini.tar'
+    with tarfile.open(tarball, 'w') as tar:
+        tar.add(_mini_root(tmp_path / 'mini'), arcname='.')
+    workdir, shared = tmp_path / 'roots', tmp_path / 'shared'
+    workdir.mkdir()
+    shared.mkdir()
+    (shared / 'seed.txt').write_text('shared\n')
+
+    check = subprocess.Popen([sys.executable, '-c', INTERRUPTED_CHECK, str(tarball),
+                              str(workdir), str(shared)], stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT)
+    try:
+        _interrupt(check, sig, workdir)
+    finally:
+        if check.poll() is None:
+            check.terminate()   # through the check's own clean-up
+            check.wait(timeout=60)
+
+
+def _interrupt(check, sig, workdir):
+    root = Path(next(ln for ln in check.stdout if not ln.startswith('[')).strip())
+    assert (root / 'work/main/README.md').exists() and (root / 'work/shared/seed.txt').exists()
+    deadline = time.monotonic() + 60
+    while not clean_root.processes_in(root) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    inside = clean_root.processes_in(root)
+    assert inside, 'the command never started inside the root'
+
+    check.send_signal(sig)
+    check.wait(timeout=60)
+    assert check.returncode != 0
+    assert not root.exists()
+    assert not clean_root.mounts_under(workdir)
+    assert not any(_alive(pid) for pid in inside)
