@@ -126,7 +126,10 @@ def test_a_drop_caches_job_combines_its_write_and_read_runs():
 def _prologue_then(tmp_path, body):
     """Run the job's own prologue (hpcbench.ior.job_prologue) then `body` in bash."""
     script = '\n'.join([*ior.job_prologue(tmp_path, -1, ior.MIB), body])
-    return subprocess.Popen(['bash', '-c', script], stdout=subprocess.PIPE, text=True)
+    # As a job started from a terminal: bash cannot trap a signal that was ignored when it
+    # started, and a test runner started in the background (CI) may ignore SIGINT.
+    return subprocess.Popen(['bash', '-c', script], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_no_file_is_left_behind_after_a_failed_run(tmp_path):

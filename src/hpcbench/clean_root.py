@@ -39,9 +39,12 @@ REGISTRY_VARIABLES = re.compile(
     r'^(PIP_(CERT|INDEX_URL|EXTRA_INDEX_URL|TRUSTED_HOST|DEFAULT_TIMEOUT)|SSL_CERT_(FILE|DIR)'
     r'|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|NODE_EXTRA_CA_CERTS|GIT_SSL_CAINFO'
     r'|(npm|NPM)_config_\w+|(HTTPS?|NO|ALL)_PROXY|(https?|no|all)_proxy)$')
-# Host files that carry the registry settings, copied into the root where they exist.
+# Host files that carry the registry settings, copied into the root where they exist; and
+# policy-rc.d: machines of this kind run no init system and ship one that tells dpkg not to
+# start services (without it, installing munge or MariaDB fails in a root with no init).
 HOST_SETTINGS = ('etc/resolv.conf', 'etc/hosts', 'etc/pip.conf', 'root/.npmrc',
-                 'root/.config/pip/pip.conf', 'etc/ssl/certs/ca-certificates.crt')
+                 'root/.config/pip/pip.conf', 'etc/ssl/certs/ca-certificates.crt',
+                 'usr/sbin/policy-rc.d')
 MARKER = 'etc/hpcbench-clean-root'
 ROOT_PREFIX = 'hpcbench-clean-root-'
 
@@ -242,7 +245,7 @@ def copy_host_settings(root):
         if source.is_file():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).unlink(missing_ok=True)
-            shutil.copyfile(source, root / rel)
+            shutil.copy2(source, root / rel)
 
 
 def mount_system(root):
@@ -310,11 +313,15 @@ def run_inside(root, command, log_path, timeout):
         kill_processes_in(root)
 
     with open(log_path, 'w') as log:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors='replace')
+        # Everything from the start of the command on is inside the try: a signal may come
+        # at any moment, also while the child is being started.
+        proc = None
         timer = threading.Timer(timeout, stop)
-        timer.start()
+        timer.daemon = True
         try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, text=True, errors='replace')
+            timer.start()
             for line in proc.stdout:
                 sys.stdout.write(line)
                 log.write(line)
@@ -322,9 +329,10 @@ def run_inside(root, command, log_path, timeout):
             status = proc.wait()
         finally:
             timer.cancel()
-            if proc.poll() is None:
+            if proc is None or proc.poll() is None:
                 kill_processes_in(root)
-                proc.wait()
+                if proc is not None:
+                    proc.wait()
 
     if timed_out.is_set():
         status = 124
