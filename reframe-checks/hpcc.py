@@ -42,9 +42,6 @@ class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
 
     build = fixture(HpccBuild, scope='environment')
 
-    def hpcc_executable(self):
-        return os.path.join(self.build.install_prefix(), 'bin', 'hpcc')
-
     @run_after('setup')
     def configure_run(self):
         self.node = partition_node(self.current_partition)
@@ -67,7 +64,7 @@ class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
         self.num_tasks = self.num_tasks_per_node = self.layout.ranks_per_node
         self.num_cpus_per_task = 1
         self.time_limit = int(4 * self.plan.estimated_seconds + 600)
-        bind_ranks(self, self.layout, self.hpcc_executable())
+        bind_ranks(self, self.layout, os.path.join(self.build.install_prefix(), 'bin', 'hpcc'))
         self.keep_files = ['hpccinf.txt', OUTPUT, 'bind-rank.sh']
         self.perf_variables = {
             'hpl': sn.make_performance_function(self.figure, 'GFLOP/s', 'hpl', 1000),

@@ -10,17 +10,26 @@ import reframe as rfm
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    sanity_function, variable)
-from reframe.core.exceptions import SanityError
+from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import references, stream
 from hpcbench.rfm import Provenance, BenchmarkBuild, configured_nodes, job_output, partition_node
 
 
+def _array_size(partition):
+    """STREAM's array size on a partition's node; a node too small for STREAM's rule is
+    refused in setup with the figures."""
+    node = partition_node(partition)
+    try:
+        return stream.array_size(node.llc_bytes_total, node.memory_bytes)
+    except stream.StreamInputError as err:
+        raise ReframeError(f'{partition.fullname}: {err}') from None
+
+
 class StreamBuild(BenchmarkBuild):
     @run_after('setup')
     def choose_build(self):
-        node = partition_node(self.current_partition)
-        self.spec = stream.spack_spec(stream.array_size(node.llc_bytes_total, node.memory_bytes))
+        self.spec = stream.spack_spec(_array_size(self.current_partition))
 
 
 def _thread_counts():
@@ -48,8 +57,7 @@ class StreamCheck(rfm.RunOnlyRegressionTest, Provenance):
                      f'{self.num_threads} threads is not in the sweep of '
                      f'{self.current_partition.fullname} ({node.num_cores} cores)')
         self.node = node
-        self.inputs = (f'array={stream.array_size(node.llc_bytes_total, node.memory_bytes)} '
-                       f'threads={self.num_threads}')
+        self.inputs = f'array={_array_size(self.current_partition)} threads={self.num_threads}'
         self.num_cpus_per_task = self.num_threads
         self.env_vars = stream.openmp_environment(self.num_threads)
         self.executable = os.path.join(self.build.install_prefix(), 'bin', 'stream_c.exe')

@@ -34,7 +34,5 @@ site_configuration = rfmconfig.site(
             },
         }],
     }],
-    environments=[rfmconfig.mpi_environment(stack, ['local'],
-                                            with_spack=rfmconfig.spack_builds(spack_extras))
-                  for stack in STACKS],
+    environments=[rfmconfig.mpi_environment(stack, ['local'], spack_extras) for stack in STACKS],
 )

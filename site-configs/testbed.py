@@ -73,7 +73,7 @@ site_configuration = rfmconfig.site(
             partition('mpirun', 'mpirun', "Ranks started by each MPI's mpirun in the job"),
         ],
     }],
-    environments=[rfmconfig.mpi_environment(stack, ['testbed'], run_env=RUN_ENV[stack.name],
-                                            with_spack=rfmconfig.spack_builds(spack_extras))
+    environments=[rfmconfig.mpi_environment(stack, ['testbed'], spack_extras,
+                                            run_env=RUN_ENV[stack.name])
                   for stack in STACKS],
 )

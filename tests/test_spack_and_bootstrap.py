@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import subprocess
 import sys
@@ -6,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench import bootstrap, mpi_stacks, paths, spack
+from hpcbench import bootstrap, mpi_stacks, node, paths, spack
 from conftest import ROOT
 
 
@@ -161,3 +162,17 @@ def test_missing_debian_packages_are_named_and_not_root_gets_the_command(monkeyp
                        match=r'as root run: apt-get update && apt-get install -y '
                              r'--no-install-recommends no-such-package-hpcbench$'):
         debian.ensure(['coreutils', 'no-such-package-hpcbench'])
+
+
+def test_a_node_too_small_for_streams_rule_loses_stream_not_the_set_up(capsys):
+    # This VM reports its host's 480 MiB L3: 4x that in three arrays is 5.6 GiB, more than
+    # half of an emulated testbed node's 7.8 GiB.
+    small = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=480 * 2**20,
+                      memory_bytes=int(7.8 * 2**30), clock_hz=2.6e9, flops_per_cycle=32)
+    config = bootstrap.host_config([], {}, small, 'testbed')
+    assert config['definitions'] == [{'stream_specs': []}]
+    assert 'testbed: STREAM is not built: STREAM needs 3 arrays of 251658240 elements' \
+        in capsys.readouterr().out
+    roomy = dataclasses.replace(small, memory_bytes=24 * 2**30)
+    assert bootstrap.host_config([], {}, roomy)['definitions'] == [
+        {'stream_specs': ['stream stream_array_size=251658240 ntimes=20']}]

@@ -11,6 +11,7 @@ dev, run and dev/shm, runs each command as README says, and on exit, failure or 
 kills what still runs inside, unmounts and removes the root. Logs and the report of the run
 are copied to `var/clean-root/<time>/`.
 """
+import argparse
 import contextlib
 import datetime
 import hashlib
@@ -390,7 +391,6 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None):
 
 
 def main(argv=None):
-    import argparse
     parser = argparse.ArgumentParser(prog='hpcbench clean-root', description=__doc__.split('\n')[0])
     parser.add_argument('--commit', default='HEAD', help='the commit to clone (default HEAD)')
     parser.add_argument('--command', action='append', dest='commands',

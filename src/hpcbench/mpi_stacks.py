@@ -66,7 +66,7 @@ class MpiStack:
         """The part of links() that runs programs (launchers, libraries): all the
         registry-only path needs, without the headers a build needs."""
         return {rel: target for rel, target in self.links().items()
-                if not rel.split('/')[-1] == 'include'}
+                if rel.split('/')[-1] != 'include'}
 
     def missing(self, runtime_only=False):
         links = self.runtime_links() if runtime_only else self.links()

@@ -82,6 +82,13 @@ def _hpcc_points(cases, variable, x, scale=1.0):
     return {label: sorted(p) for label, p in sorted(points.items())}
 
 
+def _draw_hpcc(ax, points_by_label, system, what=''):
+    """HPCC's figures as stars beside a check's curves."""
+    for label, points in points_by_label.items():
+        ax.plot(*zip(*points), marker='*', markersize=11, linestyle='',
+                label=f'{system} {label}{what} (measured)')
+
+
 def _ranks(case):
     return int(case['testcase'].get('num_tasks') or 1)
 
@@ -105,9 +112,7 @@ def hpl_efficiency(cases, reference_sets, system):
         ax.plot(*zip(*points), marker='o', linewidth=2, label=f'{label} (measured)')
     # HPCC's HPL runs on one node.
     hpcc_hpl = _hpcc_points(cases, 'hpl_efficiency', lambda c: 1)
-    for label, points in hpcc_hpl.items():
-        ax.plot(*zip(*points), marker='*', markersize=11, linestyle='',
-                label=f'{system} {label} HPL (measured)')
+    _draw_hpcc(ax, hpcc_hpl, system, ' HPL')
 
     papers = _paper_figures(reference_sets, 'HplCheck', 'efficiency', ('num_nodes',))
     groups = {}
@@ -141,9 +146,7 @@ def stream_triad(cases, reference_sets, system):
     star = {label: [(ranks, value * ranks) for ranks, value in points]
             for label, points in _hpcc_points(cases, 'star_stream_triad', _ranks,
                                               1000).items()}
-    for label, points in star.items():
-        ax.plot(*zip(*points), marker='*', markersize=11, linestyle='',
-                label=f'{system} {label} StarSTREAM triad x ranks (measured)')
+    _draw_hpcc(ax, star, system, ' StarSTREAM triad x ranks')
 
     papers = _paper_figures(reference_sets, 'StreamCheck', 'triad', ('num_threads',))
     groups = {}
@@ -215,9 +218,7 @@ def imb(cases, reference_sets, system, benchmark):
                 't_avg': _hpcc_points(cases, 'pingpong_latency',
                                         lambda c: hpcc.PINGPONG_LATENCY_BYTES)}
         for column, ax in axes.items():
-            for label, points in hpcc_points.get(column, {}).items():
-                ax.plot(*zip(*points), marker='*', markersize=11, linestyle='',
-                        label=f'{system} {label} (measured)')
+            _draw_hpcc(ax, hpcc_points.get(column, {}), system)
 
     papers = [pair for variable in ('peak_bandwidth', 'bandwidth_4MiB')
               for pair in _paper_figures(reference_sets, 'ImbPairCheck', variable)

@@ -1,6 +1,6 @@
-"""ReFrame building blocks shared by the checks: the build fixture (Spack's or a registry's), the node
-description of the partition a test runs on, and the plugins every check mixes in (what
-its MPI stack needs at launch; the provenance of its results)."""
+"""ReFrame building blocks shared by the checks: the build fixture (Spack's build or a
+registry's binary), the node description of the partition a test runs on, and the plugins
+every check mixes in (what its MPI stack needs at launch; the provenance of its results)."""
 import os
 import shlex
 
@@ -299,14 +299,6 @@ class Provenance(rfm.RegressionTestPlugin):
         if self.is_dry_run():
             return ''
 
+        # Every check's program comes from its build fixture (Spack's or a registry's).
         build = getattr(self, 'build', None)
-        if isinstance(build, BenchmarkBuild):
-            return build.description()
-
-        # A distribution's binary: the program itself or the one a binding wrapper runs.
-        programs = [str(self.executable), *map(str, self.executable_opts[:1])]
-        for program in programs:
-            if os.path.isabs(program):
-                return provenance.debian_package(program)
-
-        return ''
+        return build.description() if isinstance(build, BenchmarkBuild) else ''

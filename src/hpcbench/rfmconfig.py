@@ -48,19 +48,14 @@ def spack_partition_settings():
 BUILDS_FROM_SPACK = 'spack-builds'
 
 
-def spack_builds(spack_extras):
-    """Whether a machine's environments build with Spack: a Spack is configured, or this is
-    a dry run (its job scripts can be read without one)."""
-    return bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
-
-
-def mpi_environment(stack, target_systems, features=('openmp',), run_env=None,
-                    with_spack=True):
-    """A ReFrame environment for one MPI stack: its wrappers first on PATH, its run-time
-    variables (the stack's, updated with `run_env`), the `mpi` Spack constraint the checks
-    use to pick their builds (feature BUILDS_FROM_SPACK when `with_spack`), and the binaries
-    a registry ships built against it (feature `registry-<name>`, extras `registry_<name>`:
-    the path)."""
+def mpi_environment(stack, target_systems, spack_extras, features=('openmp',), run_env=None):
+    """A ReFrame environment for one MPI stack of this machine: its wrappers first on PATH,
+    its run-time variables (the stack's, updated with `run_env`), the `mpi` Spack constraint
+    the checks use to pick their builds, and the binaries a registry ships built against it
+    (feature `registry-<name>`, extras `registry_<name>`: the path). Feature
+    BUILDS_FROM_SPACK when the partitions' `spack_extras` name a Spack, or on a dry run
+    (whose job scripts can be read without one)."""
+    with_spack = bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
     registry = sorted(stack.registry_binaries.items())
     return {
         'name': stack.name,
