@@ -140,8 +140,10 @@ with clean_root.clean_root(clean_root.paths.PROJECT_ROOT, 'HEAD', shared, workdi
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_check_leaves_no_root_mount_or_process(tmp_path, sig):
     tarball = tmp_path / 'mini.tar'
+    mini = _mini_root(tmp_path / 'mini')
+    mini.chmod(0o700)   # as debootstrap's temporary directory: the tarball's `./` is 0700
     with tarfile.open(tarball, 'w') as tar:
-        tar.add(_mini_root(tmp_path / 'mini'), arcname='.')
+        tar.add(mini, arcname='.')
     workdir, shared = tmp_path / 'roots', tmp_path / 'shared'
     workdir.mkdir()
     shared.mkdir()
@@ -161,6 +163,8 @@ def test_an_interrupted_check_leaves_no_root_mount_or_process(tmp_path, sig):
 def _interrupt(check, sig, workdir):
     root = Path(next(ln for ln in check.stdout if not ln.startswith('[')).strip())
     assert (root / 'work/main/README.md').exists() and (root / 'work/shared/seed.txt').exists()
+    # `/` inside is open to every user, as on a machine (munge's postinst runs as munge).
+    assert root.stat().st_mode & 0o777 == 0o755
     deadline = time.monotonic() + 60
     while not clean_root.processes_in(root) and time.monotonic() < deadline:
         time.sleep(0.1)

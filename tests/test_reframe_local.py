@@ -100,7 +100,9 @@ def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_not
         pytest.skip('Debian hpcc/Open MPI missing: `make test` installs them as root '
                     '(hpcbench setup --registry-only)')
 
-    proc = run_reframe('-r', '-S', 'memory_fraction=0.002', '-S', 'max_msglog=12',
+    # HPCC at N of about 7,700: at N of about 2,300 StarDGEMM's tiny matrices swing so
+    # much that HPL came out at 114 % of them once (the ratio means nothing there).
+    proc = run_reframe('-r', '-S', 'memory_fraction=0.02', '-S', 'max_msglog=12',
                        '-S', 'iterations=50', '-S', 'repeats=2', '--performance-report',
                        env={'HPCBENCH_NO_SPACK': '1'})
     out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)

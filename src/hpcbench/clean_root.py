@@ -143,6 +143,7 @@ def pristine_tarball(uri):
     debian.ensure(['debootstrap'], say)
     tarball.parent.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=tarball.parent))
+    build.chmod(0o755)   # the root's `/`
     try:
         say(f'debootstrap --variant=minbase {SUITE} from {uri} (once; kept as {tarball})')
         start = time.monotonic()
@@ -273,6 +274,9 @@ def clean_root(project, commit, shared, workdir=None, tarball=None):
     try:
         subprocess.run(['tar', '-C', str(root), '--numeric-owner', '-xf', str(tarball)],
                        check=True)
+        # It is `/` inside, and mkdtemp's 0700 (ours, or the one a tarball's `./` carries)
+        # would keep every user but root out: munge's postinst runs `su munge -s /bin/sh`.
+        root.chmod(0o755)
         (root / MARKER).parent.mkdir(exist_ok=True)
         (root / MARKER).write_text(f'made by hpcbench clean-root from {tarball.name}\n')
         copy_host_settings(root)
