@@ -25,7 +25,10 @@ from pathlib import Path
 
 from hpcbench import debian, host, paths
 
-APT_PACKAGES = ('slurm-wlm', 'slurmdbd', 'munge', 'mariadb-server', 'mariadb-client')
+# libpmix-dev: Slurm's mpi/pmix plugin (srun --mpi=pmix) dlopens the unversioned libpmix.so,
+# which only the -dev package provides.
+APT_PACKAGES = ('slurm-wlm', 'slurmdbd', 'munge', 'mariadb-server', 'mariadb-client',
+                'libpmix-dev')
 DEFAULT_NODES = 3
 FIRST_SLURMD_PORT = 17001
 CTLD_PORT, DBD_PORT, DB_PORT = 16817, 16819, 16306
