@@ -7,13 +7,18 @@ BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
 # The system: local (this machine) or a paper's (on such a machine; here: make dry-run).
 SYSTEM ?= local
+# Where runs put their products (HPCBENCH_VAR, else var/: hpcbench.paths).
+VAR := $(or $(HPCBENCH_VAR),var)
 REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'
 RFM_OPTS ?=
 # quick: HPL and HPCC at 1/25 of the memory (minutes); full: at 80 % of it (hours here).
-# ReFrame execution modes (hpcbench.rfmconfig.MODES).
+# ReFrame execution modes (hpcbench.rfmconfig.MODES), given as their options so that the
+# user's RFM_OPTS, after them, win (ReFrame's --mode would merge -p with its default);
+# --ci-generate needs --mode itself, which it carries into every job.
 MODE ?= quick
-MODE_OPTS = --mode=$(or $(filter quick full,$(MODE)),$(error MODE must be quick or full, not '$(MODE)'))
+MODE_NAME = $(or $(filter quick full,$(MODE)),$(error MODE must be quick or full, not '$(MODE)'))
+MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME))
 # Slow-node screening: flag nodes this many percent below the median.
 SCREEN_THRESHOLD ?= 5
 
@@ -25,14 +30,22 @@ SCREEN_THRESHOLD ?= 5
 # On the testbed (SYSTEM=testbed) the Slurm cluster is started first; it keeps running.
 # The session's provenance (project and Spack commits, spack.lock hash) goes into ReFrame's
 # results database as session extras; the report is written whatever the checks' outcome.
+# A ReFrame that stops before running (a bad option, a broken site config, another run in
+# the same var/) stores no session: then nothing after it runs, and its error stands alone.
 run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	$(BIN)/hpcbench setup --system $(SYSTEM)
+	before=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
 	$(REFRAME) $(MODE_OPTS) -r --performance-report \
 	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(RFM_OPTS); \
 	status=$$?; \
+	newest=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
+	if [ "$$newest" = "$$before" ]; then \
+	    echo "make run: ReFrame stopped before running (exit $$status, see above): nothing" \
+	         "was measured or stored" >&2; exit $$status; fi; \
 	$(BIN)/hpcbench compare-stacks --system $(SYSTEM); \
-	echo "Results: perflogs in var/perflogs/, ReFrame's results database var/results.db," \
-	     "run reports in var/reports/ (newest: $$(ls -t var/reports/*.json 2>/dev/null | head -1))"; \
+	echo "Results: perflogs in $(VAR)/perflogs/, ReFrame's results database" \
+	     "$(VAR)/results.db, run reports in $(VAR)/reports/ (this run's: $$newest)," \
+	     "logs in $(VAR)/logs/"; \
 	$(MAKE) --no-print-directory report SYSTEM=$(SYSTEM) || status=1; \
 	exit $$status
 
@@ -98,7 +111,7 @@ testbed-stop: $(VENV_STAMP)
 # per check, the mode carried into each), made runnable from the project.
 ci-pipeline: $(VENV_STAMP)
 	mkdir -p var/ci
-	$(REFRAME) $(MODE_OPTS) $(RFM_OPTS) --ci-generate var/ci/reframe-pipeline.yml
+	$(REFRAME) --mode=$(MODE_NAME) $(RFM_OPTS) --ci-generate var/ci/reframe-pipeline.yml
 	$(BIN)/hpcbench ci-pipeline var/ci/reframe-pipeline.yml var/ci/checks.yml
 
 # Run .gitlab-ci.yml's jobs here with gitlab-ci-local's shell executor, after it has
@@ -130,5 +143,10 @@ $(VENV_STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt -e .
 	touch $@
 
+# Scratch only: stage directories, detected topologies, generated pipelines and the venv.
+# Results (results.db, perflogs, reports, output, logs) are never deleted by a target, nor
+# is a running testbed's state (var/testbed).
 clean:
-	rm -rf var $(VENV)
+	rm -rf $(VAR)/stage $(VAR)/topology $(VAR)/ci $(VAR)/dry-run-report.json $(VENV)
+	@echo "make clean: kept the results in $(VAR)/ (results.db, perflogs, reports, output," \
+	     "logs); remove them yourself if you mean to"

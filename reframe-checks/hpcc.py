@@ -15,7 +15,8 @@ from reframe.core.builtins import fixture, run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import hpcc, hpl, references
-from hpcbench.rfm import Provenance, SiteTuning, BenchmarkBuild, bind_ranks, partition_layout, partition_node
+from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, bind_ranks,
+                          partition_layout, partition_node)
 
 OUTPUT = 'hpccoutf.txt'
 
@@ -27,7 +28,7 @@ class HpccBuild(BenchmarkBuild):
 
 
 @rfm.simple_test
-class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     descr = 'HPC Challenge, one rank per core'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-hpcc']

@@ -24,9 +24,10 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
-from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, bind_ranks, configured_layout_names,
-                          configured_node_counts, job_output, partition_layout,
-                          partition_layouts, partition_node, skip_beyond_partition, skip_unless_node_count)
+from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, bind_ranks,
+                          configured_layout_names, configured_node_counts, job_output,
+                          partition_layout, partition_layouts, partition_node,
+                          skip_beyond_partition, skip_unless_node_count)
 
 
 class HplBuild(BenchmarkBuild):
@@ -38,7 +39,7 @@ class DgemmRateBuild(BenchmarkBuild):
     spec = 'dgemm-rate'
 
 
-class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     """The DGEMM rate of one node through the BLAS HPL uses: one process, all cores."""
     descr = 'DGEMM ceiling of one node (hpcbench dgemm-rate)'
     valid_systems = ['*']
@@ -77,7 +78,7 @@ class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
         return self.result.mean
 
 
-class HplBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+class HplBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     """One HPL job: inputs planned from the partition, each rank bound by its layout."""
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']

@@ -27,9 +27,9 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import imb, references
-from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, bind_ranks, job_output, partition_layout,
-                          partition_node, partition_num_nodes, repeat_launch,
-                          skip_beyond_partition)
+from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, bind_ranks,
+                          job_output, partition_layout, partition_node, partition_num_nodes,
+                          repeat_launch, skip_beyond_partition)
 
 
 class ImbBuild(BenchmarkBuild):
@@ -44,7 +44,7 @@ def _group_layouts():
     return ['per-core', 'per-node'] if several else ['per-core']
 
 
-class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     valid_systems = ['*']
     # Spack's build of every stack; without a Spack, the IMB-MPI1 of Intel MPI's wheel.
     valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-imb']

@@ -23,8 +23,8 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import ior, references
-from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, job_output, partition_layout,
-                          partition_node, partition_num_nodes, repeat_launch,
+from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, job_output,
+                          partition_layout, partition_node, partition_num_nodes, repeat_launch,
                           skip_beyond_partition)
 
 
@@ -34,7 +34,7 @@ class IorBuild(BenchmarkBuild):
 
 
 @rfm.simple_test
-class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     descr = 'IOR write and read per access pattern and API'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']

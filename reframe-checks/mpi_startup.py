@@ -16,8 +16,9 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import mpi_startup, references
-from hpcbench.rfm import (Provenance, SiteTuning, BenchmarkBuild, configured_node_counts, job_output,
-                          partition_layout, repeat_launch, skip_unless_node_count)
+from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild,
+                          configured_node_counts, job_output, partition_layout, repeat_launch,
+                          skip_unless_node_count)
 
 
 class MpiStartupBuild(BenchmarkBuild):
@@ -26,7 +27,7 @@ class MpiStartupBuild(BenchmarkBuild):
 
 
 @rfm.simple_test
-class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning, Provenance):
+class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     descr = 'MPI_Init and hello world time of one rank per core (Oakforest-PACS)'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']

@@ -13,7 +13,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import references, stream
-from hpcbench.rfm import Provenance, BenchmarkBuild, configured_nodes, job_output, partition_node
+from hpcbench.rfm import (Provenance, QuietNode, BenchmarkBuild, configured_nodes, job_output,
+                          partition_node)
 
 
 def _array_size(partition):
@@ -38,7 +39,7 @@ def _thread_counts():
 
 
 @rfm.simple_test
-class StreamCheck(rfm.RunOnlyRegressionTest, Provenance):
+class StreamCheck(rfm.RunOnlyRegressionTest, QuietNode, Provenance):
     descr = 'STREAM memory bandwidth of one node, OpenMP thread sweep'
     valid_systems = ['*']
     valid_prog_environs = ['+openmp +spack-builds']

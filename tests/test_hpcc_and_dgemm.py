@@ -33,6 +33,12 @@ def test_parse_reads_the_summary_of_a_real_run():
     }
 
 
+def test_crlf_line_endings_are_read():
+    # hpccoutf.txt copied through a Windows share: every line ends in CRLF.
+    text = HPCC_OUTPUT.read_text()
+    assert hpcc.parse(text.replace('\n', '\r\n'), ranks=2) == hpcc.parse(text, ranks=2)
+
+
 def test_one_process_has_no_communication_figures():
     text = HPCC_OUTPUT.read_text().replace('CommWorldProcs=2', 'CommWorldProcs=1')
     assert set(hpcc.parse(text, ranks=1)) == {'hpl', 'star_dgemm', 'star_stream_triad'}

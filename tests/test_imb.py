@@ -219,6 +219,28 @@ def test_best_of_several_runs_takes_the_fastest_row_of_each_size():
         imb.best_of([tables[0], imb.Table('PingPong', 2, tables[1].rows[:-1])])
 
 
+def test_imb_2017_and_2018_banners_are_read():
+    # IMB 2017/2018 print "Intel (R) MPI Benchmarks"; their tables are laid out as 2021's.
+    old = OUTPUTS['openmpi'].replace('Intel(R) MPI Benchmarks 2021.7',
+                                     'Intel (R) MPI Benchmarks 2018')
+    assert old != OUTPUTS['openmpi']
+    runs = imb.parse_runs(old + old, 2)
+    assert [complete_tables_of(run) for run in runs] == [complete_tables(OUTPUTS['openmpi'])] * 2
+
+
+def complete_tables_of(tables):
+    return {b: imb.complete_table(tables, b, 2, ALL_SIZES[b]) for b in imb.BENCHMARKS}
+
+
+def test_one_file_of_two_runs_is_read_run_by_run():
+    two = OUTPUTS['openmpi'] + OUTPUTS['mpich']
+    first, second = imb.parse_runs(two, 2)
+    assert complete_tables_of(first) == complete_tables(OUTPUTS['openmpi'])
+    assert complete_tables_of(second) == complete_tables(OUTPUTS['mpich'])
+    with pytest.raises(imb.ImbOutputError, match='holds 2 IMB runs'):
+        imb.parse(two)
+
+
 def test_multi_pair_runs_are_compared_by_bandwidth():
     table = complete_tables(OUTPUTS['openmpi'])['Uniband']
     slower = imb.Table('Uniband', 2, tuple(

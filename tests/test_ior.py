@@ -64,6 +64,17 @@ def test_a_real_failure_is_reported_with_iors_message():
         ior.parse(FAILED, 2, 2)
 
 
+def test_data_that_did_not_verify_fails():
+    # IOR 4.0.0 with -W/-R prints this (CountErrors) and then its figures as usual.
+    text = OUTPUTS['file-per-process-posix']
+    first_read = text.index('read      28101')
+    broken = (text[:first_read] + 'WARNING: Incorrect data on read (3 errors found).\n\n'
+              'Used Time Stamp 20070101 (0x1323ea5) for Data Signature\n' + text[first_read:])
+    with pytest.raises(ior.IorOutputError, match=r'IOR reported: WARNING: Incorrect data on '
+                                                 r'read \(3 errors found\)'):
+        ior.parse(broken, 2, 2)
+
+
 def test_task_count_must_be_the_jobs():
     with pytest.raises(ior.IorOutputError, match='2 tasks x 2 repetitions, the job asked for '
                                                  '4 x 2'):

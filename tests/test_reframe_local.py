@@ -281,8 +281,9 @@ def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
     assert len(jobs) == 9
     io_dir = var / 'io'
     for job in jobs:
-        assert f'workdir=$(mktemp -d "{io_dir}/hpcbench-ior.XXXXXX") || exit 1' in job
-        assert "trap 'rm -rf -- \"$workdir\"' EXIT" in job
+        assert f'workdir=$(mktemp -d {io_dir}/hpcbench-ior.XXXXXX) || exit 1' in job
+        assert 'hpcbench_cleanup+=("$workdir")' in job
+        assert "trap 'rm -rf -- \"${hpcbench_cleanup[@]}\"' EXIT" in job
         # Every IOR run writes below the job's own directory, nowhere else.
         runs = re.findall(r'^mpirun .*/bin/ior (.*)$', job, re.M)
         assert runs and all(r.split(' -o ')[1].split()[0] == '"$workdir/ior"' for r in runs)

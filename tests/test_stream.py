@@ -79,6 +79,13 @@ def test_broken_real_output_fails(fixture_text, mutation):
         stream.parse(mutated[mutation], expected_threads=2)
 
 
+def test_two_runs_in_one_output_are_refused(fixture_text):
+    # As a site's log of a 1-thread run then a 2-thread run: header of one, rates of the other.
+    text = fixture_text('stream/local-1-thread.out') + fixture_text('stream/local-2-threads.out')
+    with pytest.raises(stream.StreamOutputError, match='holds 2 STREAM runs'):
+        stream.parse(text)
+
+
 def test_wrong_thread_count_fails(fixture_text):
     with pytest.raises(stream.StreamOutputError, match='1 OpenMP threads ran, 2 expected'):
         stream.parse(fixture_text('stream/local-1-thread.out'), expected_threads=2)

@@ -177,6 +177,16 @@ def _provenance(args):
         raise RuntimeError(str(err)) from None
 
 
+def _mode_options(args):
+    """A ReFrame mode's options, shell-quoted, for a command line that puts the user's own
+    after them. (ReFrame's --mode merges a user's -p with the default instead of letting it
+    win: `--mode=quick -p openmpi` selected every environment.)"""
+    import shlex
+
+    from hpcbench import rfmconfig
+    print(shlex.join(rfmconfig.mode_options(args.mode)))
+
+
 def _report(args):
     """The HTML report and Markdown summary of a system's stored results."""
     from hpcbench import paths, report
@@ -269,6 +279,10 @@ def main(argv=None):
                                               'reframe --session-extras')
     facts.add_argument('--system', default='local')
     facts.set_defaults(func=_provenance)
+    mode = sub.add_parser('mode-options', help="print a ReFrame mode's options (make run "
+                                               'puts them before RFM_OPTS)')
+    mode.add_argument('mode', help='quick or full (hpcbench.rfmconfig.MODES)')
+    mode.set_defaults(func=_mode_options)
     rep = sub.add_parser('report', help='write the HTML report and Markdown summary of the '
                                         "stored results (ReFrame's results database)")
     rep.add_argument('--system', default='local')

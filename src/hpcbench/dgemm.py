@@ -10,6 +10,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from hpcbench.parsing import any_newlines
+
 # One call should take about a second at nominal peak, long enough to hide start-up
 # effects and short enough for every run; 256 keeps the order a multiple of BLAS blocks.
 SECONDS_PER_CALL = 1.0
@@ -45,6 +47,7 @@ class DgemmResult:
         return sum(self.rates) / len(self.rates)
 
 
+@any_newlines
 def parse(output, expected_repeats=None):
     """The repeats of a dgemm-rate output; raises DgemmOutputError unless the run completed
     and its result verified."""

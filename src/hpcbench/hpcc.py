@@ -8,6 +8,7 @@ import math
 import re
 
 from hpcbench import hpl
+from hpcbench.parsing import any_newlines
 
 # Sizes of PTRANS beyond HPL's: none; PTRANS then runs at HPL's N / 2 and NB (HPCC's rule).
 _PTRANS_LINES = (
@@ -48,6 +49,7 @@ def hpccinf(inputs):
     return hpl.hpl_dat(inputs, device_out=8) + '\n'.join(_PTRANS_LINES) + '\n'
 
 
+@any_newlines
 def parse(output, ranks):
     """{summary key: value} of a complete, successful HPCC output (hpccoutf.txt).
 

@@ -15,6 +15,8 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
+from hpcbench.parsing import any_newlines
+
 GIB = 1 << 30
 
 # HPL.dat codes and the names HPL and the papers use for them.
@@ -365,6 +367,7 @@ def _number(text, what, line):
     return value
 
 
+@any_newlines
 def parse(output, expected_results=None):
     """Every result of an HPL output, each proven by its residual check.
 

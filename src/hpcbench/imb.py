@@ -17,7 +17,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
-from hpcbench.parsing import measured_value
+from hpcbench.parsing import any_newlines, measured_value
 
 # Pairs: two ranks, one on each of two nodes when the partition has two (CHiC Figures 4-5).
 PAIR_BENCHMARKS = ('PingPong', 'PingPing', 'Uniband', 'Biband')
@@ -70,7 +70,8 @@ SWITCH_BELOW_PEAK = 0.80
 BEST_OF = {'PingPong': 3, 'PingPing': 3}
 
 _END = '# All processes entering MPI_Finalize'
-_BANNER = re.compile(r'^#\s+Intel\(R\) MPI Benchmarks', re.M)
+# "Intel(R) MPI Benchmarks 2021.7"; IMB 2017 and 2018 print "Intel (R) MPI Benchmarks".
+_BANNER = re.compile(r'^#\s+Intel ?\(R\) MPI Benchmarks', re.M)
 _BLOCK = re.compile(r'^# Benchmarking (\S+)\s*\n# #processes = (\d+)\s*\n', re.M)
 _IMB_FAILURE = re.compile(r'(out-of-mem|time-out|int-overflow)')
 
@@ -232,6 +233,7 @@ def _parse_table(name, processes, body):
     return Table(name, processes, tuple(rows))
 
 
+@any_newlines
 def parse(text):
     """Tables of one complete IMB run: {(benchmark, processes): Table}.
 
@@ -242,16 +244,21 @@ def parse(text):
     if _END not in text:
         raise ImbOutputError('IMB did not finish (no "All processes entering MPI_Finalize")')
 
+    runs = len(_BANNER.findall(text))
+    if runs > 1:
+        raise ImbOutputError(f'the output holds {runs} IMB runs: read them with parse_runs')
+
     blocks = list(_BLOCK.finditer(text))
     tables = {}
     for i, block in enumerate(blocks):
-        end = blocks[i + 1].start() if i + 1 < len(blocks) else text.index(_END)
+        end = blocks[i + 1].start() if i + 1 < len(blocks) else text.index(_END, block.end())
         name, processes = block.group(1), int(block.group(2))
         tables[(name, processes)] = _parse_table(name, processes, text[block.end():end])
 
     return tables
 
 
+@any_newlines
 def parse_runs(text, launches):
     """Each IMB run of a job that launched IMB `launches` times, all of them complete."""
     starts = [m.start() for m in _BANNER.finditer(text)]

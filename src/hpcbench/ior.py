@@ -9,7 +9,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from hpcbench.parsing import measured_value
+from hpcbench import job_script
+from hpcbench.parsing import any_newlines, measured_value
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -116,14 +117,11 @@ def job_prologue(directory, stripe_count, stripe_size):
     """Shell lines that make the job's own directory under `directory`, remove it whatever
     happens (end, failure, interruption), and stripe it on Lustre. `$workdir` is it."""
     return [
-        f'workdir=$(mktemp -d "{directory}/hpcbench-ior.XXXXXX") || exit 1',
-        "trap 'rm -rf -- \"$workdir\"' EXIT",
-        "trap 'exit 143' TERM",
-        "trap 'exit 130' INT",
+        *job_script.removed_at_exit('workdir', directory, 'hpcbench-ior'),
         'fstype=$(stat -f -c %T "$workdir")',
-        f'if [ "$fstype" = lustre ]; then lfs setstripe -c {stripe_count} -S {stripe_size} '
-        '"$workdir" || exit 1; else echo "hpcbench: $workdir is on $fstype, not Lustre: no '
-        'striping set"; fi',
+        f'if [ "$fstype" = lustre ]; then lfs setstripe -c {int(stripe_count)} '
+        f'-S {int(stripe_size)} "$workdir" || exit 1; else echo "hpcbench: $workdir is on '
+        '$fstype, not Lustre: no striping set"; fi',
     ]
 
 
@@ -170,7 +168,11 @@ class Phase:
 
 _SUMMARY = re.compile(r'^Summary of all tests:\s*\n(Operation .*)\n((?:(?:write|read) .*\n?)+)',
                       re.M)
-_ERROR = re.compile(r'^(ERROR|WARNING: .*failed).*$', re.M)
+_ERROR = re.compile(r'^ERROR.*$', re.M)
+# Every warning IOR prints means its figures are not to be trusted: data that did not verify
+# ("Incorrect data on read (N errors found)"), short or retried transfers, failed fsyncs,
+# O_DIRECT refused, file sizes that differ between tasks.
+_WARNING = re.compile(r'^WARNING:.*$', re.M)
 
 
 _BANNER = re.compile(r'^IOR-\S+: MPI Coordinated Test of Parallel I/O', re.M)
@@ -178,7 +180,7 @@ _BANNER = re.compile(r'^IOR-\S+: MPI Coordinated Test of Parallel I/O', re.M)
 
 def _parse_run(text, tasks, repetitions):
     """The phases of one IOR run (its summary rows), checked."""
-    error = _ERROR.search(text)
+    error = _ERROR.search(text) or _WARNING.search(text)
     if error:
         raise IorOutputError(f'IOR reported: {error.group(0).strip()}')
 
@@ -227,10 +229,11 @@ def _parse_run(text, tasks, repetitions):
     return phases
 
 
+@any_newlines
 def parse(text, tasks, repetitions, runs=1):
     """{'write': Phase, 'read': Phase} over the IOR runs of a job: one run doing both phases
     `repetitions` times, or `runs` write runs and read runs of repetitions/runs each (the
-    drop-caches policy). Checked: no ERROR line, the task and repetition counts the job
+    drop-caches policy). Checked: no ERROR or WARNING line, the task and repetition counts the job
     asked for, one finite result per repetition, finite summary figures, every run reached
     "Finished"."""
     starts = [m.start() for m in _BANNER.finditer(text)]

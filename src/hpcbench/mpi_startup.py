@@ -14,6 +14,8 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from hpcbench.parsing import any_newlines
+
 # The job script's record of one launch (hpcbench.rfm.repeat_launch).
 _LAUNCH = re.compile(r'^launch (\d+): wall_ns=(\d+)\s*$', re.M)
 _HELLO = re.compile(r'^hello from rank (\d+) of (\d+) on (\S+)\s*$', re.M)
@@ -81,6 +83,7 @@ def _launch(index, text, ranks, wall_ns):
                   int(wall_ns) * 1e-9)
 
 
+@any_newlines
 def parse(text, ranks, launches):
     """Every launch of the job, checked: each rank said hello once, the summary counts
     `ranks`, and the job made `launches` launches. (Hosts are recorded, not checked: the

@@ -1,5 +1,17 @@
-"""What the benchmark parsers share: reading one printed figure."""
+"""What the benchmark parsers share: the text as written anywhere, one printed figure."""
+import functools
 import math
+
+
+def any_newlines(parse):
+    """Let a parser read output whose lines end in CRLF or CR (a file copied through
+    Windows, a log written by a terminal) as if they ended in LF: its first argument is
+    the text."""
+    @functools.wraps(parse)
+    def wrapper(text, *args, **kwargs):
+        return parse(text.replace('\r\n', '\n').replace('\r', '\n'), *args, **kwargs)
+
+    return wrapper
 
 
 def measured_value(text, error, where, kind=float):

@@ -3,6 +3,7 @@ registry's binary), the node description of the partition a test runs on, and th
 every check mixes in (what its MPI stack needs at launch; the provenance of its results)."""
 import os
 import shlex
+import sys
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -11,8 +12,10 @@ import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.buildsystems import Spack as SpackBuildSystem
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import ReframeError, SanityError
+from reframe.core.logging import getlogger
 
-from hpcbench import layout, node, provenance
+from hpcbench import job_script, layout, node, provenance, quiet_node
 
 PREFIX_FILE = 'spack-prefix.txt'
 BIND_SCRIPT = 'bind-rank.sh'
@@ -218,11 +221,14 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
 def repeat_launch(test, count):
     """Launch `test`'s program `count` times in one job: a loop in the job script around
     the launch line (so any launcher works). `$start` holds each launch's start (ns since
-    the epoch); after each launch the script prints `launch I: wall_ns=T`."""
-    test.prerun_cmds = [*test.prerun_cmds, f'for launch in $(seq 1 {int(count)}); do',
-                        'start=$(date +%s%N)']
-    test.postrun_cmds = ['end=$(date +%s%N)', 'echo "launch $launch: wall_ns=$((end - start))"',
-                         'done', *test.postrun_cmds]
+    the epoch); after each launch the script prints `launch I: wall_ns=T`. The job exits
+    with the status of a launch that failed (the loop alone would end in 0)."""
+    test.prerun_cmds = [*test.prerun_cmds, 'failed=0',
+                        f'for launch in $(seq 1 {int(count)}); do', 'start=$(date +%s%N)']
+    test.postrun_cmds = ['status=$?', 'end=$(date +%s%N)',
+                         'echo "launch $launch: wall_ns=$((end - start))"',
+                         '[ "$status" -eq 0 ] || failed=$status', 'done',
+                         '[ "$failed" -eq 0 ] || exit "$failed"', *test.postrun_cmds]
 
 
 # Variables a launcher must not pass on its command line: search paths are the job's
@@ -253,6 +259,14 @@ class SiteTuning(rfm.RegressionTestPlugin):
             self.job.launcher = getlauncher(name)()
 
     @run_before('run')
+    def keep_mpi_files_in_the_job(self):
+        # On one node: Open MPI's session directory and shared-memory segments, which an
+        # interrupted job would leave in /tmp and /dev/shm, go where the job removes them.
+        # (On several nodes that directory would exist on the first node only.)
+        if self.num_tasks <= (self.num_tasks_per_node or self.num_tasks):
+            self.prerun_cmds = [*job_script.mpi_scratch(), *self.prerun_cmds]
+
+    @run_before('run')
     def pass_run_time_variables(self):
         if isinstance(self.job.launcher,
                       tuple(getlauncher(name) for name in _ENVIRONMENT_PROPAGATING)):
@@ -261,6 +275,63 @@ class SiteTuning(rfm.RegressionTestPlugin):
         variables = {**self.current_environ.env_vars, **self.env_vars}
         self.job.launcher.env_vars = {k: str(v) for k, v in variables.items()
                                       if not k.endswith(_NOT_FORWARDED_SUFFIX)}
+
+
+class QuietNode(rfm.RegressionTestPlugin):
+    """A benchmark measures a quiet node, and a failed job never passes.
+
+    - Just before its launch, the job checks the node it runs on (hpcbench.quiet_node): the
+      CPU other processes use, the memory in use, the load. Settings per partition:
+      `extras.quiet_node` (action fail/warn/off, max_busy_cores, max_memory_in_use,
+      sample); for a run: `-S quiet_node_action=warn`. On a busy node the test fails (or,
+      with `warn`, warns) naming the culprits; the check's line is kept as `node_state`
+      (perflog, results database).
+    - The job's exit status must be 0 (IOR, for one, returns the count of data errors).
+    """
+    #: fail, warn or off; None: the partition's (hpcbench.quiet_node.DEFAULTS).
+    quiet_node_action = variable(str, type(None), value=None)
+    #: The node check's verdict and figures, from the job's output.
+    node_state = variable(str, value='')
+
+    @run_after('setup')
+    def choose_node_check(self):
+        part = self.current_partition
+        try:
+            self.quiet_node_settings = quiet_node.settings(part.extras.get('quiet_node'),
+                                                           self.quiet_node_action)
+        except quiet_node.QuietNodeSettingsError as err:
+            raise ReframeError(f'{part.fullname}: {err}') from None
+
+    @run_before('run')
+    def check_node_before_launch(self):
+        # Before every other line of the job (its own set-up, the launch).
+        if self.quiet_node_settings['action'] == 'off':
+            return
+
+        # This machine's jobs use the suite's Python; elsewhere the node's python3.
+        python = (sys.executable if self.current_partition.scheduler.registered_name == 'local'
+                  else 'python3')
+        line = quiet_node.command_line(shlex.quote(python), shlex.quote(quiet_node.__file__),
+                                       self.quiet_node_settings)
+        self.prerun_cmds = [line, *self.prerun_cmds]
+
+    @run_before('sanity')
+    def measured_on_a_quiet_node(self):
+        if self.is_dry_run():
+            return
+
+        output = os.path.join(self.stagedir, sn.evaluate(self.stdout))
+        text = open(output, errors='replace').read() if os.path.exists(output) else ''
+        line = next((ln for ln in text.splitlines() if ln.startswith(quiet_node.MARKER)), '')
+        self.node_state = line[len(quiet_node.MARKER):].strip()
+        if self.node_state.startswith('BUSY'):
+            if self.quiet_node_settings['action'] == 'fail':
+                raise SanityError(f'the node was not quiet before the launch: {self.node_state}')
+            getlogger().warning(f'{self.display_name}: measured on a busy node: '
+                                f'{self.node_state}')
+        if self.job.exitcode:
+            raise SanityError(f'the job exited with status {self.job.exitcode} '
+                              f'(see {self.job.stdout} and {self.job.stderr})')
 
 
 class Provenance(rfm.RegressionTestPlugin):

@@ -2,7 +2,7 @@
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
 import sys
 
-from hpcbench import paths, spack
+from hpcbench import paths, run_lock, spack
 
 VAR = str(paths.VAR_DIR)
 
@@ -81,33 +81,57 @@ MODES = [
 ]
 
 
+def _log_file():
+    """ReFrame's debug log: each run its own, var/logs/reframe-run_<time>.log (kept); the
+    listings and queries of stored results (`hpcbench report`, ...) share one, rewritten
+    each time, so that they never replace a run's."""
+    if run_lock.is_a_run(sys.argv[1:]):
+        return {'name': f'{VAR}/logs/reframe-run.log', 'timestamp': '%Y%m%dT%H%M%S'}
+
+    return {'name': f'{VAR}/logs/reframe-query.log'}
+
+
+def mode_options(name):
+    """The options of the mode called `name`."""
+    modes = {m['name']: m['options'] for m in MODES}
+    if name not in modes:
+        raise RuntimeError(f'mode {name!r}: one of {", ".join(modes)}')
+
+    return modes[name]
+
+
 def site(systems, environments):
     """A complete ReFrame configuration around the given systems and environments."""
     # ReFrame opens its log file in VAR before it creates any directory of its own.
-    paths.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    (paths.VAR_DIR / 'logs').mkdir(parents=True, exist_ok=True)
+    run_lock.acquire_for_this_run(VAR)
     for system in systems:
         system.setdefault('prefix', VAR)
         system.setdefault('stagedir', f'{VAR}/stage')
         system.setdefault('outputdir', f'{VAR}/output')
 
+    # A dry run measures nothing: no perflog line, no stored session, no run report among
+    # the runs' (its report, of the job scripts it wrote, is var/dry-run-report.json).
+    dry_run = '--dry-run' in sys.argv
     return {
         'systems': systems,
         'environments': environments,
         'modes': MODES,
         'general': [{
             'topology_prefix': str(paths.TOPOLOGY_DIR),
-            'report_file': f'{VAR}/reports/run-report-{{sessionid}}.json',
+            'report_file': (f'{VAR}/dry-run-report.json' if dry_run
+                            else f'{VAR}/reports/run-report-{{sessionid}}.json'),
             'check_search_path': [str(paths.CHECKS_DIR)],
             'check_search_recursive': True,
         }],
-        'storage': [{'enable': True, 'sqlite_db_file': f'{VAR}/results.db'}],
+        'storage': [{'enable': not dry_run, 'sqlite_db_file': f'{VAR}/results.db'}],
         'logging': [{
             'handlers$': [{'type': 'stream', 'name': 'stdout', 'level': 'info',
                            'format': '%(message)s'}],
-            'handlers': [{'type': 'file', 'name': f'{VAR}/reframe.log', 'level': 'debug2',
+            'handlers': [{**_log_file(), 'type': 'file', 'level': 'debug2',
                           'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s',
                           'append': False}],
-            'handlers_perflog': [{
+            'handlers_perflog': [] if dry_run else [{
                 'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
                 'basedir': f'{VAR}/perflogs', 'level': 'info', 'append': True,
                 'format': PERFLOG_FORMAT, 'format_perfvars': PERFLOG_VARIABLE_FORMAT,

@@ -3,6 +3,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from hpcbench.parsing import any_newlines
+
 KERNELS = ('Copy', 'Scale', 'Add', 'Triad')
 
 # STREAM's rule: each array at least 4x the total last-level cache, so no kernel runs from
@@ -76,8 +78,18 @@ def _field(pattern, text, what):
     return int(match.group(1))
 
 
+_BANNER = re.compile(r'^STREAM version ', re.M)
+
+
+@any_newlines
 def parse(text, expected_threads=None):
-    """Parse a complete STREAM output; anything short of a validated run raises."""
+    """Parse a complete STREAM output of one run; anything short of a validated run raises,
+    and so does a file holding several runs (its header would be one run's, its rates
+    another's)."""
+    runs = len(_BANNER.findall(text))
+    if runs > 1:
+        raise StreamOutputError(f'the output holds {runs} STREAM runs: one run per output')
+
     if 'Failed Validation' in text:
         line = next(ln for ln in text.splitlines() if 'Failed Validation' in ln)
         raise StreamOutputError(f'STREAM failed its validation: {line.strip()}')

@@ -98,9 +98,11 @@ def node_memory_bytes(nodes):
 
 def node_extras(nodes):
     """The `extras` describing one of `nodes` emulated nodes (hpcbench.node): the host's
-    clock and flop/cycle, its share of the memory, and the node count."""
+    clock and flop/cycle, its share of the memory, and the node count. The emulated nodes
+    share one host, whose other nodes' jobs and daemons are always busy: no quiet-node
+    check (hpcbench.quiet_node)."""
     return {**host.partition_extras(), 'memory_bytes': node_memory_bytes(nodes),
-            'num_nodes': nodes}
+            'num_nodes': nodes, 'quiet_node': {'action': 'off'}}
 
 
 def configured_nodes(root=None):

@@ -1,0 +1,214 @@
+"""Is the node quiet enough to measure on? Run by each benchmark job just before its launch
+(hpcbench.rfm.QuietNode), on the node the job script runs on.
+
+It samples the CPU time of every process twice, `sample` seconds apart, from /proc, leaving
+out the job itself and its ancestors (the job script, the scheduler's or ReFrame's process),
+and reads the memory in use (MemTotal - MemAvailable) and the load average. The node is busy
+when the other processes used more than `max_busy_cores` cores over the sample, or more than
+`max_memory_in_use` of the memory is in use; the culprits are named (PID, CPU, memory,
+command). The load average is printed, not judged: it lags a minute behind.
+
+Standard library only: the job runs it with the node's python3, outside the project's venv.
+Prints one line beginning with MARKER; exits BUSY_EXIT when busy and the action is `fail`.
+"""
+import argparse
+import os
+import sys
+import time
+
+MARKER = 'hpcbench quiet-node:'
+BUSY_EXIT = 97
+ACTIONS = ('fail', 'warn', 'off')
+# Defaults: a quarter of a core for everything else (daemons use far less), half the
+# memory (a full-size HPL takes 80 % of it).
+DEFAULTS = {'action': 'fail', 'max_busy_cores': 0.25, 'max_memory_in_use': 0.5,
+            'sample': 0.5}
+# Culprits named on a busy verdict.
+NAMED = 5
+
+
+class QuietNodeSettingsError(ValueError):
+    pass
+
+
+def settings(partition_setting, action=None):
+    """The check's settings from a partition's `extras.quiet_node` (a dict of DEFAULTS'
+    keys, or None) and an action given for the run (None: the partition's); validated."""
+    merged = {**DEFAULTS, **(partition_setting or {})}
+    if action is not None:
+        merged['action'] = action
+    unknown = set(merged) - set(DEFAULTS)
+    if unknown:
+        raise QuietNodeSettingsError(f'quiet_node: unknown setting(s) {", ".join(sorted(unknown))}'
+                                     f'; known: {", ".join(DEFAULTS)}')
+    if merged['action'] not in ACTIONS:
+        raise QuietNodeSettingsError(f'quiet_node action {merged["action"]!r}: one of '
+                                     f'{", ".join(ACTIONS)}')
+    for key in ('max_busy_cores', 'max_memory_in_use', 'sample'):
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise QuietNodeSettingsError(f'quiet_node {key}={value!r}: a positive number')
+    if merged['max_memory_in_use'] > 1:
+        raise QuietNodeSettingsError(f'quiet_node max_memory_in_use='
+                                     f'{merged["max_memory_in_use"]}: a fraction of memory, '
+                                     'at most 1')
+    return merged
+
+
+def command_line(python, script, chosen):
+    """The job script line that runs this check with `chosen` settings (settings())."""
+    return (f'{python} {script} --action {chosen["action"]} --max-busy-cores '
+            f'{chosen["max_busy_cores"]} --max-memory-in-use {chosen["max_memory_in_use"]} '
+            f'--sample {chosen["sample"]} || exit $?')
+
+
+def _stat(pid):
+    """(CPU ticks used, resident bytes, parent PID) of a process, or None once it is gone."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            text = fp.read()
+    except OSError:
+        return None
+
+    # The command name is in parentheses and may hold spaces or parentheses itself.
+    fields = text[text.rindex(')') + 2:].split()
+    # After the name: state ppid ... utime(14th field) stime(15th) ... rss(24th).
+    return (int(fields[11]) + int(fields[12]), int(fields[21]) * os.sysconf('SC_PAGE_SIZE'),
+            int(fields[1]))
+
+
+def _snapshot():
+    processes = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat:
+                processes[int(entry)] = stat
+
+    return processes
+
+
+def _command(pid):
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as fp:
+            words = fp.read().split(b'\0')
+        text = b' '.join(w for w in words if w).decode(errors='replace')
+        if text:
+            return text[:120]
+
+        with open(f'/proc/{pid}/comm') as fp:
+            return f'[{fp.read().strip()}]'
+    except OSError:
+        return '?'
+
+
+def ancestors(pid, processes):
+    """`pid` and every process above it."""
+    chain = set()
+    while pid and pid not in chain:
+        chain.add(pid)
+        pid = processes.get(pid, (0, 0, 0))[2]
+
+    return chain
+
+
+def memory_in_use():
+    """(bytes in use, total bytes): MemTotal - MemAvailable (the page cache is not use)."""
+    fields = {}
+    with open('/proc/meminfo') as fp:
+        for line in fp:
+            name, value = line.split(':', 1)
+            fields[name] = int(value.split()[0]) * 1024
+
+    return fields['MemTotal'] - fields['MemAvailable'], fields['MemTotal']
+
+
+def _cpu_busy_ticks():
+    """Ticks all CPUs spent busy since boot (user, nice, system, irq, softirq: not idle,
+    I/O wait, or time the hypervisor gave to other guests)."""
+    with open('/proc/stat') as fp:
+        fields = [int(v) for v in fp.readline().split()[1:8]]
+    user, nice, system, _idle, _iowait, irq, softirq = fields
+    return user + nice + system + irq + softirq
+
+
+def survey(sample):
+    """What the node does besides this process and its ancestors over `sample` seconds:
+    (busy cores, [(cores, resident bytes, pid, command)] busiest first, memory in use,
+    total memory, 1-min load). Busy cores come from the node's CPU counters, so that
+    processes too short-lived to be seen (a build's compilers) count too."""
+    busy_before = _cpu_busy_ticks()
+    before = _snapshot()
+    start = time.monotonic()
+    time.sleep(sample)
+    after = _snapshot()
+    elapsed = time.monotonic() - start
+    busy_after = _cpu_busy_ticks()
+    own = ancestors(os.getpid(), after)
+    ticks = os.sysconf('SC_CLK_TCK')
+    others, own_ticks = [], 0
+    for pid, (used, rss, _) in after.items():
+        # A process started during the sample counts from its start.
+        used_during = used - (before[pid][0] if pid in before else 0)
+        if pid in own:
+            own_ticks += used_during
+            continue
+        others.append((used_during / ticks / elapsed, rss, pid, _command(pid)))
+
+    others.sort(reverse=True)
+    busy_cores = max(0.0, (busy_after - busy_before - own_ticks) / ticks / elapsed)
+    used_memory, total_memory = memory_in_use()
+    with open('/proc/loadavg') as fp:
+        load = float(fp.read().split()[0])
+
+    return busy_cores, others, used_memory, total_memory, load
+
+
+def verdict(chosen, busy_cores, others, used_memory, total_memory, load):
+    """(busy?, the line to print)."""
+    gib = 1 << 30
+    figures = (f'{busy_cores:.2f} core(s) busy besides this job over {chosen["sample"]} s '
+               f'(at most {chosen["max_busy_cores"]}), memory in use '
+               f'{used_memory / gib:.1f} of {total_memory / gib:.1f} GiB '
+               f'({used_memory / total_memory:.0%}, at most {chosen["max_memory_in_use"]:.0%}), '
+               f'load {load:.2f}')
+    cpu_busy = busy_cores > chosen['max_busy_cores']
+    memory_busy = used_memory > chosen['max_memory_in_use'] * total_memory
+    if not (cpu_busy or memory_busy):
+        return False, f'{MARKER} quiet: {figures}'
+
+    # The processes behind the verdict: the busiest on CPU (at least 1 % of a core), or the
+    # largest in memory.
+    if cpu_busy:
+        named = [o for o in others if o[0] >= 0.01][:NAMED]
+    else:
+        named = sorted(others, key=lambda o: o[1], reverse=True)[:NAMED]
+    culprits = '; '.join(f'PID {pid} {cores:.0%} CPU {rss / gib:.2f} GiB: {command}'
+                         for cores, rss, pid, command in named)
+    return True, f'{MARKER} BUSY: {figures}; busiest: {culprits}'
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--action', choices=ACTIONS, default=DEFAULTS['action'])
+    parser.add_argument('--max-busy-cores', type=float, default=DEFAULTS['max_busy_cores'])
+    parser.add_argument('--max-memory-in-use', type=float,
+                        default=DEFAULTS['max_memory_in_use'])
+    parser.add_argument('--sample', type=float, default=DEFAULTS['sample'])
+    args = parser.parse_args(argv)
+    try:
+        chosen = settings({'max_busy_cores': args.max_busy_cores,
+                           'max_memory_in_use': args.max_memory_in_use,
+                           'sample': args.sample}, args.action)
+    except QuietNodeSettingsError as err:
+        parser.error(str(err))
+    if chosen['action'] == 'off':
+        return 0
+
+    busy, line = verdict(chosen, *survey(chosen['sample']))
+    print(line, flush=True)
+    return BUSY_EXIT if busy and chosen['action'] == 'fail' else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
