@@ -15,7 +15,7 @@ from reframe.core.builtins import fixture, run_after, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import hpcc, hpl, references
-from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, bind_ranks,
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
                           partition_layout, partition_node)
 
 OUTPUT = 'hpccoutf.txt'
@@ -28,7 +28,7 @@ class HpccBuild(BenchmarkBuild):
 
 
 @rfm.simple_test
-class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
+class HpccCheck(BenchmarkRun, SiteTuning):
     descr = 'HPC Challenge, one rank per core'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-hpcc']
@@ -38,6 +38,7 @@ class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     memory_fraction = variable(float, type(None), value=None)
     #: What this run used, for the perflog and the results database.
     inputs = variable(str, value='')
+    input_kinds = {'memory_fraction': 'fraction'}
     num_nodes = 1
     tags = {'hpcc', 'compute', 'quick'}
 
@@ -65,7 +66,7 @@ class HpccCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
         self.num_tasks = self.num_tasks_per_node = self.layout.ranks_per_node
         self.num_cpus_per_task = 1
         self.time_limit = int(4 * self.plan.estimated_seconds + 600)
-        bind_ranks(self, self.layout, os.path.join(self.build.install_prefix(), 'bin', 'hpcc'))
+        bind_ranks(self, self.layout, self.build.program('hpcc'))
         self.keep_files = ['hpccinf.txt', OUTPUT, 'bind-rank.sh']
         self.perf_variables = {
             'hpl': sn.make_performance_function(self.figure, 'GFLOP/s', 'hpl', 1000),

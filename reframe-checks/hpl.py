@@ -24,7 +24,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
-from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, bind_ranks,
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
                           configured_layout_names, configured_node_counts, job_output,
                           partition_layout, partition_layouts, partition_node,
                           skip_beyond_partition, skip_unless_node_count)
@@ -39,13 +39,14 @@ class DgemmRateBuild(BenchmarkBuild):
     spec = 'dgemm-rate'
 
 
-class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
+class DgemmCeiling(BenchmarkRun, SiteTuning):
     """The DGEMM rate of one node through the BLAS HPL uses: one process, all cores."""
     descr = 'DGEMM ceiling of one node (hpcbench dgemm-rate)'
     valid_systems = ['*']
     valid_prog_environs = ['*']
     build = fixture(DgemmRateBuild, scope='environment')
     repeats = variable(int, value=dgemm.REPEATS)
+    input_kinds = {'repeats': 'positive'}
     num_tasks = 1
     keep_files = ['bind-rank.sh']
     time_limit = '10m'
@@ -57,7 +58,7 @@ class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance)
         # One process on the whole node: its BLAS threads, bound like HPL's per-node layout.
         self.job.launcher = getlauncher('local')()
         bind_ranks(self, partition_layout(self.current_partition, 'per-node'),
-                   os.path.join(self.build.install_prefix(), 'bin', 'dgemm-rate'),
+                   self.build.program('dgemm-rate'),
                    self.order, self.repeats)
 
     @sanity_function
@@ -78,7 +79,7 @@ class DgemmCeiling(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance)
         return self.result.mean
 
 
-class HplBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
+class HplBase(BenchmarkRun, SiteTuning):
     """One HPL job: inputs planned from the partition, each rank bound by its layout."""
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']
@@ -113,6 +114,9 @@ class HplBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     #: What this run used (N, NB, grid, layout), for the perflog and the results database.
     inputs = variable(str, value='')
     keep_files = ['HPL.dat', 'bind-rank.sh']
+    # The tuning's own ranges are hpcbench.hpl.Tuning's.
+    input_kinds = {'repeats': 'positive', 'memory_fraction': 'fraction', 'n': 'positive',
+                   'num_nodes': 'positive'}
 
     _LIST_SETTINGS = {'nb': 'nbs', 'pfact': 'pfacts', 'nbmin': 'nbmins', 'ndiv': 'ndivs',
                       'rfact': 'rfacts', 'bcast': 'bcasts', 'depth': 'depths'}
@@ -158,7 +162,7 @@ class HplBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
         self.num_cpus_per_task = self.layout.threads_per_rank
         # Four times the solve at Rpeak (HPL rarely runs below 25 % of it) plus start-up.
         self.time_limit = int(4 * self.plan.estimated_seconds + 300)
-        bind_ranks(self, self.layout, os.path.join(self.build.install_prefix(), 'bin', 'xhpl'),
+        bind_ranks(self, self.layout, self.build.program('xhpl'),
                    rank_env=self.use_huge_pages(part.extras.get('hugepages')))
 
     def use_huge_pages(self, hugepages):

@@ -27,9 +27,9 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import imb, references
-from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, bind_ranks,
-                          job_output, partition_layout, partition_node, partition_num_nodes,
-                          repeat_launch, skip_beyond_partition)
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks, job_output,
+                          partition_layout, partition_node, partition_num_nodes, repeat_launch,
+                          skip_beyond_partition)
 
 
 class ImbBuild(BenchmarkBuild):
@@ -44,7 +44,7 @@ def _group_layouts():
     return ['per-core', 'per-node'] if several else ['per-core']
 
 
-class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
+class ImbBase(BenchmarkRun, SiteTuning):
     valid_systems = ['*']
     # Spack's build of every stack; without a Spack, the IMB-MPI1 of Intel MPI's wheel.
     valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-imb']
@@ -59,6 +59,8 @@ class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     seconds_per_size = variable(float, type(None), value=None)
     #: What this run used (benchmark, placement, sizes), for the perflog and results database.
     inputs = variable(str, value='')
+    input_kinds = {'min_msglog': 'non-negative', 'max_msglog': 'non-negative',
+                   'iterations': 'positive', 'seconds_per_size': 'positive'}
     time_limit = '30m'
     keep_files = ['bind-rank.sh']
     tags = {'imb', 'network'}
@@ -93,7 +95,7 @@ class ImbBase(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
 
     def run_imb(self, *args):
         bind_ranks(self, self.layout,
-                   os.path.join(self.build.install_prefix(), 'bin', 'IMB-MPI1'),
+                   self.build.program('IMB-MPI1'),
                    *self.imb_options(), *args)
 
 
@@ -104,15 +106,17 @@ class ImbBenchmark(ImbBase):
     #: IMB launches in the job (None: hpcbench.imb.BEST_OF, three for the curves whose
     #: shape is read, PingPong and PingPing; one for the others).
     repeats = variable(int, type(None), value=None)
+    input_kinds = {**ImbBase.input_kinds, 'repeats': 'positive'}
     #: The measured table (the fastest run at each size) by column (hpcbench.imb.curve):
     #: the curves of the report's IMB plots, kept in the results database.
     curve = variable(typ.Dict[str, typ.List[float]], value={})
+    #: Variables reported only when the measured curve shows them (references may name
+    #: them: hpcbench.references.reframe_reference).
+    measured_only_variables = ('switch_size',)
 
     def run_benchmark(self, placement):
         if self.repeats is None:
             self.repeats = imb.BEST_OF.get(self.benchmark, 1)
-        if self.repeats < 1:
-            raise ReframeError(f'repeats={self.repeats}: at least one')
 
         memory_gib = self.place(placement)
         max_log = imb.feasible_max_log(self.benchmark, placement.ranks, self.max_msglog,
@@ -192,6 +196,7 @@ class ImbVariability(ImbBase):
     repeats = variable(int, value=10)
     #: Nodes (None: every node of the partition).
     num_nodes = variable(int, type(None), value=None)
+    input_kinds = {**ImbBase.input_kinds, 'repeats': 'positive', 'num_nodes': 'positive'}
     tags = {'imb', 'network', 'variability'}
 
     @run_after('setup')

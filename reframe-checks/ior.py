@@ -13,6 +13,7 @@ POSIX, MPI-IO independent and MPI-IO collective, safe on a production file syste
 - Write and read are reported separately: best and mean MiB/s over `repetitions`.
 """
 import os
+import shlex
 import shutil
 
 import reframe as rfm
@@ -22,8 +23,8 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import ior, references
-from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild, job_output,
+from hpcbench import bootstrap, ior, references
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, job_output,
                           partition_layout, partition_node, partition_num_nodes, repeat_launch,
                           skip_beyond_partition)
 
@@ -34,7 +35,7 @@ class IorBuild(BenchmarkBuild):
 
 
 @rfm.simple_test
-class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
+class IorCheck(BenchmarkRun, SiteTuning):
     descr = 'IOR write and read per access pattern and API'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']
@@ -60,6 +61,10 @@ class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
     #: More IOR options, appended as given.
     extra_options = variable(typ.List[str], value=[])
     inputs = variable(str, value='')
+    # stripe_count: -1 is Lustre's "every OST".
+    input_kinds = {'transfer_size': 'positive', 'block_size': 'positive',
+                   'tasks_per_node': 'positive', 'num_nodes': 'positive',
+                   'repetitions': 'positive'}
     time_limit = '1h'
     tags = {'ior', 'io'}
 
@@ -68,9 +73,10 @@ class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
         part = self.current_partition
         extras = part.extras
         directory = extras.get('io_directory')
-        # A dry run may write the job of another machine (a paper's system): its directory
-        # and free space are checked when the directory exists here.
-        on_this_machine = not self.is_dry_run() or bool(directory and os.path.isdir(directory))
+        # A dry run may write the job of another machine (a paper's system), whose
+        # directory, free space and permissions cannot be checked from here.
+        on_this_machine = (not self.is_dry_run()
+                           or self.current_system.name in bootstrap.MACHINE_SYSTEMS)
         if not directory or (on_this_machine and not os.path.isdir(directory)):
             raise ReframeError(f'{part.fullname}: extras.io_directory {directory!r} is not an '
                                'existing directory')
@@ -89,16 +95,18 @@ class IorCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
             base = ior.ior_options(self.pattern, self.api, block, transfer)
             total = block * per_node * nodes
             if on_this_machine:
+                ior.check_writable(directory)
                 ior.check_space(directory, total, shutil.disk_usage(directory).free)
         except ior.IorInputError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None
 
         self.num_tasks = per_node * nodes
         self.num_tasks_per_node = per_node
-        program = os.path.join(self.build.install_prefix(), 'bin', 'ior')
+        program = self.build.program('ior')
         phases, self.loops = ior.phase_options(policy, self.repetitions)
         runs = [[*base, *opts, *(ior.verify_options(opts) if self.verify else []),
-                 *self.extra_options, '-o', '"$workdir/ior"'] for opts in phases]
+                 *map(shlex.quote, self.extra_options), '-o', '"$workdir/ior"']
+                for opts in phases]
         stripes = self.stripe_count or extras.get('io_stripe_count', -1)
         self.prerun_cmds = ior.job_prologue(directory, stripes, transfer)
         self.executable = program

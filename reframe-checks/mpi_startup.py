@@ -8,7 +8,6 @@ slowest rank, the time from the launcher's start to the last rank leaving MPI_In
 wall time of the whole hello world. Ranks are not wrapped or bound: the launch is measured
 as users launch. Parsing is hpcbench.mpi_startup.
 """
-import os
 
 import reframe as rfm
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
@@ -16,9 +15,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import mpi_startup, references
-from hpcbench.rfm import (Provenance, QuietNode, SiteTuning, BenchmarkBuild,
-                          configured_node_counts, job_output, partition_layout, repeat_launch,
-                          skip_unless_node_count)
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, configured_node_counts,
+                          job_output, partition_layout, repeat_launch, skip_unless_node_count)
 
 
 class MpiStartupBuild(BenchmarkBuild):
@@ -27,7 +25,7 @@ class MpiStartupBuild(BenchmarkBuild):
 
 
 @rfm.simple_test
-class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenance):
+class MpiStartupCheck(BenchmarkRun, SiteTuning):
     descr = 'MPI_Init and hello world time of one rank per core (Oakforest-PACS)'
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']
@@ -39,6 +37,7 @@ class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenan
     ranks_per_node = variable(int, type(None), value=None)
     #: What this run used (ranks, nodes, launches), for the perflog and results database.
     inputs = variable(str, value='')
+    input_kinds = {'launches': 'positive', 'ranks_per_node': 'positive'}
     time_limit = '30m'
     tags = {'mpi-startup', 'network'}
 
@@ -56,7 +55,7 @@ class MpiStartupCheck(rfm.RunOnlyRegressionTest, SiteTuning, QuietNode, Provenan
                                f'the {cores} cores ranks may use')
         self.num_tasks = self.num_nodes * per_node
         self.num_tasks_per_node = per_node
-        self.executable = os.path.join(self.build.install_prefix(), 'bin', 'mpi-startup')
+        self.executable = self.build.program('mpi-startup')
         self.executable_opts = ['"$start"']
         repeat_launch(self, self.launches)
         self.inputs = (f'ranks={self.num_tasks} nodes={self.num_nodes} '

@@ -4,7 +4,6 @@ Inputs come from the partition: the array size from its last-level caches and me
 (hpcbench.stream.array_size), the thread counts from its cores, the peak for the machine
 balance from its clock and flop/cycle. Parsing and the math live in hpcbench.stream.
 """
-import os
 
 import reframe as rfm
 from reframe.core.backends import getlauncher
@@ -13,7 +12,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import references, stream
-from hpcbench.rfm import (Provenance, QuietNode, BenchmarkBuild, configured_nodes, job_output,
+from hpcbench.rfm import (BenchmarkRun, BenchmarkBuild, configured_nodes, job_output,
                           partition_node)
 
 
@@ -39,7 +38,7 @@ def _thread_counts():
 
 
 @rfm.simple_test
-class StreamCheck(rfm.RunOnlyRegressionTest, QuietNode, Provenance):
+class StreamCheck(BenchmarkRun):
     descr = 'STREAM memory bandwidth of one node, OpenMP thread sweep'
     valid_systems = ['*']
     valid_prog_environs = ['+openmp +spack-builds']
@@ -61,7 +60,7 @@ class StreamCheck(rfm.RunOnlyRegressionTest, QuietNode, Provenance):
         self.inputs = f'array={_array_size(self.current_partition)} threads={self.num_threads}'
         self.num_cpus_per_task = self.num_threads
         self.env_vars = stream.openmp_environment(self.num_threads)
-        self.executable = os.path.join(self.build.install_prefix(), 'bin', 'stream_c.exe')
+        self.executable = self.build.program('stream_c.exe')
         # One process whose threads are placed by OpenMP: an MPI launcher would bind it to
         # one core. The job script runs on the node under every scheduler.
         self.job.launcher = getlauncher('local')()

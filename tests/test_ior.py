@@ -110,6 +110,10 @@ def test_space_guard_refuses_what_does_not_fit():
     # The margin: 10 % of the data, at least 1 GiB.
     with pytest.raises(ior.IorInputError):
         ior.check_space('/scratch', 10 * ior.GIB, 10.5 * ior.GIB)
+    # Small sizes in a unit that shows them.
+    with pytest.raises(ior.IorInputError, match=r'would write 600\.0 MiB to /s, which has '
+                                                r'100\.0 MiB free; .* needs 1\.6 GiB'):
+        ior.check_space('/s', 600 * ior.MIB, 100 * ior.MIB)
 
 
 DROP_CACHES_OUTPUT = (FIXTURES / 'ior' /

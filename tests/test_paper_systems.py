@@ -375,7 +375,8 @@ def test_every_build_a_check_asks_for_is_one_root_of_the_lock(system, dry_runs):
     array size, dgemm-rate) is exactly one root of the committed lock."""
     _, stage = dry_runs[system]
     asked = {m for script in stage.glob('*/*/*/rfm_build.sh')
-             for m in re.findall(r"location -i '([^']+)'", script.read_text())}
+             for m in (q or w for q, w in re.findall(r"location -i (?:'([^']+)'|(\S+))",
+                                                    script.read_text()))}
     assert {spec.split()[0] for spec in asked} >= {
         'hpl', 'hpcc', 'intel-mpi-benchmarks', 'ior', 'mpi-startup', 'stream', 'dgemm-rate'}
     lock = _lock(system)

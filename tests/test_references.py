@@ -40,6 +40,7 @@ def _test(system, partition, environ, **attrs):
     test.current_system = SimpleNamespace(name=system)
     test.current_partition = SimpleNamespace(name=partition, extras={'memory_dimms': 8})
     test.current_environ = SimpleNamespace(name=environ)
+    test.perf_variables = dict.fromkeys(('copy', 'scale', 'add', 'triad', 'balance'))
     for k, v in attrs.items():
         setattr(test, k, v)
 
@@ -73,6 +74,8 @@ def test_a_system_without_references_has_none(tmp_path, monkeypatch):
     (lambda d: d['sources']['chic2007'].update(seed='paper.pdf'), 'does not match'),
     (lambda d: d['figures'][0].update(value='fast'), "'fast' is not of type 'number'"),
     (lambda d: d['figures'][2].update(match={'num_threads': 1}), 'two reference figures'),
+    (lambda d: d['figures'][1].update(check='StreamChek'), "figures/1: unknown check "
+                                                           "'StreamChek'; the checks: "),
 ])
 def test_bad_reference_files_give_one_clear_error(tmp_path, mutate, message):
     data = json.loads(json.dumps(CHIC))
@@ -80,6 +83,32 @@ def test_bad_reference_files_give_one_clear_error(tmp_path, mutate, message):
     with pytest.raises(references.ReferenceError, match=message):
         refs = references.load('chic', _write(tmp_path, data))
         references.select(refs, 'StreamCheck', 'compute', 'gcc', {'num_threads': 1})
+
+
+def test_a_figure_of_a_variable_the_test_does_not_report_fails_its_setup(tmp_path,
+                                                                          monkeypatch):
+    from reframe.core.exceptions import ReframeError
+    monkeypatch.setattr(references.paths, 'REFERENCES_DIR', tmp_path)
+    data = json.loads(json.dumps(CHIC))
+    data['figures'][2]['variable'] = 'triadd'
+    _write(tmp_path, data)
+    with pytest.raises(ReframeError, match=r'StreamCheck reports no variable triadd \(Table 1\); '
+                                           r'its variables: add, balance, copy, scale, triad'):
+        references.reframe_reference(_test('chic', 'compute', 'gcc', num_threads=2))
+    # A test the figure does not apply to is not concerned.
+    assert references.reframe_reference(_test('chic', 'compute', 'gcc', num_threads=1))
+
+
+def test_every_check_class_is_known_to_the_references():
+    import re
+    from conftest import ROOT
+    # Every class of a check file that runs a benchmark: not a build, not a base of others.
+    declared = {name: bases for path in (ROOT / 'reframe-checks').glob('*.py')
+                for name, bases in re.findall(r'^class (\w+)\(([^)]*)\)', path.read_text(),
+                                              re.M)}
+    bases = {b.strip() for b in declared.values() for b in b.split(',')}
+    measuring = {n for n in declared if not n.endswith('Build') and n not in bases}
+    assert measuring == set(references.BENCHMARK_OF_CHECK)
 
 
 def test_file_for_another_system_is_refused(tmp_path):
@@ -165,8 +194,10 @@ def test_baseline_of_switch_points_and_variation_has_no_bounds(tmp_path):
     cases = results.measured_cases(_imb_session())
     refs = references.baseline_from_testcases('local', cases, 'uuid-2', 0.1, host='vm',
                                               recorded='2026-11-21T07:18:00')
+    measured = next(c for c in cases if c['check'] == 'ImbPairCheck'
+                    and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
     chosen = references.select(refs, 'ImbPairCheck', 'default', 'openmpi',
-                               {'benchmark': 'PingPong'})
+                               {'benchmark': 'PingPong', 'inputs': measured['inputs']})
     assert chosen['latency'].tolerance == (None, 0.1)               # us: upper bound
     assert chosen['peak_bandwidth'].tolerance == (-0.1, None)
     assert chosen['switch_size'].tolerance == (None, None)          # a size, not a speed
@@ -203,3 +234,21 @@ def test_hardware_in_a_figure_matches_the_partition_and_parameter_tuples_their_n
     assert not fig.applies_to('StreamCheck', 'compute', 'gcc',
                               references._test_attrs(test, [fig]))
     assert references.match_value(('swap_threshold', 64)) == 'swap_threshold-64'
+
+
+def test_a_baseline_judges_only_runs_of_the_inputs_it_was_measured_with():
+    cases = results.measured_cases(_imb_session())
+    refs = references.baseline_from_testcases('local', cases, 'uuid-2', 0.1, host='vm')
+    measured = next(c for c in cases if c['check'] == 'ImbPairCheck'
+                    and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
+    assert measured['inputs']
+    same = {'benchmark': 'PingPong', 'inputs': measured['inputs']}
+    other = {'benchmark': 'PingPong', 'inputs': measured['inputs'] + ' iterations=50'}
+    assert references.select(refs, 'ImbPairCheck', 'default', 'openmpi', same)
+    assert references.select(refs, 'ImbPairCheck', 'default', 'openmpi', other) == {}
+
+
+@pytest.mark.parametrize('tolerance', [-0.5, 0, 1.5, float('nan')])
+def test_a_baseline_tolerance_out_of_range_is_refused_before_anything_is_written(tolerance):
+    with pytest.raises(references.ReferenceError, match='a fraction of the baseline in'):
+        references.baseline_from_testcases('local', [], 'uuid', tolerance)

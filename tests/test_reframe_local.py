@@ -48,7 +48,7 @@ def test_dry_run_writes_stream_jobs_for_every_mpi_environment(var):
             assert 'export OMP_PLACES=cores' in job and 'export OMP_PROC_BIND=spread' in job
             assert re.search(r'^export PATH=\S+/(openmpi|mpich|mpi/2021\.17)/bin:\$PATH$',
                              job, re.M)
-            assert re.search(r"/bin/stream_c\.exe$", job, re.M)
+            assert re.search(r"/bin/stream_c\.exe\"?$", job, re.M)
             assert 'mpirun' not in job       # one process, placed by OpenMP
 
         builds = list((var / 'stage' / 'local' / 'default' / environ).glob(
@@ -69,8 +69,8 @@ def test_dry_run_writes_hpl_jobs_per_layout_with_binding_and_a_fitting_hpl_dat(v
         for stage in stages:
             job = (stage / 'rfm_job.sh').read_text()
             # Without a recorded build (a dry run), the prefix is Spack's own lookup.
-            launch = re.search(r"^mpirun -np (\d+) \./bind-rank\.sh (\S+|\$\(spack -e \S+ "
-                               r"location -i 'hpl \^\S+'\))/bin/xhpl$", job, re.M)
+            launch = re.search(r"^mpirun -np (\d+) \./bind-rank\.sh (\S+/bin/xhpl|\"\$\(spack -e "
+                               r"\S+ location -i 'hpl \^\S+'\)/bin/xhpl\")$", job, re.M)
             ranks = int(launch.group(1))
             chosen = next(v for v in kept.values() if v.ranks_per_node == ranks)
             assert f'export OMP_NUM_THREADS={chosen.threads_per_rank}\n' in job
@@ -178,7 +178,7 @@ def test_real_stream_run_passes_and_a_regression_against_a_baseline_fails(
     assert recorded.returncode == 0, recorded.stderr
     baseline = yaml.safe_load((refs_dir / 'local.yaml').read_text())
     target = next(f for f in baseline['figures'] if f['variable'] == 'triad'
-                  and f['environ'] == 'mpich' and f['match'] == {'num_threads': 1})
+                  and f['environ'] == 'mpich' and f['match']['num_threads'] == 1)
     target['value'] *= 4
     (refs_dir / 'local.yaml').write_text(yaml.safe_dump(baseline))
 
@@ -201,7 +201,8 @@ def test_dry_run_writes_imb_and_startup_jobs_for_every_mpi_environment(var):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cores = _cores()
     mem = imb.memory_limit_gib(host.memory_bytes(), 2)
-    imb_binary = r"(\S+|\$\(spack -e \S+ location -i 'intel-mpi-benchmarks \^\S+'\))/bin/IMB-MPI1"
+    imb_binary = (r"(\S+/bin/IMB-MPI1|\"\$\(spack -e \S+ location -i 'intel-mpi-benchmarks "
+                  r"\^\S+'\)/bin/IMB-MPI1\")")
     for environ in MPI_ENVIRONS:
         # One node here: the pair shares it, on two cores, bound.
         for benchmark in imb.PAIR_BENCHMARKS:
@@ -227,13 +228,15 @@ def test_dry_run_writes_imb_and_startup_jobs_for_every_mpi_environment(var):
         assert (stage / 'msglengths').read_text() == '16\n'
         loop = re.search(r'^for launch in \$\(seq 1 10\); do\nstart=\$\(date \+%s%N\)\n'
                          r'mpirun -np (\d+) \./bind-rank\.sh .* -msglen msglengths '
-                         r'Allreduce Barrier\nend=.*\necho "launch \$launch: wall_ns=.*\ndone$',
+                         r'Allreduce Barrier\nstatus=\$\?\nend=.*\necho "launch \$launch: '
+                         r'wall_ns=.*\n\[ "\$status" -eq 0 \] \|\| failed=\$status\ndone$',
                          job, re.M)
         assert loop and int(loop.group(1)) == cores
 
         stage, job = _job(var, environ, 'MpiStartupCheck_*')
-        assert re.search(rf"^mpirun -np {cores} (\S+|\$\(spack -e \S+ location -i "
-                         rf"'mpi-startup \^\S+'\))/bin/mpi-startup \"\$start\"$", job, re.M)
+        assert re.search(rf"^mpirun -np {cores} (\S+/bin/mpi-startup|\"\$\(spack -e \S+ "
+                         rf"location -i 'mpi-startup \^\S+'\)/bin/mpi-startup\") \"\$start\"$",
+                         job, re.M)
         assert 'for launch in $(seq 1 5); do' in job
 
 
@@ -285,7 +288,7 @@ def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
         assert 'hpcbench_cleanup+=("$workdir")' in job
         assert "trap 'rm -rf -- \"${hpcbench_cleanup[@]}\"' EXIT" in job
         # Every IOR run writes below the job's own directory, nowhere else.
-        runs = re.findall(r'^mpirun .*/bin/ior (.*)$', job, re.M)
+        runs = re.findall(r'^mpirun .*/bin/ior"? (.*)$', job, re.M)
         assert runs and all(r.split(' -o ')[1].split()[0] == '"$workdir/ior"' for r in runs)
         if os.geteuid() == 0:       # the local policy as root: write, drop, read
             assert re.search(r' -w -e -k -i 1 .*\|\| exit 1\nsync && echo 3 > '
@@ -297,8 +300,8 @@ def test_an_ior_run_that_does_not_fit_is_refused_in_setup(var):
                        '-p', 'openmpi', '-S', f'block_size={1 << 50}')
     assert proc.returncode != 0
     assert 'Failing phase: setup' in proc.stdout
-    assert re.search(r'IOR would write 2048\.0 TiB|IOR would write 2097152\.0 GiB to \S+/io, '
-                     r'which has [\d.]+ GiB free', proc.stdout), proc.stdout[-2000:]
+    assert re.search(r'IOR would write 2048\.0 TiB to \S+/io, which has [\d.]+ [KMGT]iB free',
+                     proc.stdout), proc.stdout[-2000:]
     assert not list((var / 'stage').glob('**/IorCheck_*/rfm_job.sh'))
 
 
@@ -314,3 +317,74 @@ def test_real_ior_run_passes_and_leaves_nothing_behind(installed, var, tmp_path,
     assert set(figures) == {'write_max', 'write_mean', 'read_max', 'read_mean'}
     assert all(v > 0 for v in figures.values())
     assert list((var / 'io').iterdir()) == []
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason='mounts need root')
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """Mount points made for a test, unmounted after it."""
+    made = []
+
+    def mount(*args):
+        point = tmp_path / f'mount{len(made)}'
+        point.mkdir()
+        subprocess.run(['mount', *args, str(point)], check=True)
+        made.append(point)
+        return point
+
+    yield mount
+    for point in reversed(made):
+        subprocess.run(['umount', str(point)], check=False)
+
+
+def _ior_setup(io_dir):
+    return run_reframe('--dry-run', '-n', 'IorCheck%pattern=file-per-process%api=posix',
+                       '-p', 'openmpi', env={'HPCBENCH_IO_DIR': str(io_dir)})
+
+
+@needs_root
+def test_an_io_directory_on_a_read_only_mount_is_refused_in_setup(var, tmp_path, mounted):
+    source = tmp_path / 'data'
+    source.mkdir()
+    readonly = mounted('--bind', '-o', 'ro', str(source))
+    proc = _ior_setup(readonly)
+    assert proc.returncode != 0
+    assert 'Failing phase: setup' in proc.stdout
+    assert f'IOR cannot write in {readonly}: Read-only file system' in proc.stdout
+    assert not list((var / 'stage').glob('**/IorCheck_*/rfm_job.sh'))
+
+
+@needs_root
+def test_an_io_directory_too_small_is_refused_in_setup_in_a_unit_that_shows_it(var, mounted):
+    small = mounted('-t', 'tmpfs', '-o', 'size=64m', 'hpcbench-test')
+    proc = _ior_setup(small)
+    assert proc.returncode != 0
+    assert re.search(rf'IOR would write [\d.]+ [MG]iB to {small}, which has 64\.0 MiB free',
+                     proc.stdout), proc.stdout[-2000:]
+
+
+def test_a_mistyped_io_directory_is_refused_not_created(var, tmp_path):
+    typo = tmp_path / 'scratch' / 'typo'
+    proc = _ior_setup(typo)
+    assert proc.returncode != 0
+    assert f"extras.io_directory '{typo}' is not an existing directory" in proc.stdout
+    assert not typo.exists() and not typo.parent.exists()
+
+
+def test_an_io_directory_with_shell_syntax_in_its_name_reaches_the_job_as_a_name(var, tmp_path):
+    # A directory that exists, named so that an unquoted use would run `touch PWNED`.
+    odd = tmp_path / 'io dir' / '$(touch PWNED)'
+    odd.mkdir(parents=True)
+    proc = _ior_setup(odd)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    job = next((var / 'stage' / 'local' / 'default' / 'openmpi').glob('IorCheck_*/rfm_job.sh'))
+    prologue = [line for line in job.read_text().splitlines()
+                if line.startswith(('trap ', 'workdir=', 'hpcbench_cleanup+='))]
+    script = '\n'.join([*prologue, 'echo "$workdir"'])
+    ran = subprocess.run(['bash', '-c', script], cwd=tmp_path, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith(f'{odd}/hpcbench-ior.')
+    assert not list(tmp_path.rglob('PWNED')) and not (ROOT / 'PWNED').exists()
+    assert list(odd.iterdir()) == []        # and the job's directory was removed at exit

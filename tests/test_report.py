@@ -137,6 +137,28 @@ def test_report_without_results_of_the_system_says_so(tmp_path):
         report.write(tmp_path, 'testbed', _sessions())
 
 
+def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
+    import subprocess
+    from conftest import BIN
+    theirs = tmp_path / 'theirs'
+    (theirs / 'plots').mkdir(parents=True)
+    (theirs / 'plots' / 'keep.png').write_bytes(b'not ours')
+    (theirs / 'index.html').write_text('their page')
+    proc = subprocess.run([str(BIN / 'hpcbench'), 'report', '--output', str(theirs)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr == (f'error: {theirs} holds files that no hpcbench report wrote: give '
+                           '--output a new or empty directory (nothing was written)\n')
+    assert (theirs / 'plots' / 'keep.png').read_bytes() == b'not ours'
+    assert (theirs / 'index.html').read_text() == 'their page'
+    # A report's own directory is rewritten: the second report replaces the first.
+    ours = tmp_path / 'ours'
+    report.write(ours, 'local', _sessions())
+    first = sorted(p.name for p in (ours / 'plots').iterdir())
+    report.write(ours, 'local', _sessions())
+    assert sorted(p.name for p in (ours / 'plots').iterdir()) == first
+
+
 def _browser_or_skip():
     try:
         browser.ensure()

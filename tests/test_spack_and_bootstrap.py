@@ -1,5 +1,6 @@
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +153,18 @@ def test_the_two_systems_on_this_machine_concretize_from_the_same_inputs(tmp_pat
     assert keys['local'] == keys['testbed'] != keys['other']
 
 
+def test_a_spack_yaml_with_a_syntax_error_is_named_in_one_message(tmp_path):
+    env = tmp_path / 'local'
+    env.mkdir()
+    text = (paths.SPACK_ENVS_DIR / 'local' / 'spack.yaml').read_text()
+    (env / 'spack.yaml').write_text(text.replace('specs:', 'specs: [unclosed', 1))
+    (env / 'host.yaml').write_text('definitions: []\n')
+    found = spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')
+    with pytest.raises(bootstrap.BootstrapError,
+                       match=rf'^{re.escape(str(env / "spack.yaml"))} is not valid YAML: '):
+        bootstrap.concretization_key(bootstrap.concretization_inputs(env), found)
+
+
 def test_missing_debian_packages_are_named_and_not_root_gets_the_command(monkeypatch):
     from hpcbench import debian
     assert debian.missing(['coreutils', 'no-such-package-hpcbench']) == \
@@ -176,3 +189,31 @@ def test_a_node_too_small_for_streams_rule_loses_stream_not_the_set_up(capsys):
     roomy = dataclasses.replace(small, memory_bytes=24 * 2**30)
     assert bootstrap.host_config([], {}, roomy)['definitions'] == [
         {'stream_specs': ['stream stream_array_size=251658240 ntimes=20']}]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='holding the dpkg lock and running apt need root')
+def test_apt_waits_a_bounded_time_for_a_held_dpkg_lock_then_says_why(monkeypatch, tmp_path):
+    """Another apt (unattended upgrades) holds the dpkg lock: a package the report's browser
+    needs cannot be installed. One clear error, after a bounded wait; the report goes on
+    without a browser."""
+    import time
+    from hpcbench import browser, debian
+    # Held by another process, as apt holds it (fcntl locks of one process do not block
+    # that process's children; apt runs as a child of this one).
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import fcntl, sys, time\n'
+         'fps = [open(p, "w") for p in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")]\n'
+         '[fcntl.lockf(fp, fcntl.LOCK_EX) for fp in fps]\nprint("held", flush=True)\n'
+         'time.sleep(120)'], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        monkeypatch.setattr(browser, 'PACKAGES', ('hpcbench-no-such-package',))
+        monkeypatch.setattr(debian, 'LOCK_TIMEOUT', 3)
+        start = time.monotonic()
+        with pytest.raises(browser.BrowserUnavailable, match='could not install '
+                                                             'hpcbench-no-such-package: '):
+            browser.ensure()
+        assert time.monotonic() - start < 60
+    finally:
+        holder.kill()
+        holder.wait()

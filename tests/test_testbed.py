@@ -36,6 +36,49 @@ def test_a_second_testbed_beside_a_running_one_is_refused(cluster, tmp_path):
         testbed.start(1, tmp_path / 'other')
 
 
+def test_stop_never_kills_a_process_that_only_reuses_a_recorded_pid(tmp_path):
+    # The stand-in: an unrelated process holds the PID a (dead) daemon's file names, as after
+    # a reboot or PID wrap-around; its start time is not the recorded one.
+    layout = testbed.Layout(tmp_path)
+    layout.run.mkdir(parents=True)
+    unrelated = subprocess.Popen(['sleep', '300'])
+    try:
+        started = testbed._start_time(unrelated.pid)
+        layout.pid_file('slurmctld').write_text(f'{unrelated.pid} {started - 100}\n')
+        assert testbed.recorded(layout) == {}
+        assert testbed.stop(tmp_path, timeout=2) == []
+        assert unrelated.poll() is None
+        # With the start time it was recorded with, it is the daemon.
+        layout.pid_file('slurmctld').write_text(f'{unrelated.pid} {started}\n')
+        assert testbed.recorded(layout) == {'slurmctld': unrelated.pid}
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+
+
+def test_stop_finds_the_daemons_of_a_removed_state_directory_by_what_they_are(tmp_path):
+    # Stand-ins for a slurmd and munged whose state directory (var/testbed) was removed
+    # while they ran: found by their environment's slurm.conf and their command line.
+    root = tmp_path / 'testbed'
+    layout = testbed.Layout(root)
+    slurmd = subprocess.Popen(['sleep', '300'], env={**os.environ,
+                                                     'SLURM_CONF': str(layout.slurm_conf)})
+    munged = subprocess.Popen(['sh', '-c', 'sleep 300; :', 'munged',
+                               f'--key-file={layout.munge}/munge.key'])
+    bystander = subprocess.Popen(['sleep', '300'])
+    try:
+        assert not root.exists()
+        stopped = testbed.stop(root, timeout=5)
+        assert len(stopped) == 2, stopped
+        slurmd.wait(timeout=10)
+        munged.wait(timeout=10)
+        assert bystander.poll() is None
+    finally:
+        for proc in (slurmd, munged, bystander):
+            proc.kill()
+            proc.wait()
+
+
 def _daemons_alive(pids):
     return [p for p in pids if testbed._alive(p)]
 

@@ -29,6 +29,7 @@ Launchers:
 - `mpiexec.hydra` Intel MPI's Hydra: `-n`, `-ppn` (it passes the environment itself).
 """
 import re
+import shlex
 import time
 
 import reframe.utility.osext as osext
@@ -207,7 +208,7 @@ class MpirunRshLauncher(JobLauncher):
     def command(self, job):
         return ['mpirun_rsh', *self.remote_shell, '-np', str(job.num_tasks),
                 '-hostfile', f'"${{{HOSTFILE_VARIABLE}:?the scheduler wrote no host file}}"',
-                *_variables(lambda k, v: [f'{k}={v}'], self.env_vars)]
+                *_variables(lambda k, v: [shlex.quote(f'{k}={v}')], self.env_vars)]
 
 
 @register_launcher('mpirun_ssh')
@@ -220,7 +221,7 @@ class MpirunPerNodeLauncher(JobLauncher):
     def command(self, job):
         _, per_node, _ = _shape(job)
         return ['mpirun', '-np', str(job.num_tasks), '--map-by', f'ppr:{per_node}:node',
-                *_variables(lambda k, v: ['-x', f'{k}={v}'], self.env_vars)]
+                *_variables(lambda k, v: ['-x', shlex.quote(f'{k}={v}')], self.env_vars)]
 
 
 @register_launcher('hpmpi')

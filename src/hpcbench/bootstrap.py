@@ -330,7 +330,11 @@ def concretization_key(inputs, found):
     other inputs' contents by their path in the project, and the Spack commits."""
     digest = hashlib.sha256()
     manifest, *others = inputs
-    digest.update(json.dumps(yaml.safe_load(manifest.read_text()), sort_keys=True).encode())
+    try:
+        environment = yaml.safe_load(manifest.read_text())
+    except yaml.YAMLError as err:
+        raise BootstrapError(f'{manifest} is not valid YAML: {err}') from None
+    digest.update(json.dumps(environment, sort_keys=True).encode())
     for path in others:
         name = path.name if path.parent == manifest.parent else path.relative_to(paths.PROJECT_ROOT)
         digest.update(str(name).encode() + b'\0' + path.read_bytes())

@@ -34,14 +34,30 @@ def _stored_session(args):
 
 
 def _baseline(args):
-    """Record a stored session's results as references/<system>.yaml (a baseline)."""
+    """Record a stored session's results as references/<system>.yaml (a baseline): the
+    session --session names, else the newest with valid performance results (an aborted or
+    failed run's session has none)."""
     from hpcbench import references, results
-    data = _stored_session(args)
-    uuid = data['session_info']['uuid']
-    cases = [c for c in results.measured_cases(data) if c['system'] == args.system]
-    if not cases:
-        raise RuntimeError(f'session {uuid} has no valid performance results on '
-                           f'{args.system}')
+    references.check_tolerance(args.tolerance)
+    if args.session:
+        data = results.session(results.site_config(args.system), args.session)
+        sessions = [data]
+    else:
+        sessions = results.stored_sessions(results.site_config(args.system))
+    skipped = []
+    for data in sessions:
+        uuid = data['session_info']['uuid']
+        cases = [c for c in results.measured_cases(data) if c['system'] == args.system]
+        if cases:
+            break
+        skipped.append(f'{uuid} ({data["session_info"].get("time_start", "?")})')
+    else:
+        if not sessions:
+            raise RuntimeError(f'no stored session for {args.system}: run the suite first')
+        raise RuntimeError(f'no stored session of {args.system} has valid performance results '
+                           f'(looked at {", ".join(skipped)})')
+    for item in skipped:
+        print(f'session {item} has no valid performance results: skipped')
 
     refs = references.baseline_from_testcases(args.system, cases, uuid, args.tolerance,
                                               host=data['session_info']['hostname'])

@@ -18,8 +18,14 @@ def missing(packages):
     return [p for p in packages if p not in installed]
 
 
-def ensure(packages, say=print):
-    """Install what `packages` lacks (as root), saying so; refuse otherwise."""
+# How long apt waits for the dpkg lock another apt (unattended upgrades, a user) holds.
+LOCK_TIMEOUT = 300
+
+
+def ensure(packages, say=print, lock_timeout=None):
+    """Install what `packages` lacks (as root), saying so; refuse otherwise. apt waits for
+    the dpkg lock up to `lock_timeout` seconds; an apt that fails (offline, the lock still
+    held) is MissingPackages with apt's own reason."""
     lacking = missing(packages)
     if not lacking:
         return
@@ -31,5 +37,12 @@ def ensure(packages, say=print):
 
     say(f'installing Debian packages: {" ".join(lacking)}')
     env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-    subprocess.run(['apt-get', 'update', '-q'], check=True, env=env, stdout=subprocess.DEVNULL)
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    wait = ['-o', f'DPkg::Lock::Timeout={int(lock_timeout or LOCK_TIMEOUT)}']
+    for step in (['apt-get', *wait, 'update', '-q'], [cmd[0], *wait, *cmd[1:]]):
+        proc = subprocess.run(step, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+        if proc.returncode != 0:
+            said = [ln for ln in proc.stderr.splitlines() if ln.startswith(('E:', 'W:'))]
+            raise MissingPackages(f'could not install {" ".join(lacking)}: `{" ".join(step)}` '
+                                  f'failed (exit {proc.returncode}): '
+                                  f'{" ".join(said) or proc.stderr.strip()[-500:]}')

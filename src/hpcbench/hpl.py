@@ -302,7 +302,8 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
     depth = max(tuning.depths)
     total_memory = num_nodes * node.memory_bytes
     if n is None:
-        fraction = fraction or memory_fraction(sizing, num_nodes)
+        if fraction is None:
+            fraction = memory_fraction(sizing, num_nodes)
         n = min(fitting_size(problem_size(total_memory, nb, p, q, fraction), nb, p, q, depth,
                              num_nodes, node.memory_bytes) for p, q in grids)
 

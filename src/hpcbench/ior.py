@@ -6,6 +6,7 @@ of IOR's "Summary of all tests".
 IOR reports MiB/s (2^20 B/s): the figures keep IOR's unit.
 """
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -143,6 +144,26 @@ def ior_options(pattern, api, block, transfer):
     return [*APIS[api], *layout, '-t', str(transfer)]
 
 
+def size_text(nbytes):
+    """Bytes in the largest binary unit that keeps a whole number in front (1.5 MiB,
+    20.0 GiB): small sizes do not vanish into "0.0 GiB"."""
+    for unit, scale in (('TiB', 1 << 40), ('GiB', GIB), ('MiB', MIB), ('KiB', 1 << 10)):
+        if abs(nbytes) >= scale:
+            return f'{nbytes / scale:.1f} {unit}'
+
+    return f'{int(nbytes)} B'
+
+
+def check_writable(directory):
+    """Refuse a directory IOR could not write in (read-only mount, permissions): by making
+    and removing a directory there, as the job would."""
+    import tempfile
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix='.hpcbench-write-test.', dir=directory))
+    except OSError as err:
+        raise IorInputError(f'IOR cannot write in {directory}: {err.strerror}') from None
+
+
 def space_needed(total_bytes):
     """What the guard requires free: the data plus its margin."""
     return total_bytes + max(SPACE_MARGIN * total_bytes, MIN_SPACE_MARGIN)
@@ -153,8 +174,8 @@ def check_space(directory, total_bytes, free_bytes):
     needed = space_needed(total_bytes)
     if needed > free_bytes:
         raise IorInputError(
-            f'IOR would write {total_bytes / GIB:.1f} GiB to {directory}, which has '
-            f'{free_bytes / GIB:.1f} GiB free; with the margin it needs {needed / GIB:.1f} GiB '
+            f'IOR would write {size_text(total_bytes)} to {directory}, which has '
+            f'{size_text(free_bytes)} free; with the margin it needs {size_text(needed)} '
             '(make the block smaller, e.g. -S block_size=..., or choose another directory)')
 
 

@@ -11,6 +11,7 @@ that it cannot undo ours.
 Layouts come from ReFrame's processor description (``partition.processor.info``): its
 topology lists the CPU sets of cores, NUMA nodes and sockets as hex masks.
 """
+import shlex
 from dataclasses import dataclass
 
 # Node-local rank index, most specific first: under mpirun inside a Slurm job, SLURM_LOCALID
@@ -229,7 +230,8 @@ def bind_script(layout, rank_env=None):
         f'({layout.ranks_per_node} per node); launcher variables: '
         f'{" ".join(LOCAL_RANK_VARIABLES)}" >&2; exit 97 ;;',
         'esac',
-        *(f'export {name}={value}' for name, value in sorted((rank_env or {}).items())),
+        *(f'export {name}={shlex.quote(str(value))}'
+          for name, value in sorted((rank_env or {}).items())),
     ]
     if layout.tool == 'numactl':
         lines += ['if command -v numactl >/dev/null 2>&1; then',

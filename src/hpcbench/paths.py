@@ -59,8 +59,12 @@ def topology_file(system, partition):
 
 
 def io_directory():
-    """Where the local system's I/O benchmarks write: $HPCBENCH_IO_DIR, else var/io
-    (created)."""
-    directory = Path(os.environ.get('HPCBENCH_IO_DIR', VAR_DIR / 'io'))
+    """Where the local system's I/O benchmarks write: $HPCBENCH_IO_DIR (never created: a
+    mistyped path must not become a directory; IOR's setup refuses one that does not
+    exist), else var/io (created)."""
+    if os.environ.get('HPCBENCH_IO_DIR'):
+        return Path(os.environ['HPCBENCH_IO_DIR'])
+
+    directory = VAR_DIR / 'io'
     directory.mkdir(parents=True, exist_ok=True)
     return directory

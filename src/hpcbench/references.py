@@ -203,6 +203,10 @@ def parse(data, where):
             if item['source'] not in data['sources']:
                 raise ReferenceError(f'{where}: {section}/{i}: unknown source '
                                      f'{item["source"]!r}')
+            if 'check' in item and item['check'] not in BENCHMARK_OF_CHECK:
+                raise ReferenceError(f'{where}: {section}/{i}: unknown check '
+                                     f'{item["check"]!r}; the checks: '
+                                     f'{", ".join(sorted(BENCHMARK_OF_CHECK))}')
 
     for item in data['figures']:
         figures.append(Figure(**{**item, 'tolerance': tuple(item.get('tolerance',
@@ -257,12 +261,26 @@ def _test_attrs(test, figures):
 
 
 def reframe_reference(test):
-    """The `reference` dict of a ReFrame test from its system's reference file."""
+    """The `reference` dict of a ReFrame test from its system's reference file. A figure
+    that applies to the test but names a variable the test does not report is an error
+    (ReFrame's, in the test's setup): it would silently never be compared."""
+    from reframe.core.exceptions import ReframeError
+
     system = test.current_system.name
     partition = test.current_partition.name
+    check = type(test).__name__
     refs = load(system)
-    chosen = select(refs, type(test).__name__, partition, test.current_environ.name,
-                    _test_attrs(test, refs.figures))
+    attrs = _test_attrs(test, refs.figures)
+    # Those it reports, and those it reports when the measurement shows them.
+    reported = {*test.perf_variables, *getattr(test, 'measured_only_variables', ())}
+    unknown = sorted({f'{fig.variable} ({fig.where})' for fig in refs.figures
+                      if fig.applies_to(check, partition, test.current_environ.name, attrs)
+                      and fig.variable not in reported})
+    if unknown:
+        raise ReframeError(f'{refs.path}: {check} reports no variable {", ".join(unknown)}; '
+                           f'its variables: {", ".join(sorted(reported))}')
+
+    chosen = select(refs, check, partition, test.current_environ.name, attrs)
     return {f'{system}:{partition}': {
         var: (fig.value, *fig.tolerance, fig.unit) for var, fig in chosen.items()
     }}
@@ -288,6 +306,13 @@ def better(variable, unit):
     return 'lower' if unit in SMALLER_IS_BETTER_UNITS else 'higher'
 
 
+def check_tolerance(tolerance):
+    """A baseline's tolerance: a fraction in (0, 1] (ReFrame's lower threshold is -it)."""
+    if not 0 < tolerance <= 1:      # NaN fails too
+        raise ReferenceError(f'tolerance {tolerance}: a fraction of the baseline in (0, 1], '
+                             'e.g. 0.10 for 10 %')
+
+
 def baseline_bounds(variable, unit, tolerance):
     """ReFrame's (lower, upper) thresholds of a baseline figure."""
     direction = better(variable, unit)
@@ -301,18 +326,22 @@ def baseline_from_testcases(system, testcases, session_uuid, tolerance, host=Non
                             recorded=None):
     """A ReferenceSet recording these results as the system's baseline.
 
-    testcases: dicts with check, partition, environ, match (the test's parameters) and
-    perfvalues {variable: (value, unit)}, as hpcbench.results.measured_cases extracts them
-    from ReFrame's results database.
+    testcases: dicts with check, partition, environ, match (the test's parameters),
+    inputs (what it ran: N, sizes, ...) and perfvalues {variable: (value, unit)}, as
+    hpcbench.results.measured_cases extracts them from ReFrame's results database. A
+    figure matches the inputs it was measured with too: a baseline of a quick run does not
+    judge a full one, nor one at another -S memory_fraction.
     """
+    check_tolerance(tolerance)
     figures = []
     for case in testcases:
+        match = {**case['match'], **({'inputs': case['inputs']} if case.get('inputs') else {})}
         for variable, (value, unit) in sorted(case['perfvalues'].items()):
             bounds = baseline_bounds(variable, unit, tolerance)
             params = ', '.join(f'{k}={v}' for k, v in sorted(case['match'].items()))
             figures.append(Figure(
                 check=case['check'], partition=case['partition'], environ=case['environ'],
-                match=dict(case['match']), variable=variable, value=float(value), unit=unit,
+                match=match, variable=variable, value=float(value), unit=unit,
                 tolerance=bounds, source='baseline', where=f'session {session_uuid}',
                 configuration=f'{case["environ"]}, {params}' if params else case['environ'],
             ))

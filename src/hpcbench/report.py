@@ -345,10 +345,31 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
 # --- Writing -------------------------------------------------------------------------------
 
 
+# Marks a directory as a report's: only such a directory (or a new or empty one) is
+# written into, and its plots/ replaced.
+MARKER = '.hpcbench-report'
+
+
+def claim_directory(directory):
+    """Make `directory` a report's, or refuse one that holds anything else: a report
+    replaces index.html, summary.md and plots/, which must never be a user's files."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise RuntimeError(f'{directory} is not a directory')
+    if (directory.is_dir() and any(directory.iterdir())
+            and not (directory / MARKER).exists()):
+        raise RuntimeError(f'{directory} holds files that no hpcbench report wrote: give '
+                           '--output a new or empty directory (nothing was written)')
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / MARKER).write_text('Written by `hpcbench report`: it replaces index.html, '
+                                    'summary.md and plots/ here.\n')
+
+
 def write(directory, system, sessions, comparison_table=None, comparison_pair=None,
           threshold=REGRESSION_THRESHOLD):
     """Write index.html, summary.md and plots/ for `system` into directory (replacing an
-    earlier report there); sessions newest first. Returns the path of index.html."""
+    earlier report there; refusing a directory with other files: claim_directory);
+    sessions newest first. Returns the path of index.html."""
     directory = Path(directory)
     cases, used = latest_cases(sessions, system)
     if not cases:
@@ -362,6 +383,7 @@ def write(directory, system, sessions, comparison_table=None, comparison_pair=No
         comparison = Comparison(*comparison_pair, compared_rows(comparison_table, threshold),
                                 threshold)
 
+    claim_directory(directory)
     plot_dir = directory / 'plots'
     shutil.rmtree(plot_dir, ignore_errors=True)
     plot_dir.mkdir(parents=True)
@@ -381,6 +403,8 @@ def from_database(system, directory, session=None, against=None,
     """The report of `system` from its results database: the latest results of every check
     (or those of `session`), and that session compared with `against` (default: the
     session before it)."""
+    if Path(directory).exists():
+        claim_directory(directory)      # refused before the database is even read
     config = results.site_config(system)
     stored = results.stored_sessions(config)
     known = {s['session_info']['uuid'] for s in stored}

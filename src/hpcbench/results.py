@@ -13,12 +13,25 @@ from hpcbench import paths
 _PARAM = re.compile(r'%([\w.$]+)=(\S+)')
 
 
+_ANSI = re.compile(r'\x1b\[[0-9;]*m')
+
+
 def reframe_json(config, *args):
-    """Run `reframe -C config <args>` and parse its JSON output."""
+    """Run `reframe -C config <args>` and parse its JSON output. A failure says why, as
+    ReFrame put it (on its stdout: `ERROR: failed to retrieve session data: file is not a
+    database`)."""
+    if not Path(config).exists():
+        systems = sorted(p.stem for p in paths.SITE_CONFIGS_DIR.glob('*.py'))
+        raise RuntimeError(f'no site config {config}; the systems: {", ".join(systems)}')
+
     cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f'{" ".join(cmd)} failed: {proc.stderr.strip()[-2000:]}')
+        said = _ANSI.sub('', proc.stdout + proc.stderr).strip().splitlines()
+        errors = [line for line in said if 'ERROR' in line or 'Error' in line]
+        reason = '\n'.join(errors or said[-5:]) or f'exit status {proc.returncode}'
+        raise RuntimeError(f'reading the results database of {Path(config).stem} '
+                           f'({paths.VAR_DIR / "results.db"}) failed: {reason}')
 
     start = proc.stdout.find('[')
     if start < 0:

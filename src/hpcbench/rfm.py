@@ -118,7 +118,8 @@ def skip_unless_node_count(test, num_nodes):
 
 
 def bind_ranks(test, chosen, program, *args, rank_env=None):
-    """Run `program args` as `test`'s executable with each rank bound by `chosen`'s layout
+    """Run `program args` (`program`: a shell word, BenchmarkBuild.program) as `test`'s
+    executable with each rank bound by `chosen`'s layout
     (the wrapper is written into the stage directory), with its thread variables and the
     MPI libraries' own binding off; `rank_env`: variables for the program only."""
     script = os.path.join(test.stagedir, BIND_SCRIPT)
@@ -127,7 +128,7 @@ def bind_ranks(test, chosen, program, *args, rank_env=None):
 
     os.chmod(script, 0o755)
     test.executable = f'./{BIND_SCRIPT}'
-    test.executable_opts = [str(program), *(str(a) for a in args)]
+    test.executable_opts = [program, *(shlex.quote(str(a)) for a in args)]
     test.env_vars.update(chosen.thread_environment())
     test.env_vars.update(layout.MPI_BINDING_OFF)
 
@@ -148,6 +149,16 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
     needs_mpi = variable(bool, value=False)
     registry_name = variable(str, type(None), value=None)
     build_system = 'Spack'
+
+    @run_after('init')
+    def build_as_a_job_where_jobs_share_this_host(self):
+        # ReFrame runs a local build beside the partition's jobs (its own job limit); where
+        # the partitions' jobs run on this host, a build (Spack at 85 % of a core) would run
+        # beside a benchmark. As a job of the partition, the partition's one job at a time
+        # keeps them apart.
+        schedulers = {p.scheduler.registered_name for p in rt.runtime().system.partitions}
+        if schedulers == {'local'}:
+            self.build_locally = False
 
     @run_after('setup')
     def use_partition_environment(self):
@@ -181,7 +192,7 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
 
     def _location_command(self):
         env = self.current_partition.extras['spack_env']
-        return f"spack -e {env} location -i '{self.full_spec}'"
+        return f'spack -e {shlex.quote(env)} location -i {shlex.quote(self.full_spec)}'
 
     @property
     def full_spec(self):
@@ -209,6 +220,14 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
                 return fp.read().strip()
 
         return f'$({self._location_command()})'
+
+    def program(self, name):
+        """The shell word of the build's `bin/<name>`: its path, quoted; in a dry run, the
+        command substitution that finds it, in double quotes."""
+        if os.path.exists(os.path.join(self.stagedir, PREFIX_FILE)):
+            return shlex.quote(os.path.join(self.install_prefix(), 'bin', name))
+
+        return f'"$({self._location_command()})/bin/{name}"'
 
     def description(self):
         """What was built: Spack's spec of the install, or the registry package."""
@@ -275,6 +294,34 @@ class SiteTuning(rfm.RegressionTestPlugin):
         variables = {**self.current_environ.env_vars, **self.env_vars}
         self.job.launcher.env_vars = {k: str(v) for k, v in variables.items()
                                       if not k.endswith(_NOT_FORWARDED_SUFFIX)}
+
+
+# What an input a user sets (`-S name=value`) may be.
+INPUT_KINDS = {
+    'positive': (lambda v: v > 0, 'a positive number'),
+    'non-negative': (lambda v: v >= 0, 'zero or more'),
+    'fraction': (lambda v: 0 < v <= 1, 'a fraction in (0, 1]'),
+}
+
+
+class CheckedInputs(rfm.RegressionTestPlugin):
+    """A check's numeric inputs are checked in setup, before any job is written, against the
+    kinds a check declares in `input_kinds` ({variable: a kind of INPUT_KINDS}); unset
+    (None) is the check's default. One error names every bad value."""
+    input_kinds = {}
+
+    @run_after('setup')
+    def refuse_bad_inputs(self):
+        bad = []
+        for name, kind in self.input_kinds.items():
+            value = getattr(self, name)
+            accepts, wanted = INPUT_KINDS[kind]
+            # NaN compares false with everything: refused too.
+            if value is not None and (isinstance(value, bool) or not accepts(value)):
+                bad.append(f'{name}={value!r} ({wanted})')
+        if bad:
+            raise ReframeError(f'{type(self).__name__}: bad input {"; ".join(bad)}: nothing '
+                               'was run')
 
 
 class QuietNode(rfm.RegressionTestPlugin):
@@ -373,3 +420,15 @@ class Provenance(rfm.RegressionTestPlugin):
         # Every check's program comes from its build fixture (Spack's or a registry's).
         build = getattr(self, 'build', None)
         return build.description() if isinstance(build, BenchmarkBuild) else ''
+
+
+class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, QuietNode, Provenance):
+    """What every benchmark check is, and what it may rely on:
+
+    - its program comes from a `build` fixture (a BenchmarkBuild: Spack's or a registry's);
+    - the numeric inputs it declares in `input_kinds` are checked in setup (CheckedInputs);
+    - its job checks that the node is quiet before the launch and fails when its exit status
+      is not 0 (QuietNode);
+    - its figures carry their provenance (Provenance).
+    Checks that launch MPI ranks mix in SiteTuning too."""
+

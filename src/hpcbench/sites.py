@@ -8,6 +8,7 @@ flop/cycle, node count, binding, I/O directory). CPUs are numbered as Linux numb
 cores socket by socket, hardware threads after all cores (CPU c + k * cores).
 """
 import importlib
+import shlex
 
 from hpcbench import rfmconfig
 
@@ -94,8 +95,8 @@ def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=()):
         'name': name, 'target_systems': [system],
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
         'features': ['mpi', 'openmp', name, rfmconfig.BUILDS_FROM_SPACK],
-        'prepare_cmds': [f'eval "$(spack -e {rfmconfig.spack_env_dir(system)} load --sh '
-                         f'{spack_mpi})"'],
+        'prepare_cmds': [f'eval "$(spack -e {shlex.quote(str(rfmconfig.spack_env_dir(system)))}'
+                         f' load --sh {shlex.quote(spack_mpi)})"'],
         'env_vars': [list(kv) for kv in env_vars],
         'extras': extras,
     }

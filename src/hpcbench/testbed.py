@@ -181,18 +181,73 @@ def _alive(pid):
         return False
 
 
+def _start_time(pid):
+    """When `pid` started (clock ticks since boot): with the PID, a process's identity (a
+    PID alone may have been reused by an unrelated process)."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return int(fp.read().rsplit(')', 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _belongs_to(pid, layout):
+    """True when `pid` is a daemon of the testbed in `layout`, by what it is: its command
+    line names the state directory (munged, MariaDB), or its environment names its
+    slurm.conf (every Slurm daemon's SLURM_CONF)."""
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as fp:
+            argv = fp.read().split(b'\0')
+        with open(f'/proc/{pid}/environ', 'rb') as fp:
+            environ = fp.read().split(b'\0')
+    except OSError:
+        return False
+
+    root = str(layout.root).encode()
+    return (any(arg.startswith(b'--') and root + b'/' in arg for arg in argv)
+            or f'SLURM_CONF={layout.slurm_conf}'.encode() in environ)
+
+
 def recorded(layout):
-    """{daemon: pid} of the processes this testbed started that still run."""
+    """{daemon: pid} of the processes this testbed started that still run: a PID file's
+    process with the start time recorded with it (not an unrelated one that reuses the
+    PID)."""
     found = {}
     for pid_file in sorted(layout.run.glob('*.pid')) if layout.run.exists() else []:
         try:
-            pid = int(pid_file.read_text().split()[0])
-        except (ValueError, IndexError):
+            pid, started = (int(v) for v in pid_file.read_text().split()[:2])
+        except ValueError:
             continue
-        if _alive(pid):
+        if _alive(pid) and _start_time(pid) == started:
             found[pid_file.stem] = pid
 
     return found
+
+
+def _parent(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return int(fp.read().rsplit(')', 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def found_running(layout):
+    """{name: pid} of the testbed's daemons found by what they are (_belongs_to), whether
+    or not their PID files still exist (the state directory removed while they ran). A
+    daemon's own children (slurmctld's slurmscriptd) end with it and are left out."""
+    found = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit() and int(entry) != os.getpid() and _belongs_to(int(entry), layout):
+            try:
+                with open(f'/proc/{entry}/comm') as fp:
+                    name = fp.read().strip()
+            except OSError:
+                continue
+            found[f'{name}[{entry}]'] = int(entry)
+
+    pids = set(found.values())
+    return {name: pid for name, pid in found.items() if _parent(pid) not in pids}
 
 
 def _spawn(layout, name, argv, user=None):
@@ -203,7 +258,7 @@ def _spawn(layout, name, argv, user=None):
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=_environment(layout),
                             user=user, group=user, extra_groups=[] if user else None)
-    layout.pid_file(name).write_text(f'{proc.pid}\n')
+    layout.pid_file(name).write_text(f'{proc.pid} {_start_time(proc.pid)}\n')
     return proc
 
 
@@ -404,19 +459,24 @@ def _configured_nodes(layout):
 
 
 def stop(root=None, timeout=20.0):
-    """End exactly the processes `start` recorded (slurmd, slurmctld, slurmdbd, MariaDB,
-    munged), by PID; returns their names."""
+    """End the testbed's daemons (slurmd, slurmctld, slurmdbd, MariaDB, munged): those
+    `start` recorded (PID and start time), and any other found by what it is (its state
+    directory in its command line or environment), as when the state directory was
+    removed while they ran; never a process that only reuses a recorded PID. Returns their
+    names."""
     layout = Layout(Path(root or state_dir()))
     if not layout.root.exists():
-        return []
+        return _stop(layout, timeout)
     with _exclusive(layout):
         return _stop(layout, timeout)
 
 
 def _stop(layout, timeout=20.0):
     running = recorded(layout)
-    order = sorted(running, key=lambda d: (d in DAEMONS, -DAEMONS.index(d) if d in DAEMONS
-                                           else 0))
+    known = set(running.values())
+    running.update({name: pid for name, pid in found_running(layout).items()
+                    if pid not in known and _parent(pid) not in known})
+    order = sorted(running, key=_stop_rank)
     for daemon in order:
         try:
             os.kill(running[daemon], signal.SIGTERM)
@@ -431,6 +491,17 @@ def _stop(layout, timeout=20.0):
         pid_file.unlink()
 
     return order
+
+
+# The order daemons stop in: the nodes first, munged (which they all use) last.
+_STOP_ORDER = ('slurmd', 'slurmctld', 'slurmdbd', 'mariadb', 'munged')
+
+
+def _stop_rank(name):
+    """Rank of a daemon's name (`slurmd-n2` as recorded, `mariadbd[812]` as found)."""
+    kind = re.sub(r'(-n\d+|\[\d+\])$', '', name)
+    kind = {'mariadbd': 'mariadb'}.get(kind, kind)
+    return _STOP_ORDER.index(kind) if kind in _STOP_ORDER else -1
 
 
 def is_running(root=None):

@@ -1,0 +1,52 @@
+"""The Makefile's targets as a user meets them, each with its own var/ (HPCBENCH_VAR)."""
+import os
+import re
+import subprocess
+
+from conftest import ROOT
+
+
+def _make(var, *args, timeout=600):
+    env = {**os.environ, 'HPCBENCH_VAR': str(var)}
+    return subprocess.run(['make', '--no-print-directory', *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_users_options_win_over_the_modes(tmp_path):
+    var = tmp_path / 'var'
+    proc = _make(var, 'dry-run', "RFM_OPTS=-n StreamCheck -p openmpi")
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-2000:] + proc.stderr
+    # The mode's options first, the user's after them; only the environment asked for.
+    assert "-S sizing=tuning -T '^(sweep|screen)$' --dry-run -n StreamCheck -p openmpi" in out
+    assert {p.name for p in (var / 'stage' / 'local' / 'default').iterdir()} == {'openmpi'}
+
+
+def test_a_run_that_reframe_refuses_stops_with_one_message(tmp_path):
+    var = tmp_path / 'var'
+    proc = _make(var, 'run', 'RFM_OPTS=--no-such-option')
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    # (make echoes the recipe, with the message's text, on stdout.)
+    assert proc.stderr.count('unrecognized arguments: --no-such-option') == 1
+    assert proc.stderr.count('make run: ReFrame stopped before running') == 1
+    assert 'run the suite first' not in said and 'Traceback' not in said
+    assert not (var / 'reports').exists() and not (var / 'report').exists()
+
+
+def test_make_clean_keeps_every_result(tmp_path):
+    var = tmp_path / 'var'
+    results = [var / 'results.db', var / 'perflogs' / 'local' / 'default' / 'X.log',
+               var / 'reports' / 'run-report-1.json', var / 'output' / 'x' / 'rfm_job.out',
+               var / 'logs' / 'reframe-run_1.log']
+    scratch = [var / 'stage' / 'x' / 'rfm_job.sh', var / 'topology' / 'local-default' / 'p.json']
+    for path in results + scratch:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('x')
+    venv = tmp_path / 'venv'        # not the checkout's
+    venv.mkdir()
+    proc = _make(var, 'clean', f'VENV={venv}')
+    assert proc.returncode == 0, proc.stderr
+    assert all(p.exists() for p in results)
+    assert not any(p.exists() for p in scratch) and not venv.exists()
+    assert f'kept the results in {var}/' in proc.stdout
