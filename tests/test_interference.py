@@ -88,6 +88,16 @@ def test_a_failed_launch_among_repeated_launches_fails_the_job(tmp_path):
     assert ok.returncode == 0 and ok.stdout.rstrip().endswith('after')
 
 
+def test_mpi_scratch_falls_back_to_the_jobs_directory(tmp_path):
+    job = tmp_path / 'job'
+    job.mkdir()
+    script = '\n'.join([*job_script.mpi_scratch(str(tmp_path / 'no-shm')), 'echo "$TMPDIR"'])
+    proc = subprocess.run(['bash', '-c', script], cwd=job, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f'{job}/hpcbench-mpi.')
+    assert list(job.iterdir()) == []
+
+
 def test_mpi_scratch_is_removed_however_the_job_ends(tmp_path):
     for ending in ('exit 0', 'exit 3', 'kill -TERM $$; sleep 5'):
         script = '\n'.join([*job_script.mpi_scratch(str(tmp_path)), 'echo "$TMPDIR"',

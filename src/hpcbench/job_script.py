@@ -33,7 +33,12 @@ _MPI_SCRATCH_VARIABLES = ('TMPDIR', 'OMPI_MCA_btl_vader_backing_directory',
 
 def mpi_scratch(base=MPI_SCRATCH_BASE):
     """Lines that give a one-node job's MPI a directory of its own for its session files
-    and shared-memory segments, removed when the job exits."""
-    return [*removed_at_exit('hpcbench_mpi_tmp', base, 'hpcbench-mpi'),
+    and shared-memory segments, removed when the job exits: below `base`, or the job's
+    working directory where `base` cannot be written."""
+    template = shlex.quote(f'{base}/hpcbench-mpi.XXXXXX')
+    return [*CLEANUP_TRAPS,
+            f'hpcbench_mpi_tmp=$(mktemp -d {template} 2>/dev/null || '
+            'mktemp -d "$PWD/hpcbench-mpi.XXXXXX") || exit 1',
+            'hpcbench_cleanup+=("$hpcbench_mpi_tmp")',
             'export ' + ' '.join(f'{name}="$hpcbench_mpi_tmp"'
                                  for name in _MPI_SCRATCH_VARIABLES)]
