@@ -276,6 +276,30 @@ def test_an_impossible_imb_size_range_is_refused_in_setup(var):
     assert not list((var / 'stage').glob('**/ImbPairCheck_*/rfm_job.sh'))
 
 
+@pytest.mark.parametrize('check, settings, refused', [
+    ('HpccCheck', ['memory_fraction=0'], 'memory_fraction=0.0 (a fraction in (0, 1])'),
+    ('HplCheck', ['memory_fraction=1.5', 'HplCheck.repeats=0'],
+     'repeats=0 (a positive number); memory_fraction=1.5 (a fraction in (0, 1])'),
+    ('IorCheck%pattern=file-per-process%api=posix',
+     ['block_size=-1048576', 'transfer_size=-4096', 'repetitions=0'],
+     'transfer_size=-4096 (a positive number); block_size=-1048576 (a positive number); '
+     'repetitions=0 (a positive number)'),
+    ('ImbPairCheck%benchmark=PingPong$', ['iterations=-5', 'seconds_per_size=-1'],
+     'iterations=-5 (a positive number); seconds_per_size=-1.0 (a positive number)'),
+    ('MpiStartupCheck', ['launches=0'], 'launches=0 (a positive number)'),
+])
+def test_bad_inputs_are_refused_in_setup_with_one_message_and_no_job(var, check, settings,
+                                                                     refused):
+    args = [a for setting in settings for a in ('-S', setting)]
+    proc = run_reframe('--dry-run', '-n', check, '-p', 'openmpi', *args)
+    assert proc.returncode != 0
+    assert 'Failing phase: setup' in proc.stdout
+    assert f'bad input {refused}: nothing was run' in proc.stdout, proc.stdout[-2000:]
+    name = check.split('%')[0]
+    assert not list((var / 'stage').glob(f'**/{name}_*/rfm_job.sh'))
+    assert not list((var / 'stage').glob(f'**/{name}/rfm_job.sh'))
+
+
 def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
     proc = run_reframe('--dry-run', '-n', 'IorCheck', '-p', 'openmpi')
     assert proc.returncode == 0, proc.stdout + proc.stderr
