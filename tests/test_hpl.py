@@ -38,14 +38,15 @@ def test_a_grid_needs_a_process():
 
 
 @pytest.mark.parametrize('nb, p, q', [(192, 1, 2), (232, 50, 50), (240, 4, 8), (100, 3, 4)])
-def test_problem_size_is_a_multiple_of_nb_and_the_grid_within_the_fraction(nb, p, q):
+def test_problem_size_is_a_multiple_of_its_granule_within_the_fraction(nb, p, q):
     memory = 64 * GIB
+    target = math.isqrt(int(0.8 * memory / 8))
     n = hpl.problem_size(memory, nb, p, q, 0.8)
-    assert n % (nb * math.lcm(p, q)) == 0
+    granule = hpl.block_granule(target, nb, p, q)
+    assert n % granule == 0 and n % nb == 0
     assert 8 * n * n <= 0.8 * memory
-    # The next multiple would exceed the fraction: N is the largest that fits.
-    bigger = n + nb * math.lcm(p, q)
-    assert 8 * bigger * bigger > 0.8 * memory
+    # The next multiple would exceed the fraction: N is the largest that fits, within 1 %.
+    assert target - granule < n <= target and n >= 0.99 * target
 
 
 def test_t2k_full_run_n_is_such_a_multiple():
@@ -59,9 +60,10 @@ def test_problem_size_refuses_a_fraction_outside_0_1(fraction):
         hpl.problem_size(GIB, 192, 1, 2, fraction)
 
 
-def test_problem_size_refuses_memory_too_small_for_one_block_per_process():
-    with pytest.raises(hpl.HplInputError, match='holds no HPL matrix'):
-        hpl.problem_size(1 << 20, 192, 4, 4, 0.5)
+def test_problem_size_refuses_memory_too_small_for_one_block():
+    # 1/2 of 256 KiB: N = 128 < NB.
+    with pytest.raises(hpl.HplInputError, match='holds no HPL matrix of at least one block'):
+        hpl.problem_size(1 << 18, 192, 4, 4, 0.5)
 
 
 def test_default_fraction_is_80_percent_on_one_node_and_75_on_several():
@@ -247,16 +249,29 @@ def test_a_derived_n_shrinks_to_leave_the_system_its_memory_on_small_nodes():
     (p, q), = planned.inputs.grids
     n = planned.inputs.ns[0]
     usable = 32 * (chic.memory_bytes - hpl.OS_RESERVE_BYTES)
-    assert hpl.memory_needed(n, 232, p, q) <= usable
-    assert n % (hpl.Tuning().nbs[0] * math.lcm(p, q)) == 0
+    nb = hpl.Tuning().nbs[0]
+    assert hpl.memory_needed(n, nb, p, q) <= usable
+    assert n % nb == 0
     with pytest.raises(hpl.HplInputError):
         hpl.plan(chic, 32, 4, n=hpl.problem_size(32 * chic.memory_bytes, 232, p, q, 0.75))
 
 
 def test_a_grid_too_skinny_for_equal_shares_still_gets_an_n_of_whole_blocks():
-    # Louhi's quad-core phase: 1684 nodes x 4 ranks = 16 x 421; NB x lcm = 1.3 M > N.
+    # Louhi's quad-core phase: 1684 nodes x 4 ranks = 16 x 421; NB x lcm = 1.56 M > N.
+    target = math.isqrt(int(0.75 * 1684 * (8 << 30) / 8))
     n = hpl.problem_size(1684 * (8 << 30), 232, 16, 421, 0.75)
-    assert n % (232 * 421) == 0 and n < 232 * 16 * 421
-    assert 8 * n * n <= 0.75 * 1684 * (8 << 30)
+    assert n % 232 == 0 and n < 232 * 16 * 421
+    assert 8 * n * n <= 0.75 * 1684 * (8 << 30) and n >= 0.99 * target
     with pytest.raises(hpl.HplInputError, match='holds no HPL matrix'):
-        hpl.problem_size(1 << 20, 232, 1, 2, 0.01)
+        hpl.problem_size(1 << 16, 232, 1, 2, 0.01)
+
+
+@pytest.mark.parametrize('nodes', [16, 64, 256, 640, 1024, 4096])
+def test_a_grid_with_a_huge_lcm_loses_no_more_than_one_percent_of_n(nodes):
+    # Oakforest-PACS per-core: 66 ranks per node (cores 0 and 1 excluded), 96 GiB nodes. At
+    # 16 nodes 1056 ranks = 32 x 33, NB x lcm = 202,752: N was snapped to 0.516 of its target.
+    p, q = hpl.process_grid(66 * nodes)
+    target = math.isqrt(int(0.75 * nodes * 96 * GIB / 8))
+    n = hpl.problem_size(nodes * 96 * GIB, 192, p, q, 0.75)
+    assert target - hpl.block_granule(target, 192, p, q) < n <= target
+    assert n >= 0.99 * target, (nodes, p, q, n / target)

@@ -134,18 +134,31 @@ def memory_fraction(sizing, num_nodes):
     raise HplInputError(f'unknown HPL sizing {sizing!r}; known: {", ".join(SIZINGS)}')
 
 
+# The share of its target N a coarser granule may cost before a finer one is used.
+GRANULE_LOSS = 0.01
+
+
 def block_granule(n, nb, p, q):
-    """What N is a multiple of: NB x lcm(P, Q), so that every process gets as many blocks;
-    for a skinny grid (6736 ranks = 16 x 421) or a small N that is bigger than N itself,
-    NB x max(P, Q): the equal share is given up, every process still holds whole blocks."""
-    equal_shares = nb * math.lcm(p, q)
-    return equal_shares if n >= equal_shares else nb * max(p, q)
+    """What an N near `n` (its target) is made a multiple of: the coarsest granule that
+    costs at most GRANULE_LOSS of it.
+
+    1. NB x lcm(P, Q): every process gets as many blocks (equal shares);
+    2. NB x max(P, Q): the block rows or columns divide evenly over the longer grid side;
+    3. NB: whole blocks.
+    A grid whose lcm is huge (1056 ranks = 32 x 33 on 16 Oakforest-PACS nodes: NB x lcm =
+    202,752 against a target of 393,000) would otherwise lose half of N, a quarter of the
+    memory. N is thus within one granule of its target, and within 1 % of it unless the
+    target is under a hundred blocks."""
+    for granule in (nb * math.lcm(p, q), nb * max(p, q)):
+        if granule <= n and n % granule <= GRANULE_LOSS * n:
+            return granule
+
+    return nb
 
 
 def problem_size(total_memory_bytes, nb, p, q, fraction):
-    """Largest N using at most `fraction` of the memory for the matrix, a multiple of
-    NB x lcm(P, Q) (every process gets as many blocks), or of NB x max(P, Q) when that is
-    too coarse."""
+    """Largest N using at most `fraction` of the memory for the matrix, a multiple of the
+    coarsest granule that costs at most 1 % of it (block_granule)."""
     if not 0 < fraction < 1:
         raise HplInputError(f'HPL memory fraction must be between 0 and 1, not {fraction}')
 
@@ -155,7 +168,7 @@ def problem_size(total_memory_bytes, nb, p, q, fraction):
     if n < granule:
         raise HplInputError(
             f'{fraction:.0%} of {total_memory_bytes / GIB:.2f} GiB holds no HPL matrix of '
-            f'at least NB x lcm(P, Q) = {granule}')
+            f'at least one block of NB = {nb}')
 
     return n
 
@@ -186,9 +199,9 @@ def check_fits(n, nb, p, q, depth, num_nodes, node_memory_bytes,
 
 
 def fitting_size(n, nb, p, q, depth, num_nodes, node_memory_bytes):
-    """`n`, or the largest smaller multiple of NB x lcm(P, Q) that fits beside the OS
-    reserve: on small nodes (CHiC's 4 GiB) 75 % of the memory for the matrix leaves too
-    little for the system and HPL's buffers."""
+    """`n`, or the largest smaller multiple of its granule (block_granule) that fits beside
+    the OS reserve: on small nodes (CHiC's 4 GiB) 75 % of the memory for the matrix leaves
+    too little for the system and HPL's buffers."""
     granule = block_granule(n, nb, p, q)
     available = num_nodes * (node_memory_bytes - OS_RESERVE_BYTES)
     while n > granule and memory_needed(n, nb, p, q, depth) > available:
