@@ -124,10 +124,22 @@ class HplBase(BenchmarkRun, SiteTuning):
                         'equilibration', 'alignment', 'threshold')
 
     def tuning(self):
-        changes = {field: (getattr(self, name),) for name, field in self._LIST_SETTINGS.items()
-                   if getattr(self, name) is not None}
-        changes.update({name: getattr(self, name) for name in self._SCALAR_SETTINGS
-                        if getattr(self, name) is not None})
+        """HPL.dat's settings: those given (-S), else the paper's for the partition
+        (extras.hpl_tuning), else hpcbench.hpl.Tuning's defaults."""
+        part = self.current_partition
+        try:
+            site = hpl.site_settings(part.extras.get('hpl_tuning'))
+        except hpl.HplInputError as err:
+            raise ReframeError(f'{part.fullname}: {err}') from None
+
+        def chosen(name):
+            given = getattr(self, name)
+            return given if given is not None else site.get(name)
+
+        changes = {field: (chosen(name),) for name, field in self._LIST_SETTINGS.items()
+                   if chosen(name) is not None}
+        changes.update({name: chosen(name) for name in self._SCALAR_SETTINGS
+                        if chosen(name) is not None})
         try:
             # Tuning checks every value and turns lists into tuples.
             return replace(hpl.Tuning(), **changes)
@@ -141,9 +153,17 @@ class HplBase(BenchmarkRun, SiteTuning):
         skip_beyond_partition(self, self.num_nodes)
         self.node = partition_node(part)
         self.layout = partition_layout(part, self.layout_name)
+        n = self.n
+        hugepages = part.extras.get('hugepages')
+        if n is None and self.memory_fraction is None and self.sizing == 'full' and hugepages:
+            # As T2K sized its run (§4.5): the largest N whose matrix fits the huge pages.
+            p, q = hpl.process_grid(self.num_nodes * self.layout.ranks_per_node)
+            n = hpl.huge_page_problem_size(self.num_nodes, int(hugepages['pages']),
+                                           int(hugepages['page_kib']) * 1024,
+                                           max(tuning.nbs), p, q)
         try:
             self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
-                                 tuning, self.memory_fraction, self.n, repeats,
+                                 tuning, self.memory_fraction, n, repeats,
                                  sizing=self.sizing)
         except hpl.HplInputError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None

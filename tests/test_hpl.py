@@ -275,3 +275,22 @@ def test_a_grid_with_a_huge_lcm_loses_no_more_than_one_percent_of_n(nodes):
     n = hpl.problem_size(nodes * 96 * GIB, 192, p, q, 0.75)
     assert target - hpl.block_granule(target, 192, p, q) < n <= target
     assert n >= 0.99 * target, (nodes, p, q, n / target)
+
+
+def test_t2k_sized_its_run_by_its_huge_pages():
+    # §4.5: 14,400 pages of 2 MB per node, 1 GB of Goto BLAS buffers, N divisible by P x NB.
+    assert hpl.huge_page_problem_size(625, 14400, 2 << 20, 232, 50, 50) == 1_508_000
+    with pytest.raises(hpl.HplInputError, match='less than the BLAS buffers'):
+        hpl.huge_page_problem_size(1, 10, 2 << 20, 232, 1, 1)
+
+
+@pytest.mark.parametrize('tuning, message', [
+    ({'settings': {'nb': 240}}, 'needs source, where'),
+    ({'settings': {'nbs': 240}, 'source': 's', 'where': 'w'}, "unknown setting(s) nbs"),
+])
+def test_site_tuning_is_cited_and_named_as_the_checks_variables(tuning, message):
+    with pytest.raises(hpl.HplInputError, match=re.escape(message)):
+        hpl.site_settings(tuning)
+    assert hpl.site_settings(None) == {}
+    assert hpl.site_settings({'settings': {'nb': 240}, 'source': 's', 'where': 'w'}) == \
+        {'nb': 240}

@@ -246,6 +246,20 @@ def test_tsubame_jobs_carry_its_pe_voltaire_variables_and_taskset_ring(dry_runs)
     assert '--map-by ppr:8:node -x ' in job and '#$ -pe mpi 10368' in job
 
 
+def test_t2k_runs_its_table_5_hpl_by_default(dry_runs):
+    """T2K's 625-node run as the paper made it (Table 5, §4.5), with no -S: one rank per
+    socket (P x Q = 50 x 50), NB 232, PFACT left, depth 0, N from the huge pages."""
+    _, stage = dry_runs['t2k-tsukuba']
+    for environ in ('openmpi', 'mvapich2'):
+        _, where = _one(stage, 'compute', environ, 'HplCheck_*', ' -np 2500 ')
+        dat = (where / 'HPL.dat').read_text().splitlines()
+        settings = {line.split(None, 1)[1].split()[0]: line.split()[0] for line in dat[5:31]}
+        assert dat[5].split()[0] == '1508000'
+        assert (settings['NBs'], settings['Ps'], settings['Qs']) == ('232', '50', '50')
+        assert (settings['PFACTs'], settings['DEPTHs'], settings['BCASTs']) == ('0', '0', '3')
+        assert (settings['NBMINs'], settings['RFACTs'], settings['SWAP']) == ('4', '2', '2')
+
+
 def test_chic_jobs_ask_maui_for_whole_nodes_and_place_pairs_on_two(dry_runs):
     _, stage = dry_runs['chic']
     job, _ = _one(stage, 'compute', 'mvapich2', 'ImbPairCheck_*', 'PingPong')

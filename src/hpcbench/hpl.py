@@ -173,6 +173,49 @@ def problem_size(total_memory_bytes, nb, p, q, fraction):
     return n
 
 
+# What the BLAS allocates per node beside the matrix: Goto BLAS's buffers, 1 GB (T2K §4.5).
+BLAS_BUFFER_BYTES = 1 * GIB
+
+
+def huge_page_problem_size(num_nodes, pages, page_bytes, nb, p, q,
+                           buffer_bytes=BLAS_BUFFER_BYTES):
+    """The largest N whose matrix (8 N (N + 1) bytes) and the BLAS buffers fit the nodes'
+    huge pages, a multiple of its granule (block_granule): how T2K sized its 625-node run
+    (§4.5: 14,400 pages of 2 MB per node, N divisible by P x NB, 1 GB of BLAS buffers;
+    N = 1,508,000 with P = Q = 50, NB = 232)."""
+    usable = num_nodes * (pages * page_bytes - buffer_bytes)
+    if usable <= 0:
+        raise HplInputError(f'{pages} huge pages of {page_bytes} B hold less than the BLAS '
+                            f'buffers ({buffer_bytes} B)')
+    target = (math.isqrt(4 * usable // 8 + 1) - 1) // 2       # 8 N (N + 1) <= usable
+    granule = block_granule(target, nb, p, q)
+    return target - target % granule
+
+
+# HPL.dat settings a partition may give (extras.hpl_tuning['settings']): the check's
+# variables of the same names.
+SITE_SETTINGS = ('nb', 'pmap', 'pfact', 'nbmin', 'ndiv', 'rfact', 'bcast', 'depth', 'swap',
+                 'swap_threshold', 'l1_transposed', 'u_transposed', 'equilibration',
+                 'alignment', 'threshold')
+
+
+def site_settings(hpl_tuning):
+    """The settings of a partition's `extras.hpl_tuning` ({'settings': {...}, 'source':
+    ..., 'where': ...}: the paper's HPL.dat, cited), checked by name; {} without one."""
+    if not hpl_tuning:
+        return {}
+
+    missing = {'settings', 'source', 'where'} - set(hpl_tuning)
+    if missing:
+        raise HplInputError(f'extras.hpl_tuning needs {", ".join(sorted(missing))}: the '
+                            'settings and where the paper gives them')
+    unknown = set(hpl_tuning['settings']) - set(SITE_SETTINGS)
+    if unknown:
+        raise HplInputError(f'extras.hpl_tuning: unknown setting(s) '
+                            f'{", ".join(sorted(unknown))}; known: {", ".join(SITE_SETTINGS)}')
+    return dict(hpl_tuning['settings'])
+
+
 def memory_needed(n, nb, p, q, depth=1):
     """Bytes HPL allocates over all processes for order n: the matrix with its right-hand
     side and pivots (TSUBAME §3), plus each process's panel buffers (depth + 1 panels of
