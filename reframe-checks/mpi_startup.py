@@ -45,14 +45,15 @@ class MpiStartupCheck(BenchmarkRun, SiteTuning):
     def configure_run(self):
         part = self.current_partition
         skip_unless_node_count(self, self.num_nodes)
-        if self.launches < 1:
-            raise ReframeError(f'launches={self.launches}: at least one')
-
         cores = partition_layout(part, 'per-core').ranks_per_node
-        per_node = self.ranks_per_node or cores
+        # Given (-S), else the paper's (extras.mpi_startup, cited), else one per core; kept
+        # in the variable, so that references match what ran.
+        site = part.extras.get('mpi_startup') or {}
+        per_node = self.ranks_per_node or site.get('ranks_per_node') or cores
         if not 1 <= per_node <= cores:
             raise ReframeError(f'{part.fullname}: ranks_per_node={per_node}: between 1 and '
                                f'the {cores} cores ranks may use')
+        self.ranks_per_node = per_node
         self.num_tasks = self.num_nodes * per_node
         self.num_tasks_per_node = per_node
         self.executable = self.build.program('mpi-startup')

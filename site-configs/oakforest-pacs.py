@@ -46,6 +46,10 @@ site_configuration = rfmconfig.site(
                       node_counts=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 640, 1024, 2048,
                                    4096, 8192, 8208],
                       binding={'excluded_cores': [0, 1]},
+                      # Its MPI_Init and hello-world tables: 64 processes per node.
+                      mpi_startup={'ranks_per_node': 64, 'source': 'ofp2018',
+                                   'where': 'slides "MPI startup issue", "Latest Hello World '
+                                            'results"'},
                       io_directory='/cache/work/hpcbench', io_stripe_size=2 << 20),
         ],
     }],

@@ -260,6 +260,19 @@ def test_t2k_runs_its_table_5_hpl_by_default(dry_runs):
         assert (settings['NBMINs'], settings['RFACTs'], settings['SWAP']) == ('4', '2', '2')
 
 
+def test_ofp_start_up_runs_at_its_64_ranks_per_node_and_its_figures_attach(dry_runs):
+    """Oakforest-PACS measured MPI start-up at 64 processes per node: the default run does
+    too (66 cores are free), so its figures are the references of the default test cases."""
+    _, stage = dry_runs['oakforest-pacs']
+    job, _ = _one(stage, 'knl', 'intelmpi', 'MpiStartupCheck_*', ' -n 8192 ')
+    assert ' -ppn 64 ' in job
+    report = json.loads((stage.parent.parent / 'dry-run-report.json').read_text())
+    case = next(tc for run in report['runs'] for tc in run['testcases']
+                if tc['name'] == 'MpiStartupCheck %num_nodes=128' and tc['environ'] == 'intelmpi')
+    assert case['perfvalues']['oakforest-pacs:knl:mpi_init'][1] == 8.799
+    assert case['perfvalues']['oakforest-pacs:knl:hello_world'][1] == 6.69
+
+
 def test_chic_jobs_ask_maui_for_whole_nodes_and_place_pairs_on_two(dry_runs):
     _, stage = dry_runs['chic']
     job, _ = _one(stage, 'compute', 'mvapich2', 'ImbPairCheck_*', 'PingPong')
@@ -302,7 +315,7 @@ def test_murska_passes_the_hpmpi_mode_and_variables_on_its_launch_line(dry_runs)
 
 def test_oakforest_pacs_keeps_tile_zero_free_and_spins(dry_runs):
     _, stage = dry_runs['oakforest-pacs']
-    job, where = _one(stage, 'knl', 'intelmpi', 'MpiStartupCheck_*', '-n 66 ')
+    job, where = _one(stage, 'knl', 'intelmpi', 'MpiStartupCheck_*', '-n 64 ')
     assert '#PJM -L node=1' in job and '#PJM -L rscgrp=regular-cache' in job
     assert 'export PSM2_YIELD_SPIN_COUNT=10000' in job
     assert 'export I_MPI_COLL_SHM_PROGRESS_SPIN_COUNT=100000' in job
