@@ -167,6 +167,17 @@ def _shared_memory_and_tmp():
             if re.match(r'(vader_segment|ompi\.|hpcbench-mpi)', p)}
 
 
+@pytest.fixture
+def killed_jobs_scratch():
+    """What jobs this test kills with SIGKILL leave (no trap runs then): their MPI scratch
+    directories in /dev/shm, removed after the test."""
+    before = set(os.listdir('/dev/shm'))
+    yield
+    for name in set(os.listdir('/dev/shm')) - before:
+        if name.startswith('hpcbench-mpi.'):
+            shutil.rmtree(os.path.join('/dev/shm', name), ignore_errors=True)
+
+
 @needs_registry_hpcc
 @pytest.mark.parametrize('signal_name', ['INT', 'TERM'])
 def test_a_cancelled_run_leaves_nothing_running_and_nothing_behind(tmp_path, signal_name):
@@ -193,7 +204,8 @@ def test_a_cancelled_run_leaves_nothing_running_and_nothing_behind(tmp_path, sig
 
 
 @needs_registry_hpcc
-def test_the_orphaned_job_of_a_killed_run_fails_the_next_run_naming_it(tmp_path):
+def test_the_orphaned_job_of_a_killed_run_fails_the_next_run_naming_it(tmp_path,
+                                                                       killed_jobs_scratch):
     first, second = tmp_path / 'first', tmp_path / 'second'
     reframe = _start_long_hpcc(first)
     orphans = []
@@ -233,7 +245,7 @@ def _reframe(var, *args, timeout=600):
 
 
 @needs_registry_hpcc
-def test_a_second_run_in_the_same_var_refuses_naming_the_first(tmp_path):
+def test_a_second_run_in_the_same_var_refuses_naming_the_first(tmp_path, killed_jobs_scratch):
     var = tmp_path / 'var'
     first = _start_long_hpcc(var)
     try:
