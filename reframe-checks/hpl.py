@@ -128,7 +128,8 @@ class HplBase(BenchmarkRun, SiteTuning):
         (extras.hpl_tuning), else hpcbench.hpl.Tuning's defaults."""
         part = self.current_partition
         try:
-            site = hpl.site_settings(part.extras.get('hpl_tuning'))
+            site = hpl.site_settings(part.extras.get('hpl_tuning'),
+                                     [*self._LIST_SETTINGS, *self._SCALAR_SETTINGS])
         except hpl.HplInputError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None
 
@@ -153,18 +154,14 @@ class HplBase(BenchmarkRun, SiteTuning):
         skip_beyond_partition(self, self.num_nodes)
         self.node = partition_node(part)
         self.layout = partition_layout(part, self.layout_name)
-        n = self.n
         hugepages = part.extras.get('hugepages')
-        if n is None and self.memory_fraction is None and self.sizing == 'full' and hugepages:
-            # As T2K sized its run (§4.5): the largest N whose matrix fits the huge pages.
-            p, q = hpl.process_grid(self.num_nodes * self.layout.ranks_per_node)
-            n = hpl.huge_page_problem_size(self.num_nodes, int(hugepages['pages']),
-                                           int(hugepages['page_kib']) * 1024,
-                                           max(tuning.nbs), p, q)
         try:
+            # With huge pages, a full-size N is the largest they hold, as T2K's (§4.5).
             self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
-                                 tuning, self.memory_fraction, n, repeats,
-                                 sizing=self.sizing)
+                                 tuning, self.memory_fraction, self.n, repeats,
+                                 sizing=self.sizing,
+                                 huge_pages=hugepages and (int(hugepages['pages']),
+                                                           int(hugepages['page_kib']) * 1024))
         except hpl.HplInputError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None
 

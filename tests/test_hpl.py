@@ -289,8 +289,9 @@ def test_t2k_sized_its_run_by_its_huge_pages():
     ({'settings': {'nbs': 240}, 'source': 's', 'where': 'w'}, "unknown setting(s) nbs"),
 ])
 def test_site_tuning_is_cited_and_named_as_the_checks_variables(tuning, message):
+    known = ['nb', 'pfact']
     with pytest.raises(hpl.HplInputError, match=re.escape(message)):
-        hpl.site_settings(tuning)
-    assert hpl.site_settings(None) == {}
-    assert hpl.site_settings({'settings': {'nb': 240}, 'source': 's', 'where': 'w'}) == \
-        {'nb': 240}
+        hpl.site_settings(tuning, known)
+    assert hpl.site_settings(None, known) == {}
+    assert hpl.site_settings({'settings': {'nb': 240}, 'source': 's', 'where': 'w'},
+                             known) == {'nb': 240}

@@ -192,16 +192,10 @@ def huge_page_problem_size(num_nodes, pages, page_bytes, nb, p, q,
     return target - target % granule
 
 
-# HPL.dat settings a partition may give (extras.hpl_tuning['settings']): the check's
-# variables of the same names.
-SITE_SETTINGS = ('nb', 'pmap', 'pfact', 'nbmin', 'ndiv', 'rfact', 'bcast', 'depth', 'swap',
-                 'swap_threshold', 'l1_transposed', 'u_transposed', 'equilibration',
-                 'alignment', 'threshold')
-
-
-def site_settings(hpl_tuning):
+def site_settings(hpl_tuning, known):
     """The settings of a partition's `extras.hpl_tuning` ({'settings': {...}, 'source':
-    ..., 'where': ...}: the paper's HPL.dat, cited), checked by name; {} without one."""
+    ..., 'where': ...}: the paper's HPL.dat, cited), checked against `known` (the check's
+    variables of the same names); {} without one."""
     if not hpl_tuning:
         return {}
 
@@ -209,10 +203,10 @@ def site_settings(hpl_tuning):
     if missing:
         raise HplInputError(f'extras.hpl_tuning needs {", ".join(sorted(missing))}: the '
                             'settings and where the paper gives them')
-    unknown = set(hpl_tuning['settings']) - set(SITE_SETTINGS)
+    unknown = set(hpl_tuning['settings']) - set(known)
     if unknown:
         raise HplInputError(f'extras.hpl_tuning: unknown setting(s) '
-                            f'{", ".join(sorted(unknown))}; known: {", ".join(SITE_SETTINGS)}')
+                            f'{", ".join(sorted(unknown))}; known: {", ".join(known)}')
     return dict(hpl_tuning['settings'])
 
 
@@ -341,11 +335,13 @@ class Plan:
 
 
 def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None,
-         repeats=1, grids=None, sizing='full'):
+         repeats=1, grids=None, sizing='full', huge_pages=None):
     """The inputs of an HPL run on `num_nodes` nodes like `node`, checked to fit.
 
-    N is given, or comes from the memory fraction, given or by `sizing` (see SIZINGS); the
-    grid is the nearest-square one unless given. Raises HplInputError, with the reason, for
+    N is given; or, for a full-size run on nodes that reserve `huge_pages` (pages per node,
+    bytes per page) with no fraction given, the largest that fits them
+    (huge_page_problem_size); or it comes from the memory fraction, given or by `sizing`
+    (see SIZINGS). The grid is the nearest-square one unless given. Raises HplInputError, with the reason, for
     an input that cannot run.
     """
     ranks = num_nodes * ranks_per_node
@@ -357,6 +353,8 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
     nb = max(tuning.nbs)
     depth = max(tuning.depths)
     total_memory = num_nodes * node.memory_bytes
+    if n is None and fraction is None and sizing == 'full' and huge_pages:
+        n = min(huge_page_problem_size(num_nodes, *huge_pages, nb, p, q) for p, q in grids)
     if n is None:
         if fraction is None:
             fraction = memory_fraction(sizing, num_nodes)

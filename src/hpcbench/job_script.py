@@ -14,11 +14,14 @@ CLEANUP_TRAPS = [
 ]
 
 
-def removed_at_exit(variable, directory, prefix):
-    """Lines that make a fresh directory `prefix.XXXXXX` below `directory`, hold its path in
+def removed_at_exit(variable, directory, prefix, fallback=None):
+    """Lines that make a fresh directory `prefix.XXXXXX` below `directory` (else below
+    `fallback`, a shell word, where `directory` cannot be written), hold its path in
     `$variable` and remove it when the job exits."""
-    template = shlex.quote(f'{directory}/{prefix}.XXXXXX')
-    return [*CLEANUP_TRAPS, f'{variable}=$(mktemp -d {template}) || exit 1',
+    make = f'mktemp -d {shlex.quote(f"{directory}/{prefix}.XXXXXX")}'
+    if fallback:
+        make += f' 2>/dev/null || mktemp -d "{fallback}/{prefix}.XXXXXX"'
+    return [*CLEANUP_TRAPS, f'{variable}=$({make}) || exit 1',
             f'hpcbench_cleanup+=("${variable}")']
 
 
@@ -35,10 +38,6 @@ def mpi_scratch(base=MPI_SCRATCH_BASE):
     """Lines that give a one-node job's MPI a directory of its own for its session files
     and shared-memory segments, removed when the job exits: below `base`, or the job's
     working directory where `base` cannot be written."""
-    template = shlex.quote(f'{base}/hpcbench-mpi.XXXXXX')
-    return [*CLEANUP_TRAPS,
-            f'hpcbench_mpi_tmp=$(mktemp -d {template} 2>/dev/null || '
-            'mktemp -d "$PWD/hpcbench-mpi.XXXXXX") || exit 1',
-            'hpcbench_cleanup+=("$hpcbench_mpi_tmp")',
+    return [*removed_at_exit('hpcbench_mpi_tmp', base, 'hpcbench-mpi', fallback='$PWD'),
             'export ' + ' '.join(f'{name}="$hpcbench_mpi_tmp"'
                                  for name in _MPI_SCRATCH_VARIABLES)]
