@@ -1,9 +1,11 @@
 """HPL: the headline benchmark of all five papers, with inputs derived from the partition.
 
 - HplCheck: N from the nodes' memory (80 % on one node, 75 % on several; TSUBAME §3), a
-  near-square P x Q, every distinct rank/thread layout of the node (T2K §3.2) with each rank
-  bound by numactl, every node count of the partition; efficiency against nominal Rpeak and
-  against the DGEMM ceiling measured on the node (DgemmCeiling).
+  near-square P x Q (or, where the partition's paper gives them, its HPL.dat, grid and N
+  per node count: extras.hpl_tuning, cited), every distinct rank/thread layout of the
+  node (T2K §3.2) with each rank bound by numactl, every node count of the partition;
+  efficiency against nominal Rpeak and against the DGEMM ceiling measured on the node
+  (DgemmCeiling).
 - HplTuningSweep (tag `sweep`): one setting at a time at 1/25 of the memory (T2K §4.4);
   `hpcbench hpl-tuning` prints the table of the best values (T2K Tables 2-4).
 - HplNodeScreen (tag `screen`): single-node HPL, one rank per node with threads, on every
@@ -25,7 +27,8 @@ from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
-                          configured_layout_names, configured_node_counts, job_output,
+                          configured_layout_names, configured_node_counts, given_or_paper,
+                          job_output, paper_settings,
                           partition_layout, partition_layouts, partition_node,
                           skip_beyond_partition, skip_unless_node_count)
 
@@ -123,29 +126,43 @@ class HplBase(BenchmarkRun, SiteTuning):
     _SCALAR_SETTINGS = ('pmap', 'swap', 'swap_threshold', 'l1_transposed', 'u_transposed',
                         'equilibration', 'alignment', 'threshold')
 
+    # What a paper may give per node count beside HPL.dat's settings (extras.hpl_tuning
+    # entries matching a `num_nodes`: TSUBAME's Table 3-6).
+    _RUN_SETTINGS = ('grid', 'n')
+
+    def paper(self):
+        """The paper's HPL settings for this partition and node count (extras.hpl_tuning)."""
+        return paper_settings(self, 'hpl_tuning', [*self._LIST_SETTINGS, *self._SCALAR_SETTINGS,
+                                                   *self._RUN_SETTINGS], num_nodes=self.num_nodes)
+
     def tuning(self):
-        """HPL.dat's settings: those given (-S), else the paper's for the partition
-        (extras.hpl_tuning), else hpcbench.hpl.Tuning's defaults."""
-        part = self.current_partition
-        try:
-            site = hpl.site_settings(part.extras.get('hpl_tuning'),
-                                     [*self._LIST_SETTINGS, *self._SCALAR_SETTINGS])
-        except hpl.HplInputError as err:
-            raise ReframeError(f'{part.fullname}: {err}') from None
-
-        def chosen(name):
-            given = getattr(self, name)
-            return given if given is not None else site.get(name)
-
-        changes = {field: (chosen(name),) for name, field in self._LIST_SETTINGS.items()
-                   if chosen(name) is not None}
-        changes.update({name: chosen(name) for name in self._SCALAR_SETTINGS
-                        if chosen(name) is not None})
+        """HPL.dat's settings: those given (-S), else the paper's for the partition and node
+        count (extras.hpl_tuning), else hpcbench.hpl.Tuning's defaults."""
+        paper = self.paper()
+        changes = {field: (given_or_paper(self, name, paper),)
+                   for name, field in self._LIST_SETTINGS.items()
+                   if given_or_paper(self, name, paper) is not None}
+        changes.update({name: given_or_paper(self, name, paper)
+                        for name in self._SCALAR_SETTINGS
+                        if given_or_paper(self, name, paper) is not None})
         try:
             # Tuning checks every value and turns lists into tuples.
             return replace(hpl.Tuning(), **changes)
         except hpl.HplInputError as err:
             raise ReframeError(str(err)) from None
+
+    def paper_run(self, ranks):
+        """(grid, N) of the paper's run at this node count when it used this many ranks
+        (TSUBAME Table 3-6: its 8 ranks per node), else (None, None): derived. The paper's
+        N is a full-size run's, taken unless N, a memory fraction or the tuning size is
+        asked for."""
+        paper = self.paper()
+        grid = paper.get('grid')
+        if not grid or grid[0] * grid[1] != ranks:
+            return None, None
+
+        full_size = self.sizing == 'full' and self.n is None and self.memory_fraction is None
+        return [tuple(grid)], (paper.get('n') if full_size else None)
 
     def plan_run(self, tuning, repeats):
         """Plan the job (refusing, before anything runs, an input that cannot fit) and
@@ -155,11 +172,12 @@ class HplBase(BenchmarkRun, SiteTuning):
         self.node = partition_node(part)
         self.layout = partition_layout(part, self.layout_name)
         hugepages = part.extras.get('hugepages')
+        grids, paper_n = self.paper_run(self.num_nodes * self.layout.ranks_per_node)
         try:
             # With huge pages, a full-size N is the largest they hold, as T2K's (§4.5).
             self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
-                                 tuning, self.memory_fraction, self.n, repeats,
-                                 sizing=self.sizing,
+                                 tuning, self.memory_fraction, self.n or paper_n, repeats,
+                                 grids=grids, sizing=self.sizing,
                                  huge_pages=hugepages and (int(hugepages['pages']),
                                                            int(hugepages['page_kib']) * 1024))
         except hpl.HplInputError as err:

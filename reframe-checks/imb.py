@@ -27,8 +27,9 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import imb, references
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks, job_output,
-                          partition_layout, partition_node, partition_num_nodes, repeat_launch,
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
+                          given_or_paper, job_output, paper_settings, partition_layout,
+                          partition_node, partition_num_nodes, repeat_launch,
                           skip_beyond_partition)
 
 
@@ -180,13 +181,20 @@ class ImbGroupCheck(ImbBenchmark):
     descr = 'IMB collectives and transfers on every node of the partition'
     benchmark = parameter(imb.GROUP_BENCHMARKS)
     layout_name = parameter(_group_layouts())
+    #: Nodes (None: the paper's, extras.imb_group, else every node of the partition); kept
+    #: in the variable, so that references match what ran.
+    num_nodes = variable(int, type(None), value=None)
+    input_kinds = {**ImbBenchmark.input_kinds, 'num_nodes': 'positive'}
 
     @run_after('setup')
     def configure_run(self):
         part = self.current_partition
+        self.num_nodes = given_or_paper(self, 'num_nodes',
+                                        paper_settings(self, 'imb_group', ['num_nodes']),
+                                        partition_num_nodes(part))
         per_node = (partition_layout(part, 'per-core').ranks_per_node
                     if self.layout_name == 'per-core' else 1)
-        self.run_benchmark(imb.group_placement(partition_num_nodes(part), per_node))
+        self.run_benchmark(imb.group_placement(self.num_nodes, per_node))
 
 
 @rfm.simple_test
@@ -194,7 +202,8 @@ class ImbVariability(ImbBase):
     descr = 'Run-to-run variability of Barrier and 16 B Allreduce (Oakforest-PACS)'
     #: IMB launches in the job; each gives one t_avg per benchmark.
     repeats = variable(int, value=10)
-    #: Nodes (None: every node of the partition).
+    #: Nodes (None: the paper's, extras.imb_variability, else every node of the
+    #: partition); kept in the variable, so that references match what ran.
     num_nodes = variable(int, type(None), value=None)
     input_kinds = {**ImbBase.input_kinds, 'repeats': 'positive', 'num_nodes': 'positive'}
     tags = {'imb', 'network', 'variability'}
@@ -202,7 +211,9 @@ class ImbVariability(ImbBase):
     @run_after('setup')
     def configure_run(self):
         part = self.current_partition
-        nodes = self.num_nodes or partition_num_nodes(part)
+        nodes = self.num_nodes = given_or_paper(
+            self, 'num_nodes', paper_settings(self, 'imb_variability', ['num_nodes']),
+            partition_num_nodes(part))
         # Oakforest-PACS: one rank per node; on a single node, one per core.
         per_node = 1 if nodes > 1 else partition_layout(part, 'per-core').ranks_per_node
         self.place(imb.group_placement(nodes, per_node))

@@ -17,16 +17,47 @@ import shlex
 import shutil
 
 import reframe as rfm
+import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import bootstrap, ior, references
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, job_output,
-                          partition_layout, partition_node, partition_num_nodes, repeat_launch,
-                          skip_beyond_partition)
+from hpcbench import bootstrap, ior, layout, references
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, given_or_paper,
+                          job_output, paper_settings, partition_layout, partition_node,
+                          partition_num_nodes, repeat_launch, skip_beyond_partition)
+
+
+# What a paper's IOR run may set (extras.ior); tasks_per_node is a list there, one test
+# case per value.
+PAPER_SETTINGS = ('num_nodes', 'tasks_per_node', 'block_size', 'transfer_size',
+                  'stripe_count', 'read_cache_policy')
+
+
+def _partition_tasks_per_node(partition, paper):
+    return sorted(paper.get('tasks_per_node')
+                  or [partition_layout(partition, 'per-core').ranks_per_node])
+
+
+def _configured_tasks_per_node():
+    """Every partition's tasks per node, for any pattern and API (a partition skips the
+    others). A bad extras.ior is reported by the test's setup."""
+    system = rt.runtime().system
+    values = set()
+    for part in system.partitions:
+        for pattern in ior.PATTERNS:
+            for api in ior.APIS:
+                try:
+                    paper = references.paper_settings(
+                        system.name, 'ior', part.extras.get('ior'), PAPER_SETTINGS,
+                        {'pattern': pattern, 'api': api})
+                    values.update(_partition_tasks_per_node(part, paper))
+                except (references.ReferenceError, layout.LayoutError):
+                    continue
+
+    return sorted(values) or [1]
 
 
 class IorBuild(BenchmarkBuild):
@@ -42,18 +73,20 @@ class IorCheck(BenchmarkRun, SiteTuning):
     build = fixture(IorBuild, scope='environment')
     pattern = parameter(ior.PATTERNS)
     api = parameter(list(ior.APIS))
+    #: Tasks per node: the paper's (extras.ior, e.g. Oakforest-PACS's 16, 32 and 64), else
+    #: one per core; each partition runs its own values.
+    tasks_per_node = parameter(_configured_tasks_per_node())
     #: Bytes per transfer (None: the partition's stripe size, else 1 MiB).
     transfer_size = variable(int, type(None), value=None)
     #: Bytes per task (None: from the read cache policy; `size` derives it from memory).
     block_size = variable(int, type(None), value=None)
     #: How reads avoid the writers' page cache (None: the partition's, else by node count).
     read_cache_policy = variable(str, type(None), value=None)
-    #: Tasks per node (None: one per core).
-    tasks_per_node = variable(int, type(None), value=None)
-    #: Nodes (None: every node of the partition).
+    #: Nodes (None: the paper's, else every node of the partition); kept in the variable,
+    #: so that references match what ran.
     num_nodes = variable(int, type(None), value=None)
-    #: Lustre stripe count of the job's directory (None: the partition's io_stripe_count;
-    #: CHiC measured file per process on 1 OST and on all 20).
+    #: Lustre stripe count of the job's directory (None: the paper's, else the partition's
+    #: io_stripe_count; CHiC measured file per process on 1 OST and on all 20).
     stripe_count = variable(int, type(None), value=None)
     repetitions = variable(int, value=3)
     #: IOR's data verification (hpcbench.ior.verify_options).
@@ -72,6 +105,14 @@ class IorCheck(BenchmarkRun, SiteTuning):
     def configure_run(self):
         part = self.current_partition
         extras = part.extras
+        # -S values win, then the paper's run (extras.ior, cited), then the site's io_*
+        # extras and the derived defaults.
+        paper = paper_settings(self, 'ior', PAPER_SETTINGS, pattern=self.pattern,
+                               api=self.api)
+        wanted = _partition_tasks_per_node(part, paper)
+        self.skip_if(self.tasks_per_node not in wanted,
+                     f'{part.fullname} runs IOR at {", ".join(map(str, wanted))} task(s) '
+                     'per node')
         directory = extras.get('io_directory')
         # A dry run may write the job of another machine (a paper's system), whose
         # directory, free space and permissions cannot be checked from here.
@@ -81,15 +122,17 @@ class IorCheck(BenchmarkRun, SiteTuning):
             raise ReframeError(f'{part.fullname}: extras.io_directory {directory!r} is not an '
                                'existing directory')
 
-        nodes = self.num_nodes or partition_num_nodes(part)
+        nodes = self.num_nodes = given_or_paper(self, 'num_nodes', paper,
+                                                partition_num_nodes(part))
         skip_beyond_partition(self, nodes)
-        per_node = self.tasks_per_node or partition_layout(part, 'per-core').ranks_per_node
-        policy = (self.read_cache_policy or extras.get('io_read_cache_policy')
-                  or ('reorder' if nodes > 1 else 'size'))
-        transfer = self.transfer_size or int(extras.get('io_stripe_size', ior.DEFAULT_TRANSFER))
+        per_node = self.tasks_per_node
+        policy = (given_or_paper(self, 'read_cache_policy', paper)
+                  or extras.get('io_read_cache_policy') or ('reorder' if nodes > 1 else 'size'))
+        transfer = given_or_paper(self, 'transfer_size', paper,
+                                  int(extras.get('io_stripe_size', ior.DEFAULT_TRANSFER)))
         try:
             ior.check_policy(policy, self.api, nodes, os.geteuid() == 0)
-            block = self.block_size or (
+            block = given_or_paper(self, 'block_size', paper) or (
                 ior.block_size(partition_node(part).memory_bytes, per_node, transfer)
                 if policy == 'size' else ior.DEFAULT_BLOCK)
             base = ior.ior_options(self.pattern, self.api, block, transfer)
@@ -107,7 +150,8 @@ class IorCheck(BenchmarkRun, SiteTuning):
         runs = [[*base, *opts, *(ior.verify_options(opts) if self.verify else []),
                  *map(shlex.quote, self.extra_options), '-o', '"$workdir/ior"']
                 for opts in phases]
-        stripes = self.stripe_count or extras.get('io_stripe_count', -1)
+        stripes = self.stripe_count = given_or_paper(self, 'stripe_count', paper,
+                                                     extras.get('io_stripe_count', -1))
         self.prerun_cmds = ior.job_prologue(directory, stripes, transfer)
         self.executable = program
         self.executable_opts = runs[-1]

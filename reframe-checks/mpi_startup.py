@@ -16,7 +16,8 @@ from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import mpi_startup, references
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, configured_node_counts,
-                          job_output, partition_layout, repeat_launch, skip_unless_node_count)
+                          given_or_paper, job_output, paper_settings, partition_layout,
+                          repeat_launch, skip_unless_node_count)
 
 
 class MpiStartupBuild(BenchmarkBuild):
@@ -48,8 +49,8 @@ class MpiStartupCheck(BenchmarkRun, SiteTuning):
         cores = partition_layout(part, 'per-core').ranks_per_node
         # Given (-S), else the paper's (extras.mpi_startup, cited), else one per core; kept
         # in the variable, so that references match what ran.
-        site = part.extras.get('mpi_startup') or {}
-        per_node = self.ranks_per_node or site.get('ranks_per_node') or cores
+        paper = paper_settings(self, 'mpi_startup', ['ranks_per_node'])
+        per_node = given_or_paper(self, 'ranks_per_node', paper, cores)
         if not 1 <= per_node <= cores:
             raise ReframeError(f'{part.fullname}: ranks_per_node={per_node}: between 1 and '
                                f'the {cores} cores ranks may use')

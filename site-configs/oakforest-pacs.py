@@ -47,9 +47,22 @@ site_configuration = rfmconfig.site(
                                    4096, 8192, 8208],
                       binding={'excluded_cores': [0, 1]},
                       # Its MPI_Init and hello-world tables: 64 processes per node.
-                      mpi_startup={'ranks_per_node': 64, 'source': 'ofp2018',
+                      mpi_startup={'settings': {'ranks_per_node': 64}, 'source': 'ofp2018',
                                    'where': 'slides "MPI startup issue", "Latest Hello World '
                                             'results"'},
+                      # Its 4K-node variability table, and IOR-easy as IO500 ran it: 128
+                      # nodes at 16, 32 and 64 processes per node, 2 MB transfers (the
+                      # stripe size below), several GB per process: the `size` policy
+                      # writes 1.5 x the node memory, 9 / 4.5 / 2.25 GiB per process.
+                      imb_variability={'settings': {'num_nodes': 4096}, 'source': 'ofp2018',
+                                       'where': 'slide "After improvement": 4K node '
+                                                'collective (table)'},
+                      ior={'settings': {'num_nodes': 128, 'tasks_per_node': [16, 32, 64],
+                                        'read_cache_policy': 'size'},
+                           'source': 'ofp2018',
+                           'where': 'slide "IOR benchmark result using MV2 on IME": 128 '
+                                    'nodes, 2K (16 ppn), 4K (32 ppn), 8K (64 ppn); several '
+                                    'GB file size per process'},
                       io_directory='/cache/work/hpcbench', io_stripe_size=2 << 20),
         ],
     }],

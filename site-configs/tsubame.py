@@ -8,6 +8,9 @@ From the paper:
 - Jobs: Sun N1 Grid Engine 6.0 (Chapter 2). MPI: Voltaire IBHOST 3.5.5, MVAPICH-based,
   launched as `mpirun_ssh -np 16 -hostfile hostfile ./xrun` (Chapter 3, NUMA awareness);
   Open MPI, MPICH and HP-MPI were installed too.
+- HPL.dat (HPL_TUNING below): NB 240 (Figure 3-1), Table 3-5's settings, BCAST 2rM up to
+  512 nodes and 1rg on 648 (Figures 3-6, 3-7), and per node count the P x Q and Nmax of
+  Table 3-6 (for the 8-ranks-per-node layout it measured; others derive theirs).
 - Tuning (Chapter 3): one rank per socket with 2 GotoBLAS threads ("8 processes per node
   with 2 threads"), ranks bound with taskset along the HyperTransport ring (socket 2, 4, 6,
   7, 5, 3, 1, 0: the script's cpulists 4,5 / 8,9 / 12,13 / 14,15 / 10,11 / 6,7 / 2,3 /
@@ -31,6 +34,27 @@ from hpcbench import rfmconfig, sites
 from hpcbench.sites import GIB, cache, mpi_environment, partition, processor
 
 SYSTEM = 'tsubame'
+# Table 3-6: nodes -> (P, Q, Nmax), 8 ranks of 2 threads per node.
+TABLE_3_6 = {1: (2, 4, 58320), 2: (4, 4, 80400), 4: (4, 8, 114000), 8: (8, 8, 160080),
+             16: (8, 16, 220800), 32: (16, 16, 321120), 64: (16, 32, 454080),
+             96: (16, 48, 556080), 128: (32, 32, 620400), 256: (32, 64, 741600),
+             512: (32, 128, 1149120), 578: (34, 136, 995520), 648: (36, 144, 1334160)}
+SOURCE = 'tsubame2007'
+HPL_TUNING = [
+    {'settings': {'nb': 240}, 'source': SOURCE,
+     'where': 'Figure 3-1: NB 240 fastest on one, two and four servers'},
+    {'settings': {'pmap': 0, 'swap': 2, 'swap_threshold': 240, 'pfact': 2, 'nbmin': 4,
+                  'ndiv': 2, 'rfact': 2, 'depth': 1, 'l1_transposed': True,
+                  'u_transposed': True, 'equilibration': True, 'alignment': 8},
+     'source': SOURCE, 'where': 'Table 3-5'},
+    {'settings': {'bcast': 3}, 'source': SOURCE,
+     'where': 'Figure 3-6: Increasing-2-ring-modified used to measure up to 512 nodes'},
+    {'match': {'num_nodes': 648}, 'settings': {'bcast': 0}, 'source': SOURCE,
+     'where': 'Figure 3-7: Increasing-ring fastest on all 648 nodes'},
+    *({'match': {'num_nodes': nodes}, 'settings': {'grid': [p, q], 'n': n}, 'source': SOURCE,
+       'where': f'Table 3-6 ({nodes} node(s): P x Q = {p} x {q}, Nmax {n})'}
+      for nodes, (p, q, n) in TABLE_3_6.items()),
+]
 X4600 = dict(sockets=8, cores_per_socket=2, arch='x86_64',
              caches=[cache(1, 64 * sites.KIB, associativity=2), cache(2, sites.MIB)])
 NODE_24 = processor(model='AMD Opteron 880 (dual-core, 2.4 GHz)', **X4600)
@@ -40,7 +64,7 @@ COMMON = dict(
     system=SYSTEM, scheduler='sge-pe', launcher='mpirun_ssh', access=['-pe mpi'],
     environs=ENVIRONS, flops_per_cycle=2,
     binding={'tool': 'taskset', 'domain_order': [2, 4, 6, 7, 5, 3, 1, 0]},
-    io_directory='/work/hpcbench', io_stripe_size=1 << 20,
+    io_directory='/work/hpcbench', io_stripe_size=1 << 20, hpl_tuning=HPL_TUNING,
 )
 
 site_configuration = rfmconfig.site(

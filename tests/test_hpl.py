@@ -282,16 +282,3 @@ def test_t2k_sized_its_run_by_its_huge_pages():
     assert hpl.huge_page_problem_size(625, 14400, 2 << 20, 232, 50, 50) == 1_508_000
     with pytest.raises(hpl.HplInputError, match='less than the BLAS buffers'):
         hpl.huge_page_problem_size(1, 10, 2 << 20, 232, 1, 1)
-
-
-@pytest.mark.parametrize('tuning, message', [
-    ({'settings': {'nb': 240}}, 'needs source, where'),
-    ({'settings': {'nbs': 240}, 'source': 's', 'where': 'w'}, "unknown setting(s) nbs"),
-])
-def test_site_tuning_is_cited_and_named_as_the_checks_variables(tuning, message):
-    known = ['nb', 'pfact']
-    with pytest.raises(hpl.HplInputError, match=re.escape(message)):
-        hpl.site_settings(tuning, known)
-    assert hpl.site_settings(None, known) == {}
-    assert hpl.site_settings({'settings': {'nb': 240}, 'source': 's', 'where': 'w'},
-                             known) == {'nb': 240}

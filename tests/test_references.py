@@ -1,4 +1,5 @@
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -252,3 +253,51 @@ def test_a_baseline_judges_only_runs_of_the_inputs_it_was_measured_with():
 def test_a_baseline_tolerance_out_of_range_is_refused_before_anything_is_written(tolerance):
     with pytest.raises(references.ReferenceError, match='a fraction of the baseline in'):
         references.baseline_from_testcases('local', [], 'uuid', tolerance)
+
+
+# --- a paper's run configuration (partition extras such as hpl_tuning, ior) ----------------
+
+TSUBAME_LIKE = [
+    {'settings': {'nb': 240, 'bcast': 3}, 'source': 'tsubame2007', 'where': 'Figure 3-1'},
+    {'match': {'num_nodes': 648}, 'settings': {'bcast': 0, 'grid': [36, 144]},
+     'source': 'tsubame2007', 'where': 'Figure 3-7; Table 3-6'},
+]
+KNOWN = ('nb', 'bcast', 'grid')
+
+
+def test_paper_settings_apply_per_match_and_later_entries_win():
+    assert references.paper_settings('tsubame', 'hpl_tuning', TSUBAME_LIKE, KNOWN,
+                                     {'num_nodes': 648}) == {'nb': 240, 'bcast': 0,
+                                                             'grid': [36, 144]}
+    assert references.paper_settings('tsubame', 'hpl_tuning', TSUBAME_LIKE, KNOWN,
+                                     {'num_nodes': 512}) == {'nb': 240, 'bcast': 3}
+    # One entry needs no list; a partition without one is silent.
+    assert references.paper_settings('tsubame', 'hpl_tuning', TSUBAME_LIKE[0], KNOWN) == {
+        'nb': 240, 'bcast': 3}
+    assert references.paper_settings('tsubame', 'hpl_tuning', None, KNOWN) == {}
+
+
+@pytest.mark.parametrize('entry, message', [
+    ({'settings': {'nb': 240}}, 'extras.hpl_tuning[0] needs source, where'),
+    ({'settings': {'nbs': 240}, 'source': 'tsubame2007', 'where': 'w'},
+     'unknown setting(s) nbs; known: nb, bcast, grid'),
+    ({'settings': {'nb': 240}, 'source': 'tsubame2006', 'where': 'w'},
+     "source 'tsubame2006' is not one of references/tsubame.yaml (tsubame2007)"),
+    ({'settings': {'nb': 240}, 'source': 'tsubame2007', 'where': 'w', 'nodes': 4},
+     'unknown key(s) nodes'),
+    ({'match': {'layout_name': 'per-core'}, 'settings': {'nb': 240},
+      'source': 'tsubame2007', 'where': 'w'}, 'cannot match on layout_name'),
+])
+def test_paper_settings_are_cited_and_named_as_the_checks_variables(entry, message):
+    with pytest.raises(references.ReferenceError, match=re.escape(message)):
+        references.paper_settings('tsubame', 'hpl_tuning', [entry], KNOWN, {'num_nodes': 1})
+
+
+def test_a_comparison_machine_has_comparisons_only(tmp_path):
+    data = yaml.safe_load((references.paths.REFERENCES_DIR / 'chic.yaml').read_text())
+    woodcrest = next(f for f in data['figures'] if f['partition'] == 'woodcrest')
+    del woodcrest['use']
+    path = tmp_path / 'chic.yaml'
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(references.ReferenceError, match='woodcrest is a comparison machine'):
+        references.load('chic', path)

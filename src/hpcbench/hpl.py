@@ -192,24 +192,6 @@ def huge_page_problem_size(num_nodes, pages, page_bytes, nb, p, q,
     return target - target % granule
 
 
-def site_settings(hpl_tuning, known):
-    """The settings of a partition's `extras.hpl_tuning` ({'settings': {...}, 'source':
-    ..., 'where': ...}: the paper's HPL.dat, cited), checked against `known` (the check's
-    variables of the same names); {} without one."""
-    if not hpl_tuning:
-        return {}
-
-    missing = {'settings', 'source', 'where'} - set(hpl_tuning)
-    if missing:
-        raise HplInputError(f'extras.hpl_tuning needs {", ".join(sorted(missing))}: the '
-                            'settings and where the paper gives them')
-    unknown = set(hpl_tuning['settings']) - set(known)
-    if unknown:
-        raise HplInputError(f'extras.hpl_tuning: unknown setting(s) '
-                            f'{", ".join(sorted(unknown))}; known: {", ".join(known)}')
-    return dict(hpl_tuning['settings'])
-
-
 def memory_needed(n, nb, p, q, depth=1):
     """Bytes HPL allocates over all processes for order n: the matrix with its right-hand
     side and pivots (TSUBAME §3), plus each process's panel buffers (depth + 1 panels of
@@ -493,7 +475,7 @@ def summarize(runs):
 # TSUBAME Figures 3-1 and 3-6), by Tuning field; the swapping threshold is not an HPL.dat
 # list, so each of its values is a run of its own.
 SWEEP = {
-    'nb': ('nbs', (96, 128, 160, 192, 224, 232, 256, 384)),
+    'nb': ('nbs', (96, 128, 160, 192, 224, 232, 240, 256, 384)),
     'bcast': ('bcasts', tuple(BCAST_NAMES)),
     'pfact': ('pfacts', tuple(FACT_NAMES)),
     'rfact': ('rfacts', tuple(FACT_NAMES)),

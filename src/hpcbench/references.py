@@ -24,6 +24,10 @@ Shared code turns the figures that apply to a test into its ReFrame `reference`.
       configuration: 1 thread, 2 DIMMs, gcc-4.2 -O3, Opteron 2.6 GHz
       use: reference              # or `comparison`: reported beside results, no bounds
 
+A paper's comparison node that is no partition of the system (CHiC's Intel Woodcrest) is
+described under `comparison_machines: {name: description}`; figures on it name it as their
+partition and are comparisons.
+
 A test gets at most one `reference` figure per variable; `comparison` figures (a paper's
 other configurations) are for reports. What a paper shows only as a plot or says without
 a number is kept as `qualitative` statements (check, source, where, statement), never as
@@ -32,7 +36,7 @@ a made-up figure; `notes` record the paper's inconsistencies that matter.
 import datetime
 import json
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jsonschema
@@ -52,6 +56,9 @@ SCHEMA = {
     'additionalProperties': False,
     'properties': {
         'system': {'type': 'string'},
+        # Machines a paper compares with that are no partition of the system (CHiC's Intel
+        # Woodcrest node): name -> description. Their figures are comparisons only.
+        'comparison_machines': {'type': 'object', 'additionalProperties': {'type': 'string'}},
         'sources': {
             'type': 'object',
             'additionalProperties': {
@@ -159,6 +166,7 @@ class ReferenceSet:
     path: Path = None
     qualitative: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    comparison_machines: dict = field(default_factory=dict)
 
 
 # The benchmark each check measures, for counting and reports.
@@ -208,12 +216,17 @@ def parse(data, where):
                                      f'{item["check"]!r}; the checks: '
                                      f'{", ".join(sorted(BENCHMARK_OF_CHECK))}')
 
-    for item in data['figures']:
+    machines = data.get('comparison_machines', {})
+    for i, item in enumerate(data['figures']):
+        if item['partition'] in machines and item.get('use') != 'comparison':
+            raise ReferenceError(f'{where}: figures/{i}: {item["partition"]} is a comparison '
+                                 'machine, not a partition: its figures are `use: comparison`')
         figures.append(Figure(**{**item, 'tolerance': tuple(item.get('tolerance',
                                                                      (None, None)))}))
 
     return ReferenceSet(data['system'], data['sources'], figures,
-                        qualitative=data.get('qualitative', []), notes=data.get('notes', []))
+                        qualitative=data.get('qualitative', []), notes=data.get('notes', []),
+                        comparison_machines=machines)
 
 
 def load(system, path=None):
@@ -231,8 +244,7 @@ def load(system, path=None):
     if refs.system != system:
         raise ReferenceError(f'{path}: describes system {refs.system!r}, not {system!r}')
 
-    return ReferenceSet(refs.system, refs.sources, refs.figures, path, refs.qualitative,
-                        refs.notes)
+    return replace(refs, path=path)
 
 
 def select(refs, check, partition, environ, attrs, use='reference'):
@@ -284,6 +296,47 @@ def reframe_reference(test):
     return {f'{system}:{partition}': {
         var: (fig.value, *fig.tolerance, fig.unit) for var, fig in chosen.items()
     }}
+
+
+# --- A paper's run configuration --------------------------------------------------------------
+
+def paper_settings(system, extra, entries, known, attrs=None):
+    """What a system's paper ran a check with, from a partition's `extras.<extra>`: one
+    cited entry or a list of them, each {'settings': {name: value}, 'source': a source of
+    references/<system>.yaml, 'where': its table or figure} and, for what the paper chose
+    per run (a node count, an access pattern), 'match': {name: value}, the test's values
+    (`attrs`) it applies to. Later entries win. Names not in `known` (the check's
+    variables) and uncited entries are errors: site tuning is cited like a figure."""
+    if not entries:
+        return {}
+
+    sources = load(system).sources
+    attrs = attrs or {}
+    chosen = {}
+    for i, entry in enumerate(entries if isinstance(entries, (list, tuple)) else [entries]):
+        where = f'{system}: extras.{extra}[{i}]'
+        missing = {'settings', 'source', 'where'} - set(entry)
+        if missing:
+            raise ReferenceError(f'{where} needs {", ".join(sorted(missing))}: the settings '
+                                 'and where the paper gives them')
+        unexpected = set(entry) - {'settings', 'source', 'where', 'match'}
+        if unexpected:
+            raise ReferenceError(f'{where}: unknown key(s) {", ".join(sorted(unexpected))}')
+        if entry['source'] not in sources:
+            raise ReferenceError(f'{where}: source {entry["source"]!r} is not one of '
+                                 f'references/{system}.yaml ({", ".join(sorted(sources))})')
+        unknown = set(entry['settings']) - set(known)
+        if unknown:
+            raise ReferenceError(f'{where}: unknown setting(s) {", ".join(sorted(unknown))}; '
+                                 f'known: {", ".join(known)}')
+        unmatched = set(entry.get('match', {})) - set(attrs)
+        if unmatched:
+            raise ReferenceError(f'{where}: cannot match on {", ".join(sorted(unmatched))}; '
+                                 f'the check matches on: {", ".join(attrs) or "nothing"}')
+        if all(attrs[k] == v for k, v in entry.get('match', {}).items()):
+            chosen.update(entry['settings'])
+
+    return chosen
 
 
 # --- Local baselines ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
-from hpcbench import job_script, layout, node, provenance, quiet_node
+from hpcbench import job_script, layout, node, provenance, quiet_node, references
 
 PREFIX_FILE = 'spack-prefix.txt'
 BIND_SCRIPT = 'bind-rank.sh'
@@ -115,6 +115,28 @@ def skip_unless_node_count(test, num_nodes):
     counts = partition_node_counts(part)
     test.skip_if(num_nodes not in counts,
                  f'{part.fullname} runs at {", ".join(map(str, counts))} node(s)')
+
+
+def paper_settings(test, extra, known, **attrs):
+    """The settings the paper of `test`'s system ran it with on its partition
+    (`extras.<extra>`, cited: hpcbench.references.paper_settings), for the test's `attrs`
+    (those entries may match on); {} where the paper is silent. A bad entry is the test's
+    setup error."""
+    part = test.current_partition
+    try:
+        return references.paper_settings(test.current_system.name, extra,
+                                          part.extras.get(extra), known, attrs)
+    except references.ReferenceError as err:
+        raise ReframeError(f'{part.fullname}: {err}') from None
+
+
+def given_or_paper(test, name, paper, default=None):
+    """A setting as a run uses it: given (-S), else the paper's, else `default`."""
+    given = getattr(test, name)
+    if given is not None:
+        return given
+
+    return paper.get(name, default)
 
 
 def bind_ranks(test, chosen, program, *args, rank_env=None):
