@@ -193,6 +193,13 @@ def _provenance(args):
         raise RuntimeError(str(err)) from None
 
 
+def _default_mode(args):
+    """quick where the suite runs here (this machine, the testbed: HPL at 1/25 of the
+    memory), full on a paper's system, whose default run is its paper's."""
+    from hpcbench import bootstrap
+    print('quick' if args.system in bootstrap.MACHINE_SYSTEMS else 'full')
+
+
 def _mode_options(args):
     """A ReFrame mode's options, shell-quoted, for a command line that puts the user's own
     after them. (ReFrame's --mode merges a user's -p with the default instead of letting it
@@ -299,6 +306,10 @@ def main(argv=None):
                                                'puts them before RFM_OPTS)')
     mode.add_argument('mode', help='quick or full (hpcbench.rfmconfig.MODES)')
     mode.set_defaults(func=_mode_options)
+    default_mode = sub.add_parser('default-mode', help="the mode make uses without MODE= "
+                                                       '(quick here, full on a paper system)')
+    default_mode.add_argument('--system', default='local')
+    default_mode.set_defaults(func=_default_mode)
     rep = sub.add_parser('report', help='write the HTML report and Markdown summary of the '
                                         "stored results (ReFrame's results database)")
     rep.add_argument('--system', default='local')
