@@ -141,7 +141,7 @@ def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_not
     assert shown.stdout.rstrip().endswith(f'Report: {var / "report" / "index.html"}')
     html = (var / 'report' / 'index.html').read_text()
     assert 'HpccCheck' in html and 'ImbPairCheck' in html and 'hpccinf.txt' in html
-    assert 'Fewer than two stored sessions' in html
+    assert 'No earlier session measured this system with the same inputs' in html
 
 
 requires_spack = pytest.mark.skipif(

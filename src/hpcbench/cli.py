@@ -215,7 +215,7 @@ def _report(args):
     from hpcbench import paths, report
     directory = Path(args.output) if args.output else paths.VAR_DIR / 'report' / args.system
     index = report.from_database(args.system, directory, args.session, args.against,
-                                 args.threshold)
+                                 args.threshold, args.days)
     print(f'Markdown summary: {index.parent / "summary.md"}')
     if args.check:
         from hpcbench import browser
@@ -228,6 +228,42 @@ def _report(args):
             if not seen.ok:
                 raise RuntimeError(f'{index} does not display completely in Chromium')
     print(f'Report: {index}')
+
+
+def _judging_options(parser):
+    from hpcbench import verdicts
+    parser.add_argument('--threshold', type=_threshold, default=verdicts.THRESHOLD,
+                        help='percent a median must get worse by to count as a regression '
+                             f'(default {verdicts.THRESHOLD:g})')
+    parser.add_argument('--days', type=int, default=verdicts.DAYS,
+                        help='judge against the sessions of this many days before '
+                             f'(default {verdicts.DAYS})')
+
+
+def _threshold(text):
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f'{text}: a percentage, 0 or more')
+    return value
+
+
+def _compare(args):
+    """Judge sessions against earlier ones, figure by figure (hpcbench.verdicts); exit
+    status 1 on a regression."""
+    from hpcbench import report, results, verdicts
+    stored = results.stored_sessions(results.site_config(args.system))
+    compared = verdicts.sessions_to_judge(stored, args.system, args.new, args.old, args.days)
+    if not compared:
+        raise RuntimeError(f'nothing to compare: no stored session of {args.system} has '
+                           f'an earlier one (within {args.days} days) to judge it against')
+    rows = verdicts.compare(stored, args.system, *compared, threshold=args.threshold)
+    comparison = report.Comparison(*compared, rows, args.threshold)
+    print(comparison.describe())
+    shown = [r for r in rows if args.all or r.verdict.verdict != 'no change']
+    print(report.text_table(report.COMPARISON_HEADER,
+                            [report.comparison_cells(r) for r in shown]))
+    if comparison.regressions:
+        raise RuntimeError(f'{len(comparison.regressions)} regression(s)')
 
 
 def _push_buildcache(args):
@@ -310,13 +346,24 @@ def main(argv=None):
                                                        '(quick here, full on a paper system)')
     default_mode.add_argument('--system', default='local')
     default_mode.set_defaults(func=_default_mode)
+    judge = sub.add_parser('compare', help='judge stored sessions against earlier ones: '
+                                           'regression, improvement, no change or '
+                                           'inconclusive per figure (exit 1 on a regression)')
+    judge.add_argument('--system', default='local')
+    judge.add_argument('--new', nargs='+', metavar='UUID',
+                       help='sessions to judge (default: the newest)')
+    judge.add_argument('--old', nargs='+', metavar='UUID',
+                       help='sessions to judge against (default: those of the --days before)')
+    _judging_options(judge)
+    judge.add_argument('--all', action='store_true', help="list the 'no change' figures too")
+    judge.set_defaults(func=_compare)
     rep = sub.add_parser('report', help='write the HTML report and Markdown summary of the '
                                         "stored results (ReFrame's results database)")
     rep.add_argument('--system', default='local')
     rep.add_argument('--session', help='show this session (default: each check\'s newest)')
-    rep.add_argument('--against', help='compare with this session (default: the one before)')
-    rep.add_argument('--threshold', type=float, default=5.0,
-                     help='percent worse that counts as a regression (default 5)')
+    rep.add_argument('--against', help='judge it against this session (default: those of '
+                                       'the --days before it)')
+    _judging_options(rep)
     rep.add_argument('--output', help='directory (default: var/report/<system>)')
     rep.add_argument('--check', action='store_true',
                      help='open the report in headless Chromium: screenshot, images, links')

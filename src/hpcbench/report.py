@@ -4,12 +4,13 @@ and a Markdown summary built from ReFrame's results database.
 - per check, its latest results against their references: pass or fail as ReFrame judged
   them, and the margin to the reference;
 - plots of the results beside the papers' figures (hpcbench.plots);
-- two sessions compared by ReFrame's --performance-compare, regressions highlighted;
+- the newest session judged against the sessions before it, figure by figure, with
+  a significance test (hpcbench.verdicts): regressions highlighted;
 - the provenance each result carries (hpcbench.provenance): session extras and the
   build, inputs and node of every test case.
 
 Everything here works on data (sessions as `reframe --describe-stored-sessions` prints
-them, comparison rows as --performance-compare prints them); `from_database` fetches them.
+them); `from_database` fetches them.
 """
 import datetime
 import html
@@ -17,10 +18,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcbench import plots, references, results
+from hpcbench import plots, references, results, verdicts
 
-# A change beyond this many percent in the worse direction is a regression.
-REGRESSION_THRESHOLD = 5.0
 # Session extras recorded by `make run` (hpcbench provenance), in display order.
 SESSION_FACTS = ('project_commit', 'spack_commit', 'spack_lock', 'host')
 # Per test case (hpcbench.rfm.Provenance and the checks' `inputs`).
@@ -30,14 +29,23 @@ CASE_FACTS = ('inputs', 'build_spec', 'topology', 'project_commit', 'spack_commi
 
 @dataclass
 class Comparison:
-    new: str                     # session UUIDs
-    old: str
-    rows: list = field(default_factory=list)   # dicts, see compared_rows
-    threshold: float = REGRESSION_THRESHOLD
+    new: list                    # session UUIDs
+    old: list
+    rows: list = field(default_factory=list)   # hpcbench.verdicts.Row
+    threshold: float = verdicts.THRESHOLD
 
     @property
     def regressions(self):
-        return [r for r in self.rows if r['verdict'] == 'regression']
+        return [r for r in self.rows if r.verdict.verdict == 'regression']
+
+    def describe(self):
+        """One sentence: what was compared, how, and how it came out."""
+        tally = ', '.join(f'{n} {name}' for name, n in verdicts.counts(self.rows).items() if n)
+        return (f'{len(self.new)} new session(s) ({", ".join(u[:8] for u in self.new)}) '
+                f'against {len(self.old)} earlier one(s); a figure regressed when its median '
+                f'got worse by more than {self.threshold:g} % and a one-sided Mann-Whitney '
+                f'U test over all their runs gives p <= {verdicts.ALPHA:g}. '
+                f'{tally or "no figure in common"}.')
 
 
 def system_cases(session_data, system):
@@ -62,18 +70,6 @@ def latest_cases(sessions, system):
             cases += mine
             used.append(data)
     return cases, used
-
-
-def sessions_to_compare(sessions, system, new=None, old=None):
-    """(new, old) session UUIDs to compare: `new` (default: the newest session that
-    measured `system`) and `old` (default: the one that measured it before); None when
-    there are not two."""
-    measured = [d['session_info']['uuid'] for d in sessions if system_cases(d, system)]
-    new = new or (measured[0] if measured else None)
-    if not old and new in measured:
-        later = measured[measured.index(new) + 1:]
-        old = later[0] if later else None
-    return (new, old) if new and old else None
 
 
 def margin(value, reference):
@@ -115,40 +111,6 @@ def summary_rows(cases, reference_set):
     return rows
 
 
-def verdict(variable, unit, pdiff, threshold=REGRESSION_THRESHOLD):
-    """'regression', 'improvement' or 'same' for a change of pdiff percent (new against
-    old); 'changed' for variables with no better direction beyond the threshold."""
-    if pdiff is None:
-        return 'no data'
-    direction = references.better(variable, unit)
-    if abs(pdiff) <= threshold:
-        return 'same'
-    if direction is None:
-        return 'changed'
-    worse = pdiff < 0 if direction == 'higher' else pdiff > 0
-    return 'regression' if worse else 'improvement'
-
-
-def compared_rows(table, threshold=REGRESSION_THRESHOLD):
-    """--performance-compare's CSV rows (header first: name, sysenv, pvar, punit, value
-    new, value old, pdiff) as dicts with a verdict each."""
-    header, *body = table
-    rows = []
-    for name, sysenv, pvar, punit, new, old, pdiff in (r[:7] for r in body):
-        pdiff = _number(pdiff)
-        rows.append({'name': name, 'sysenv': sysenv, 'variable': pvar, 'unit': punit,
-                     'new': _number(new), 'old': _number(old), 'pdiff': pdiff,
-                     'verdict': verdict(pvar, punit, pdiff, threshold)})
-    return rows
-
-
-def _number(text):
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
-
-
 def _fmt(value, digits=4):
     if value is None:
         return '-'
@@ -184,6 +146,14 @@ def _md_table(header, rows):
     return '\n'.join(lines)
 
 
+def text_table(header, rows):
+    """Rows as aligned columns for a terminal."""
+    rows = [[str(c) for c in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return '\n'.join('  '.join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                     for row in rows)
+
+
 def markdown(system, cases, reference_set, comparison, saved_plots, generated):
     out = [f'# hpcbench report: {system}', '', f'Generated {generated} from ReFrame\'s '
            f'results database. HTML report with plots: [index.html](index.html).', '']
@@ -206,23 +176,33 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated):
 
     out += ['## Plots', '']
     out += [f'- [{p.title}](plots/{name})' for p, name in saved_plots]
-    out += ['', '## Comparison of two sessions', '']
+    out += ['', '## Comparison with earlier sessions', '']
     out += _md_comparison(comparison)
     return '\n'.join(out) + '\n'
 
 
+def comparison_cells(row):
+    v = row.verdict
+    return [row.title, row.environ, v.variable, f'{_fmt(v.old.median)} (n={v.old.n})',
+            f'{_fmt(v.new.median)} (n={v.new.n})', v.unit, _fmt_margin(v.change_percent),
+            '-' if v.p_value is None else f'{v.p_value:.3g}', v.verdict, v.reason]
+
+
+COMPARISON_HEADER = ['test case', 'environ', 'variable', 'old median', 'new median', 'unit',
+                     'change', 'p', 'verdict', 'why']
+
+
 def _md_comparison(comparison):
     if comparison is None:
-        return ['Fewer than two stored sessions measured this system: nothing to compare.']
-    out = [f'Session {comparison.new} (new) against {comparison.old} (old), '
-           f'ReFrame --performance-compare; regression: worse by more than '
-           f'{comparison.threshold:g} %. {len(comparison.regressions)} regression(s).', '']
-    rows = [[r['name'], r['sysenv'], r['variable'], f'{_fmt(r["new"])} {r["unit"]}',
-             f'{_fmt(r["old"])} {r["unit"]}', _fmt_margin(r['pdiff']),
-             f'**{r["verdict"]}**' if r['verdict'] == 'regression' else r['verdict']]
-            for r in comparison.rows]
-    return out + [_md_table(['test case', 'system:partition+environ', 'variable', 'new',
-                             'old', 'change', 'verdict'], rows)]
+        return ['No earlier session measured this system with the same inputs: nothing to '
+                'compare.']
+    rows = []
+    for row in comparison.rows:
+        cells = comparison_cells(row)
+        if cells[8] == 'regression':
+            cells[8] = '**regression**'
+        rows.append(cells)
+    return [comparison.describe(), '', _md_table(COMPARISON_HEADER, rows)]
 
 
 # --- HTML ----------------------------------------------------------------------------------
@@ -285,22 +265,16 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
                    f'<img src="plots/{_e(name)}" alt="{_e(plot.title)}"></a>'
                    f'<figcaption>{_e(plot.title)}. {_e(plot.caption)}</figcaption></figure>')
 
-    out.append('<h2 id="comparison">Comparison of two sessions</h2>')
+    out.append('<h2 id="comparison">Comparison with earlier sessions</h2>')
     if comparison is None:
-        out.append('<p>Fewer than two stored sessions measured this system: nothing to '
-                   'compare.</p>')
+        out.append('<p>No earlier session measured this system with the same inputs: '
+                   'nothing to compare.</p>')
     else:
-        out.append(f'<p>Session <code>{_e(comparison.new)}</code> (new) against '
-                   f'<code>{_e(comparison.old)}</code> (old), ReFrame '
-                   f'<code>--performance-compare</code>; a regression is a change for the '
-                   f'worse by more than {comparison.threshold:g} %. '
+        out.append(f'<p>{_e(comparison.describe())} '
                    f'<strong>{len(comparison.regressions)} regression(s)</strong>.</p>')
         out.append(_html_table(
-            ['test case', 'system:partition+environ', 'variable', 'new', 'old', 'unit',
-             'change', 'verdict'],
-            [[r['name'], r['sysenv'], r['variable'], _fmt(r['new']), _fmt(r['old']),
-              r['unit'], _fmt_margin(r['pdiff']), r['verdict']] for r in comparison.rows],
-            [r['verdict'] if r['verdict'] in ('regression', 'improvement') else ''
+            COMPARISON_HEADER, [comparison_cells(r) for r in comparison.rows],
+            [r.verdict.verdict if r.verdict.verdict in ('regression', 'improvement') else ''
              for r in comparison.rows]))
 
     out.append('<h2 id="results">Results against references</h2>')
@@ -365,11 +339,12 @@ def claim_directory(directory):
                                     'summary.md and plots/ here.\n')
 
 
-def write(directory, system, sessions, comparison_table=None, comparison_pair=None,
-          threshold=REGRESSION_THRESHOLD):
+def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHOLD,
+          stored=None):
     """Write index.html, summary.md and plots/ for `system` into directory (replacing an
-    earlier report there; refusing a directory with other files: claim_directory);
-    sessions newest first. Returns the path of index.html."""
+    earlier report there; refusing a directory with other files: claim_directory):
+    the results of `sessions` (newest first), and `compared`, (new UUIDs, old UUIDs)
+    among `stored` (default: `sessions`), judged. Returns the path of index.html."""
     directory = Path(directory)
     cases, used = latest_cases(sessions, system)
     if not cases:
@@ -379,9 +354,9 @@ def write(directory, system, sessions, comparison_table=None, comparison_pair=No
     papers = [references.load(s) for s in references.systems_with_references()
               if s != system]
     comparison = None
-    if comparison_pair and comparison_table is not None:
-        comparison = Comparison(*comparison_pair, compared_rows(comparison_table, threshold),
-                                threshold)
+    if compared:
+        rows = verdicts.compare(stored or sessions, system, *compared, threshold=threshold)
+        comparison = Comparison(*compared, rows, threshold) if rows else None
 
     claim_directory(directory)
     plot_dir = directory / 'plots'
@@ -399,10 +374,10 @@ def write(directory, system, sessions, comparison_table=None, comparison_pair=No
 
 
 def from_database(system, directory, session=None, against=None,
-                  threshold=REGRESSION_THRESHOLD):
+                  threshold=verdicts.THRESHOLD, days=verdicts.DAYS):
     """The report of `system` from its results database: the latest results of every check
-    (or those of `session`), and that session compared with `against` (default: the
-    session before it)."""
+    (or those of `session`), and that session (default: the newest) judged against
+    `against` (default: the sessions of the `days` before it)."""
     if Path(directory).exists():
         claim_directory(directory)      # refused before the database is even read
     config = results.site_config(system)
@@ -413,7 +388,7 @@ def from_database(system, directory, session=None, against=None,
             raise RuntimeError(f'no stored session {uuid} (hpcbench report lists sessions '
                                f'of the last year; reframe --list-stored-sessions=all)')
 
-    pair = sessions_to_compare(stored, system, session, against)
-    table = results.performance_compare(config, *pair) if pair else None
+    compared = verdicts.sessions_to_judge(stored, system, session and [session],
+                                          against and [against], days)
     shown = [s for s in stored if s['session_info']['uuid'] == session] if session else stored
-    return write(directory, system, shown, table, pair, threshold)
+    return write(directory, system, shown, compared, threshold, stored)

@@ -1,6 +1,5 @@
 """Reading ReFrame's results database (through ReFrame's own CLI, so its format is the
 contract) and turning stored test cases into the figures of a baseline."""
-import csv
 import json
 import re
 import subprocess
@@ -60,29 +59,12 @@ def session(config, uuid):
     return found[0]
 
 
-def performance_compare(config, new, old):
-    """ReFrame's --performance-compare of two stored sessions, as CSV rows (header first):
-    name, sysenv, pvar, punit, the mean in `new`, in `old`, pdiff = (new - old) / old in
-    percent; a test case measured in only one of them is left out."""
-    cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config),
-           f'--performance-compare={new}/{old}/mean:/', '--table-format=csv',
-           '--term-lhs=new', '--term-rhs=old']
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = proc.stdout.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('name,')), None)
-    if proc.returncode != 0 or start is None:
-        raise RuntimeError(f'{" ".join(cmd)} failed: {(proc.stderr or proc.stdout).strip()[-2000:]}')
-
-    return list(csv.reader(lines[start:]))
-
-
-def measured_cases(session_data):
-    """Performance results of the session's non-fixture test cases whose measurements are
-    valid: those that passed, and those that failed only against their references (their
-    figures are real; re-baselining is how a new level is accepted). A case that failed
-    anything else (build, run, sanity) measured nothing. Last run of each case wins; each
-    case says whether it met its references then (`met_references`)."""
-    cases = {}
+def measured_runs(session_data):
+    """Every valid run of the session's non-fixture test cases, in order (ReFrame's
+    --repeat and --reruns give a case several): those that passed, and those that failed
+    only against their references (their figures are real; re-baselining is how a new
+    level is accepted). A case that failed anything else (build, run, sanity) measured
+    nothing. Each says whether it met its references then (`met_references`)."""
     for run in session_data['runs']:
         for tc in run['testcases']:
             valid = tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'
@@ -97,7 +79,7 @@ def measured_cases(session_data):
                 perf[key.rsplit(':', 1)[1]] = (value, unit)
                 refs[key.rsplit(':', 1)[1]] = (ref, lower, upper, result)
 
-            cases[(check, tc['partition'], tc['environ'], tuple(sorted(match.items())))] = {
+            yield {
                 'check': check, 'system': tc['system'], 'partition': tc['partition'],
                 'environ': tc['environ'], 'match': match, 'perfvalues': perf,
                 'met_references': tc['result'] == 'pass',
@@ -109,7 +91,38 @@ def measured_cases(session_data):
                 'testcase': tc,
             }
 
-    return list(cases.values())
+
+def case_key(case):
+    """What makes two runs the same test case: check, partition, environment, parameters."""
+    return (case['check'], case['partition'], case['environ'],
+            tuple(sorted(case['match'].items())))
+
+
+def measured_cases(session_data):
+    """The session's measured test cases (measured_runs), the last run of each."""
+    return list({case_key(case): case for case in measured_runs(session_data)}.values())
+
+
+def figure_samples(sessions, system):
+    """Every figure of `system` measured in `sessions`, as a sample over their runs:
+    {(check, partition, environ, parameters, inputs): {variable: {'unit', 'values',
+    'sessions'}}}. Runs of other inputs (a quick run and a full one, another -S) are other
+    samples: a figure is compared only with itself."""
+    samples = {}
+    for data in sessions:
+        uuid = data['session_info']['uuid']
+        for case in measured_runs(data):
+            if case['system'] != system:
+                continue
+            figures = samples.setdefault((*case_key(case), case['inputs']), {})
+            for variable, (value, unit) in case['perfvalues'].items():
+                if value is None:
+                    continue
+                figure = figures.setdefault(variable, {'unit': unit, 'values': [],
+                                                       'sessions': []})
+                figure['values'].append(value)
+                figure['sessions'].append(uuid)
+    return samples
 
 
 def site_config(system):
