@@ -139,12 +139,11 @@ class HplBase(BenchmarkRun, SiteTuning):
         """HPL.dat's settings: those given (-S), else the paper's for the partition and node
         count (extras.hpl_tuning), else hpcbench.hpl.Tuning's defaults."""
         paper = self.paper()
-        changes = {field: (given_or_paper(self, name, paper),)
-                   for name, field in self._LIST_SETTINGS.items()
-                   if given_or_paper(self, name, paper) is not None}
-        changes.update({name: given_or_paper(self, name, paper)
-                        for name in self._SCALAR_SETTINGS
-                        if given_or_paper(self, name, paper) is not None})
+        chosen = {name: given_or_paper(self, name, paper)
+                  for name in (*self._LIST_SETTINGS, *self._SCALAR_SETTINGS)}
+        changes = {self._LIST_SETTINGS.get(name, name):
+                   (value,) if name in self._LIST_SETTINGS else value
+                   for name, value in chosen.items() if value is not None}
         try:
             # Tuning checks every value and turns lists into tuples.
             return replace(hpl.Tuning(), **changes)

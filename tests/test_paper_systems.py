@@ -266,6 +266,18 @@ def test_t2k_runs_its_table_5_hpl_by_default(dry_runs):
         assert (settings['NBMINs'], settings['RFACTs'], settings['SWAP']) == ('4', '2', '2')
 
 
+def test_given_settings_win_over_the_papers(tmp_path):
+    """-S wins over extras.hpl_tuning; the paper's other settings stay."""
+    done = _reframe('t2k-tsukuba', tmp_path, '--dry-run', '-n', 'HplCheck', '-p', 'openmpi',
+                    '-S', 'nb=192', '-S', 'pfact=2')
+    assert done.returncode == 0, done.stdout[-2000:]
+    _, where = _one(tmp_path / 'stage' / 't2k-tsukuba', 'compute', 'openmpi', 'HplCheck_*',
+                    ' -np 2500 ')
+    dat = (where / 'HPL.dat').read_text().splitlines()
+    settings = {line.split(None, 1)[1].split()[0]: line.split()[0] for line in dat[5:31]}
+    assert (settings['NBs'], settings['PFACTs'], settings['DEPTHs']) == ('192', '2', '0')
+
+
 def test_tsubame_runs_table_3_6_by_default(dry_runs):
     """TSUBAME's HPL.dat as the paper tuned it, with no -S: NB 240 (Figure 3-1), Table 3-5,
     and per node count Table 3-6's grid and Nmax, 2rM up to 512 nodes and 1rg at 648

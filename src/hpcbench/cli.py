@@ -241,10 +241,11 @@ def _judging_options(parser):
 
 
 def _threshold(text):
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f'{text}: a percentage, 0 or more')
-    return value
+    from hpcbench import verdicts
+    try:
+        return verdicts.check_threshold(float(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _compare(args):

@@ -323,8 +323,8 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
     N is given; or, for a full-size run on nodes that reserve `huge_pages` (pages per node,
     bytes per page) with no fraction given, the largest that fits them
     (huge_page_problem_size); or it comes from the memory fraction, given or by `sizing`
-    (see SIZINGS). The grid is the nearest-square one unless given. Raises HplInputError, with the reason, for
-    an input that cannot run.
+    (see SIZINGS). The grid is the nearest-square one unless given. Raises HplInputError,
+    with the reason, for an input that cannot run.
     """
     ranks = num_nodes * ranks_per_node
     grids = tuple(grids or [process_grid(ranks)])

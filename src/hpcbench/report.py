@@ -131,9 +131,14 @@ def _bounds(row):
     return f'[{lower}, {upper}]'
 
 
+def title(check, parameters):
+    """A test case as the report names it: the check and its parameters, sorted."""
+    params = ' '.join(f'{k}={v}' for k, v in sorted(parameters))
+    return f'{check} {params}'.strip()
+
+
 def case_title(case):
-    params = ' '.join(f'{k}={v}' for k, v in sorted(case['match'].items()))
-    return f'{case["check"]} {params}'.strip()
+    return title(case['check'], case['match'].items())
 
 
 # --- Markdown ------------------------------------------------------------------------------
@@ -183,7 +188,7 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated):
 
 def comparison_cells(row):
     v = row.verdict
-    return [row.title, row.environ, v.variable, f'{_fmt(v.old.median)} (n={v.old.n})',
+    return [title(row.check, row.parameters), row.environ, v.variable, f'{_fmt(v.old.median)} (n={v.old.n})',
             f'{_fmt(v.new.median)} (n={v.new.n})', v.unit, _fmt_margin(v.change_percent),
             '-' if v.p_value is None else f'{v.p_value:.3g}', v.verdict, v.reason]
 

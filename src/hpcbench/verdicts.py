@@ -16,11 +16,12 @@ much spread to tell), `not judged` (a figure with no better direction: a protoco
 point, a coefficient of variation).
 """
 import math
+import statistics
 from dataclasses import dataclass
 
 from scipy.stats import mannwhitneyu
 
-from hpcbench import references
+from hpcbench import references, results
 
 # The significance level of the test: the chance that unchanged code is called changed.
 ALPHA = 0.05
@@ -46,27 +47,7 @@ class Sample:
 
     @property
     def median(self):
-        ordered = sorted(self.values)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-    @property
-    def min(self):
-        return min(self.values)
-
-    @property
-    def max(self):
-        return max(self.values)
-
-    @property
-    def spread_percent(self):
-        """(max - min) / |median|, in percent; None for a median of 0."""
-        return 100 * (self.max - self.min) / abs(self.median) if self.median else None
-
-    def describe(self):
-        spread = self.spread_percent
-        return (f'n={self.n} median={self.median:.4g} [{self.min:.4g}, {self.max:.4g}]'
-                + (f' spread {spread:.1f} %' if spread is not None else ''))
+        return statistics.median(self.values)
 
 
 @dataclass(frozen=True)
@@ -82,10 +63,16 @@ class Verdict:
     reason: str
 
 
+def check_threshold(threshold):
+    """A threshold is a change in percent, 0 or more (NaN is refused too)."""
+    if not threshold >= 0:
+        raise ValueError(f'threshold {threshold}: a change in percent, 0 or more')
+    return threshold
+
+
 def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA):
     """The verdict on one figure: `old` and `new` are Samples (or sequences of values)."""
-    if not threshold >= 0:          # NaN fails too
-        raise ValueError(f'threshold {threshold}: a change in percent, 0 or more')
+    check_threshold(threshold)
     old, new = (s if isinstance(s, Sample) else Sample(tuple(s)) for s in (old, new))
     better = references.better(variable, unit)
     change = (100 * (new.median - old.median) / abs(old.median)) if old.median else None
@@ -122,7 +109,6 @@ DAYS = 30
 
 
 def _measured(sessions, system):
-    from hpcbench import results
     return [d for d in sessions
             if any(case['system'] == system for case in results.measured_runs(d))]
 
@@ -156,16 +142,10 @@ class Row:
     inputs: str
     verdict: Verdict
 
-    @property
-    def title(self):
-        params = ' '.join(f'{k}={v}' for k, v in self.parameters)
-        return f'{self.check} {params}'.strip()
-
 
 def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA):
     """Rows for every figure of `system` both sets of sessions (UUIDs) measured with the
     same inputs: their values over all runs of those sessions, judged (judge)."""
-    from hpcbench import results
     by_uuid = {d['session_info']['uuid']: d for d in sessions}
     missing = [u for u in (*new, *old) if u not in by_uuid]
     if missing:
