@@ -124,9 +124,12 @@ PIPELINE_OPTS ?= --concurrency 1 --variable CI_PIPELINE_SOURCE=schedule
 gitlab-ci-local: $(VENV_STAMP)
 	$(BIN)/python -m hpcbench.gitlab_ci_local $(PIPELINE_OPTS)
 
-# Record the newest stored results of this machine as its baseline (references/local.yaml).
+# Record this machine's baseline (references/local.yaml) from the stored sessions of the
+# last 30 days: each figure the median of its runs, bounded by their spread.
+# BASELINE_OPTS: e.g. --last 5, --days 7, --session UUID, --margin 0.05
+BASELINE_OPTS ?=
 baseline: $(VENV_STAMP)
-	$(BIN)/hpcbench baseline
+	$(BIN)/hpcbench baseline --system $(SYSTEM) $(BASELINE_OPTS)
 
 dry-run: $(VENV_STAMP)
 	$(REFRAME) $(MODE_OPTS) --dry-run $(RFM_OPTS)

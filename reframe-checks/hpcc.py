@@ -11,7 +11,7 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import fixture, run_after, sanity_function, variable
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import hpcc, hpl, references
@@ -97,7 +97,21 @@ class HpccCheck(BenchmarkRun, SiteTuning):
             except hpcc.HpccOutputError as err:
                 raise SanityError(str(err)) from None
 
+        self.record_aggregation('HPCC\'s own figure of one run', *self.figures)
+        self.record_aggregation('hpl / Rpeak', 'hpl_efficiency')
+        self.record_aggregation('hpl / (processes x star_dgemm), both of this run',
+                                'hpl_ceiling_efficiency')
         return True
+
+    @run_before('performance')
+    def judge_the_ceiling(self):
+        # StarDGEMM runs in the same job, minutes from HPL; a shared node can still
+        # slow one and not the other.
+        self.withhold_ratio_above_ceiling(
+            'hpl_ceiling_efficiency', self.hpl_ceiling_efficiency(),
+            f'HPL reached {self.figures["hpl"] * 1e3:.1f} GFLOP/s, StarDGEMM '
+            f'{self.figures["star_dgemm"]:.1f} GFLOP/s per process in the same job: the '
+            'DGEMM was measured low')
 
     def figure(self, name, scale=1):
         return self.figures[name] * scale

@@ -22,7 +22,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
-                                   sanity_function, variable)
+                                   run_before, sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
@@ -71,6 +71,8 @@ class DgemmCeiling(BenchmarkRun, SiteTuning):
         except dgemm.DgemmOutputError as err:
             raise SanityError(str(err)) from None
 
+        self.record_samples(f'best of {self.repeats} repeats', gflops=self.result.rates)
+        self.record_aggregation(f'mean of {self.repeats} repeats', 'gflops_mean')
         return True
 
     @performance_function('GFLOP/s')
@@ -218,6 +220,12 @@ class HplBase(BenchmarkRun, SiteTuning):
             raise SanityError(str(err)) from None
 
         self.summary = hpl.summarize(self.runs)
+        solves = f'{len(self.runs)} solve(s)'
+        self.record_samples(f'best of {solves}', gflops=[r.gflops for r in self.runs])
+        self.record_samples(f'shortest of {solves}', time=[r.seconds for r in self.runs])
+        self.record_aggregation(f'mean of {solves}', 'gflops_mean')
+        self.record_aggregation(f'(max - min) / mean of {solves}', 'spread')
+        self.record_aggregation(f'gflops (best of {solves}) / Rpeak', 'efficiency')
         return True
 
     # Every HPL job's figures (the tuning sweep replaces them by one per swept value).
@@ -266,7 +274,28 @@ class HplCheck(HplBase):
     @performance_function('%')
     def ceiling_efficiency(self):
         """Rmax / (nodes x the node's measured DGEMM rate)."""
+        return self.percent_of_ceiling()
+
+    def percent_of_ceiling(self):
         return 100 * self.summary.best_gflops / (self.num_nodes * self.ceiling.result.best)
+
+    @run_before('performance')
+    def judge_the_ceiling(self):
+        """Say how far apart HPL and its DGEMM ceiling were measured, and withhold the ratio
+        when HPL beat its ceiling: the ceiling was then measured low (another load, another
+        phase of a shared node), and the ratio is no result."""
+        ceiling = self.ceiling.result.best
+        before = (self.job.submit_time - self.ceiling.job.completion_time
+                  if self.job.submit_time and self.ceiling.job.completion_time else None)
+        when = (f'measured {before:.0f} s before this job' if before is not None else
+                'measured in this session')
+        self.record_aggregation(f'gflops / ({self.num_nodes} x the DGEMM ceiling, '
+                                f'{ceiling:.1f} GFLOP/s best of {self.ceiling.repeats}, {when})',
+                                'ceiling_efficiency')
+        self.withhold_ratio_above_ceiling(
+            'ceiling_efficiency', self.percent_of_ceiling(),
+            f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a DGEMM ceiling of '
+            f'{ceiling:.1f} GFLOP/s per node {when}: the ceiling was measured low')
 
 
 def _sweep_settings():

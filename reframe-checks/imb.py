@@ -145,13 +145,19 @@ class ImbBenchmark(ImbBase):
     def table_complete(self):
         try:
             runs = imb.parse_runs(job_output(self), self.repeats)
-            table = imb.best_of([imb.complete_table(tables, self.benchmark, self.num_tasks,
-                                                    self.sizes) for tables in runs])
+            tables = [imb.complete_table(run, self.benchmark, self.num_tasks, self.sizes)
+                      for run in runs]
+            table = imb.best_of(tables)
         except imb.ImbOutputError as err:
             raise SanityError(str(err)) from None
 
         self.figures = imb.figures(table)
         self.curve = imb.curve(table)
+        # Each launch's own figures: the spread the best-of hides.
+        each = [imb.figures(t) for t in tables]
+        self.record_samples(f'from the fastest of {len(tables)} launch(es) at each size',
+                            **{name: [f[name] for f in each] for name in self.figures
+                               if all(name in f for f in each)})
         return True
 
     @run_before('performance')
@@ -243,6 +249,10 @@ class ImbVariability(ImbBase):
         except imb.ImbOutputError as err:
             raise SanityError(str(err)) from None
 
+        for figure, (name, stat, _unit) in imb.VARIABILITY_VARIABLES.items():
+            how = ('standard deviation / mean' if stat == 'cv_percent' else stat)
+            self.record_samples(f'{how} of {self.repeats} launches\' t_avg',
+                                **{figure: self.stats[name].values})
         return True
 
     def statistic(self, name, stat):

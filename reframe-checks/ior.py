@@ -189,6 +189,9 @@ class IorCheck(BenchmarkRun, SiteTuning):
         except ior.IorOutputError as err:
             raise SanityError(str(err)) from None
 
+        for name, (phase, stat) in ior.PERFORMANCE_VARIABLES.items():
+            self.record_samples(f'{stat} of {self.repetitions} repetitions',
+                                **{name: self.phases[phase].rates})
         return True
 
     def figure(self, phase, stat):

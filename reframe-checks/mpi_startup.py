@@ -72,6 +72,14 @@ class MpiStartupCheck(BenchmarkRun, SiteTuning):
         except mpi_startup.StartupOutputError as err:
             raise SanityError(str(err)) from None
 
+        each = {field: [getattr(launch, field) for launch in self.summary.launches]
+                for field in ('init_max', 'launch_to_init', 'hello_world')}
+        launches = f'{len(self.summary.launches)} launches'
+        self.record_samples(f'mean of {launches} (the slowest rank\'s MPI_Init in each)',
+                            mpi_init=each['init_max'])
+        self.record_samples(f'mean of {launches}', launch_to_init=each['launch_to_init'],
+                            hello_world=each['hello_world'])
+        self.record_samples(f'slowest of {launches}', hello_world_max=each['hello_world'])
         return True
 
     @performance_function('s')

@@ -73,6 +73,10 @@ class StreamCheck(BenchmarkRun):
         except stream.StreamOutputError as err:
             raise SanityError(str(err)) from None
 
+        # STREAM prints only its best rate per kernel (and the times' average and range).
+        self.record_aggregation(f'STREAM\'s best of {self.result.ntimes - 1} timed '
+                                'iterations', 'copy', 'scale', 'add', 'triad')
+        self.record_aggregation('flop per word at the triad rate', 'balance')
         return True
 
     @performance_function('MB/s')

@@ -170,19 +170,62 @@ def test_performance_failures_are_measurements_other_failures_are_not():
     assert keys[('mpich', 2)]['perfvalues']['triad'][0] > 0
 
 
+def _baseline(sessions, **kwargs):
+    started = {d['session_info']['uuid']: d['session_info']['time_start'] for d in sessions}
+    return references.baseline_from_samples('local', results.figure_samples(sessions, 'local'),
+                                            started, host='vm', recorded='2026-11-21T05:24',
+                                            **kwargs)
+
+
 def test_baseline_bounds_point_the_way_of_a_regression(tmp_path):
-    cases = results.measured_cases(_session())
-    refs = references.baseline_from_testcases('local', cases, 'uuid-1', 0.1, host='vm',
-                                              recorded='2026-11-21T05:24:29')
+    refs = _baseline([_session()])
     path = tmp_path / 'local.yaml'
     path.write_text(references.dump(refs))
     loaded = references.load('local', path)
     assert len(loaded.figures) == 6 * 5
     chosen = references.select(loaded, 'StreamCheck', 'default', 'mpich', {'num_threads': 1})
+    # One run of one session: the bound is the guess (10 %), and says so.
     assert chosen['triad'].tolerance == (-0.1, None)        # bandwidth: lower bound
     assert chosen['balance'].tolerance == (None, 0.1)       # flop/word: upper bound
     assert chosen['triad'].value == 24977.1
-    assert loaded.sources['baseline']['baseline_session'] == 'uuid-1'
+    assert chosen['triad'].sample['runs'] == chosen['triad'].sample['sessions'] == 1
+    assert chosen['triad'].sample['bound'].startswith('guess')
+    assert loaded.sources['baseline']['baseline_sessions'] == [_session()['session_info']['uuid']]
+
+
+def test_a_baseline_from_many_runs_is_their_median_with_a_bound_from_their_spread():
+    values = [100.0, 90.0, 104.0, 98.0, 101.0, 99.0, 103.0, 97.0, 102.0, 100.0]
+    # 10 runs in 5 sessions: no guess; the bound is the 5th percentile less 5 %.
+    bounds, rule = references.baseline_bounds('triad', 'MB/s', values, 5)
+    p5 = 90 + 0.45 * (97 - 90)         # interpolated between the two lowest
+    assert bounds[0] == pytest.approx(-(1 - p5 / 100) - 0.05) and bounds[1] is None
+    assert rule == 'p5 - 5%'
+    bounds, _ = references.baseline_bounds('latency', 'us', values, 5)
+    assert bounds[0] is None and bounds[1] == pytest.approx(0.0355 + 0.05)   # p95 103.55
+    # The same values from 2 sessions: at least the guess.
+    bounds, rule = references.baseline_bounds('triad', 'MB/s', [100.0, 100.5], 2)
+    assert bounds == (-0.1, None) and rule.startswith('guess: p5 - 5%, at least 10%')
+    # A spread so wide that the bound would go below 0: 100 % (a speed is never negative).
+    bounds, _ = references.baseline_bounds('triad', 'MB/s', [0.0, 0.0, 100.0, 100.0, 100.0], 3)
+    assert bounds == (-1.0, None)
+    assert references.baseline_bounds('barrier_cv', '%', values, 5)[0] == (None, None)
+
+
+def test_a_baseline_of_two_real_sessions_keeps_every_run_and_its_provenance(tmp_path):
+    sessions = [json.loads((FIXTURES / 'report' / f'session-{name}.json').read_text())
+                for name in ('new', 'old')]
+    refs = _baseline(sessions)
+    path = tmp_path / 'local.yaml'
+    path.write_text(references.dump(refs))
+    loaded = references.load('local', path)
+    samples = results.figure_samples(sessions, 'local')
+    assert len(loaded.figures) == sum(len(figures) for figures in samples.values())
+    assert sorted(loaded.sources['baseline']['baseline_sessions']) == sorted(
+        d['session_info']['uuid'] for d in sessions)
+    both = [f for f in loaded.figures if f.sample['sessions'] == 2]
+    assert both and all(f.sample['min'] <= f.value <= f.sample['max'] for f in both)
+    assert all(f.sample['first'] < f.sample['last'] for f in both)
+    assert 'alias' not in path.read_text() and '&id' not in path.read_text()
 
 
 def _imb_session():
@@ -192,18 +235,15 @@ def _imb_session():
 
 
 def test_baseline_of_switch_points_and_variation_has_no_bounds(tmp_path):
-    cases = results.measured_cases(_imb_session())
-    refs = references.baseline_from_testcases('local', cases, 'uuid-2', 0.1, host='vm',
-                                              recorded='2026-11-21T07:18:00')
-    measured = next(c for c in cases if c['check'] == 'ImbPairCheck'
+    session = _imb_session()
+    refs = _baseline([session])
+    measured = next(c for c in results.measured_cases(session) if c['check'] == 'ImbPairCheck'
                     and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
     chosen = references.select(refs, 'ImbPairCheck', 'default', 'openmpi',
                                {'benchmark': 'PingPong', 'inputs': measured['inputs']})
     assert chosen['latency'].tolerance == (None, 0.1)               # us: upper bound
     assert chosen['peak_bandwidth'].tolerance == (-0.1, None)
     assert chosen['switch_size'].tolerance == (None, None)          # a size, not a speed
-    assert references.baseline_bounds('barrier_cv', '%', 0.1) == (None, None)
-    assert references.baseline_bounds('efficiency', '%', 0.1) == (-0.1, None)
 
 
 def test_mpi_stacks_side_by_side_from_a_real_session():
@@ -239,7 +279,7 @@ def test_hardware_in_a_figure_matches_the_partition_and_parameter_tuples_their_n
 
 def test_a_baseline_judges_only_runs_of_the_inputs_it_was_measured_with():
     cases = results.measured_cases(_imb_session())
-    refs = references.baseline_from_testcases('local', cases, 'uuid-2', 0.1, host='vm')
+    refs = _baseline([_imb_session()])
     measured = next(c for c in cases if c['check'] == 'ImbPairCheck'
                     and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
     assert measured['inputs']
@@ -249,10 +289,11 @@ def test_a_baseline_judges_only_runs_of_the_inputs_it_was_measured_with():
     assert references.select(refs, 'ImbPairCheck', 'default', 'openmpi', other) == {}
 
 
-@pytest.mark.parametrize('tolerance', [-0.5, 0, 1.5, float('nan')])
-def test_a_baseline_tolerance_out_of_range_is_refused_before_anything_is_written(tolerance):
+@pytest.mark.parametrize('fraction', [-0.5, 0, 1.5, float('nan')])
+@pytest.mark.parametrize('name', ['margin', 'guess'])
+def test_a_baseline_margin_out_of_range_is_refused_before_anything_is_written(name, fraction):
     with pytest.raises(references.ReferenceError, match='a fraction of the baseline in'):
-        references.baseline_from_testcases('local', [], 'uuid', tolerance)
+        references.baseline_from_samples('local', {}, {}, **{name: fraction})
 
 
 # --- a paper's run configuration (partition extras such as hpl_tuning, ior) ----------------

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 import yaml
 
-from hpcbench import host, hpl, imb, layout, mpi_stacks, spack, stream
-from conftest import BIN, ROOT, run_reframe
+from hpcbench import host, hpl, imb, layout, mpi_stacks, stream
+from conftest import BIN, ROOT, requires_spack, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
 
@@ -142,19 +142,6 @@ def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_not
     html = (var / 'report' / 'index.html').read_text()
     assert 'HpccCheck' in html and 'ImbPairCheck' in html and 'hpccinf.txt' in html
     assert 'No earlier session measured this system with the same inputs' in html
-
-
-requires_spack = pytest.mark.skipif(
-    spack.find() is None,
-    reason='no Spack found (SPACK_ROOT or the per-user cache): real runs of Spack builds '
-           'skipped')
-
-
-@pytest.fixture(scope='module')
-def installed():
-    from hpcbench import bootstrap
-    found = bootstrap.bootstrap()
-    bootstrap.install_environment(found)
 
 
 @pytest.mark.spack

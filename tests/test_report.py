@@ -96,6 +96,37 @@ def test_report_has_every_plot_the_comparison_and_provenance(written):
     assert all(f'(plots/{name})' in summary for name in plots)
 
 
+def _samples_session():
+    return json.loads((REPORT_FIXTURES / 'session-samples.json').read_text())
+
+
+def test_report_shows_how_each_figure_was_measured_and_its_trend(tmp_path):
+    sessions = [_samples_session(), *_sessions()]
+    index = report.write(tmp_path, 'local', sessions)
+    html = index.read_text()
+    # The job's own repeats, e.g. HPL's three solves: how, and their range.
+    assert 'best of 3 solve(s): ' in html and '(n=3)' in html
+    assert 'mean of 5 launches' in html
+    trends = sorted(p.name for p in (tmp_path / 'plots').glob('trend-*.png'))
+    assert len(trends) == len(report.plots.TRENDS)
+    assert all(f'<img src="plots/{name}"' in html for name in trends)
+    # Three sessions: the caption says how change points are found, and how many.
+    assert 'change points, where the sessions before and after differ by more than 5 %' in html
+
+
+def test_a_ratio_above_its_ceiling_is_shown_withheld_with_why():
+    case = next(c for c in report.system_cases(_samples_session(), 'local')
+                if c['check'] == 'HplCheck')
+    why = '118.3 % of the ceiling: HPL reached 86.1 GFLOP/s against a DGEMM ceiling of 72.8'
+    case['testcase']['flagged'] = {'ceiling_efficiency': why}
+    del case['perfvalues']['ceiling_efficiency']
+    del case['references']['ceiling_efficiency']
+    rows = {r['variable']: r for r in report.reference_rows(case, None)}
+    assert rows['ceiling_efficiency']['result'] == 'withheld'
+    assert rows['ceiling_efficiency']['value'] is None
+    assert rows['ceiling_efficiency']['measured_as'] == why
+
+
 def test_report_without_results_of_the_system_says_so(tmp_path):
     with pytest.raises(RuntimeError, match='no stored session has results of testbed'):
         report.write(tmp_path, 'testbed', _sessions())

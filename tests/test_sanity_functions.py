@@ -11,6 +11,7 @@ from reframe.frontend.loader import RegressionCheckLoader
 
 from conftest import FIXTURES, ROOT
 from hpcbench import imb
+from hpcbench.rfm import Samples
 from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutations
 from test_hpl import MUTATIONS as HPL_MUTATIONS
 from test_hpl import _mutations as _hpl_mutations
@@ -26,6 +27,21 @@ from test_mpi_startup import MUTATIONS as STARTUP_MUTATIONS
 from test_mpi_startup import OUTPUT as STARTUP_OUTPUT
 from test_mpi_startup import _mutations as _startup_mutations
 from test_stream import MUTATIONS, _mutations
+
+
+class _EveryVariable:
+    def __contains__(self, name):
+        return True
+
+
+class CheckUnderTest(types.SimpleNamespace):
+    """What a sanity function is given here in place of the test: the attributes it reads,
+    and what it records beside the figures (hpcbench.rfm.Samples)."""
+    record_samples = Samples.record_samples
+    record_aggregation = Samples.record_aggregation
+
+    def __init__(self, **attrs):
+        super().__init__(samples={}, aggregation={}, perf_variables=_EveryVariable(), **attrs)
 
 
 @pytest.fixture(scope='module')
@@ -49,7 +65,7 @@ def check_classes():
 
 def _stream_test(stagedir, output, threads):
     (stagedir / 'rfm_job.out').write_text(output)
-    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out',
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out',
                                  num_threads=threads)
 
 
@@ -101,7 +117,7 @@ HPL_OUTPUT = FIXTURES / 'hpl' / 'openmpi-1x2-nb-bcast.out'
 def _hpl_test(stagedir, output, expected_results=8):
     (stagedir / 'rfm_job.out').write_text(output)
     plan = types.SimpleNamespace(inputs=types.SimpleNamespace(expected_results=expected_results))
-    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', plan=plan)
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', plan=plan)
 
 
 @pytest.mark.parametrize('check', ['HplCheck', 'HplTuningSweep', 'HplNodeScreen'])
@@ -109,6 +125,9 @@ def test_hpl_sanity_passes_a_real_output(check_classes, tmp_path, check):
     test = _hpl_test(tmp_path, HPL_OUTPUT.read_text())
     assert sn.evaluate(check_classes[check].residuals_passed(test))
     assert len(test.runs) == 8 and test.summary.best_gflops == 79.439
+    # Every solve is kept beside the best, and how the figure came from them.
+    assert test.samples['gflops'] == [r.gflops for r in test.runs]
+    assert test.aggregation['gflops'] == 'best of 8 solve(s)'
 
 
 @pytest.mark.parametrize('mutation', HPL_MUTATIONS)
@@ -131,7 +150,7 @@ def _hpcc_test(stagedir, output):
     if output is not None:
         (stagedir / 'hpccoutf.txt').write_text(output)
 
-    return types.SimpleNamespace(stagedir=str(stagedir), num_tasks=2)
+    return CheckUnderTest(stagedir=str(stagedir), num_tasks=2)
 
 
 def test_hpcc_sanity_passes_a_real_output(check_classes, tmp_path):
@@ -153,13 +172,14 @@ DGEMM_OUTPUT = FIXTURES / 'dgemm' / 'local-2-cores.out'
 
 def _dgemm_test(stagedir, output):
     (stagedir / 'rfm_job.out').write_text(output)
-    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', repeats=5)
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', repeats=5)
 
 
 def test_dgemm_ceiling_sanity_passes_a_real_output(check_classes, tmp_path):
     test = _dgemm_test(tmp_path, DGEMM_OUTPUT.read_text())
     assert sn.evaluate(check_classes['DgemmCeiling'].verified(test))
     assert test.result.best == 108.862
+    assert max(test.samples['gflops']) == 108.862 and len(test.samples['gflops']) == 5
 
 
 @pytest.mark.parametrize('mutation', list(_dgemm_mutations(DGEMM_OUTPUT.read_text())))
@@ -171,7 +191,7 @@ def test_dgemm_ceiling_sanity_fails_a_broken_real_output(check_classes, tmp_path
 
 def _imb_test(stagedir, output, benchmark, **attrs):
     (stagedir / 'rfm_job.out').write_text(output)
-    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out',
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out',
                                  benchmark=benchmark, num_tasks=2, repeats=1,
                                  sizes=ALL_SIZES[benchmark], **attrs)
 
@@ -185,6 +205,7 @@ def test_imb_sanity_passes_a_real_output(check_classes, tmp_path, check, benchma
     test = _imb_test(tmp_path, IMB_OUTPUTS['mpich'], benchmark)
     assert sn.evaluate(check_classes[check].table_complete(test))
     assert test.figures
+    assert all(len(values) == test.repeats for values in test.samples.values())
 
 
 @pytest.mark.parametrize('mutation', IMB_MUTATIONS)
@@ -218,7 +239,7 @@ VARIABILITY_OUTPUT = FIXTURES / 'imb' / 'variability-openmpi-2-ranks-10-launches
 
 def _variability_test(stagedir, output, repeats=10):
     (stagedir / 'rfm_job.out').write_text(output)
-    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
                                  repeats=repeats)
 
 
@@ -227,6 +248,8 @@ def test_imb_variability_sanity_passes_a_real_output(check_classes, tmp_path):
     assert sn.evaluate(check_classes['ImbVariability'].every_launch_complete(test))
     barrier = test.stats['barrier']
     assert barrier.min <= barrier.mean <= barrier.max and barrier.cv_percent >= 0
+    assert test.samples['barrier_mean'] == list(barrier.values)
+    assert test.aggregation['barrier_cv'].startswith('standard deviation / mean of ')
 
 
 @pytest.mark.parametrize('mutation', ['a launch missing', 'NaN', 'a table missing'])
@@ -247,7 +270,7 @@ def test_imb_variability_sanity_fails_a_broken_real_output(check_classes, tmp_pa
 
 def _startup_test(stagedir, output):
     (stagedir / 'rfm_job.out').write_text(output)
-    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
                                  launches=5)
 
 
@@ -255,6 +278,8 @@ def test_mpi_startup_sanity_passes_a_real_output(check_classes, tmp_path):
     test = _startup_test(tmp_path, STARTUP_OUTPUT)
     assert sn.evaluate(check_classes['MpiStartupCheck'].every_rank_said_hello(test))
     assert len(test.summary.launches) == 5
+    assert len(test.samples['mpi_init']) == 5
+    assert test.aggregation['hello_world_max'] == 'slowest of 5 launches'
 
 
 @pytest.mark.parametrize('mutation', STARTUP_MUTATIONS)
@@ -266,7 +291,7 @@ def test_mpi_startup_sanity_fails_a_broken_real_output(check_classes, tmp_path, 
 
 def _ior_test(stagedir, output, repetitions=3, loops=3):
     (stagedir / 'rfm_job.out').write_text(output)
-    return types.SimpleNamespace(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', num_tasks=2,
                                  repetitions=repetitions, loops=loops)
 
 
@@ -274,6 +299,9 @@ def test_ior_sanity_passes_a_real_output(check_classes, tmp_path):
     test = _ior_test(tmp_path, IOR_OUTPUT)
     assert sn.evaluate(check_classes['IorCheck'].both_phases_measured(test))
     assert set(test.phases) == {'write', 'read'}
+    assert len(test.samples['read_max']) == 3
+    assert max(test.samples['read_max']) == pytest.approx(test.phases['read'].max_mib_s,
+                                                          rel=1e-3)
 
 
 @pytest.mark.parametrize('mutation', IOR_MUTATIONS)

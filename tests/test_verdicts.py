@@ -176,3 +176,78 @@ def test_a_busy_node_is_a_regression_and_an_unchanged_run_is_not(tmp_path, monke
     assert 'regression' not in verdict_of.values(), proc.stdout
     with capsys.disabled():
         print(f'\nunchanged against before: {verdict_of}')
+
+
+# --- a job's own repeats, the session as the unit, change points ----------------------------
+
+def _samples_session():
+    """A real quick run of this code on Open MPI (HPCC, HPL, PingPong, IOR, start-up,
+    STREAM) that records each figure's values within its job."""
+    return json.loads((FIXTURES / 'report' / 'session-samples.json').read_text())
+
+
+def test_figure_samples_keep_each_jobs_values_and_how_they_were_aggregated():
+    samples = results.figure_samples([_samples_session()], 'local')
+    hpl = next(figures for key, figures in samples.items()
+               if key[0] == 'HplCheck' and dict(key[3])['layout_name'] == 'per-core')
+    solves, = hpl['gflops']['within']
+    assert len(solves) == 3 and hpl['gflops']['values'] == [max(solves)]
+    assert hpl['gflops']['aggregation'] == 'best of 3 solve(s)'
+    assert hpl['time']['within'][0] and hpl['time']['values'] == [min(hpl['time']['within'][0])]
+    assert hpl['ceiling_efficiency']['aggregation'].startswith(
+        'gflops / (1 x the DGEMM ceiling, ')
+    startup = next(f for key, f in samples.items() if key[0] == 'MpiStartupCheck')
+    launches, = startup['mpi_init']['within']
+    assert len(launches) == 5
+    assert startup['mpi_init']['values'][0] == pytest.approx(sum(launches) / 5)
+    ior = next(f for key, f in samples.items() if key[0] == 'IorCheck')
+    assert max(ior['write_max']['within'][0]) == pytest.approx(ior['write_max']['values'][0],
+                                                               rel=1e-3)
+    stream = next(f for key, f in samples.items() if key[0] == 'StreamCheck')
+    assert stream['triad']['within'] == [[]]            # STREAM prints only its best
+    assert stream['triad']['aggregation'] == "STREAM's best of 19 timed iterations"
+    pingpong = next(f for key, f in samples.items() if key[0] == 'ImbPairCheck')
+    assert len(pingpong['peak_bandwidth']['within'][0]) == 3
+
+
+def _figure(values_by_session, unit='MB/s'):
+    """A figure as results.figure_samples gives it, from {session: [values]}."""
+    figure = {'unit': unit, 'values': [], 'sessions': []}
+    for session, values in values_by_session.items():
+        figure['values'] += values
+        figure['sessions'] += [session] * len(values)
+    return figure
+
+
+def test_the_session_is_the_unit_once_each_side_has_three():
+    # Three runs each in three sessions per side: the session medians are tested.
+    old = _figure({f'o{i}': [100 + i, 101 + i, 99 + i] for i in range(3)})
+    new = _figure({f'n{i}': [80 + i, 81 + i, 79 + i] for i in range(3)})
+    verdict = verdicts.judge_figure('triad', old, new)
+    assert verdict.basis == 'session medians' and verdict.new.n == verdict.old.n == 3
+    assert verdict.verdict == 'regression'
+    # One new session of three runs, within the old sessions' medians (one phase of a
+    # drifting machine): the runs differ, but that is not a regression.
+    old = _figure({'o1': [100, 101, 102, 100, 101], 'o2': [98, 99, 100, 99, 98],
+                   'o3': [75, 76]})
+    new = _figure({'n1': [80, 81, 82, 80.5]})
+    verdict = verdicts.judge_figure('triad', old, new)
+    assert verdict.basis == 'runs' and verdict.verdict == 'inconclusive'
+    assert verdict.p_value < verdicts.ALPHA       # the runs alone would say regression
+    assert "within the earlier sessions' medians (75.5 to 101)" in verdict.reason
+    # Below every earlier session: a regression.
+    verdict = verdicts.judge_figure('triad', old, _figure({'n1': [50, 51, 52]}))
+    assert verdict.verdict == 'regression'
+
+
+def test_change_points_mark_a_change_of_level_not_noise():
+    steady = [100, 103, 98, 101, 99, 102, 100, 97, 101]
+    assert verdicts.change_points('triad', 'MB/s', steady) == []
+    stepped = [100, 103, 98, 101, 70, 72, 69, 71, 70]
+    assert verdicts.change_points('triad', 'MB/s', stepped) == [(4, 'regression')]
+    # Two steps: both found, the second an improvement of the time.
+    times = [1.0, 1.02, 0.98, 2.0, 2.1, 1.9, 2.05, 1.2, 1.21, 1.19]
+    assert verdicts.change_points('mpi_init', 's', times) == [(3, 'regression'),
+                                                             (7, 'improvement')]
+    # Fewer than 3 values on a side: no test can tell.
+    assert verdicts.change_points('triad', 'MB/s', [100, 100, 50, 50]) == []

@@ -1,5 +1,6 @@
 """`hpcbench`: the suite's commands (bootstrap, install, baseline)."""
 import argparse
+import datetime
 import sys
 from pathlib import Path
 
@@ -34,39 +35,53 @@ def _stored_session(args):
 
 
 def _baseline(args):
-    """Record a stored session's results as references/<system>.yaml (a baseline): the
-    session --session names, else the newest with valid performance results (an aborted or
-    failed run's session has none)."""
+    """Record the system's stored results as references/<system>.yaml (a baseline): each
+    figure's median over the runs of the sessions chosen (--session, else every session of
+    the last --days that measured the system, the newest --last of them), with bounds from
+    their spread (hpcbench.references.baseline_bounds). Sessions without valid performance
+    results (an aborted or failed run's) are skipped, and said so."""
     from hpcbench import references, results
     references.check_tolerance(args.tolerance)
+    references.check_tolerance(args.margin, 'margin')
+    for option in ('days', 'last'):
+        if getattr(args, option) is not None and getattr(args, option) < 1:
+            raise RuntimeError(f'--{option} {getattr(args, option)}: 1 or more')
+    config = results.site_config(args.system)
     if args.session:
-        data = results.session(results.site_config(args.system), args.session)
-        sessions = [data]
+        sessions = [results.session(config, uuid) for uuid in args.session]
     else:
-        sessions = results.stored_sessions(results.site_config(args.system))
-    skipped = []
+        sessions = results.stored_sessions(config, f'now-{args.days}d:now')
+    if not sessions:
+        raise RuntimeError(f'no stored session of {args.system} in the last {args.days} days: '
+                           'run the suite first')
+    measured = []
     for data in sessions:
-        uuid = data['session_info']['uuid']
-        cases = [c for c in results.measured_cases(data) if c['system'] == args.system]
-        if cases:
-            break
-        skipped.append(f'{uuid} ({data["session_info"].get("time_start", "?")})')
-    else:
-        if not sessions:
-            raise RuntimeError(f'no stored session for {args.system}: run the suite first')
-        raise RuntimeError(f'no stored session of {args.system} has valid performance results '
-                           f'(looked at {", ".join(skipped)})')
-    for item in skipped:
-        print(f'session {item} has no valid performance results: skipped')
+        info = data['session_info']
+        if any(c['system'] == args.system for c in results.measured_runs(data)):
+            measured.append(data)
+        else:
+            print(f'session {info["uuid"]} ({info.get("time_start", "?")}) has no valid '
+                  'performance results: skipped')
+    measured = measured[:args.last]
+    if not measured:
+        raise RuntimeError(f'no stored session of {args.system} has valid performance results')
 
-    refs = references.baseline_from_testcases(args.system, cases, uuid, args.tolerance,
-                                              host=data['session_info']['hostname'])
+    infos = [d['session_info'] for d in measured]
+    started = {i['uuid']: datetime.datetime.fromtimestamp(
+        i['time_start_unix'], datetime.timezone.utc).isoformat(timespec='minutes')
+        for i in infos}
+    refs = references.baseline_from_samples(
+        args.system, results.figure_samples(measured, args.system), started, args.margin,
+        args.tolerance, host=', '.join(sorted({i['hostname'] for i in infos})))
     target = references.reference_file(args.system)
     target.write_text(references.dump(refs))
-    rebased = sum(not c['met_references'] for c in cases)
-    print(f'{target}: {len(refs.figures)} figures from session {uuid} '
-          f'(tolerance {args.tolerance:.0%}); {rebased} of {len(cases)} test cases had missed '
-          'their previous references and are recorded at their new level')
+    guesses = sum(f.sample['bound'].startswith('guess') for f in refs.figures)
+    print(f'{target}: {len(refs.figures)} figures from {len(measured)} session(s), '
+          f'{min(started.values())} to {max(started.values())}: '
+          f'{refs.sources["baseline"]["rule"]}')
+    if guesses:
+        print(f'{guesses} figure(s) come from fewer than {references.BASELINE_SESSIONS} '
+              'sessions: their bound is a guess (run the suite at other times and record again)')
 
 
 def _hpl_tuning(args):
@@ -251,9 +266,16 @@ def _threshold(text):
 def _compare(args):
     """Judge sessions against earlier ones, figure by figure (hpcbench.verdicts); exit
     status 1 on a regression."""
-    from hpcbench import report, results, verdicts
+    from hpcbench import references, report, results, verdicts
     stored = results.stored_sessions(results.site_config(args.system))
-    compared = verdicts.sessions_to_judge(stored, args.system, args.new, args.old, args.days)
+    old = args.old
+    if args.baseline:
+        recorded = references.load(args.system).sources.get('baseline')
+        if not recorded:
+            raise RuntimeError(f'{references.reference_file(args.system)} is no baseline: '
+                               'record one with make baseline')
+        old = [u for u in recorded['baseline_sessions'] if u not in (args.new or [])]
+    compared = verdicts.sessions_to_judge(stored, args.system, args.new, old, args.days)
     if not compared:
         raise RuntimeError(f'nothing to compare: no stored session of {args.system} has '
                            f'an earlier one (within {args.days} days) to judge it against')
@@ -273,6 +295,7 @@ def _push_buildcache(args):
 
 
 def main(argv=None):
+    from hpcbench import references     # the baseline's defaults
     parser = argparse.ArgumentParser(prog='hpcbench')
     sub = parser.add_subparsers(dest='command', required=True)
     for name, text in (('bootstrap', 'set up this machine for Spack (idempotent)'),
@@ -294,9 +317,20 @@ def main(argv=None):
     base = sub.add_parser('baseline', help='record stored results as the references of a '
                                            'system, so that later runs flag regressions')
     base.add_argument('--system', default='local')
-    base.add_argument('--session', help='session UUID (default: the newest)')
-    base.add_argument('--tolerance', type=float, default=0.10,
-                      help='allowed fraction below (or above, for times) the baseline')
+    base.add_argument('--session', action='append',
+                      help='a session UUID to use (repeatable; default: every session of the '
+                           'last --days)')
+    base.add_argument('--days', type=int, default=30,
+                      help='use the sessions of this many last days (default 30)')
+    base.add_argument('--last', type=int,
+                      help='use only the newest N of those sessions (default: all)')
+    base.add_argument('--margin', type=float, default=references.MARGIN,
+                      help='fraction of the median beyond the runs\' 5th (95th) percentile '
+                           f'that the bound allows (default {references.MARGIN:g})')
+    base.add_argument('--tolerance', type=float, default=references.GUESS,
+                      help='the least bound, as a fraction of the median, of a figure from '
+                           f'fewer than {references.BASELINE_SESSIONS} sessions, whose spread is '
+                           f'a guess (default {references.GUESS:g})')
     base.set_defaults(func=_baseline)
     tuning = sub.add_parser('hpl-tuning', help="print the HPL tuning sweep's best values")
     tuning.add_argument('--system', default='local')
@@ -353,8 +387,12 @@ def main(argv=None):
     judge.add_argument('--system', default='local')
     judge.add_argument('--new', nargs='+', metavar='UUID',
                        help='sessions to judge (default: the newest)')
-    judge.add_argument('--old', nargs='+', metavar='UUID',
-                       help='sessions to judge against (default: those of the --days before)')
+    against = judge.add_mutually_exclusive_group()
+    against.add_argument('--old', nargs='+', metavar='UUID',
+                         help='sessions to judge against (default: those of the --days before)')
+    against.add_argument('--baseline', action='store_true',
+                         help='judge against the sessions the baseline (make baseline) was '
+                              'made from')
     _judging_options(judge)
     judge.add_argument('--all', action='store_true', help="list the 'no change' figures too")
     judge.set_defaults(func=_compare)

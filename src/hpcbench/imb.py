@@ -403,6 +403,7 @@ class Variability:
     min: float
     max: float
     cv_percent: float     # sample standard deviation / mean
+    values: tuple = ()    # one per launch, in order
 
     @classmethod
     def of(cls, samples):
@@ -410,7 +411,7 @@ class Variability:
             raise ImbOutputError(f'{len(samples)} sample(s): variability needs at least 2')
         mean = statistics.fmean(samples)
         return cls(mean, min(samples), max(samples),
-                   100 * statistics.stdev(samples) / mean if mean else 0.0)
+                   100 * statistics.stdev(samples) / mean if mean else 0.0, tuple(samples))
 
 
 # What the variability check repeats (Oakforest-PACS: 16 B Allreduce and Barrier).

@@ -8,7 +8,7 @@ IOR reports MiB/s (2^20 B/s): the figures keep IOR's unit.
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hpcbench import job_script
 from hpcbench.parsing import any_newlines, measured_value
@@ -185,6 +185,7 @@ class Phase:
     min_mib_s: float
     mean_mib_s: float
     repetitions: int
+    rates: tuple = ()     # MiB/s of each repetition, in order
 
 
 _SUMMARY = re.compile(r'^Summary of all tests:\s*\n(Operation .*)\n((?:(?:write|read) .*\n?)+)',
@@ -230,19 +231,20 @@ def _parse_run(text, tasks, repetitions):
 
     # One result line per phase and repetition before the summary: `access bw(MiB/s) IOPS
     # Latency(s) block(KiB) xfer(KiB) open(s) wr/rd(s) close(s) total(s) iter`.
-    results = dict.fromkeys(phases, 0)
+    rates = {phase: [] for phase in phases}
     for line in re.findall(r'^(?:write|read) .*$', text[:match.start()], re.M):
         values = line.split()
-        if len(values) != 11 or values[0] not in results:
+        if len(values) != 11 or values[0] not in rates:
             raise IorOutputError(f'result line {line.strip()!r} does not fit the summary')
-        for value in values[1:10]:
-            measured_value(value, IorOutputError,
-                           f'IOR {values[0]} repetition {values[10]}')
-        results[values[0]] += 1
-    for phase, count in results.items():
-        if count != repetitions:
-            raise IorOutputError(f'IOR printed {count} {phase} result(s), the job asked for '
-                                 f'{repetitions}')
+        where = f'IOR {values[0]} repetition {values[10]}'
+        for value in values[2:10]:
+            measured_value(value, IorOutputError, where)
+        rates[values[0]].append(measured_value(values[1], IorOutputError, where))
+    for phase, measured in rates.items():
+        if len(measured) != repetitions:
+            raise IorOutputError(f'IOR printed {len(measured)} {phase} result(s), the job '
+                                 f'asked for {repetitions}')
+        phases[phase] = replace(phases[phase], rates=tuple(measured))
 
     if not re.search(r'^Finished\s*:', text[match.end():], re.M):
         raise IorOutputError('IOR did not finish (no "Finished" after the summary)')
@@ -279,6 +281,6 @@ def parse(text, tasks, repetitions, runs=1):
         phases[phase] = Phase(max(p.max_mib_s for p in measured),
                               min(p.min_mib_s for p in measured),
                               sum(p.mean_mib_s * p.repetitions for p in measured) / repetitions,
-                              repetitions)
+                              repetitions, tuple(r for p in measured for r in p.rates))
 
     return phases

@@ -5,15 +5,18 @@ reference sets (hpcbench.references.load) and returns a matplotlib Figure whose 
 cites every paper point it shows. A plot without local measurements still shows the
 papers' points and says that nothing was measured: the report always has every plot.
 """
+import datetime
+import statistics
 from dataclasses import dataclass
 
 import matplotlib
+import matplotlib.dates
 import matplotlib.ticker
 
 matplotlib.use('Agg')   # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from hpcbench import hpcc  # noqa: E402
+from hpcbench import hpcc, references, verdicts  # noqa: E402
 
 MIB = 2**20
 
@@ -332,6 +335,114 @@ def all_plots(cases, reference_sets, system):
             *(imb(cases, reference_sets, system, b) for b in benchmarks or ['PingPong']),
             ior(cases, reference_sets, system),
             mpi_startup(cases, reference_sets, system)]
+
+
+# --- trends over sessions ---------------------------------------------------------------------
+
+# The headline figures whose trend the report plots: (check, variable, the test cases, title).
+TRENDS = (
+    ('HplCheck', 'gflops', {}, 'HPL GFLOP/s'),
+    ('HplCheck', 'efficiency', {}, 'HPL efficiency (% of Rpeak)'),
+    ('StreamCheck', 'triad', {}, 'STREAM triad'),
+    ('ImbPairCheck', 'latency', {'benchmark': 'PingPong'}, 'IMB PingPong latency'),
+    ('ImbPairCheck', 'peak_bandwidth', {'benchmark': 'PingPong'}, 'IMB PingPong bandwidth'),
+    ('IorCheck', 'write_max', {'pattern': 'file-per-process', 'api': 'posix'},
+     'IOR write, file per process, POSIX'),
+    ('IorCheck', 'read_max', {'pattern': 'file-per-process', 'api': 'posix'},
+     'IOR read, file per process, POSIX'),
+    ('MpiStartupCheck', 'mpi_init', {}, 'MPI_Init time'),
+)
+
+
+def _session_points(figure):
+    """[(session start, median, min, max)] of a figure (results.figure_samples' entry),
+    oldest first."""
+    by_session = {}
+    for value, uuid, started in zip(figure['values'], figure['sessions'], figure['times']):
+        by_session.setdefault((started, uuid), []).append(value)
+    return [(datetime.datetime.fromtimestamp(started, datetime.timezone.utc),
+             statistics.median(values), min(values), max(values))
+            for (started, _), values in sorted(by_session.items(), key=lambda kv: kv[0][0])]
+
+
+def _baseline_band(baseline, check, partition, environ, match):
+    """(low, median, high) of the baseline's accepted range for a test case, else None."""
+    if not baseline or 'baseline' not in baseline.sources:
+        return None
+    found = references.select(baseline, check, partition, environ, match)
+    return next(((f.value * (1 + (f.tolerance[0] or 0)), f.value,
+                  f.value * (1 + (f.tolerance[1] or 0)))
+                 for f in found.values() if f.source == 'baseline'), None)
+
+
+def trend(samples, baseline, system, check, variable, wanted, title,
+          threshold=verdicts.THRESHOLD):
+    """One headline figure per session over time: a line per MPI stack and test case (the
+    session's median, bars from its lowest to its highest run), its baseline's accepted
+    range as a band, its change points (verdicts.change_points) marked."""
+    fig, ax = plt.subplots(figsize=(10, 4))
+    colours, cases_of = {}, {}
+    shown, unit, changes = 0, '', 0
+    for (c, partition, environ, parameters, inputs), figures in sorted(samples.items(),
+                                                                        key=str):
+        params = dict(parameters)
+        if c != check or variable not in figures or any(params.get(k) != v
+                                                        for k, v in wanted.items()):
+            continue
+        figure = figures[variable]
+        unit = figure['unit']
+        points = _session_points(figure)
+        times, medians, lows, highs = zip(*points)
+        # A colour per MPI stack, a line style per test case of it.
+        colour = colours.setdefault(environ, f'C{len(colours) % 10}')
+        style = ('-', '--', ':', '-.')[cases_of.get(environ, 0) % 4]
+        cases_of[environ] = cases_of.get(environ, 0) + 1
+        label = ' '.join([environ, *(f'{k}={v}' for k, v in parameters
+                                     if k not in wanted)])
+        ax.errorbar(times, medians, yerr=[[m - lo for m, lo in zip(medians, lows)],
+                                          [hi - m for m, hi in zip(medians, highs)]],
+                    color=colour, linestyle=style, marker='o', markersize=4, capsize=2,
+                    linewidth=1.5, label=label)
+        band = _baseline_band(baseline, check, partition, environ,
+                              {**params, **({'inputs': inputs} if inputs else {})})
+        if band:
+            ax.axhspan(band[0], band[2], color=colour, alpha=0.12)
+            ax.axhline(band[1], color=colour, linestyle=(0, (1, 3)), linewidth=1)
+        for index, kind in verdicts.change_points(variable, unit, list(medians), threshold):
+            changes += 1
+            ax.axvline(times[index], color=colour, linestyle='--', linewidth=1)
+            ax.annotate(kind, (times[index], medians[index]), fontsize=7, color=colour,
+                        xytext=(3, 3), textcoords='offset points')
+        shown += 1
+
+    if not shown:
+        _no_measurements(ax, f'{check} {variable}')
+    else:
+        ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter('%m-%d %H:%M'))
+        fig.autofmt_xdate()
+    ax.set_ylabel(f'{variable} ({unit})' if unit else variable)
+    ax.set_xlabel('session start (UTC)')
+    ax.set_title(f'{title}, per session: {system}')
+    if shown:
+        # Beside the axes: the lines are what the plot is about.
+        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    name = f'trend-{check}-{variable}'.lower()
+    return Plot(name, f'{title} per session', fig,
+                f'Measured: {check} {variable}, per session the median of its runs (bars: '
+                f'lowest to highest run), per MPI stack and test case. Band: the baseline\'s '
+                f'accepted range (make baseline), dotted line its median. Dashed vertical '
+                f'lines: change points, where the sessions before and after differ by more '
+                f'than {threshold:g} % with a one-sided Mann-Whitney U p <= '
+                f'{verdicts.ALPHA:g} ({changes} found).')
+
+
+def trends(samples, baseline, system, threshold=verdicts.THRESHOLD):
+    """The trend plot of every headline figure (TRENDS), one at a time (each is saved and
+    closed before the next is drawn)."""
+    for spec in TRENDS:
+        yield trend(samples, baseline, system, *spec, threshold=threshold)
 
 
 def save(plot, directory, dpi=100):

@@ -36,6 +36,7 @@ a made-up figure; `notes` record the paper's inconsistencies that matter.
 import datetime
 import json
 import socket
+import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -65,15 +66,16 @@ SCHEMA = {
                 'type': 'object',
                 'oneOf': [
                     {'required': ['seed', 'title']},
-                    {'required': ['baseline_session', 'recorded', 'host']},
+                    {'required': ['baseline_sessions', 'recorded', 'host', 'rule']},
                 ],
                 'properties': {
                     'seed': {'type': 'string', 'pattern': r'^\d{3}_[0-9a-f]{16}\.txt$'},
                     'title': {'type': 'string'},
                     'year': {'type': 'integer'},
-                    'baseline_session': {'type': 'string'},
+                    'baseline_sessions': {'type': 'array', 'items': {'type': 'string'}},
                     'recorded': {'type': 'string'},
                     'host': {'type': 'string'},
+                    'rule': {'type': 'string'},
                 },
                 'additionalProperties': False,
             },
@@ -100,6 +102,19 @@ SCHEMA = {
                     'configuration': {'type': 'string'},
                     'cited': {'type': 'string'},
                     'use': {'enum': ['reference', 'comparison']},
+                    # A baseline figure's provenance: the runs it was made from.
+                    'sample': {
+                        'type': 'object', 'additionalProperties': False,
+                        'required': ['runs', 'sessions', 'first', 'last', 'min', 'max',
+                                     'bound'],
+                        'properties': {
+                            'runs': {'type': 'integer', 'minimum': 1},
+                            'sessions': {'type': 'integer', 'minimum': 1},
+                            'first': {'type': 'string'}, 'last': {'type': 'string'},
+                            'min': {'type': 'number'}, 'max': {'type': 'number'},
+                            'bound': {'type': 'string'},
+                        },
+                    },
                 },
             },
         },
@@ -140,6 +155,7 @@ class Figure:
     tolerance: tuple = (None, None)
     use: str = 'reference'
     cited: str = None
+    sample: dict = field(default_factory=dict)
 
     def applies_to(self, check, partition, environ, attrs):
         """attrs: a test's attribute values by name (missing ones never match)."""
@@ -359,50 +375,92 @@ def better(variable, unit):
     return 'lower' if unit in SMALLER_IS_BETTER_UNITS else 'higher'
 
 
-def check_tolerance(tolerance):
-    """A baseline's tolerance: a fraction in (0, 1] (ReFrame's lower threshold is -it)."""
+def check_tolerance(tolerance, what='tolerance'):
+    """A baseline's tolerance or margin: a fraction in (0, 1] (ReFrame's lower threshold is
+    -it)."""
     if not 0 < tolerance <= 1:      # NaN fails too
-        raise ReferenceError(f'tolerance {tolerance}: a fraction of the baseline in (0, 1], '
+        raise ReferenceError(f'{what} {tolerance}: a fraction of the baseline in (0, 1], '
                              'e.g. 0.10 for 10 %')
 
 
-def baseline_bounds(variable, unit, tolerance):
-    """ReFrame's (lower, upper) thresholds of a baseline figure."""
+# A baseline figure's bound (the rule README states): its runs' 5th percentile less MARGIN
+# for a figure that should be high (95th percentile plus MARGIN for one that should be
+# low), as a fraction of their median. From fewer than BASELINE_SESSIONS sessions the
+# spread between sessions (phases of the machine) is unknown: the bound is a guess, at
+# least GUESS away from the median.
+PERCENTILE = 5
+MARGIN = 0.05
+GUESS = 0.10
+BASELINE_SESSIONS = 3
+
+
+def baseline_bounds(variable, unit, values, sessions, margin=MARGIN, guess=GUESS):
+    """(ReFrame's (lower, upper) thresholds, the rule in words) of a baseline figure whose
+    runs gave `values` in `sessions` sessions."""
     direction = better(variable, unit)
     if direction is None:
-        return (None, None)
+        return (None, None), 'none: a property, not a speed'
 
-    return (None, tolerance) if direction == 'lower' else (-tolerance, None)
+    median = statistics.median(values)
+    if not median:
+        return (None, None), 'none: the median is 0'
+    percentile = PERCENTILE if direction == 'higher' else 100 - PERCENTILE
+    # Interpolated between the values, as numpy.percentile's default does.
+    edge = (statistics.quantiles(values, n=100, method='inclusive')[percentile - 1]
+            if len(values) > 1 else values[0])
+    sign = -1 if direction == 'higher' else 1
+    fraction = abs(edge / median - 1) + margin
+    rule = f'{"p" if sessions >= BASELINE_SESSIONS else "guess: p"}{percentile} ' \
+           f'{"-" if sign < 0 else "+"} {margin:.0%}'
+    if sessions < BASELINE_SESSIONS:
+        fraction = max(fraction, guess)
+        rule += (f', at least {guess:.0%} ({sessions} session(s): the spread between '
+                 'sessions is unknown)')
+    fraction = min(fraction, 1.0) if sign < 0 else fraction   # a speed never goes below 0
+    return ((-fraction, None) if sign < 0 else (None, fraction)), rule
 
 
-def baseline_from_testcases(system, testcases, session_uuid, tolerance, host=None,
-                            recorded=None):
-    """A ReferenceSet recording these results as the system's baseline.
+def baseline_from_samples(system, samples, started, margin=MARGIN, guess=GUESS, host=None,
+                          recorded=None):
+    """A ReferenceSet of the system's baseline from its figures over many runs.
 
-    testcases: dicts with check, partition, environ, match (the test's parameters),
-    inputs (what it ran: N, sizes, ...) and perfvalues {variable: (value, unit)}, as
-    hpcbench.results.measured_cases extracts them from ReFrame's results database. A
-    figure matches the inputs it was measured with too: a baseline of a quick run does not
-    judge a full one, nor one at another -S memory_fraction.
+    samples: hpcbench.results.figure_samples of the sessions (each figure's values, one per
+    run, and the sessions they came from); started: {session UUID: start, ISO 8601}. Each
+    figure is the median of its runs, with bounds by baseline_bounds, and says what it was
+    made from (`sample`). A figure matches the inputs it was measured with too: a baseline
+    of a quick run does not judge a full one, nor one at another -S memory_fraction.
     """
-    check_tolerance(tolerance)
-    figures = []
-    for case in testcases:
-        match = {**case['match'], **({'inputs': case['inputs']} if case.get('inputs') else {})}
-        for variable, (value, unit) in sorted(case['perfvalues'].items()):
-            bounds = baseline_bounds(variable, unit, tolerance)
-            params = ', '.join(f'{k}={v}' for k, v in sorted(case['match'].items()))
+    check_tolerance(margin, 'margin')
+    check_tolerance(guess, 'tolerance')
+    figures, used = [], set()
+    for (check, partition, environ, parameters, inputs), by_variable in samples.items():
+        match = {**dict(parameters), **({'inputs': inputs} if inputs else {})}
+        params = ', '.join(f'{k}={v}' for k, v in parameters)
+        for variable, figure in sorted(by_variable.items()):
+            values, uuids = figure['values'], figure['sessions']
+            dates = sorted(started[u] for u in uuids)
+            bounds, rule = baseline_bounds(variable, figure['unit'], values, len(set(uuids)),
+                                           margin, guess)
+            used.update(uuids)
             figures.append(Figure(
-                check=case['check'], partition=case['partition'], environ=case['environ'],
-                match=match, variable=variable, value=float(value), unit=unit,
-                tolerance=bounds, source='baseline', where=f'session {session_uuid}',
-                configuration=f'{case["environ"]}, {params}' if params else case['environ'],
+                check=check, partition=partition, environ=environ, match=match,
+                variable=variable, value=float(statistics.median(values)), unit=figure['unit'],
+                tolerance=bounds, source='baseline',
+                where=f'median of {len(values)} run(s) in {len(set(uuids))} session(s), '
+                      f'{dates[0]} to {dates[-1]}',
+                configuration=f'{environ}, {params}' if params else environ,
+                sample={'runs': len(values), 'sessions': len(set(uuids)),
+                        'first': dates[0], 'last': dates[-1], 'min': float(min(values)),
+                        'max': float(max(values)), 'bound': rule},
             ))
 
     sources = {'baseline': {
-        'baseline_session': session_uuid,
+        'baseline_sessions': sorted(used, key=lambda u: started[u]),
         'recorded': recorded or datetime.datetime.now().isoformat(timespec='seconds'),
         'host': host or socket.gethostname(),
+        'rule': (f'median of the runs; bound: their {PERCENTILE}th percentile (95th for a '
+                 f'time) less (plus) {margin:.0%} of the median; from fewer than '
+                 f'{BASELINE_SESSIONS} sessions a guess, at least {guess:.0%}'),
     }}
     return ReferenceSet(system, sources, figures)
 
@@ -414,6 +472,9 @@ def dump(refs):
         item['tolerance'] = list(fig.tolerance)
         figures.append(item)
 
-    data = {'system': refs.system, 'sources': refs.sources, 'figures': figures}
-    parse(json.loads(json.dumps(data)), 'generated baseline')   # never write what load rejects
+    # A plain copy (no YAML aliases for figures that share a match), checked: never write
+    # what load rejects.
+    data = json.loads(json.dumps({'system': refs.system, 'sources': refs.sources,
+                                  'figures': figures}))
+    parse(data, 'generated baseline')
     return yaml.safe_dump(data, sort_keys=False)

@@ -14,6 +14,7 @@ them); `from_database` fetches them.
 """
 import datetime
 import html
+import itertools
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +45,10 @@ class Comparison:
         return (f'{len(self.new)} new session(s) ({", ".join(u[:8] for u in self.new)}) '
                 f'against {len(self.old)} earlier one(s); a figure regressed when its median '
                 f'got worse by more than {self.threshold:g} % and a one-sided Mann-Whitney '
-                f'U test over all their runs gives p <= {verdicts.ALPHA:g}. '
-                f'{tally or "no figure in common"}.')
+                f'U test gives p <= {verdicts.ALPHA:g}, over the sessions\' medians where '
+                f'each side has {verdicts.MIN_SESSIONS} sessions, else over the runs (and '
+                f'then outside the earlier sessions\' medians when there are '
+                f'{verdicts.MIN_SESSIONS}). {tally or "no figure in common"}.')
 
 
 def system_cases(session_data, system):
@@ -95,8 +98,25 @@ def reference_rows(case, reference_set):
             'result': result if has_ref else 'no reference',
             'margin': margin(value, ref) if has_ref else None,
             'source': (f'{fig.source} {fig.where}' if fig else ''),
+            'measured_as': measured_as(case, variable),
         })
+    # A ratio above 100 % of its ceiling is no result: shown as withheld, with why.
+    for variable, why in (case['testcase'].get('flagged') or {}).items():
+        rows.append({'variable': variable, 'value': None, 'unit': '%', 'ref': None,
+                     'lower': None, 'upper': None, 'result': 'withheld', 'margin': None,
+                     'source': '', 'measured_as': why})
     return rows
+
+
+def measured_as(case, variable):
+    """How the job measured a figure (hpcbench.rfm.Samples): `best of 3 solve(s): 47.4 to
+    53.4 (n=3)`; '' when the check does not say."""
+    testcase = case['testcase']
+    how = (testcase.get('aggregation') or {}).get(variable, '')
+    values = (testcase.get('samples') or {}).get(variable)
+    if values:
+        how += f': {_fmt(min(values))} to {_fmt(max(values))} (n={len(values)})'
+    return how
 
 
 def summary_rows(cases, reference_set):
@@ -172,12 +192,12 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated):
         for case in [c for c in cases if c['check'] == check]:
             for row in reference_rows(case, reference_set):
                 rows.append([case_title(case), case['environ'], row['variable'],
-                             f'{_fmt(row["value"])} {row["unit"]}', _fmt(row['ref']),
-                             _bounds(row), _fmt_margin(row['margin']),
-                             f'**{row["result"]}**' if row['result'] == 'fail'
+                             f'{_fmt(row["value"])} {row["unit"]}', row['measured_as'],
+                             _fmt(row['ref']), _bounds(row), _fmt_margin(row['margin']),
+                             f'**{row["result"]}**' if row['result'] in ('fail', 'withheld')
                              else row['result'], row['source']])
-        out += [_md_table(['test case', 'environ', 'variable', 'value', 'reference',
-                           'bounds', 'margin', 'result', 'cited'], rows), '']
+        out += [_md_table(['test case', 'environ', 'variable', 'value', 'measured as',
+                           'reference', 'bounds', 'margin', 'result', 'cited'], rows), '']
 
     out += ['## Plots', '']
     out += [f'- [{p.title}](plots/{name})' for p, name in saved_plots]
@@ -186,11 +206,20 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated):
     return '\n'.join(out) + '\n'
 
 
+def _distribution(sample):
+    """A sample as the comparison shows it: median (n, lowest to highest)."""
+    if sample.n == 1:
+        return f'{_fmt(sample.median)} (n=1)'
+    return (f'{_fmt(sample.median)} (n={sample.n}, {_fmt(min(sample.values))} to '
+            f'{_fmt(max(sample.values))})')
+
+
 def comparison_cells(row):
     v = row.verdict
-    return [title(row.check, row.parameters), row.environ, v.variable, f'{_fmt(v.old.median)} (n={v.old.n})',
-            f'{_fmt(v.new.median)} (n={v.new.n})', v.unit, _fmt_margin(v.change_percent),
-            '-' if v.p_value is None else f'{v.p_value:.3g}', v.verdict, v.reason]
+    return [title(row.check, row.parameters), row.environ, v.variable, _distribution(v.old),
+            _distribution(v.new), v.unit, _fmt_margin(v.change_percent),
+            '-' if v.p_value is None else f'{v.p_value:.3g}', v.verdict,
+            v.reason if v.basis == 'runs' else f'{v.reason} ({v.basis})']
 
 
 COMPARISON_HEADER = ['test case', 'environ', 'variable', 'old median', 'new median', 'unit',
@@ -291,12 +320,14 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
         for case in [c for c in cases if c['check'] == check]:
             for row in reference_rows(case, reference_set):
                 rows.append([case_title(case), case['environ'], row['variable'],
-                             _fmt(row['value']), row['unit'], _fmt(row['ref']), _bounds(row),
-                             _fmt_margin(row['margin']), row['result'], row['source']])
-                classes.append(row['result'] if row['result'] in ('pass', 'fail') else '')
+                             _fmt(row['value']), row['unit'], row['measured_as'],
+                             _fmt(row['ref']), _bounds(row), _fmt_margin(row['margin']),
+                             row['result'], row['source']])
+                classes.append({'pass': 'pass', 'fail': 'fail', 'withheld': 'fail'}.get(
+                    row['result'], ''))
         out.append(_html_table(['test case', 'environ', 'variable', 'value', 'unit',
-                                'reference', 'bounds', 'margin', 'result', 'cited'],
-                               rows, classes))
+                                'measured as', 'reference', 'bounds', 'margin', 'result',
+                                'cited'], rows, classes))
 
     out.append('<h2 id="provenance">Provenance</h2>')
     out.append(_html_table(
@@ -367,8 +398,11 @@ def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHO
     plot_dir = directory / 'plots'
     shutil.rmtree(plot_dir, ignore_errors=True)
     plot_dir.mkdir(parents=True)
+    history = results.figure_samples(stored or sessions, system)
     saved = [(plot, plots.save(plot, plot_dir))
-             for plot in plots.all_plots(cases, papers, system)]
+             for plot in itertools.chain(plots.all_plots(cases, papers, system),
+                                         plots.trends(history, reference_set, system,
+                                                      threshold))]
     generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     (directory / 'summary.md').write_text(
         markdown(system, cases, reference_set, comparison, saved, generated))

@@ -106,22 +106,32 @@ def measured_cases(session_data):
 def figure_samples(sessions, system):
     """Every figure of `system` measured in `sessions`, as a sample over their runs:
     {(check, partition, environ, parameters, inputs): {variable: {'unit', 'values',
-    'sessions'}}}. Runs of other inputs (a quick run and a full one, another -S) are other
-    samples: a figure is compared only with itself."""
+    'sessions', 'times', 'within', 'aggregation'}}}, one entry of each list per run: its
+    figure, session UUID, session start (Unix time) and the values the job aggregated the
+    figure from (hpcbench.rfm.Samples; empty when it measured once); `aggregation` says how
+    (the newest run's words). Runs of other inputs (a quick run and a full one, another -S)
+    are other samples: a figure is compared only with itself."""
     samples = {}
     for data in sessions:
         uuid = data['session_info']['uuid']
+        started = data['session_info'].get('time_start_unix')
         for case in measured_runs(data):
             if case['system'] != system:
                 continue
             figures = samples.setdefault((*case_key(case), case['inputs']), {})
+            within = case['testcase'].get('samples') or {}
+            how = case['testcase'].get('aggregation') or {}
             for variable, (value, unit) in case['perfvalues'].items():
                 if value is None:
                     continue
                 figure = figures.setdefault(variable, {'unit': unit, 'values': [],
-                                                       'sessions': []})
+                                                       'sessions': [], 'times': [],
+                                                       'within': [], 'aggregation': ''})
                 figure['values'].append(value)
                 figure['sessions'].append(uuid)
+                figure['times'].append(started)
+                figure['within'].append(list(within.get(variable, [])))
+                figure['aggregation'] = figure['aggregation'] or how.get(variable, '')
     return samples
 
 

@@ -444,13 +444,52 @@ class Provenance(rfm.RegressionTestPlugin):
         return build.description() if isinstance(build, BenchmarkBuild) else ''
 
 
-class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, QuietNode, Provenance):
+class Samples(rfm.RegressionTestPlugin):
+    """A figure is a sample: what a job measured several times (HPL's solves, IMB's,
+    IOR's and the start-up's launches, DGEMM's repeats) is kept value by value beside the
+    figure aggregated from it, with how it was aggregated, in the perflog and the results
+    database. A ratio of two measurements above 100 % of its ceiling is withheld (flagged,
+    not reported as a result)."""
+    #: Per performance variable: the values the job measured it from, in order.
+    samples = variable(typ.Dict[str, typ.List[float]], value={})
+    #: Per performance variable: how its figure came from them (`best of 3 solves`).
+    aggregation = variable(typ.Dict[str, str], value={})
+    #: Figures withheld, and why (a ratio above 100 % of its ceiling).
+    flagged = variable(typ.Dict[str, str], value={})
+
+    def record_samples(self, how, **values):
+        """Record each reported variable's values (a sequence) and how its figure was
+        aggregated from them."""
+        values = {name: [float(v) for v in sample] for name, sample in values.items()
+                  if name in self.perf_variables}
+        self.samples = {**self.samples, **values}
+        self.record_aggregation(how, *values)
+
+    def record_aggregation(self, how, *names):
+        """Say how the reported variables `names` were aggregated (or derived)."""
+        self.aggregation = {**self.aggregation, **{name: how for name in names
+                                                   if name in self.perf_variables}}
+
+    def withhold_ratio_above_ceiling(self, name, percent, why):
+        """Withhold the ratio `name` (percent of a ceiling) when it is above 100 %: then the
+        ceiling was not one, and the figure would be a wrong result (issue 19)."""
+        if percent <= 100 or name not in self.perf_variables:
+            return False
+
+        self.flagged = {**self.flagged, name: f'{percent:.1f} % of the ceiling: {why}'}
+        del self.perf_variables[name]
+        getlogger().warning(f'{self.unique_name}: {name} withheld: {self.flagged[name]}')
+        return True
+
+
+class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, QuietNode, Provenance, Samples):
     """What every benchmark check is, and what it may rely on:
 
     - its program comes from a `build` fixture (a BenchmarkBuild: Spack's or a registry's);
     - the numeric inputs it declares in `input_kinds` are checked in setup (CheckedInputs);
     - its job checks that the node is quiet before the launch and fails when its exit status
       is not 0 (QuietNode);
-    - its figures carry their provenance (Provenance).
+    - its figures carry their provenance (Provenance) and, where the job measured a figure
+      several times, its values and how they were aggregated (Samples).
     Checks that launch MPI ranks mix in SiteTuning too."""
 

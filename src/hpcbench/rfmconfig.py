@@ -8,14 +8,17 @@ VAR = str(paths.VAR_DIR)
 
 # One line per test case: where and what it ran (its inputs, the build, the node, the
 # project and Spack commits and the lock: hpcbench.rfm.Provenance; the node's state before
-# the launch: hpcbench.rfm.QuietNode), then every performance variable as
+# the launch: hpcbench.rfm.QuietNode), each figure's values within the job and how they
+# were aggregated, figures withheld (hpcbench.rfm.Samples), then every performance variable as
 # `name=value unit (ref=..., l=..., u=...)`.
 PERFLOG_FORMAT = (
     '%(check_job_completion_time)s|reframe %(version)s|%(check_info)s|'
     'jobid=%(check_jobid)s|%(check_system)s:%(check_partition)s|%(check_environ)s|'
     'inputs=%(check_inputs)s|build=%(check_build_spec)s|topology=%(check_topology)s|'
     'commit=%(check_project_commit)s|spack=%(check_spack_commit)s|'
-    'lock=%(check_spack_lock)s|node=%(check_node_state)s|%(check_perfvalues)s'
+    'lock=%(check_spack_lock)s|node=%(check_node_state)s|'
+    'aggregation=%(check_aggregation)s|samples=%(check_samples)s|flagged=%(check_flagged)s|'
+    '%(check_perfvalues)s'
 )
 PERFLOG_VARIABLE_FORMAT = (
     '%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s '

@@ -14,6 +14,12 @@ Verdicts: `regression` and `improvement` (both hold), `no change` (the medians d
 at most the threshold), `inconclusive` (beyond the threshold, but too few values or too
 much spread to tell), `not judged` (a figure with no better direction: a protocol switch
 point, a coefficient of variation).
+
+The runs of one session share the machine's phase (a shared VM drifts between phases), so
+sets of sessions are judged with the session as the unit when they allow it (compare):
+with MIN_SESSIONS sessions or more on each side, the values tested are the sessions'
+medians; with fewer new sessions against MIN_SESSIONS old ones or more, the runs are
+tested, and a change must also leave the range of the old sessions' medians.
 """
 import math
 import statistics
@@ -61,6 +67,7 @@ class Verdict:
     p_value: float         # of the one-sided test in the direction of the change; None
     verdict: str           # one of VERDICTS
     reason: str
+    basis: str = 'runs'    # what the values are: 'runs' or 'session medians'
 
 
 def check_threshold(threshold):
@@ -70,15 +77,18 @@ def check_threshold(threshold):
     return threshold
 
 
-def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA):
-    """The verdict on one figure: `old` and `new` are Samples (or sequences of values)."""
+def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA, basis='runs',
+          old_range=None):
+    """The verdict on one figure: `old` and `new` are Samples (or sequences of values) of
+    `basis`. With `old_range` (lowest, highest median of the old sessions) a change must
+    also leave it."""
     check_threshold(threshold)
     old, new = (s if isinstance(s, Sample) else Sample(tuple(s)) for s in (old, new))
     better = references.better(variable, unit)
     change = (100 * (new.median - old.median) / abs(old.median)) if old.median else None
 
     def verdict(name, reason, p=None):
-        return Verdict(variable, unit, better, old, new, change, p, name, reason)
+        return Verdict(variable, unit, better, old, new, change, p, name, reason, basis)
 
     if better is None:
         return verdict('not judged', f'{unit or "this figure"} has no better direction')
@@ -92,6 +102,10 @@ def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA):
     p = mannwhitneyu(new.values, old.values,
                      alternative='less' if change < 0 else 'greater').pvalue
     worse = change < 0 if better == 'higher' else change > 0
+    if p <= alpha and old_range and old_range[0] <= new.median <= old_range[1]:
+        return verdict('inconclusive', f'median {change:+.1f} %, p = {p:.3g}, but within the '
+                       f'earlier sessions\' medians ({old_range[0]:.4g} to '
+                       f'{old_range[1]:.4g}): one phase of the machine', p)
     if p <= alpha:
         return verdict('regression' if worse else 'improvement',
                        f'median {change:+.1f} %, Mann-Whitney U p = {p:.3g} <= {alpha:g}', p)
@@ -106,6 +120,29 @@ def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA):
 
 # By default the newest session is judged against every session of the days before it.
 DAYS = 30
+# Sessions on each side from which the session, not the run, is the unit.
+MIN_SESSIONS = 3
+
+
+def session_medians(figure):
+    """A figure's median in each session (figure: results.figure_samples' entry)."""
+    by_session = {}
+    for value, uuid in zip(figure['values'], figure['sessions']):
+        by_session.setdefault(uuid, []).append(value)
+    return [statistics.median(values) for values in by_session.values()]
+
+
+def judge_figure(variable, old, new, threshold=THRESHOLD, alpha=ALPHA):
+    """judge() on two results.figure_samples entries of one figure, the session as the
+    unit where both have MIN_SESSIONS sessions (see the module's doc)."""
+    old_medians, new_medians = session_medians(old), session_medians(new)
+    if len(old_medians) >= MIN_SESSIONS and len(new_medians) >= MIN_SESSIONS:
+        return judge(variable, new['unit'], old_medians, new_medians, threshold, alpha,
+                     basis='session medians')
+    old_range = ((min(old_medians), max(old_medians))
+                 if len(old_medians) >= MIN_SESSIONS else None)
+    return judge(variable, new['unit'], old['values'], new['values'], threshold, alpha,
+                 old_range=old_range)
 
 
 def _measured(sessions, system):
@@ -124,7 +161,7 @@ def sessions_to_judge(sessions, system, new=None, old=None, days=DAYS):
     if not new:
         return None
     if old:
-        old = list(old)
+        old = [u for u in old if u not in new]
     else:
         first = min(started.get(u, math.inf) for u in new)
         old = [u for u, t in started.items()
@@ -145,7 +182,7 @@ class Row:
 
 def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA):
     """Rows for every figure of `system` both sets of sessions (UUIDs) measured with the
-    same inputs: their values over all runs of those sessions, judged (judge)."""
+    same inputs: their values over all runs of those sessions, judged (judge_figure)."""
     by_uuid = {d['session_info']['uuid']: d for d in sessions}
     missing = [u for u in (*new, *old) if u not in by_uuid]
     if missing:
@@ -160,11 +197,36 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA):
             if new_figure['unit'] != old_figure['unit']:
                 continue        # not the same figure
             rows.append(Row(check, partition, environ, parameters, inputs,
-                            judge(variable, new_figure['unit'], old_figure['values'],
-                                  new_figure['values'], threshold, alpha)))
+                            judge_figure(variable, old_figure, new_figure, threshold, alpha)))
     return rows
 
 
 def counts(rows):
     """{verdict: how many rows have it}, in VERDICTS order."""
     return {name: sum(r.verdict.verdict == name for r in rows) for name in VERDICTS}
+
+
+def change_points(variable, unit, values, threshold=THRESHOLD, alpha=ALPHA,
+                  min_size=MIN_SESSIONS):
+    """Where a series (a figure's session medians, oldest first) changes level: [(index of
+    the first value after the change, 'regression' or 'improvement')]. Binary segmentation:
+    of the splits leaving `min_size` values on each side, the one judge() finds most
+    significant (a change beyond the threshold and p <= alpha) is kept, then each side is
+    searched again. Every split is tested, so a long noisy series can show a change that
+    is a phase of the machine: that is what the plot shows it as, a change of level."""
+    found = []
+
+    def search(lo, hi):
+        best = None
+        for k in range(lo + min_size, hi - min_size + 1):
+            verdict = judge(variable, unit, values[lo:k], values[k:hi], threshold, alpha)
+            if (verdict.verdict in ('regression', 'improvement')
+                    and (best is None or verdict.p_value < best[1].p_value)):
+                best = (k, verdict)
+        if best:
+            found.append((best[0], best[1].verdict))
+            search(lo, best[0])
+            search(best[0], hi)
+
+    search(0, len(values))
+    return sorted(found)
