@@ -283,7 +283,11 @@ class HplCheck(HplBase):
     def judge_the_ceiling(self):
         """Say how far apart HPL and its DGEMM ceiling were measured, and withhold the ratio
         when HPL beat its ceiling: the ceiling was then measured low (another load, another
-        phase of a shared node), and the ratio is no result."""
+        phase of a shared node), and the ratio is no result. (A dry run measured
+        nothing.)"""
+        if self.is_dry_run():
+            return
+
         ceiling = self.ceiling.result.best
         before = (self.job.submit_time - self.ceiling.job.completion_time
                   if self.job.submit_time and self.ceiling.job.completion_time else None)

@@ -177,6 +177,26 @@ def test_a_busy_node_is_a_regression_and_an_unchanged_run_is_not(tmp_path, monke
     with capsys.disabled():
         print(f'\nunchanged against before: {verdict_of}')
 
+    # A baseline of the eight unchanged runs: each figure their median, from two sessions
+    # (a guessed bound, said so); the loaded runs judged against its sessions regress.
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    monkeypatch.setenv('HPCBENCH_REFERENCES', str(refs))
+    recorded = subprocess.run([str(BIN / 'hpcbench'), 'baseline', '--session', before,
+                               '--session', unchanged], capture_output=True, text=True,
+                              cwd=ROOT)
+    assert recorded.returncode == 0, recorded.stderr
+    assert 'from 2 session(s)' in recorded.stdout and 'their bound is a guess' in recorded.stdout
+    baseline = references.load('local', refs / 'local.yaml')
+    assert sorted(baseline.sources['baseline']['baseline_sessions']) == sorted([before,
+                                                                                unchanged])
+    bandwidth = next(f for f in baseline.figures if f.variable == 'peak_bandwidth')
+    assert bandwidth.sample['runs'] == 8 and bandwidth.sample['sessions'] == 2
+    judged = subprocess.run([str(BIN / 'hpcbench'), 'compare', '--baseline', '--new', loaded,
+                             '--threshold', '5', '--all'], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert judged.returncode == 1 and '2 earlier one(s)' in judged.stdout, judged.stdout
+
 
 # --- a job's own repeats, the session as the unit, change points ----------------------------
 

@@ -16,6 +16,7 @@ import datetime
 import html
 import itertools
 import shutil
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,13 +110,17 @@ def reference_rows(case, reference_set):
 
 
 def measured_as(case, variable):
-    """How the job measured a figure (hpcbench.rfm.Samples): `best of 3 solve(s): 47.4 to
-    53.4 (n=3)`; '' when the check does not say."""
+    """How the job measured a figure (hpcbench.rfm.Samples) and the distribution of what it
+    measured: `best of 3 solve(s): median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`, the
+    spread being (max - min) / median; '' when the check does not say."""
     testcase = case['testcase']
     how = (testcase.get('aggregation') or {}).get(variable, '')
     values = (testcase.get('samples') or {}).get(variable)
     if values:
-        how += f': {_fmt(min(values))} to {_fmt(max(values))} (n={len(values)})'
+        median = statistics.median(values)
+        spread = f', spread {100 * (max(values) - min(values)) / median:.0f} %' if median else ''
+        how += (f': median {_fmt(median)}, {_fmt(min(values))} to {_fmt(max(values))} '
+                f'(n={len(values)}{spread})')
     return how
 
 
