@@ -206,36 +206,42 @@ def _samples_session():
     return json.loads((FIXTURES / 'report' / 'session-samples.json').read_text())
 
 
-def test_figure_samples_keep_each_jobs_values_and_how_they_were_aggregated():
-    samples = results.figure_samples([_samples_session()], 'local')
-    hpl = next(figures for key, figures in samples.items()
-               if key[0] == 'HplCheck' and dict(key[3])['layout_name'] == 'per-core')
-    solves, = hpl['gflops']['within']
-    assert len(solves) == 3 and hpl['gflops']['values'] == [max(solves)]
-    assert hpl['gflops']['aggregation'] == 'best of 3 solve(s)'
-    assert hpl['time']['within'][0] and hpl['time']['values'] == [min(hpl['time']['within'][0])]
-    assert hpl['ceiling_efficiency']['aggregation'].startswith(
-        'gflops / (1 x the DGEMM ceiling, ')
-    startup = next(f for key, f in samples.items() if key[0] == 'MpiStartupCheck')
-    launches, = startup['mpi_init']['within']
-    assert len(launches) == 5
-    assert startup['mpi_init']['values'][0] == pytest.approx(sum(launches) / 5)
-    ior = next(f for key, f in samples.items() if key[0] == 'IorCheck')
-    assert max(ior['write_max']['within'][0]) == pytest.approx(ior['write_max']['values'][0],
-                                                               rel=1e-3)
-    stream = next(f for key, f in samples.items() if key[0] == 'StreamCheck')
-    assert stream['triad']['within'] == [[]]            # STREAM prints only its best
-    assert stream['triad']['aggregation'] == "STREAM's best of 19 timed iterations"
-    pingpong = next(f for key, f in samples.items() if key[0] == 'ImbPairCheck')
-    assert len(pingpong['peak_bandwidth']['within'][0]) == 3
+def test_each_figure_keeps_the_values_its_job_measured_and_how_they_were_aggregated():
+    runs = {}
+    for case in results.measured_runs(_samples_session()):
+        runs.setdefault(case['check'], []).append(case)
+
+    def recorded(check, variable, **match):
+        case = next(c for c in runs[check] if all(c['match'][k] == v for k, v in
+                                                  match.items()))
+        testcase = case['testcase']
+        return (case['perfvalues'][variable][0], testcase['samples'].get(variable),
+                testcase['aggregation'][variable])
+
+    gflops, solves, how = recorded('HplCheck', 'gflops', layout_name='per-core')
+    assert len(solves) == 3 and gflops == max(solves) and how == 'best of 3 solve(s)'
+    seconds, times, how = recorded('HplCheck', 'time', layout_name='per-core')
+    assert seconds == min(times) and how == 'shortest of 3 solve(s)'
+    _, _, how = recorded('HplCheck', 'ceiling_efficiency', layout_name='per-core')
+    assert how.startswith('gflops / (1 x the DGEMM ceiling, ')
+    mpi_init, launches, _ = recorded('MpiStartupCheck', 'mpi_init')
+    assert len(launches) == 5 and mpi_init == pytest.approx(sum(launches) / 5)
+    write, repetitions, _ = recorded('IorCheck', 'write_max')
+    assert max(repetitions) == pytest.approx(write, rel=1e-3)
+    _, values, how = recorded('StreamCheck', 'triad')
+    assert values is None                              # STREAM prints only its best
+    assert how == "STREAM's best of 19 timed iterations"
+    _, launches, _ = recorded('ImbPairCheck', 'peak_bandwidth')
+    assert len(launches) == 3
 
 
 def _figure(values_by_session, unit='MB/s'):
     """A figure as results.figure_samples gives it, from {session: [values]}."""
-    figure = {'unit': unit, 'values': [], 'sessions': []}
-    for session, values in values_by_session.items():
+    figure = {'unit': unit, 'values': [], 'sessions': [], 'times': []}
+    for started, (session, values) in enumerate(values_by_session.items()):
         figure['values'] += values
         figure['sessions'] += [session] * len(values)
+        figure['times'] += [started] * len(values)
     return figure
 
 

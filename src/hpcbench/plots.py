@@ -16,7 +16,7 @@ import matplotlib.ticker
 matplotlib.use('Agg')   # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from hpcbench import hpcc, references, verdicts  # noqa: E402
+from hpcbench import hpcc, references, results, verdicts  # noqa: E402
 
 MIB = 2**20
 
@@ -357,12 +357,9 @@ TRENDS = (
 def _session_points(figure):
     """[(session start, median, min, max)] of a figure (results.figure_samples' entry),
     oldest first."""
-    by_session = {}
-    for value, uuid, started in zip(figure['values'], figure['sessions'], figure['times']):
-        by_session.setdefault((started, uuid), []).append(value)
     return [(datetime.datetime.fromtimestamp(started, datetime.timezone.utc),
              statistics.median(values), min(values), max(values))
-            for (started, _), values in sorted(by_session.items(), key=lambda kv: kv[0][0])]
+            for started, _, values in results.by_session(figure)]
 
 
 def _baseline_band(baseline, check, partition, environ, match):

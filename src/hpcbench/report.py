@@ -109,19 +109,25 @@ def reference_rows(case, reference_set):
     return rows
 
 
+def distribution(values):
+    """Values as the report shows a sample: `median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`,
+    the spread being (max - min) / median."""
+    median = statistics.median(values)
+    if len(values) == 1:
+        return f'{_fmt(median)} (n=1)'
+    spread = f', spread {100 * (max(values) - min(values)) / abs(median):.0f} %' if median else ''
+    return (f'median {_fmt(median)}, {_fmt(min(values))} to {_fmt(max(values))} '
+            f'(n={len(values)}{spread})')
+
+
 def measured_as(case, variable):
-    """How the job measured a figure (hpcbench.rfm.Samples) and the distribution of what it
-    measured: `best of 3 solve(s): median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`, the
-    spread being (max - min) / median; '' when the check does not say."""
+    """How the job measured a figure and what it measured (hpcbench.rfm.Samples): `best of
+    3 solve(s): median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`; '' when the check does not
+    say."""
     testcase = case['testcase']
     how = (testcase.get('aggregation') or {}).get(variable, '')
     values = (testcase.get('samples') or {}).get(variable)
-    if values:
-        median = statistics.median(values)
-        spread = f', spread {100 * (max(values) - min(values)) / median:.0f} %' if median else ''
-        how += (f': median {_fmt(median)}, {_fmt(min(values))} to {_fmt(max(values))} '
-                f'(n={len(values)}{spread})')
-    return how
+    return f'{how}: {distribution(values)}' if values else how
 
 
 def summary_rows(cases, reference_set):
@@ -211,23 +217,16 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated):
     return '\n'.join(out) + '\n'
 
 
-def _distribution(sample):
-    """A sample as the comparison shows it: median (n, lowest to highest)."""
-    if sample.n == 1:
-        return f'{_fmt(sample.median)} (n=1)'
-    return (f'{_fmt(sample.median)} (n={sample.n}, {_fmt(min(sample.values))} to '
-            f'{_fmt(max(sample.values))})')
-
-
 def comparison_cells(row):
     v = row.verdict
-    return [title(row.check, row.parameters), row.environ, v.variable, _distribution(v.old),
-            _distribution(v.new), v.unit, _fmt_margin(v.change_percent),
+    return [title(row.check, row.parameters), row.environ, v.variable,
+            distribution(v.old.values), distribution(v.new.values), v.unit,
+            _fmt_margin(v.change_percent),
             '-' if v.p_value is None else f'{v.p_value:.3g}', v.verdict,
             v.reason if v.basis == 'runs' else f'{v.reason} ({v.basis})']
 
 
-COMPARISON_HEADER = ['test case', 'environ', 'variable', 'old median', 'new median', 'unit',
+COMPARISON_HEADER = ['test case', 'environ', 'variable', 'old', 'new', 'unit',
                      'change', 'p', 'verdict', 'why']
 
 

@@ -64,7 +64,7 @@ def measured_runs(session_data):
     --repeat and --reruns give a case several): those that passed, and those that failed
     only against their references (their figures are real; re-baselining is how a new
     level is accepted). A case that failed anything else (build, run, sanity) measured
-    nothing. Each says whether it met its references then (`met_references`)."""
+    nothing."""
     for run in session_data['runs']:
         for tc in run['testcases']:
             valid = tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'
@@ -82,7 +82,6 @@ def measured_runs(session_data):
             yield {
                 'check': check, 'system': tc['system'], 'partition': tc['partition'],
                 'environ': tc['environ'], 'match': match, 'perfvalues': perf,
-                'met_references': tc['result'] == 'pass',
                 'nodelist': tc.get('job_nodelist') or [],
                 'inputs': tc.get('inputs') or '',
                 # Per variable: (reference, lower, upper, 'pass'|'fail') as ReFrame judged
@@ -106,10 +105,8 @@ def measured_cases(session_data):
 def figure_samples(sessions, system):
     """Every figure of `system` measured in `sessions`, as a sample over their runs:
     {(check, partition, environ, parameters, inputs): {variable: {'unit', 'values',
-    'sessions', 'times', 'within', 'aggregation'}}}, one entry of each list per run: its
-    figure, session UUID, session start (Unix time) and the values the job aggregated the
-    figure from (hpcbench.rfm.Samples; empty when it measured once); `aggregation` says how
-    (the newest run's words). Runs of other inputs (a quick run and a full one, another -S)
+    'sessions', 'times'}}}, one entry of each list per run: its figure, its session's UUID
+    and start (Unix time). Runs of other inputs (a quick run and a full one, another -S)
     are other samples: a figure is compared only with itself."""
     samples = {}
     for data in sessions:
@@ -119,20 +116,25 @@ def figure_samples(sessions, system):
             if case['system'] != system:
                 continue
             figures = samples.setdefault((*case_key(case), case['inputs']), {})
-            within = case['testcase'].get('samples') or {}
-            how = case['testcase'].get('aggregation') or {}
             for variable, (value, unit) in case['perfvalues'].items():
                 if value is None:
                     continue
                 figure = figures.setdefault(variable, {'unit': unit, 'values': [],
-                                                       'sessions': [], 'times': [],
-                                                       'within': [], 'aggregation': ''})
+                                                       'sessions': [], 'times': []})
                 figure['values'].append(value)
                 figure['sessions'].append(uuid)
                 figure['times'].append(started)
-                figure['within'].append(list(within.get(variable, [])))
-                figure['aggregation'] = figure['aggregation'] or how.get(variable, '')
     return samples
+
+
+def by_session(figure):
+    """A figure (a figure_samples entry) session by session, oldest first:
+    [(session start, UUID, [its runs' values])]."""
+    sessions = {}
+    for value, uuid, started in zip(figure['values'], figure['sessions'], figure['times']):
+        sessions.setdefault((started, uuid), []).append(value)
+    return [(started, uuid, values) for (started, uuid), values
+            in sorted(sessions.items(), key=lambda item: item[0][0] or 0)]
 
 
 def site_config(system):

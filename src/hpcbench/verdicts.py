@@ -125,11 +125,9 @@ MIN_SESSIONS = 3
 
 
 def session_medians(figure):
-    """A figure's median in each session (figure: results.figure_samples' entry)."""
-    by_session = {}
-    for value, uuid in zip(figure['values'], figure['sessions']):
-        by_session.setdefault(uuid, []).append(value)
-    return [statistics.median(values) for values in by_session.values()]
+    """A figure's median in each session, oldest first (figure: a results.figure_samples
+    entry)."""
+    return [statistics.median(values) for _, _, values in results.by_session(figure)]
 
 
 def judge_figure(variable, old, new, threshold=THRESHOLD, alpha=ALPHA):
