@@ -4,7 +4,8 @@
   near-square P x Q (or, where the partition's paper gives them, its HPL.dat, grid and N
   per node count: extras.hpl_tuning, cited), every distinct rank/thread layout of the
   node (T2K §3.2) with each rank bound by numactl, every node count of the partition;
-  efficiency against nominal Rpeak and against the DGEMM ceiling measured on the node
+  efficiency against nominal Rpeak, against the flop rate the node's cores sustain
+  (NodeCeilings, hpcbench.ceilings) and against the DGEMM rate measured on the node
   (DgemmCeiling).
 - HplTuningSweep (tag `sweep`): one setting at a time at 1/25 of the memory (T2K §4.4);
   `hpcbench hpl-tuning` prints the table of the best values (T2K Tables 2-4).
@@ -26,7 +27,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
+from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, NodeCeilings, bind_ranks,
                           configured_layout_names, configured_node_counts, given_or_paper,
                           job_output, paper_settings,
                           partition_layout, partition_layouts, partition_node,
@@ -245,6 +246,7 @@ class HplCheck(HplBase):
     layout_name = parameter(configured_layout_names())
     num_nodes = parameter(configured_node_counts())
     ceiling = fixture(DgemmCeiling, scope='partition')
+    node_ceilings = fixture(NodeCeilings, scope='partition')
     tags = {'hpl', 'compute'}
 
     @run_after('setup')
@@ -279,6 +281,32 @@ class HplCheck(HplBase):
     def percent_of_ceiling(self):
         return 100 * self.summary.best_gflops / (self.num_nodes * self.ceiling.result.best)
 
+    @performance_function('%')
+    def sustained_peak_efficiency(self):
+        """Rmax / (nodes x the flop rate the node's cores sustain: likwid-bench's peakflops)."""
+        return self.percent_of_sustained_peak()
+
+    def percent_of_sustained_peak(self):
+        return 100 * self.summary.best_gflops / (self.num_nodes *
+                                                 max(self.node_ceilings.result.peak_gflops))
+
+    @run_before('performance')
+    def judge_the_sustained_peak(self):
+        """As judge_the_ceiling, for the sustained peak."""
+        if self.is_dry_run():
+            return
+
+        peak = max(self.node_ceilings.result.peak_gflops)
+        when = _measured_before(self.node_ceilings, self.job)
+        self.record_aggregation(f'gflops / ({self.num_nodes} x the sustained peak, '
+                                f'{peak:.1f} GFLOP/s best of {self.node_ceilings.repeats} runs '
+                                f'of {self.node_ceilings.kernels.peak}, {when})',
+                                'sustained_peak_efficiency')
+        self.withhold_ratio_above_ceiling(
+            'sustained_peak_efficiency', self.percent_of_sustained_peak(),
+            f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a sustained peak of '
+            f'{peak:.1f} GFLOP/s per node {when}: the peak was measured low')
+
     @run_before('performance')
     def judge_the_ceiling(self):
         """Say how far apart HPL and its DGEMM ceiling were measured, and withhold the ratio
@@ -289,10 +317,7 @@ class HplCheck(HplBase):
             return
 
         ceiling = self.ceiling.result.best
-        before = (self.job.submit_time - self.ceiling.job.completion_time
-                  if self.job.submit_time and self.ceiling.job.completion_time else None)
-        when = (f'measured {before:.0f} s before this job' if before is not None else
-                'measured in this session')
+        when = _measured_before(self.ceiling, self.job)
         self.record_aggregation(f'gflops / ({self.num_nodes} x the DGEMM ceiling, '
                                 f'{ceiling:.1f} GFLOP/s best of {self.ceiling.repeats}, {when})',
                                 'ceiling_efficiency')
@@ -300,6 +325,14 @@ class HplCheck(HplBase):
             'ceiling_efficiency', self.percent_of_ceiling(),
             f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a DGEMM ceiling of '
             f'{ceiling:.1f} GFLOP/s per node {when}: the ceiling was measured low')
+
+
+def _measured_before(fixture_test, job):
+    """How long before `job` a ceiling fixture's job ended, in words."""
+    before = (job.submit_time - fixture_test.job.completion_time
+              if job.submit_time and fixture_test.job.completion_time else None)
+    return (f'measured {before:.0f} s before this job' if before is not None else
+            'measured in this session')
 
 
 def _sweep_settings():

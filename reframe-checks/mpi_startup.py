@@ -29,7 +29,9 @@ class MpiStartupBuild(BenchmarkBuild):
 class MpiStartupCheck(BenchmarkRun, SiteTuning):
     descr = 'MPI_Init and hello world time of one rank per core (Oakforest-PACS)'
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi +spack-builds']
+    # Also under a stack's other launchers (MVAPICH2's mpirun_rsh beside Hydra): start-up is
+    # the launcher's work.
+    valid_prog_environs = ['+mpi +spack-builds', '+mpi-launcher +spack-builds']
     build = fixture(MpiStartupBuild, scope='environment')
     num_nodes = parameter(configured_node_counts())
     #: Launches in the job; the figures are their means.

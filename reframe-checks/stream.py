@@ -2,7 +2,9 @@
 
 Inputs come from the partition: the array size from its last-level caches and memory
 (hpcbench.stream.array_size), the thread counts from its cores, the peak for the machine
-balance from its clock and flop/cycle. Parsing and the math live in hpcbench.stream.
+balance from its clock and flop/cycle. The all-core triad is also reported against the
+node's bandwidth ceiling (NodeCeilings: the same triad by likwid-bench). Parsing and the math
+live in hpcbench.stream.
 """
 
 import reframe as rfm
@@ -12,8 +14,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import references, stream
-from hpcbench.rfm import (BenchmarkRun, BenchmarkBuild, configured_nodes, job_output,
-                          partition_node)
+from hpcbench.rfm import (BenchmarkRun, BenchmarkBuild, NodeCeilings, configured_nodes,
+                          job_output, partition_node)
 
 
 def _array_size(partition):
@@ -44,6 +46,8 @@ class StreamCheck(BenchmarkRun):
     valid_prog_environs = ['+openmp +spack-builds']
     num_threads = parameter(_thread_counts())
     build = fixture(StreamBuild, scope='environment')
+    # The bandwidth ceiling the all-core triad is compared with (likwid-bench's triad).
+    node_ceilings = fixture(NodeCeilings, scope='partition')
     num_tasks = 1
     time_limit = '10m'
     tags = {'stream', 'memory', 'quick'}
@@ -64,6 +68,9 @@ class StreamCheck(BenchmarkRun):
         # One process whose threads are placed by OpenMP: an MPI launcher would bind it to
         # one core. The job script runs on the node under every scheduler.
         self.job.launcher = getlauncher('local')()
+        if self.num_threads != node.num_cores:
+            # The bandwidth ceiling is the whole node's.
+            del self.perf_variables['triad_ceiling_efficiency']
         self.reference = references.reframe_reference(self)
 
     @sanity_function
@@ -77,7 +84,23 @@ class StreamCheck(BenchmarkRun):
         self.record_aggregation(f'STREAM\'s best of {self.result.ntimes - 1} timed '
                                 'iterations', 'copy', 'scale', 'add', 'triad')
         self.record_aggregation('flop per word at the triad rate', 'balance')
+        if 'triad_ceiling_efficiency' in self.perf_variables:
+            ceiling = max(self.node_ceilings.result.bandwidth_mbps)
+            self.triad_of_ceiling = 100 * self.result.best_rate_mbps['Triad'] / ceiling
+            self.record_aggregation(
+                f'triad / the bandwidth ceiling ({ceiling:.0f} MB/s, best of '
+                f'{self.node_ceilings.repeats} runs of {self.node_ceilings.kernels.bandwidth})',
+                'triad_ceiling_efficiency')
+            self.withhold_ratio_above_ceiling(
+                'triad_ceiling_efficiency', self.triad_of_ceiling,
+                f'STREAM\'s triad reached {self.result.best_rate_mbps["Triad"]:.0f} MB/s '
+                f'against a ceiling of {ceiling:.0f} MB/s: the ceiling was measured low')
         return True
+
+    @performance_function('%')
+    def triad_ceiling_efficiency(self):
+        """The all-core triad against the node's bandwidth ceiling (NodeCeilings)."""
+        return self.triad_of_ceiling
 
     @performance_function('MB/s')
     def copy(self):

@@ -2,14 +2,16 @@
 
 One partition, the host itself: its processor topology is ReFrame's detection (cached under
 var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.host). One
-environment per MPI stack this machine has (hpcbench.mpi_stacks). Jobs run one at a time:
-benchmarks must not share the node.
+environment per MPI stack this machine has (hpcbench.mpi_stacks: an installed MVAPICH2 is
+found), and one per other launcher of a stack (mvapich2-rsh: MVAPICH2's mpirun_rsh, for the
+start-up check). Jobs run one at a time: benchmarks must not share the node.
 """
 
 from hpcbench import host, mpi_stacks, paths, rfmconfig
 
 STACKS = mpi_stacks.local_stacks()
 spack_extras, spack_env_vars = rfmconfig.spack_partition_settings()
+ENVIRONMENTS = rfmconfig.stack_environments(STACKS, ['local'], spack_extras)
 
 site_configuration = rfmconfig.site(
     systems=[{
@@ -24,7 +26,7 @@ site_configuration = rfmconfig.site(
             'launcher': 'mpirun',
             'max_jobs': 1,
             'processor': host.processor_info('local', 'default'),
-            'environs': [stack.name for stack in STACKS],
+            'environs': [env['name'] for env in ENVIRONMENTS],
             'env_vars': spack_env_vars,
             'extras': {
                 **host.partition_extras(),
@@ -34,5 +36,5 @@ site_configuration = rfmconfig.site(
             },
         }],
     }],
-    environments=[rfmconfig.mpi_environment(stack, ['local'], spack_extras) for stack in STACKS],
+    environments=ENVIRONMENTS,
 )

@@ -18,7 +18,7 @@ import sys
 from hpcbench import host, mpi_stacks, rfmconfig, testbed
 
 NODES = testbed.configured_nodes()
-STACKS = mpi_stacks.local_stacks()
+STACKS = [s for s in mpi_stacks.local_stacks() if s.name in testbed.MPI_STACKS]
 os.environ['SLURM_CONF'] = str(testbed.Layout(testbed.state_dir()).slurm_conf)
 if not testbed.is_running():
     # Listing, describing and dry runs need no cluster; a run would fail at sbatch.

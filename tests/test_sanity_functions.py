@@ -10,9 +10,11 @@ from reframe.core.exceptions import SanityError
 from reframe.frontend.loader import RegressionCheckLoader
 
 from conftest import FIXTURES, ROOT
-from hpcbench import imb
+from hpcbench import ceilings, imb
 from hpcbench.rfm import Samples
 from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutations
+from test_ceilings import MUTATIONS as CEILINGS_MUTATIONS
+from test_ceilings import OUTPUT as CEILINGS_OUTPUT
 from test_hpl import MUTATIONS as HPL_MUTATIONS
 from test_hpl import _mutations as _hpl_mutations
 from test_imb import ALL_SIZES, BROKEN_TABLE
@@ -33,15 +35,20 @@ class _EveryVariable:
     def __contains__(self, name):
         return True
 
+    def __delitem__(self, name):
+        pass
+
 
 class CheckUnderTest(types.SimpleNamespace):
     """What a sanity function is given here in place of the test: the attributes it reads,
     and what it records beside the figures (hpcbench.rfm.Samples)."""
     record_samples = Samples.record_samples
     record_aggregation = Samples.record_aggregation
+    withhold_ratio_above_ceiling = Samples.withhold_ratio_above_ceiling
 
     def __init__(self, **attrs):
-        super().__init__(samples={}, aggregation={}, perf_variables=_EveryVariable(), **attrs)
+        super().__init__(samples={}, aggregation={}, flagged={}, unique_name='under test',
+                         perf_variables=_EveryVariable(), **attrs)
 
 
 @pytest.fixture(scope='module')
@@ -66,13 +73,21 @@ def check_classes():
 def _stream_test(stagedir, output, threads):
     (stagedir / 'rfm_job.out').write_text(output)
     return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out',
-                                 num_threads=threads)
+                          num_threads=threads, node_ceilings=_node_ceilings())
+
+
+def _node_ceilings():
+    """The NodeCeilings fixture as STREAM and HPL read it: its real result on this machine."""
+    return types.SimpleNamespace(result=ceilings.parse(CEILINGS_OUTPUT, ceilings.kernels(32), 5),
+                                 repeats=5, kernels=ceilings.kernels(32))
 
 
 def test_stream_sanity_passes_a_real_output(check_classes, tmp_path):
     test = _stream_test(tmp_path, (FIXTURES / 'stream' / 'local-2-threads.out').read_text(), 2)
     assert sn.evaluate(check_classes['StreamCheck'].solution_validates(test))
     assert test.result.best_rate_mbps['Triad'] == 48037.4
+    # This older run's triad beat the ceiling measured in another session: withheld.
+    assert test.flagged['triad_ceiling_efficiency'].startswith('128.4 % of the ceiling: ')
 
 
 @pytest.mark.parametrize('mutation', MUTATIONS)
@@ -173,6 +188,26 @@ DGEMM_OUTPUT = FIXTURES / 'dgemm' / 'local-2-cores.out'
 def _dgemm_test(stagedir, output):
     (stagedir / 'rfm_job.out').write_text(output)
     return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', repeats=5)
+
+
+def _ceilings_test(stagedir, output):
+    (stagedir / 'rfm_job.out').write_text(output)
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', repeats=5,
+                          kernels=ceilings.kernels(32), rpeak_gflops=166.1)
+
+
+def test_node_ceilings_sanity_passes_a_real_output(check_classes, tmp_path):
+    test = _ceilings_test(tmp_path, CEILINGS_OUTPUT)
+    assert sn.evaluate(check_classes['NodeCeilings'].every_kernel_ran(test))
+    assert len(test.samples['peak_gflops']) == len(test.samples['bandwidth']) == 5
+    assert test.aggregation['bandwidth'] == 'stream_mem_avx512, best of 5 runs'
+
+
+@pytest.mark.parametrize('mutation', CEILINGS_MUTATIONS)
+def test_node_ceilings_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    test = _ceilings_test(tmp_path, CEILINGS_MUTATIONS[mutation](CEILINGS_OUTPUT))
+    with pytest.raises(SanityError, match='likwid-bench'):
+        sn.evaluate(check_classes['NodeCeilings'].every_kernel_ran(test))
 
 
 def test_dgemm_ceiling_sanity_passes_a_real_output(check_classes, tmp_path):

@@ -33,6 +33,8 @@ APT_PACKAGES = (
     'libopenmpi-dev', 'openmpi-bin', 'libmpich-dev', 'mpich', 'libopenblas-dev',
     'autoconf', 'automake', 'libtool', 'autoconf-archive', 'patchelf', 'pkg-config',
     'numactl', 'hpcc',
+    # likwid-bench: the node's sustained peak and bandwidth ceiling (hpcbench.ceilings).
+    'likwid',
 )
 
 # Build tools Spack should take from the system rather than build (found by
@@ -154,6 +156,20 @@ def run_spack(found, *args, **env_overrides):
         raise BootstrapError(f'`spack {" ".join(args)}` failed (exit {proc.returncode})')
 
 
+def spack_external_find(found, *args):
+    """What `spack external find <args>` detects, as packages.yaml's `packages` (written to a
+    scratch user scope, so that nothing else lands in it)."""
+    config_dir = Path(spack.isolated_environment(found)['SPACK_USER_CONFIG_PATH'])
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in ('repos.yaml', 'bootstrap.yaml'):
+            shutil.copy(config_dir / name, scratch)
+
+        run_spack(found, 'external', 'find', '--scope', 'user', *args,
+                  SPACK_USER_CONFIG_PATH=scratch)
+        written = Path(scratch) / 'packages.yaml'
+        return yaml.safe_load(written.read_text())['packages'] if written.exists() else {}
+
+
 def detected_tools(found, refresh=False):
     """Externals for compilers and build tools, from `spack external find` (cached)."""
     cached = paths.cache_dir() / 'detected' / f'{socket.gethostname()}-tools.yaml'
@@ -161,16 +177,7 @@ def detected_tools(found, refresh=False):
         return yaml.safe_load(cached.read_text())
 
     say('detecting compilers and build tools with spack external find')
-    config_dir = Path(spack.isolated_environment(found)['SPACK_USER_CONFIG_PATH'])
-    with tempfile.TemporaryDirectory() as scratch:
-        # A scratch user scope, so that what is found lands in a file of its own.
-        for name in ('repos.yaml', 'bootstrap.yaml'):
-            shutil.copy(config_dir / name, scratch)
-
-        run_spack(found, 'external', 'find', '--scope', 'user', *SPACK_DETECTED_TOOLS,
-                  SPACK_USER_CONFIG_PATH=scratch)
-        packages = yaml.safe_load((Path(scratch) / 'packages.yaml').read_text())['packages']
-
+    packages = spack_external_find(found, *SPACK_DETECTED_TOOLS)
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(yaml.safe_dump(packages, sort_keys=True))
     # Always the cached form: a refresh that finds the same tools writes the same host.yaml
@@ -178,7 +185,39 @@ def detected_tools(found, refresh=False):
     return yaml.safe_load(cached.read_text())
 
 
+def detected_mpi_externals(found, stacks):
+    """{Spack package: external} of the stacks a site installed: what Spack's detection makes
+    of their bin/ (variants from the configure line the MPI records), cached per prefix and
+    version."""
+    externals = {}
+    for stack in (s for s in stacks if s.spack_detects):
+        key = hashlib.sha256(f'{stack.prefix}\0{stack.version()}'.encode()).hexdigest()[:16]
+        cached = paths.cache_dir() / 'detected' / f'{stack.spack_name}-{key}.yaml'
+        if not cached.exists():
+            say(f'{stack.name}: detecting {stack.prefix} with spack external find')
+            found_there = spack_external_find(found, '--path', str(stack.bin_dir),
+                                              stack.spack_name)
+            mine = [e for e in found_there.get(stack.spack_name, {}).get('externals', [])
+                    if Path(e['prefix']).resolve() == stack.prefix.resolve()]
+            if not mine:
+                raise BootstrapError(f'{stack.name}: Spack does not recognise {stack.prefix} '
+                                     f'as {stack.spack_name}')
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(yaml.safe_dump(mine[0], sort_keys=True))
+        externals[stack.spack_name] = yaml.safe_load(cached.read_text())
+    return externals
+
+
 # --- The local environment's host.yaml -------------------------------------------------------
+
+def machine_stacks(system='local'):
+    """The MPI stacks a system on this machine runs (testbed: those it can launch)."""
+    stacks = mpi_stacks.local_stacks()
+    if system == 'testbed':
+        return [s for s in stacks if s.name in testbed.MPI_STACKS]
+
+    return stacks
+
 
 def machine_node(system):
     """The node site-configs/<system>.py describes (local: the host; testbed: one emulated
@@ -191,23 +230,14 @@ def machine_node(system):
     return node.from_partition(processor, host.partition_extras(), system)
 
 
-def upstream_version(debian_version):
-    """'1:0.3.21+ds-4' -> '0.3.21': epoch, Debian revision and repack suffix dropped."""
-    return debian_version.split(':')[-1].split('+')[0].rsplit('-', 1)[0]
-
-
-def debian_upstream_version(package):
-    out = subprocess.run(['dpkg-query', '-W', '-f', '${Version}', package],
-                         capture_output=True, text=True).stdout
-    return upstream_version(out)
-
-
-def host_config(stacks, tools, this_node, system='local'):
-    """The machine-specific half of spack-envs/local (the other half is committed)."""
+def host_config(stacks, tools, this_node, system='local', detected=None):
+    """The machine-specific half of spack-envs/local (the other half is committed): the
+    externals, and the MPI stacks (`mpis`) and STREAM specs the environment builds for.
+    `detected`: the externals Spack's detection described (detected_mpi_externals)."""
     packages = dict(tools)
     for stack in stacks:
         try:
-            external = stack.spack_external()
+            external = (detected or {}).get(stack.spack_name) or stack.spack_external()
         except RuntimeError as err:
             raise BootstrapError(str(err)) from None
 
@@ -218,10 +248,10 @@ def host_config(stacks, tools, this_node, system='local'):
         return {'externals': [{'spec': spec, 'prefix': '/usr'}], 'buildable': False}
 
     # Debian's OpenBLAS is the pthreads build; its libraries resolve from prefix /usr.
-    blas = debian_upstream_version('libopenblas-dev')
+    blas = debian.upstream_version_of('libopenblas-dev')
     packages['openblas'] = usr_external(f'openblas@{blas} threads=pthreads ~ilp64')
     # Spack cannot detect autoconf-archive (hpl needs its AX_PROG_CC_MPI).
-    archive = debian_upstream_version('autoconf-archive')   # 20220903 -> 2022.09.03
+    archive = debian.upstream_version_of('autoconf-archive')   # 20220903 -> 2022.09.03
     packages['autoconf-archive'] = usr_external(
         f'autoconf-archive@{archive[:4]}.{archive[4:6]}.{archive[6:]}')
     try:
@@ -234,7 +264,8 @@ def host_config(stacks, tools, this_node, system='local'):
         stream_specs = []
     return {
         'packages': packages,
-        'definitions': [{'stream_specs': stream_specs}],
+        'definitions': [{'stream_specs': stream_specs},
+                        {'mpis': [stack.spack_name for stack in stacks]}],
     }
 
 
@@ -251,12 +282,14 @@ def write_host_yaml(config, target):
 def bootstrap(refresh=False, found=None):
     found = found or spack.locate_or_clone()
     ensure_apt_packages()
-    stacks = mpi_stacks.local_stacks()
+    stacks = machine_stacks()
     ensure_mpi_prefixes(stacks)
     write_spack_config(found)
     tools = detected_tools(found, refresh)
+    detected = detected_mpi_externals(found, stacks)
     for system in MACHINE_SYSTEMS:
-        write_host_yaml(host_config(stacks, tools, machine_node(system), system),
+        write_host_yaml(host_config(machine_stacks(system), tools, machine_node(system),
+                                    system, detected),
                         paths.SPACK_ENVS_DIR / system / 'host.yaml')
     return found
 

@@ -18,6 +18,18 @@ def missing(packages):
     return [p for p in packages if p not in installed]
 
 
+def upstream_version(debian_version):
+    """'1:0.3.21+ds-4' -> '0.3.21': epoch, Debian revision and repack suffix dropped."""
+    return debian_version.split(':')[-1].split('+')[0].rsplit('-', 1)[0]
+
+
+def upstream_version_of(package):
+    """The upstream version of an installed package ('' when it is not installed)."""
+    out = subprocess.run(['dpkg-query', '-W', '-f', '${Version}', package],
+                         capture_output=True, text=True).stdout
+    return upstream_version(out)
+
+
 # How long apt waits for the dpkg lock another apt (unattended upgrades, a user) holds.
 LOCK_TIMEOUT = 300
 

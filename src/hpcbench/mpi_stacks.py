@@ -1,12 +1,15 @@
-"""The MPI stacks a Debian machine can have without building one: Open MPI and MPICH from
-Debian, Intel MPI from PyPI. One description serves the bootstrap (prefixes, Spack externals)
-and the local site config (ReFrame environments).
+"""The MPI stacks of this machine: Open MPI and MPICH from Debian and Intel MPI from PyPI,
+which any Debian machine can have without building one, and an MVAPICH2 the site installed
+(found, not installed: see site_mvapich2). One description serves the bootstrap (prefixes,
+Spack externals) and the local site config (ReFrame environments).
 
 Debian's MPIs cannot be given to Spack with prefix /usr: Open MPI's mpi.h is not under
 /usr/include, and /usr/bin/mpicc is an alternatives link to one of them, so an MPICH at /usr
 could silently build against Open MPI. Each stack gets a prefix of its own made of symlinks.
 """
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,7 +35,7 @@ def _multiarch():
 def _first_version(cmd, pattern):
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return None
 
     match = re.search(pattern, out)
@@ -71,6 +74,12 @@ class MpiStack:
     def missing(self, runtime_only=False):
         links = self.runtime_links() if runtime_only else self.links()
         return [str(t) for t in links.values() if not Path(t).exists()]
+
+    # Spack's own detection (`spack external find`) describes the external: for an MPI a
+    # site built, whose variants only its configure line tells (hpcbench.bootstrap).
+    spack_detects = False
+    # Launchers of this stack other than the partition's (`mpirun`): ReFrame launcher names.
+    other_launchers = ()
 
     def spack_external(self):
         version = self.version()
@@ -166,7 +175,74 @@ class PypiIntelMpi(MpiStack):
         return links
 
 
-def local_stacks():
+class InstalledMvapich2(MpiStack):
+    """An MVAPICH2 installed by the site, in a prefix of its own (its bin/mpichversion says
+    MVAPICH2). Its wrappers and launchers are used as they are: no prefix of links."""
+
+    def version(self):
+        return mvapich2_version(self.prefix)
+
+    def links(self):
+        return {}
+
+    @property
+    def other_launchers(self):
+        # mpirun_rsh (TSUBAME's and Oakforest-PACS's launcher) is built unless the site
+        # configured Hydra alone.
+        return ('mpirun_rsh',) if (self.bin_dir / 'mpirun_rsh').exists() else ()
+
+    spack_detects = True
+
+
+# Where sites install MVAPICH2 when no module or variable says (OSU's default prefix, Mellanox
+# OFED's MPI tree, /opt).
+MVAPICH2_LOCATIONS = ('/usr/local/mvapich2*', '/opt/mvapich2*', '/opt/mvapich2/*',
+                      '/usr/mpi/gcc/mvapich2*')
+
+
+def mvapich2_version(prefix):
+    """The MVAPICH2 version of an install prefix, from its bin/mpichversion (or bin/mpiname,
+    which only some builds have), or None when it is not one."""
+    for tool, args, pattern in (('mpichversion', [], r'MVAPICH2 Version:\s+([\d.]+\w*)'),
+                                ('mpiname', ['-a'], r'^MVAPICH2 ([\d.]+\w*)')):
+        program = Path(prefix) / 'bin' / tool
+        version = program.is_file() and _first_version([str(program), *args], pattern)
+        if version:
+            return version
+    return None
+
+
+class Mvapich2NotFound(RuntimeError):
+    pass
+
+
+def site_mvapich2(environ=os.environ, locations=MVAPICH2_LOCATIONS):
+    """The installed MVAPICH2's prefix: `HPCBENCH_MVAPICH2_PREFIX` (which must be one), else
+    that of an `mpichversion` on PATH that is MVAPICH2's, else the newest in a standard
+    location; None when there is none."""
+    given = environ.get('HPCBENCH_MVAPICH2_PREFIX')
+    if given:
+        if not mvapich2_version(given):
+            raise Mvapich2NotFound(
+                f'HPCBENCH_MVAPICH2_PREFIX={shlex.quote(given)}: not an MVAPICH2 install '
+                '(no bin/mpichversion or bin/mpiname saying MVAPICH2 there); unset it or '
+                'give the prefix whose bin/ holds its mpicc and mpichversion')
+        return Path(given)
+
+    # Every mpichversion on PATH: Debian's MPICH has one too.
+    candidates = [Path(d).resolve().parent for d in environ.get('PATH', '').split(os.pathsep)
+                  if d and (Path(d) / 'mpichversion').is_file()]
+    for pattern in locations:
+        candidates += sorted((Path(p) for p in _glob(pattern)), reverse=True)
+    return next((c for c in candidates if mvapich2_version(c)), None)
+
+
+def _glob(pattern):
+    root, _, rest = pattern.lstrip('/').partition('/')
+    return Path('/' + root).glob(rest) if rest else []
+
+
+def local_stacks(environ=os.environ):
     """The MPI stacks of this machine, in the order the suite lists them."""
     cache = paths.cache_dir()
     root_ok = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
@@ -189,4 +265,20 @@ def local_stacks():
                       'LD_LIBRARY_PATH': f'{impi_component / "lib"}:$LD_LIBRARY_PATH'},
                      # The wheel ships Intel's own build of IMB-MPI1.
                      {'imb': str(impi_component / 'bin' / 'IMB-MPI1')}),
+        *_site_stacks(environ),
     ]
+
+
+def _site_stacks(environ):
+    try:
+        mvapich2 = site_mvapich2(environ)
+    except Mvapich2NotFound as err:
+        # A site config or a bootstrap cannot go on without the MPI it was told to use: one
+        # message, before anything is written.
+        print(f'error: {err}', file=sys.stderr)
+        sys.exit(1)
+
+    # Its Hydra runs as root without asking; its binding is switched off where ranks are
+    # bound (hpcbench.layout).
+    return [InstalledMvapich2('mvapich2', 'mvapich2', '', mvapich2, mvapich2 / 'bin')] \
+        if mvapich2 else []

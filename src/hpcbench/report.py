@@ -130,6 +130,50 @@ def measured_as(case, variable):
     return f'{how}: {distribution(values)}' if values else how
 
 
+# What the report sets against the node's ceilings: per check, its figure and its ratios
+# (variable, what it divides by). The ceilings are measured on the node in the same session:
+# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench), the DGEMM rate
+# (DgemmCeiling); Rpeak is nominal, from the partition's description.
+CEILING_RATIOS = {
+    'HplCheck': ('gflops', (('efficiency', 'nominal Rpeak'),
+                            ('sustained_peak_efficiency', 'sustained peak'),
+                            ('ceiling_efficiency', 'best DGEMM'))),
+    'StreamCheck': ('triad', (('triad_ceiling_efficiency', 'bandwidth ceiling'),)),
+}
+CEILING_CHECKS = ('NodeCeilings', 'DgemmCeiling')
+CEILING_HEADER = ['test case', 'environ', 'figure', 'against', 'ratio', 'how']
+
+
+def ceiling_cases(sessions, system):
+    """The ceilings measured in `sessions` on `system` (fixtures: NodeCeilings, DgemmCeiling)."""
+    return [case for data in sessions for case in results.measured_cases(data, fixtures=True)
+            if case['check'] in CEILING_CHECKS and case['system'] == system]
+
+
+def ceiling_rows(cases, ceilings):
+    """The node's ceilings (`ceilings`: their figures, as measured), then HPL's and STREAM's
+    figures in `cases` against them: rows of CEILING_HEADER; a ratio withheld says so."""
+    rows = []
+    for case in ceilings:
+        if case['check'] in CEILING_CHECKS:
+            rows += [[case_title(case), case['environ'], f'{variable} = {_fmt(value)} {unit}',
+                      'measured', '', measured_as(case, variable)]
+                     for variable, (value, unit) in case['perfvalues'].items()]
+    for case in cases:
+        figure, ratios = CEILING_RATIOS.get(case['check'], (None, ()))
+        flagged = case['testcase'].get('flagged') or {}
+        present = [r for r in ratios if r[0] in case['perfvalues'] or r[0] in flagged]
+        if figure not in case['perfvalues'] or not present:
+            continue
+        value, unit = case['perfvalues'][figure]
+        for variable, against in present:
+            ratio = case['perfvalues'].get(variable, (None, ''))[0]
+            rows.append([case_title(case), case['environ'], f'{figure} = {_fmt(value)} {unit}',
+                         against, 'withheld' if variable in flagged else f'{ratio:.1f} %',
+                         flagged.get(variable) or measured_as(case, variable)])
+    return rows
+
+
 def summary_rows(cases, reference_set):
     """Per check: test cases, figures, passed, failed, without reference, sessions."""
     rows = []
@@ -190,7 +234,7 @@ def text_table(header, rows):
                      for row in rows)
 
 
-def markdown(system, cases, reference_set, comparison, saved_plots, generated):
+def markdown(system, cases, reference_set, comparison, saved_plots, generated, ceilings=()):
     out = [f'# hpcbench report: {system}', '', f'Generated {generated} from ReFrame\'s '
            f'results database. HTML report with plots: [index.html](index.html).', '']
     out += ['## Summary', '', _md_table(['check', 'test cases', 'figures', 'pass', 'fail',
@@ -210,7 +254,8 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated):
         out += [_md_table(['test case', 'environ', 'variable', 'value', 'measured as',
                            'reference', 'bounds', 'margin', 'result', 'cited'], rows), '']
 
-    out += ['## Plots', '']
+    out += ['## Against the node\'s ceilings', '', _md_table(CEILING_HEADER, ceiling_rows(cases, ceilings)),
+            '', '## Plots', '']
     out += [f'- [{p.title}](plots/{name})' for p, name in saved_plots]
     out += ['', '## Comparison with earlier sessions', '']
     out += _md_comparison(comparison)
@@ -278,7 +323,8 @@ def _anchor(text):
     return ''.join(ch if ch.isalnum() else '-' for ch in text.lower()).strip('-')
 
 
-def render_html(system, cases, sessions, reference_set, comparison, saved_plots, generated):
+def render_html(system, cases, sessions, reference_set, comparison, saved_plots, generated,
+                ceilings=()):
     checks = sorted({c['check'] for c in cases})
     failed = sum(r['result'] == 'fail' for c in cases for r in reference_rows(c, reference_set))
     out = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -288,7 +334,8 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
            f'{len(cases)} test case(s) of {len(checks)} check(s), {failed} figure(s) '
            f'outside their reference bounds. Markdown summary: '
            f'<a href="summary.md">summary.md</a>.</p>',
-           '<nav><a href="#summary">Summary</a><a href="#plots">Plots</a>'
+           '<nav><a href="#summary">Summary</a><a href="#ceilings">Ceilings</a>'
+           '<a href="#plots">Plots</a>'
            '<a href="#comparison">Comparison</a><a href="#results">Results</a>'
            '<a href="#provenance">Provenance</a></nav>']
 
@@ -297,6 +344,12 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
     out.append(_html_table(['check', 'test cases', 'figures', 'pass', 'fail',
                             'no reference', 'session'], summary,
                            ['fail' if row[4] else '' for row in summary]))
+    out.append('<h2 id="ceilings">Against the node\'s ceilings</h2>')
+    out.append('<p>HPL against nominal Rpeak, the sustained peak and the best DGEMM; STREAM\'s '
+               'all-core triad against the bandwidth ceiling; each ceiling as measured on the '
+               'node in the same session, with its runs\' spread (on a VM whose clock varies, '
+               'that spread is its variation).</p>')
+    out.append(_html_table(CEILING_HEADER, ceiling_rows(cases, ceilings)))
     out.append('<h2 id="plots">Plots</h2>')
     for plot, name in saved_plots:
         out.append(f'<figure id="plot-{_e(plot.name)}"><a href="plots/{_e(name)}">'
@@ -408,11 +461,12 @@ def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHO
                                          plots.trends(history, reference_set, system,
                                                       threshold))]
     generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
+    ceilings = ceiling_cases(used, system)
     (directory / 'summary.md').write_text(
-        markdown(system, cases, reference_set, comparison, saved, generated))
+        markdown(system, cases, reference_set, comparison, saved, generated, ceilings))
     index = directory / 'index.html'
     index.write_text(render_html(system, cases, used, reference_set, comparison, saved,
-                                 generated))
+                                 generated, ceilings))
     return index
 
 

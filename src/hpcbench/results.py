@@ -59,16 +59,16 @@ def session(config, uuid):
     return found[0]
 
 
-def measured_runs(session_data):
-    """Every valid run of the session's non-fixture test cases, in order (ReFrame's
-    --repeat and --reruns give a case several): those that passed, and those that failed
-    only against their references (their figures are real; re-baselining is how a new
-    level is accepted). A case that failed anything else (build, run, sanity) measured
-    nothing."""
+def measured_runs(session_data, fixtures=False):
+    """Every valid run of the session's test cases, in order (ReFrame's --repeat and
+    --reruns give a case several): those that passed, and those that failed only against
+    their references (their figures are real; re-baselining is how a new level is
+    accepted). A case that failed anything else (build, run, sanity) measured nothing.
+    `fixtures`: the fixtures' too (the ceilings the checks divide by)."""
     for run in session_data['runs']:
         for tc in run['testcases']:
             valid = tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'
-            if tc['fixture'] or not valid or not tc.get('perfvalues'):
+            if (tc['fixture'] and not fixtures) or not valid or not tc.get('perfvalues'):
                 continue
 
             check = tc['name'].split()[0]
@@ -97,9 +97,10 @@ def case_key(case):
             tuple(sorted(case['match'].items())))
 
 
-def measured_cases(session_data):
+def measured_cases(session_data, fixtures=False):
     """The session's measured test cases (measured_runs), the last run of each."""
-    return list({case_key(case): case for case in measured_runs(session_data)}.values())
+    return list({case_key(case): case
+                 for case in measured_runs(session_data, fixtures)}.values())
 
 
 def figure_samples(sessions, system):

@@ -11,11 +11,13 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.buildsystems import Spack as SpackBuildSystem
-from reframe.core.builtins import run_after, run_before, sanity_function, variable
+from reframe.core.builtins import (performance_function, run_after, run_before,
+                                   sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
-from hpcbench import job_script, layout, node, provenance, quiet_node, references
+from hpcbench import (ceilings, debian, job_script, layout, node, provenance, quiet_node,
+                      references, stream)
 
 PREFIX_FILE = 'spack-prefix.txt'
 BIND_SCRIPT = 'bind-rank.sh'
@@ -493,3 +495,73 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, QuietNode, Provenan
       several times, its values and how they were aggregated (Samples).
     Checks that launch MPI ranks mix in SiteTuning too."""
 
+
+
+class NodeCeilings(BenchmarkRun):
+    """The node's sustained peak and bandwidth ceiling (hpcbench.ceilings: likwid-bench on all
+    cores), for the checks that report a fraction of them (HPL, STREAM). One job per
+    partition; likwid-bench pins its own threads."""
+    descr = 'Sustained peak flop rate and memory bandwidth of one node (likwid-bench)'
+    valid_systems = ['*']
+    valid_prog_environs = ['*']
+    repeats = variable(int, value=ceilings.REPEATS)
+    input_kinds = {'repeats': 'positive'}
+    #: What this run used (kernels and working sets), for the perflog and results database.
+    inputs = variable(str, value='')
+    keep_files = [ceilings.SCRIPT]
+    num_tasks = 1
+    time_limit = '10m'
+
+    @run_after('setup')
+    def configure_run(self):
+        node_ = partition_node(self.current_partition)
+        self.kernels = ceilings.kernels(node_.flops_per_cycle)
+        try:
+            array = stream.array_size(node_.llc_bytes_total, node_.memory_bytes)
+        except stream.StreamInputError:
+            array = None    # a node too small for STREAM's rule: a quarter of its memory
+
+        sizes = ceilings.working_sets(self.kernels, node_.num_cores, array, node_.memory_bytes)
+        self.inputs = ' '.join(f'{k}={sizes[k]}' for k in self.kernels) + \
+            f' threads={node_.num_cores} repeats={self.repeats}'
+        self.job.launcher = getlauncher('local')()
+        with open(os.path.join(self.stagedir, ceilings.SCRIPT), 'w') as fp:
+            fp.write(ceilings.script(self.kernels, node_.num_cores, sizes, self.repeats))
+        self.executable = f'sh {ceilings.SCRIPT}'
+        self.rpeak_gflops = node_.peak_flops / 1e9
+
+    def _build_description(self):
+        return '' if self.is_dry_run() else \
+            f'likwid-bench {debian.upstream_version_of("likwid")} (Debian likwid)'
+
+    @sanity_function
+    def every_kernel_ran(self):
+        try:
+            self.result = ceilings.parse(job_output(self), self.kernels, self.repeats)
+        except ceilings.CeilingOutputError as err:
+            raise SanityError(str(err)) from None
+
+        runs = f'best of {self.repeats} runs'
+        self.record_samples(f'{self.kernels.peak}, {runs}', peak_gflops=self.result.peak_gflops)
+        self.record_samples(f'{self.kernels.bandwidth}, {runs}',
+                            bandwidth=self.result.bandwidth_mbps)
+        self.record_samples(f'{self.kernels.read}, {runs}', read_bandwidth=self.result.read_mbps)
+        self.record_aggregation(f'best {self.kernels.peak} / nominal Rpeak '
+                                f'({self.rpeak_gflops:.1f} GFLOP/s)', 'peak_of_rpeak')
+        return True
+
+    @performance_function('GFLOP/s')
+    def peak_gflops(self):
+        return max(self.result.peak_gflops)
+
+    @performance_function('%')
+    def peak_of_rpeak(self):
+        return 100 * max(self.result.peak_gflops) / self.rpeak_gflops
+
+    @performance_function('MB/s')
+    def bandwidth(self):
+        return max(self.result.bandwidth_mbps)
+
+    @performance_function('MB/s')
+    def read_bandwidth(self):
+        return max(self.result.read_mbps)

@@ -2,7 +2,7 @@
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
 import sys
 
-from hpcbench import paths, run_lock, spack
+from hpcbench import backends, paths, run_lock, spack
 
 VAR = str(paths.VAR_DIR)
 
@@ -52,26 +52,49 @@ def spack_partition_settings():
 BUILDS_FROM_SPACK = 'spack-builds'
 
 
-def mpi_environment(stack, target_systems, spack_extras, features=('openmp',), run_env=None):
+# The feature of an environment that is one MPI stack's other launcher (MVAPICH2's
+# mpirun_rsh beside its Hydra mpirun): only the checks that measure launching ask for it
+# (MPI start-up); the others run each stack once, under the partition's launcher.
+OTHER_LAUNCHER = 'mpi-launcher'
+# Environment names of the other launchers: <stack>-<suffix>.
+LAUNCHER_SUFFIXES = {'mpirun_rsh': 'rsh'}
+
+
+def mpi_environment(stack, target_systems, spack_extras, features=('openmp',), run_env=None,
+                    launcher=None):
     """A ReFrame environment for one MPI stack of this machine: its wrappers first on PATH,
     its run-time variables (the stack's, updated with `run_env`), the `mpi` Spack constraint
     the checks use to pick their builds, and the binaries a registry ships built against it
     (feature `registry-<name>`, extras `registry_<name>`: the path). Feature
     BUILDS_FROM_SPACK when the partitions' `spack_extras` name a Spack, or on a dry run
-    (whose job scripts can be read without one)."""
+    (whose job scripts can be read without one). `launcher`: one of the stack's
+    other_launchers, an environment of its own (<stack>-rsh, feature OTHER_LAUNCHER) whose
+    jobs list this host in the host file the launcher reads."""
     with_spack = bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
-    registry = sorted(stack.registry_binaries.items())
+    registry = [] if launcher else sorted(stack.registry_binaries.items())
     return {
-        'name': stack.name,
+        'name': f'{stack.name}-{LAUNCHER_SUFFIXES[launcher]}' if launcher else stack.name,
         'target_systems': list(target_systems),
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
-        'features': ['mpi', stack.name, *features, *(f'registry-{n}' for n, _ in registry),
+        'features': [OTHER_LAUNCHER if launcher else 'mpi', stack.name, *features,
+                     *(f'registry-{n}' for n, _ in registry),
                      *([BUILDS_FROM_SPACK] if with_spack else [])],
         'extras': {'spack_mpi': stack.spack_name,
-                   **{f'registry_{n}': path for n, path in registry}},
+                   **{f'registry_{n}': path for n, path in registry},
+                   **({'launcher': launcher} if launcher else {})},
         'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
                      *([k, v] for k, v in {**stack.run_env, **(run_env or {})}.items())],
+        # One node, this host: its name, as the launcher compares it with its own to start
+        # ranks without a remote shell.
+        'prepare_cmds': backends.hostfile_lines('hostname', 1) if launcher else [],
     }
+
+
+def stack_environments(stacks, target_systems, spack_extras):
+    """Every environment of these stacks: each under the partition's launcher, and under
+    each of its other launchers."""
+    return [mpi_environment(stack, target_systems, spack_extras, launcher=launcher)
+            for stack in stacks for launcher in (None, *stack.other_launchers)]
 
 
 # How much of the suite a run covers (`reframe --mode`, `make run MODE=`; `--ci-generate`

@@ -34,6 +34,10 @@ FIRST_SLURMD_PORT = 17001
 CTLD_PORT, DBD_PORT, DB_PORT = 16817, 16819, 16306
 CLUSTER, ACCOUNT = 'testbed', 'hpcbench'
 SLURM_PARTITION = 'batch'
+# The MPI stacks the cluster launches, each with the run-time variables that span its nodes
+# (site-configs/testbed.py). An MVAPICH2 a site built with Hydra alone has no Slurm PMI, and
+# this Hydra has no ssh between nodes: it runs on `local` only.
+MPI_STACKS = ('openmpi', 'mpich', 'intelmpi')
 # Order of start; stop goes backwards.
 DAEMONS = ('munged', 'mariadb', 'slurmdbd', 'slurmctld')
 

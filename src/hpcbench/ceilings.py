@@ -1,0 +1,142 @@
+"""The node's achievable ceilings, measured with likwid-bench (Debian's `likwid`): the flop
+rate its cores sustain and the memory bandwidth they reach, each over all cores of the node.
+
+- Sustained peak: a peakflops kernel (vector FMAs on data that stays in L1): what the cores
+  do when nothing but the arithmetic limits them. HPL is compared with it, with nominal
+  Rpeak (cores x clock x flop/cycle) and with the best DGEMM (hpcbench.dgemm).
+- Bandwidth ceiling: STREAM's own triad, a(i) = b(i) * s + c(i), done at its best
+  (vectorised, non-temporal stores, so that no write-allocate traffic is counted or spent),
+  on STREAM's arrays: STREAM's triad is compared with it. A read-only kernel (`load`) is
+  measured beside it: how much of the bandwidth is reads alone.
+
+Each kernel runs `repeats` times in the job, round robin; the figure is the best, and the
+runs' values are its sample: on a VM whose clock varies, their spread is that variation (the
+clock likwid-bench prints is the time-stamp counter's, which does not vary with it).
+"""
+import re
+import shlex
+import statistics
+from dataclasses import dataclass
+
+REPEATS = 5
+# Bytes per thread of the peakflops kernel's vector: a third of the smallest L1 data cache
+# of any x86 core it runs on (32 KiB), so that no load misses L1.
+PEAK_BYTES_PER_THREAD = 10 * 1024
+
+# The kernels of an instruction set, widest first; a node uses the widest its cores have
+# (as flop per cycle tell: 32 = two AVX-512 FMA units, 16 = AVX2 FMA, 8 = AVX, else SSE).
+KERNELS = (
+    # (least flop/cycle per core, peak, bandwidth ceiling, read-only bandwidth)
+    (32, 'peakflops_avx512_fma', 'stream_mem_avx512', 'load_avx512'),
+    (16, 'peakflops_avx_fma', 'stream_mem_avx_fma', 'load_avx'),
+    (8, 'peakflops_avx', 'stream_mem_avx', 'load_avx'),
+    (0, 'peakflops_sse', 'stream_mem_sse', 'load_sse'),
+)
+MARKER = 'hpcbench-kernel'
+
+
+class CeilingOutputError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Kernels:
+    peak: str
+    bandwidth: str
+    read: str
+
+    def __iter__(self):
+        return iter((self.peak, self.bandwidth, self.read))
+
+
+def kernels(flops_per_cycle):
+    """The likwid-bench kernels of a core that does `flops_per_cycle` DP flops per cycle."""
+    for least, peak, bandwidth, read in KERNELS:
+        if flops_per_cycle >= least:
+            return Kernels(peak, bandwidth, read)
+
+    raise ValueError(f'flops_per_cycle={flops_per_cycle}: not a number of flops')
+
+
+def working_sets(kernels_, cores, stream_array_size, memory_bytes):
+    """{kernel: likwid-bench's -W size} : the peak kernel's vector in L1, the bandwidth
+    kernels' on STREAM's three arrays (their total bytes, as likwid-bench counts it), or on a
+    quarter of the memory where STREAM's rule gives no size (`stream_array_size` None)."""
+    memory_kib = (3 * 8 * stream_array_size if stream_array_size else memory_bytes // 4) // 1024
+    return {kernels_.peak: f'{cores * PEAK_BYTES_PER_THREAD // 1024}kB',
+            kernels_.bandwidth: f'{memory_kib}kB', kernels_.read: f'{memory_kib}kB'}
+
+
+SCRIPT = 'ceilings.sh'
+
+
+def script(kernels_, cores, sizes, repeats=REPEATS):
+    """The job's script: each kernel `repeats` times, round robin (so that a slow phase of
+    the node touches every kernel), over all cores (likwid-bench pins its threads), each run
+    after a marker line the parser splits on; it stops at the first run that fails.
+    `sizes`: working_sets()."""
+    lines = ['#!/bin/sh', 'set -e']
+    lines += [f'echo {MARKER} {kernel} {run}\n'
+              f'likwid-bench -t {kernel} -W {shlex.quote(f"N:{sizes[kernel]}:{cores}")}'
+              for run in range(1, repeats + 1) for kernel in kernels_]
+    return '\n'.join(lines) + '\n'
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    kernel: str
+    mflops: float
+    mbytes: float
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    kernels: Kernels
+    runs: tuple
+
+    def values(self, kernel, field):
+        return [getattr(r, field) for r in self.runs if r.kernel == kernel]
+
+    @property
+    def peak_gflops(self):
+        return [v / 1e3 for v in self.values(self.kernels.peak, 'mflops')]
+
+    @property
+    def bandwidth_mbps(self):
+        return self.values(self.kernels.bandwidth, 'mbytes')
+
+    @property
+    def read_mbps(self):
+        return self.values(self.kernels.read, 'mbytes')
+
+
+_FIELD = {'mflops': r'^MFlops/s:\s+([\d.]+)', 'mbytes': r'^MByte/s:\s+([\d.]+)'}
+
+
+def parse(output, kernels_, repeats):
+    """The runs in a job's output; CeilingOutputError when a run is missing or incomplete
+    (a kernel the CPU or likwid-bench refused, a job cut short)."""
+    sections = re.split(rf'^{MARKER} (\S+) (\d+)$', output, flags=re.M)
+    runs = []
+    for kernel, _run, text in zip(sections[1::3], sections[2::3], sections[3::3]):
+        values = {}
+        for field, pattern in _FIELD.items():
+            match = re.search(pattern, text, re.M)
+            if not match:
+                first = next((ln for ln in text.splitlines() if ln.strip()), 'no output')
+                raise CeilingOutputError(f'likwid-bench {kernel}: no {pattern[1:].split(":")[0]}'
+                                         f' in its output ({first.strip()[:120]})')
+            values[field] = float(match.group(1))
+        runs.append(KernelRun(kernel, **values))
+
+    for kernel in kernels_:
+        done = sum(r.kernel == kernel for r in runs)
+        if done != repeats:
+            raise CeilingOutputError(f'likwid-bench {kernel}: {done} of {repeats} runs '
+                                     'in the output')
+    return Ceilings(kernels_, tuple(runs))
+
+
+def spread_percent(values):
+    """(max - min) / median, in percent: how much the runs of one kernel varied."""
+    return 100 * (max(values) - min(values)) / statistics.median(values)

@@ -1,0 +1,79 @@
+"""The node's ceilings (hpcbench.ceilings): kernels by flop/cycle, the job's script, and the
+parser on a real likwid-bench job output (NodeCeilings on this machine) and broken copies."""
+import re
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+from hpcbench import ceilings, host
+
+OUTPUT = (FIXTURES / 'ceilings' / 'local-likwid.out').read_text()
+AVX512 = ceilings.kernels(32)
+
+
+def test_kernels_follow_the_cores_flops_per_cycle():
+    assert tuple(AVX512) == ('peakflops_avx512_fma', 'stream_mem_avx512', 'load_avx512')
+    assert ceilings.kernels(16).peak == 'peakflops_avx_fma'     # AVX2 with FMA
+    assert ceilings.kernels(8).bandwidth == 'stream_mem_avx'    # Sandy Bridge
+    assert ceilings.kernels(4).peak == 'peakflops_sse'          # Opteron, Woodcrest
+
+
+def test_working_sets_are_l1_for_the_peak_and_streams_arrays_for_bandwidth():
+    sizes = ceilings.working_sets(AVX512, 2, 251658240, 24 * 2**30)
+    assert sizes == {'peakflops_avx512_fma': '20kB', 'stream_mem_avx512': '5898240kB',
+                     'load_avx512': '5898240kB'}
+    # A node too small for STREAM's rule: a quarter of its memory.
+    assert ceilings.working_sets(AVX512, 2, None, 8 * 2**30)['stream_mem_avx512'] == '2097152kB'
+
+
+def test_the_script_runs_each_kernel_round_robin_after_a_marker():
+    script = ceilings.script(AVX512, 2, ceilings.working_sets(AVX512, 2, 1000000, 2**34), 2)
+    runs = re.findall(rf'^echo {ceilings.MARKER} (\S+) (\d)\nlikwid-bench -t \1 -W N:\d+kB:2$',
+                      script, re.M)
+    assert runs == [(k, r) for r in '12' for k in AVX512]
+    assert script.startswith('#!/bin/sh\nset -e\n')
+
+
+def test_a_real_output_gives_every_run():
+    result = ceilings.parse(OUTPUT, AVX512, 5)
+    assert len(result.runs) == 15
+    assert len(result.peak_gflops) == len(result.bandwidth_mbps) == len(result.read_mbps) == 5
+    # Sustained peak within sight of nominal Rpeak (2 x 2.596 GHz x 32 = 166 GFLOP/s).
+    assert 50 < max(result.peak_gflops) < 200
+    assert max(result.read_mbps) > 1000 and max(result.bandwidth_mbps) > 1000
+
+
+def _drop_run(text):
+    marker = f'{ceilings.MARKER} load_avx512 5'
+    return text[:text.index(marker)]
+
+
+MUTATIONS = {
+    'a run missing (job cut short)': _drop_run,
+    'a kernel refused': lambda t: re.sub(r'(hpcbench-kernel peakflops_avx512_fma 3\n)'
+                                         r'(?:(?!hpcbench-kernel).*\n)*',
+                                         r'\1Unknown test case peakflops_avx512_fma\n', t),
+    'no rate printed': lambda t: t.replace('MByte/s:', 'MByte:', 1),
+}
+
+
+@pytest.mark.parametrize('mutation', MUTATIONS)
+def test_a_broken_real_output_is_refused(mutation):
+    broken = MUTATIONS[mutation](OUTPUT)
+    assert broken != OUTPUT
+    with pytest.raises(ceilings.CeilingOutputError, match='likwid-bench'):
+        ceilings.parse(broken, AVX512, 5)
+
+
+def test_the_script_runs_for_real_when_likwid_is_here(tmp_path):
+    """One run of each kernel on a small working set: what the parser reads is what this
+    likwid-bench prints."""
+    if subprocess.run(['sh', '-c', 'command -v likwid-bench'], capture_output=True).returncode:
+        pytest.skip('likwid-bench is not installed (Debian package likwid)')
+    here = ceilings.kernels(host.flops_per_cycle())
+    script = tmp_path / ceilings.SCRIPT
+    script.write_text(ceilings.script(here, 1, {k: '64kB' for k in here}, 1))
+    out = subprocess.run(['sh', str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert len(ceilings.parse(out.stdout, here, 1).runs) == 3

@@ -1,0 +1,105 @@
+"""MVAPICH2 as a site has it: an installed prefix the suite finds (HPCBENCH_MVAPICH2_PREFIX, the
+`mpichversion` on PATH, or a standard location), a ReFrame environment `mvapich2` (Hydra's mpirun)
+and `mvapich2-rsh` (mpirun_rsh, for the start-up check), and the benchmarks built against it
+by Spack. The real runs need an MVAPICH2 on this machine and a Spack."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import BIN, requires_spack, run_reframe
+from hpcbench import mpi_stacks
+
+INSTALLED = mpi_stacks.site_mvapich2()
+requires_mvapich2 = pytest.mark.skipif(
+    INSTALLED is None, reason='no MVAPICH2 installed here (HPCBENCH_MVAPICH2_PREFIX, mpichversion '
+                              f'on PATH, {", ".join(mpi_stacks.MVAPICH2_LOCATIONS)})')
+
+
+def _plain(out):
+    return re.sub(r'\x1b\[[0-9;]*m', '', out)
+
+
+@pytest.fixture
+def var(tmp_path, monkeypatch):
+    monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
+    return tmp_path / 'var'
+
+
+def test_without_an_mvapich2_there_is_no_environment_and_no_error(tmp_path):
+    assert mpi_stacks.site_mvapich2({'PATH': str(tmp_path)}, locations=()) is None
+    names = [s.name for s in mpi_stacks.local_stacks({'PATH': str(tmp_path)})]
+    assert 'mvapich2' not in names if INSTALLED is None else names[-1] == 'mvapich2'
+
+
+def test_a_prefix_that_is_not_mvapich2_is_refused_with_one_message(var, tmp_path):
+    # Debian's MPICH: an mpichversion, but no MVAPICH2.
+    proc = run_reframe('-l', env={'HPCBENCH_MVAPICH2_PREFIX': '/usr'})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'HPCBENCH_MVAPICH2_PREFIX=/usr: not an MVAPICH2 install' in out
+    assert 'Traceback' not in out
+
+
+@requires_mvapich2
+def test_an_installed_mvapich2_is_found_with_its_launchers():
+    stack = next(s for s in mpi_stacks.local_stacks() if s.name == 'mvapich2')
+    assert stack.spack_external() == {'spec': f'mvapich2@{stack.version()}',
+                                      'prefix': str(INSTALLED)}
+    assert (stack.bin_dir / 'mpicc').exists()
+    # Found from PATH alone, after Debian's MPICH (whose mpichversion is no MVAPICH2's).
+    assert mpi_stacks.site_mvapich2({'PATH': f'/usr/bin:{stack.bin_dir}'},
+                                    locations=()) == INSTALLED
+    assert mpi_stacks.site_mvapich2({'HPCBENCH_MVAPICH2_PREFIX': str(INSTALLED)}) == INSTALLED
+
+
+@requires_mvapich2
+def test_mvapich2_environments_are_listed_and_write_their_launches(var):
+    proc = run_reframe('--dry-run', '-n', r'HplCheck|ImbPairCheck%benchmark=PingPong$|'
+                       'MpiStartupCheck', '-p', 'mvapich2')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stage = var / 'stage' / 'local' / 'default'
+    hpl = [p.read_text() for p in (stage / 'mvapich2').glob('HplCheck_*/rfm_job.sh')]
+    assert hpl and all(f'export PATH={INSTALLED}/bin:$PATH' in job for job in hpl)
+    # Its own binding is off: the suite binds.
+    assert all('export MV2_ENABLE_AFFINITY=0' in job for job in hpl)
+    assert any(re.search(r'^mpirun -np 2 \./bind-rank\.sh ', job, re.M) for job in hpl)
+    if (INSTALLED / 'bin' / 'mpirun_rsh').exists():
+        startup = [p.read_text() for p in (stage / 'mvapich2-rsh').glob(
+            'MpiStartupCheck_*/rfm_job.sh')]
+        assert len(startup) == 1
+        assert re.search(r'^mpirun_rsh -np 2 -hostfile "\$\{HPCBENCH_HOSTFILE:\?',
+                         startup[0], re.M)
+        # The only start-up check under mpirun_rsh: the others run once per stack.
+        assert not list((stage / 'mvapich2-rsh').glob('HplCheck_*'))
+
+
+@pytest.mark.spack
+@requires_spack
+@requires_mvapich2
+def test_real_runs_on_mvapich2_pass_under_both_launchers_and_compare_with_the_others(
+        installed, var, tmp_path, monkeypatch):
+    monkeypatch.setenv('HPCBENCH_REFERENCES', str(tmp_path))    # no baseline
+    proc = run_reframe('-r', '-n', r'HplCheck%layout_name=per-core|'
+                       r'ImbPairCheck%benchmark=PingPong$|MpiStartupCheck',
+                       '-p', 'mvapich2', '-p', 'mvapich2-rsh', '-p', 'openmpi',
+                       '-S', 'sizing=tuning', '-S', 'max_msglog=16', '-S', 'launches=2',
+                       timeout=1800)
+    out = _plain(proc.stdout)
+    assert proc.returncode == 0, out[-3000:]
+    passed = re.findall(r'^\[\s*OK\s*\] .*?(\w+Check)\b.*@local:default\+([\w-]+)$', out, re.M)
+    rsh = ['mvapich2-rsh'] if (INSTALLED / 'bin' / 'mpirun_rsh').exists() else []
+    assert sorted(set(passed)) == sorted(
+        {(check, env) for check in ('HplCheck', 'ImbPairCheck', 'MpiStartupCheck')
+         for env in ('mvapich2', 'openmpi')} | {('MpiStartupCheck', e) for e in rsh})
+    line = next(ln for ln in (var / 'perflogs' / 'local' / 'default' / 'HplCheck.log')
+                .read_text().splitlines() if '|mvapich2|' in ln)
+    assert re.search(r'\|build=hpl@2\.3 .*\^mpi=mvapich2@[\d.]+', line), line
+
+    shown = subprocess.run([str(BIN / 'hpcbench'), 'compare-stacks', '--check', 'Imb|Mpi'],
+                           capture_output=True, text=True, env={**os.environ})
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r'^figure +openmpi +mvapich2( +mvapich2-rsh)?$', shown.stdout, re.M), \
+        shown.stdout
+    assert re.search(r'^latency \[us\] +[\d.]+ +[\d.]+', shown.stdout, re.M)
