@@ -19,18 +19,19 @@ def test_kernels_follow_the_cores_flops_per_cycle():
     assert ceilings.kernels(4).peak == 'peakflops_sse'          # Opteron, Woodcrest
 
 
-def test_working_sets_are_l1_for_the_peak_and_streams_arrays_for_bandwidth():
-    sizes = ceilings.working_sets(AVX512, 2, 251658240, 24 * 2**30)
-    assert sizes == {'peakflops_avx512_fma': '20kB', 'stream_mem_avx512': '5898240kB',
-                     'load_avx512': '5898240kB'}
-    # A node too small for STREAM's rule: a quarter of its memory.
-    assert ceilings.working_sets(AVX512, 2, None, 8 * 2**30)['stream_mem_avx512'] == '2097152kB'
+def test_working_sets_are_l1_for_the_peak_and_four_times_the_caches_for_bandwidth():
+    # This VM: 480 MiB of L3 (its host's), 24 GiB.
+    sizes = ceilings.working_sets(AVX512, 2, 480 * 2**20, 24 * 2**30)
+    assert sizes == {'peakflops_avx512_fma': '20kB', 'stream_mem_avx512': '1966080kB',
+                     'load_avx512': '1966080kB'}
+    # A small node: a quarter of its memory.
+    assert ceilings.working_sets(AVX512, 2, 480 * 2**20, 4 * 2**30)['load_avx512'] == '1048576kB'
 
 
 def test_the_script_runs_each_kernel_round_robin_after_a_marker():
-    script = ceilings.script(AVX512, 2, ceilings.working_sets(AVX512, 2, 1000000, 2**34), 2)
-    runs = re.findall(rf'^echo {ceilings.MARKER} (\S+) (\d)\nlikwid-bench -t \1 -W N:\d+kB:2$',
-                      script, re.M)
+    script = ceilings.script(AVX512, 2, ceilings.working_sets(AVX512, 2, 2**25, 2**34), 2)
+    runs = re.findall(rf'^echo {ceilings.MARKER} (\S+) (\d)\n'
+                      rf'likwid-bench -t \1 -W N:\d+kB:2 -i \d+$', script, re.M)
     assert runs == [(k, r) for r in '12' for k in AVX512]
     assert script.startswith('#!/bin/sh\nset -e\n')
 
@@ -73,7 +74,7 @@ def test_the_script_runs_for_real_when_likwid_is_here(tmp_path):
         pytest.skip('likwid-bench is not installed (Debian package likwid)')
     here = ceilings.kernels(host.flops_per_cycle())
     script = tmp_path / ceilings.SCRIPT
-    script.write_text(ceilings.script(here, 1, {k: '64kB' for k in here}, 1))
+    script.write_text(ceilings.script(here, 1, {k: '20kB' for k in here}, 1))
     out = subprocess.run(['sh', str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert len(ceilings.parse(out.stdout, here, 1).runs) == 3

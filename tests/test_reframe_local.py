@@ -155,7 +155,9 @@ def test_real_stream_run_passes_and_a_regression_against_a_baseline_fails(
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert 'PERFORMANCE REPORT' in proc.stdout
     triads = [float(v) for v in re.findall(r'triad: ([\d.]+) MB/s', proc.stdout)]
-    assert len(triads) == 3 * len(stream.thread_sweep(_cores())) and min(triads) > 1000
+    # Once per MPI environment (issue 22: once per partition).
+    assert len(triads) == len(mpi_stacks.local_stacks()) * len(stream.thread_sweep(_cores()))
+    assert min(triads) > 1000
 
     # Record that run as a baseline (tolerance 50 %), then make one of its figures four times
     # as good, so that its lower bound is twice what this machine does: the next run must

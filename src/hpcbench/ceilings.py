@@ -6,7 +6,8 @@ rate its cores sustain and the memory bandwidth they reach, each over all cores 
   Rpeak (cores x clock x flop/cycle) and with the best DGEMM (hpcbench.dgemm).
 - Bandwidth ceiling: STREAM's own triad, a(i) = b(i) * s + c(i), done at its best
   (vectorised, non-temporal stores, so that no write-allocate traffic is counted or spent),
-  on STREAM's arrays: STREAM's triad is compared with it. A read-only kernel (`load`) is
+  on 4 times the last-level caches (STREAM's own least size): STREAM's triad is compared
+  with it. A read-only kernel (`load`) is
   measured beside it: how much of the bandwidth is reads alone.
 
 Each kernel runs `repeats` times in the job, round robin; the figure is the best, and the
@@ -18,10 +19,14 @@ import shlex
 import statistics
 from dataclasses import dataclass
 
-REPEATS = 5
+REPEATS = 3
 # Bytes per thread of the peakflops kernel's vector: a third of the smallest L1 data cache
 # of any x86 core it runs on (32 KiB), so that no load misses L1.
 PEAK_BYTES_PER_THREAD = 10 * 1024
+# Iterations per run, given rather than calibrated by likwid-bench (its calibration takes
+# longer than the run): about a second each on a current node (0.8 s of peakflops at 185
+# GFLOP/s; 20 sweeps of 2 GiB at 37 GB/s).
+ITERATIONS = {'peak': 2000000, 'memory': 20}
 
 # The kernels of an instruction set, widest first; a node uses the widest its cores have
 # (as flop per cycle tell: 32 = two AVX-512 FMA units, 16 = AVX2 FMA, 8 = AVX, else SSE).
@@ -58,11 +63,11 @@ def kernels(flops_per_cycle):
     raise ValueError(f'flops_per_cycle={flops_per_cycle}: not a number of flops')
 
 
-def working_sets(kernels_, cores, stream_array_size, memory_bytes):
+def working_sets(kernels_, cores, llc_bytes, memory_bytes):
     """{kernel: likwid-bench's -W size} : the peak kernel's vector in L1, the bandwidth
-    kernels' on STREAM's three arrays (their total bytes, as likwid-bench counts it), or on a
-    quarter of the memory where STREAM's rule gives no size (`stream_array_size` None)."""
-    memory_kib = (3 * 8 * stream_array_size if stream_array_size else memory_bytes // 4) // 1024
+    kernels' (all their arrays) 4 times the last-level caches, at most a quarter of the
+    memory."""
+    memory_kib = min(4 * llc_bytes, memory_bytes // 4) // 1024
     return {kernels_.peak: f'{cores * PEAK_BYTES_PER_THREAD // 1024}kB',
             kernels_.bandwidth: f'{memory_kib}kB', kernels_.read: f'{memory_kib}kB'}
 
@@ -76,8 +81,11 @@ def script(kernels_, cores, sizes, repeats=REPEATS):
     after a marker line the parser splits on; it stops at the first run that fails.
     `sizes`: working_sets()."""
     lines = ['#!/bin/sh', 'set -e']
+    iterations = {kernels_.peak: ITERATIONS['peak'], kernels_.bandwidth: ITERATIONS['memory'],
+                  kernels_.read: ITERATIONS['memory']}
     lines += [f'echo {MARKER} {kernel} {run}\n'
-              f'likwid-bench -t {kernel} -W {shlex.quote(f"N:{sizes[kernel]}:{cores}")}'
+              f'likwid-bench -t {kernel} -W {shlex.quote(f"N:{sizes[kernel]}:{cores}")} '
+              f'-i {iterations[kernel]}'
               for run in range(1, repeats + 1) for kernel in kernels_]
     return '\n'.join(lines) + '\n'
 

@@ -17,7 +17,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench import (ceilings, debian, job_script, layout, node, provenance, quiet_node,
-                      references, stream)
+                      references)
 
 PREFIX_FILE = 'spack-prefix.txt'
 BIND_SCRIPT = 'bind-rank.sh'
@@ -516,12 +516,8 @@ class NodeCeilings(BenchmarkRun):
     def configure_run(self):
         node_ = partition_node(self.current_partition)
         self.kernels = ceilings.kernels(node_.flops_per_cycle)
-        try:
-            array = stream.array_size(node_.llc_bytes_total, node_.memory_bytes)
-        except stream.StreamInputError:
-            array = None    # a node too small for STREAM's rule: a quarter of its memory
-
-        sizes = ceilings.working_sets(self.kernels, node_.num_cores, array, node_.memory_bytes)
+        sizes = ceilings.working_sets(self.kernels, node_.num_cores, node_.llc_bytes_total,
+                                      node_.memory_bytes)
         self.inputs = ' '.join(f'{k}={sizes[k]}' for k in self.kernels) + \
             f' threads={node_.num_cores} repeats={self.repeats}'
         self.job.launcher = getlauncher('local')()

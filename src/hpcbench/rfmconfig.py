@@ -68,10 +68,12 @@ def mpi_environment(stack, target_systems, spack_extras, features=('openmp',), r
     (feature `registry-<name>`, extras `registry_<name>`: the path). Feature
     BUILDS_FROM_SPACK when the partitions' `spack_extras` name a Spack, or on a dry run
     (whose job scripts can be read without one). `launcher`: one of the stack's
-    other_launchers, an environment of its own (<stack>-rsh, feature OTHER_LAUNCHER) whose
-    jobs list this host in the host file the launcher reads."""
+    other_launchers, an environment of its own (<stack>-rsh, feature OTHER_LAUNCHER and no
+    other `features`: no check that does not launch MPI runs in it) whose jobs list this
+    host in the host file the launcher reads."""
     with_spack = bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
     registry = [] if launcher else sorted(stack.registry_binaries.items())
+    features = () if launcher else features
     return {
         'name': f'{stack.name}-{LAUNCHER_SUFFIXES[launcher]}' if launcher else stack.name,
         'target_systems': list(target_systems),
