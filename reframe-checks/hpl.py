@@ -276,55 +276,40 @@ class HplCheck(HplBase):
     @performance_function('%')
     def ceiling_efficiency(self):
         """Rmax / (nodes x the node's measured DGEMM rate)."""
-        return self.percent_of_ceiling()
-
-    def percent_of_ceiling(self):
-        return 100 * self.summary.best_gflops / (self.num_nodes * self.ceiling.result.best)
+        return self.percent_of(self.ceiling.result.best)
 
     @performance_function('%')
     def sustained_peak_efficiency(self):
         """Rmax / (nodes x the flop rate the node's cores sustain: likwid-bench's peakflops)."""
-        return self.percent_of_sustained_peak()
+        return self.percent_of(max(self.node_ceilings.result.peak_gflops))
 
-    def percent_of_sustained_peak(self):
-        return 100 * self.summary.best_gflops / (self.num_nodes *
-                                                 max(self.node_ceilings.result.peak_gflops))
+    def percent_of(self, per_node_gflops):
+        return 100 * self.summary.best_gflops / (self.num_nodes * per_node_gflops)
 
     @run_before('performance')
-    def judge_the_sustained_peak(self):
-        """As judge_the_ceiling, for the sustained peak."""
+    def judge_the_ceilings(self):
+        """Say what each ratio divided by and how long before this job it was measured, and
+        withhold a ratio when HPL beat its ceiling: the ceiling was then measured low
+        (another load, another phase of a shared node), and the ratio is no result. (A dry
+        run measured nothing.)"""
         if self.is_dry_run():
             return
 
-        peak = max(self.node_ceilings.result.peak_gflops)
-        when = _measured_before(self.node_ceilings, self.job)
-        self.record_aggregation(f'gflops / ({self.num_nodes} x the sustained peak, '
-                                f'{peak:.1f} GFLOP/s best of {self.node_ceilings.repeats} runs '
-                                f'of {self.node_ceilings.kernels.peak}, {when})',
-                                'sustained_peak_efficiency')
-        self.withhold_ratio_above_ceiling(
-            'sustained_peak_efficiency', self.percent_of_sustained_peak(),
-            f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a sustained peak of '
-            f'{peak:.1f} GFLOP/s per node {when}: the peak was measured low')
+        self.judge_ratio('ceiling_efficiency', 'DGEMM ceiling', self.ceiling,
+                         self.ceiling.result.best, f'best of {self.ceiling.repeats}')
+        self.judge_ratio('sustained_peak_efficiency', 'sustained peak', self.node_ceilings,
+                         max(self.node_ceilings.result.peak_gflops),
+                         f'best of {self.node_ceilings.repeats} runs of '
+                         f'{self.node_ceilings.kernels.peak}')
 
-    @run_before('performance')
-    def judge_the_ceiling(self):
-        """Say how far apart HPL and its DGEMM ceiling were measured, and withhold the ratio
-        when HPL beat its ceiling: the ceiling was then measured low (another load, another
-        phase of a shared node), and the ratio is no result. (A dry run measured
-        nothing.)"""
-        if self.is_dry_run():
-            return
-
-        ceiling = self.ceiling.result.best
-        when = _measured_before(self.ceiling, self.job)
-        self.record_aggregation(f'gflops / ({self.num_nodes} x the DGEMM ceiling, '
-                                f'{ceiling:.1f} GFLOP/s best of {self.ceiling.repeats}, {when})',
-                                'ceiling_efficiency')
+    def judge_ratio(self, variable, ceiling_name, measured_by, per_node_gflops, how):
+        when = _measured_before(measured_by, self.job)
+        self.record_aggregation(f'gflops / ({self.num_nodes} x the {ceiling_name}, '
+                                f'{per_node_gflops:.1f} GFLOP/s {how}, {when})', variable)
         self.withhold_ratio_above_ceiling(
-            'ceiling_efficiency', self.percent_of_ceiling(),
-            f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a DGEMM ceiling of '
-            f'{ceiling:.1f} GFLOP/s per node {when}: the ceiling was measured low')
+            variable, self.percent_of(per_node_gflops),
+            f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a {ceiling_name} of '
+            f'{per_node_gflops:.1f} GFLOP/s per node {when}: it was measured low')
 
 
 def _measured_before(fixture_test, job):

@@ -15,10 +15,10 @@ submits with sbatch and polls sacct as on a production cluster.
 import os
 import sys
 
-from hpcbench import host, mpi_stacks, rfmconfig, testbed
+from hpcbench import host, rfmconfig, testbed
 
 NODES = testbed.configured_nodes()
-STACKS = [s for s in mpi_stacks.local_stacks() if s.name in testbed.MPI_STACKS]
+STACKS = testbed.mpi_stacks_launched()
 os.environ['SLURM_CONF'] = str(testbed.Layout(testbed.state_dir()).slurm_conf)
 if not testbed.is_running():
     # Listing, describing and dry runs need no cluster; a run would fail at sbatch.

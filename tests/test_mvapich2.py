@@ -7,8 +7,9 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
-from conftest import BIN, requires_spack, run_reframe
+from conftest import BIN, ROOT, requires_spack, run_reframe
 from hpcbench import mpi_stacks
 
 INSTALLED = mpi_stacks.site_mvapich2()
@@ -45,9 +46,10 @@ def test_a_prefix_that_is_not_mvapich2_is_refused_with_one_message(var, tmp_path
 @requires_mvapich2
 def test_an_installed_mvapich2_is_found_with_its_launchers():
     stack = next(s for s in mpi_stacks.local_stacks() if s.name == 'mvapich2')
-    assert stack.spack_external() == {'spec': f'mvapich2@{stack.version()}',
-                                      'prefix': str(INSTALLED)}
-    assert (stack.bin_dir / 'mpicc').exists()
+    assert re.fullmatch(r'2\.\d+(\.\d+)?\w*', stack.version())
+    assert (stack.bin_dir / 'mpicc').exists() and stack.spack_detects
+    assert stack.other_launchers == (('mpirun_rsh',) if (stack.bin_dir / 'mpirun_rsh').exists()
+                                     else ())
     # Found from PATH alone, after Debian's MPICH (whose mpichversion is no MVAPICH2's).
     assert mpi_stacks.site_mvapich2({'PATH': f'/usr/bin:{stack.bin_dir}'},
                                     locations=()) == INSTALLED
@@ -80,6 +82,13 @@ def test_mvapich2_environments_are_listed_and_write_their_launches(var):
 @requires_mvapich2
 def test_real_runs_on_mvapich2_pass_under_both_launchers_and_compare_with_the_others(
         installed, var, tmp_path, monkeypatch):
+    # Spack's own detection described it (its variants from its configure line).
+    host_yaml = yaml.safe_load((ROOT / 'spack-envs' / 'local' / 'host.yaml').read_text())
+    external, = host_yaml['packages']['mvapich2']['externals']
+    assert external['prefix'] == str(INSTALLED)
+    assert re.match(r'mvapich2@[\d.]+\w*[~+]', external['spec']), external
+    assert 'mvapich2' in next(d['mpis'] for d in host_yaml['definitions'] if 'mpis' in d)
+
     monkeypatch.setenv('HPCBENCH_REFERENCES', str(tmp_path))    # no baseline
     # One solve, one run of each ceiling: what runs is checked here, not its figures.
     proc = run_reframe('-r', '-n', r'HplCheck%layout_name=per-core|'

@@ -212,11 +212,7 @@ def detected_mpi_externals(found, stacks):
 
 def machine_stacks(system='local'):
     """The MPI stacks a system on this machine runs (testbed: those it can launch)."""
-    stacks = mpi_stacks.local_stacks()
-    if system == 'testbed':
-        return [s for s in stacks if s.name in testbed.MPI_STACKS]
-
-    return stacks
+    return testbed.mpi_stacks_launched() if system == 'testbed' else mpi_stacks.local_stacks()
 
 
 def machine_node(system):
@@ -230,14 +226,15 @@ def machine_node(system):
     return node.from_partition(processor, host.partition_extras(), system)
 
 
-def host_config(stacks, tools, this_node, system='local', detected=None):
+def host_config(stacks, tools, this_node, system='local', detected=()):
     """The machine-specific half of spack-envs/local (the other half is committed): the
     externals, and the MPI stacks (`mpis`) and STREAM specs the environment builds for.
     `detected`: the externals Spack's detection described (detected_mpi_externals)."""
     packages = dict(tools)
     for stack in stacks:
         try:
-            external = (detected or {}).get(stack.spack_name) or stack.spack_external()
+            external = (detected[stack.spack_name] if stack.spack_detects
+                        else stack.spack_external())
         except RuntimeError as err:
             raise BootstrapError(str(err)) from None
 

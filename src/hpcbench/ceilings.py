@@ -16,7 +16,6 @@ clock likwid-bench prints is the time-stamp counter's, which does not vary with 
 """
 import re
 import shlex
-import statistics
 from dataclasses import dataclass
 
 REPEATS = 3
@@ -143,8 +142,3 @@ def parse(output, kernels_, repeats):
             raise CeilingOutputError(f'likwid-bench {kernel}: {done} of {repeats} runs '
                                      'in the output')
     return Ceilings(kernels_, tuple(runs))
-
-
-def spread_percent(values):
-    """(max - min) / median, in percent: how much the runs of one kernel varied."""
-    return 100 * (max(values) - min(values)) / statistics.median(values)

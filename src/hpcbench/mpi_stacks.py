@@ -233,13 +233,8 @@ def site_mvapich2(environ=os.environ, locations=MVAPICH2_LOCATIONS):
     candidates = [Path(d).resolve().parent for d in environ.get('PATH', '').split(os.pathsep)
                   if d and (Path(d) / 'mpichversion').is_file()]
     for pattern in locations:
-        candidates += sorted((Path(p) for p in _glob(pattern)), reverse=True)
+        candidates += sorted(Path('/').glob(pattern.lstrip('/')), reverse=True)
     return next((c for c in candidates if mvapich2_version(c)), None)
-
-
-def _glob(pattern):
-    root, _, rest = pattern.lstrip('/').partition('/')
-    return Path('/' + root).glob(rest) if rest else []
 
 
 def local_stacks(environ=os.environ):

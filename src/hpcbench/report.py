@@ -153,12 +153,9 @@ def ceiling_cases(sessions, system):
 def ceiling_rows(cases, ceilings):
     """The node's ceilings (`ceilings`: their figures, as measured), then HPL's and STREAM's
     figures in `cases` against them: rows of CEILING_HEADER; a ratio withheld says so."""
-    rows = []
-    for case in ceilings:
-        if case['check'] in CEILING_CHECKS:
-            rows += [[case_title(case), case['environ'], f'{variable} = {_fmt(value)} {unit}',
-                      'measured', '', measured_as(case, variable)]
-                     for variable, (value, unit) in case['perfvalues'].items()]
+    rows = [[case_title(case), case['environ'], f'{variable} = {_fmt(value)} {unit}',
+             'measured', '', measured_as(case, variable)]
+            for case in ceilings for variable, (value, unit) in case['perfvalues'].items()]
     for case in cases:
         figure, ratios = CEILING_RATIOS.get(case['check'], (None, ()))
         flagged = case['testcase'].get('flagged') or {}
@@ -254,8 +251,8 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated, c
         out += [_md_table(['test case', 'environ', 'variable', 'value', 'measured as',
                            'reference', 'bounds', 'margin', 'result', 'cited'], rows), '']
 
-    out += ['## Against the node\'s ceilings', '', _md_table(CEILING_HEADER, ceiling_rows(cases, ceilings)),
-            '', '## Plots', '']
+    out += ['## Against the node\'s ceilings', '',
+            _md_table(CEILING_HEADER, ceiling_rows(cases, ceilings)), '', '## Plots', '']
     out += [f'- [{p.title}](plots/{name})' for p, name in saved_plots]
     out += ['', '## Comparison with earlier sessions', '']
     out += _md_comparison(comparison)

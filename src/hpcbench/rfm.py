@@ -496,7 +496,6 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, QuietNode, Provenan
     Checks that launch MPI ranks mix in SiteTuning too."""
 
 
-
 class NodeCeilings(BenchmarkRun):
     """The node's sustained peak and bandwidth ceiling (hpcbench.ceilings: likwid-bench on all
     cores), for the checks that report a fraction of them (HPL, STREAM). One job per

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import debian, host, paths
+from hpcbench import debian, host, mpi_stacks, paths
 
 # libpmix-dev: Slurm's mpi/pmix plugin (srun --mpi=pmix) dlopens the unversioned libpmix.so,
 # which only the -dev package provides.
@@ -38,6 +38,11 @@ SLURM_PARTITION = 'batch'
 # (site-configs/testbed.py). An MVAPICH2 a site built with Hydra alone has no Slurm PMI, and
 # this Hydra has no ssh between nodes: it runs on `local` only.
 MPI_STACKS = ('openmpi', 'mpich', 'intelmpi')
+
+
+def mpi_stacks_launched():
+    """The MPI stacks of this machine the cluster launches (MPI_STACKS)."""
+    return [s for s in mpi_stacks.local_stacks() if s.name in MPI_STACKS]
 # Order of start; stop goes backwards.
 DAEMONS = ('munged', 'mariadb', 'slurmdbd', 'slurmctld')
 
