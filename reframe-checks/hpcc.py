@@ -3,7 +3,8 @@
 One rank per core (HPCC's Star figures are per process), bound like HPL's per-core layout;
 hpccinf.txt is written by the same logic as HPL.dat (hpcbench.hpl, hpcbench.hpcc).
 
-HpccCheck runs Spack's hpcc from the partition's environment, for every MPI stack; without a
+HpccCheck runs Spack's hpcc from the partition's environment, for every MPI stack with the
+default BLAS and on one stack with each other BLAS (hpcbench.blas); without a
 Spack (the registry-only path), Debian's `hpcc` binary, built against Debian's Open MPI, so on
 the environments that list it (feature `registry-hpcc`): the same check, inputs and sanity.
 """
@@ -24,6 +25,7 @@ OUTPUT = 'hpccoutf.txt'
 class HpccBuild(BenchmarkBuild):
     spec = 'hpcc'
     needs_mpi = True
+    needs_blas = True
     registry_name = 'hpcc'
 
 
@@ -31,7 +33,8 @@ class HpccBuild(BenchmarkBuild):
 class HpccCheck(BenchmarkRun, SiteTuning):
     descr = 'HPC Challenge, one rank per core'
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-hpcc']
+    valid_prog_environs = ['+mpi +spack-builds', '+mpi +registry-hpcc',
+                           '+other-blas +spack-builds']
     #: As HPL's: `full` (80 % of the memory, TSUBAME) or `tuning` (1/25, T2K).
     sizing = variable(str, value='full')
     #: An explicit share of the node's memory for HPCC's HPL, instead of `sizing`.

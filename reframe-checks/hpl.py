@@ -5,8 +5,9 @@
   per node count: extras.hpl_tuning, cited), every distinct rank/thread layout of the
   node (T2K §3.2) with each rank bound by numactl, every node count of the partition;
   efficiency against nominal Rpeak, against the flop rate the node's cores sustain
-  (NodeCeilings, hpcbench.ceilings) and against the DGEMM rate measured on the node
-  (DgemmCeiling).
+  (NodeCeilings, hpcbench.ceilings) and against the DGEMM rate of its BLAS measured on the
+  node (DgemmCeiling); on every MPI stack with the default BLAS and on one stack with each
+  other BLAS library (hpcbench.blas).
 - HplTuningSweep (tag `sweep`): one setting at a time at 1/25 of the memory (T2K §4.4);
   `hpcbench hpl-tuning` prints the table of the best values (T2K Tables 2-4).
 - HplNodeScreen (tag `screen`): single-node HPL, one rank per node with threads, on every
@@ -37,10 +38,12 @@ from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, NodeCeilings
 class HplBuild(BenchmarkBuild):
     spec = 'hpl'
     needs_mpi = True
+    needs_blas = True
 
 
 class DgemmRateBuild(BenchmarkBuild):
     spec = 'dgemm-rate'
+    needs_blas = True
 
 
 class DgemmCeiling(BenchmarkRun, SiteTuning):
@@ -245,7 +248,10 @@ class HplCheck(HplBase):
     descr = 'HPL with inputs derived from the partition, per layout and node count'
     layout_name = parameter(configured_layout_names())
     num_nodes = parameter(configured_node_counts())
-    ceiling = fixture(DgemmCeiling, scope='partition')
+    # Also on the other BLAS libraries of the machine (hpcbench.blas), one MPI stack each.
+    valid_prog_environs = ['+mpi +spack-builds', '+other-blas +spack-builds']
+    # The DGEMM of this environment's BLAS, measured in its own session beside its HPL cases.
+    ceiling = fixture(DgemmCeiling, scope='environment')
     node_ceilings = fixture(NodeCeilings, scope='partition')
     tags = {'hpl', 'compute'}
 

@@ -3,7 +3,9 @@
 Inputs come from the partition: the array size from its last-level caches and memory
 (hpcbench.stream.array_size), the thread counts from its cores, the peak for the machine
 balance from its clock and flop/cycle. The all-core triad is also reported against the
-node's bandwidth ceiling (NodeCeilings: the same triad by likwid-bench). Parsing and the math
+node's bandwidth ceiling (NodeCeilings: the same triad by likwid-bench). It uses no MPI, so
+it runs once per partition, in the environment for OpenMP programs (feature `openmp`: on this
+machine's systems the first MPI stack's, hpcbench.rfmconfig.OPENMP_ONLY). Parsing and the math
 live in hpcbench.stream.
 """
 

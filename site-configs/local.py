@@ -4,14 +4,17 @@ One partition, the host itself: its processor topology is ReFrame's detection (c
 var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.host). One
 environment per MPI stack this machine has (hpcbench.mpi_stacks: an installed MVAPICH2 is
 found), and one per other launcher of a stack (mvapich2-rsh: MVAPICH2's mpirun_rsh, for the
-start-up check). Jobs run one at a time: benchmarks must not share the node.
+start-up check). HPL, HPCC and the DGEMM ceiling also run on the first stack with each other
+BLAS library of the machine (hpcbench.blas: openmpi-blis, ...). Jobs run one at a time:
+benchmarks must not share the node.
 """
 
-from hpcbench import host, mpi_stacks, paths, rfmconfig
+from hpcbench import blas, host, mpi_stacks, paths, rfmconfig
 
 STACKS = mpi_stacks.local_stacks()
 spack_extras, spack_env_vars = rfmconfig.spack_partition_settings()
-ENVIRONMENTS = rfmconfig.stack_environments(STACKS, ['local'], spack_extras)
+ENVIRONMENTS = rfmconfig.stack_environments(STACKS, ['local'], spack_extras,
+                                            blas.local_libraries())
 
 site_configuration = rfmconfig.site(
     systems=[{

@@ -9,7 +9,8 @@ submits with sbatch and polls sacct as on a production cluster.
 - Two partitions on Slurm's partition `batch`, differing in the launcher: `srun` (ranks
   started by Slurm: PMIx, PMI-2 for Debian's MPICH) and `mpirun` (each MPI's own launcher,
   which starts its daemons through srun inside the allocation).
-- One environment per MPI stack of this machine, built by spack-envs/testbed.
+- One environment per MPI stack of this machine, built by spack-envs/testbed with the
+  default BLAS (the BLAS comparison is `local`'s).
 - Slurm's commands (sbatch, sacct, scancel) are pointed at the testbed's slurm.conf.
 """
 import os
@@ -38,6 +39,8 @@ RUN_ENV = {
 }
 
 spack_extras, spack_env_vars = rfmconfig.spack_partition_settings()
+ENVIRONMENTS = rfmconfig.stack_environments(STACKS, ['testbed'], spack_extras,
+                                            testbed.blas_libraries(), RUN_ENV)
 
 
 def partition(name, launcher, descr):
@@ -50,7 +53,7 @@ def partition(name, launcher, descr):
         # The emulated nodes share the host's cores: one benchmark at a time.
         'max_jobs': 1,
         'processor': host.processor_info(),
-        'environs': [stack.name for stack in STACKS],
+        'environs': [env['name'] for env in ENVIRONMENTS],
         'env_vars': spack_env_vars,
         'extras': {
             **testbed.node_extras(NODES),
@@ -73,7 +76,5 @@ site_configuration = rfmconfig.site(
             partition('mpirun', 'mpirun', "Ranks started by each MPI's mpirun in the job"),
         ],
     }],
-    environments=[rfmconfig.mpi_environment(stack, ['testbed'], spack_extras,
-                                            run_env=RUN_ENV[stack.name])
-                  for stack in STACKS],
+    environments=ENVIRONMENTS,
 )

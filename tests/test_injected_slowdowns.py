@@ -33,7 +33,7 @@ THROTTLE_BYTES_PER_SECOND = 200 * 10**6
 def _reframe(names, *extra, prefix=()):
     """Three runs (--repeat 3) of the named test cases on Open MPI; the session's UUID."""
     cmd = [*prefix, str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks',
-           '-r', '-p', 'openmpi', '-n', '|'.join(names), '--repeat', '3', *SETTINGS, *extra]
+           '-r', '-p', 'openmpi$', '-n', '|'.join(names), '--repeat', '3', *SETTINGS, *extra]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
@@ -139,7 +139,7 @@ def test_a_ceiling_measured_under_load_does_not_make_hpl_beat_it(var, capsys):
     hogs = [*_hogs(), *_hogs(), *_hogs()]       # three per core: a third of the node left
     ceiling_log = var / 'perflogs' / 'local' / 'default' / 'DgemmCeiling.log'
     cmd = [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks', '-r',
-           '-p', 'openmpi', '-n', CHECKS[1], *SETTINGS, '-S', 'quiet_node_action=off']
+           '-p', 'openmpi$', '-n', CHECKS[1], *SETTINGS, '-S', 'quiet_node_action=off']
     run = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
     try:

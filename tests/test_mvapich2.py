@@ -93,7 +93,7 @@ def test_real_runs_on_mvapich2_pass_under_both_launchers_and_compare_with_the_ot
     # One solve, one run of each ceiling: what runs is checked here, not its figures.
     proc = run_reframe('-r', '-n', r'HplCheck%layout_name=per-core|'
                        r'ImbPairCheck%benchmark=PingPong$|MpiStartupCheck',
-                       '-p', 'mvapich2', '-p', 'mvapich2-rsh', '-p', 'openmpi',
+                       '-p', 'mvapich2', '-p', 'mvapich2-rsh', '-p', 'openmpi$',
                        '-S', 'sizing=tuning', '-S', 'max_msglog=16', '-S', 'launches=2',
                        '-S', 'repeats=1', timeout=1800)
     out = _plain(proc.stdout)

@@ -500,12 +500,13 @@ def test_every_build_a_check_asks_for_is_one_root_of_the_lock(system, dry_runs):
 
 
 def _concretized_key(system, found):
-    """What a concretization of the environment depends on: its files, our package repo,
-    the pinned Spack and packages, and Spack's configuration scopes."""
+    """What a concretization of the environment depends on: its files, our package repo
+    (the one the paper systems include; not this machine's, hpcbench_host), the pinned Spack
+    and packages, and Spack's configuration scopes."""
     digest = hashlib.sha256()
     project = [_env_file(system), paths.SPACK_ENVS_DIR / 'paper-systems.yaml',
                paths.SPACK_ENVS_DIR / system / 'spack.lock',
-               *sorted((paths.PROJECT_ROOT / 'packages').rglob('*.py'))]
+               *sorted(paths.PACKAGES_REPO_DIR.rglob('*.py'))]
     config = paths.cache_dir() / 'spack-config'
     # Mirrors (sources, the pipeline's build cache) do not change what concretizes with
     # `reuse: false`.

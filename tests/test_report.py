@@ -188,3 +188,38 @@ def test_chromium_check_catches_a_missing_plot_and_a_dead_link(written, tmp_path
     assert seen.broken_images == ['plots/ior.png']
     assert {href for href, _ in seen.broken_links} == {'#no-such-section', 'missing.md',
                                                        'plots/ior.png'}
+
+
+def test_plots_label_one_node_keep_markers_apart_and_colour_the_ior_legend_as_its_bars():
+    """Issue 22: the HPL plot's 1-node tick had no label and the local points sat on each
+    other; the IOR plot's legend swatches were all blue, its title cut off on the right."""
+    import matplotlib.colors
+    from hpcbench import plots, references, results
+    new, _ = _sessions()
+    cases = [c for c in results.measured_cases(new) if c['system'] == 'local']
+    papers = [references.load(s) for s in references.systems_with_references()]
+    hpl_plot = plots.hpl_efficiency(cases, papers, 'local')
+    ax = hpl_plot.figure.axes[0]
+    hpl_plot.figure.canvas.draw()
+    labels = {t.get_text() for t in ax.get_xticklabels() if t.get_text()}
+    assert {'1', '2', '4'} <= labels
+    measured = [line for line in ax.get_lines() if '(measured)' in line.get_label()
+                and 'HPCC' not in line.get_label()]
+    at_one_node = [x for line in measured for x in line.get_xdata() if 0.5 < x < 1.5]
+    assert len(at_one_node) > 1 and len(set(at_one_node)) == len(at_one_node)
+
+    ior_plot = plots.ior(cases, papers, 'local')
+    ax = ior_plot.figure.axes[0]
+    swatches = {t.get_text(): matplotlib.colors.to_hex(h.get_facecolor())
+                for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+    assert swatches == {'write, measured': '#1f77b4', 'read, measured': '#ff7f0e',
+                        'write, paper': matplotlib.colors.to_hex('lightsteelblue'),
+                        'read, paper': matplotlib.colors.to_hex('navajowhite')}
+    bar_colours = {matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches}
+    assert set(swatches.values()) <= bar_colours
+    # Title and axis label inside the figure.
+    ior_plot.figure.canvas.draw()
+    renderer = ior_plot.figure.canvas.get_renderer()
+    width = ior_plot.figure.bbox.width
+    for text in (ax.title, ax.xaxis.label):
+        assert text.get_window_extent(renderer).x1 <= width

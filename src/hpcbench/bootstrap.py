@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from hpcbench import debian, host, mpi_stacks, node, paths, spack, stream, testbed
+from hpcbench import blas, debian, host, mpi_stacks, node, paths, spack, stream, testbed
 
 # The registry-only path: what runs real benchmarks with no Spack (Debian's HPCC on Debian's
 # Open MPI, the IMB-MPI1 of Intel MPI's PyPI wheel, ranks bound with numactl). OpenBLAS is
@@ -33,6 +33,8 @@ APT_PACKAGES = (
     'libopenmpi-dev', 'openmpi-bin', 'libmpich-dev', 'mpich', 'libopenblas-dev',
     'autoconf', 'automake', 'libtool', 'autoconf-archive', 'patchelf', 'pkg-config',
     'numactl', 'hpcc',
+    # BLIS, one of the BLAS libraries HPL is compared on (hpcbench.blas).
+    'libblis-openmp-dev',
     # likwid-bench: the node's sustained peak and bandwidth ceiling (hpcbench.ceilings).
     'likwid',
 )
@@ -72,7 +74,7 @@ def ensure_apt_packages(packages=APT_PACKAGES):
         raise BootstrapError(str(err)) from None
 
 
-# --- MPI prefixes ------------------------------------------------------------------------------
+# --- MPI and BLAS prefixes ----------------------------------------------------------------------
 
 def _link(path, target):
     if path.is_symlink() and os.readlink(path) == str(target):
@@ -85,17 +87,18 @@ def _link(path, target):
     path.symlink_to(target)
 
 
-def ensure_mpi_prefixes(stacks, runtime_only=False):
-    """Each stack's prefix; `runtime_only`: only what runs programs (no headers)."""
-    for stack in stacks:
-        stack.prepare()
-        missing = stack.missing(runtime_only)
+def ensure_prefixes(installs, runtime_only=False):
+    """Each MPI stack's or BLAS library's prefix (hpcbench.mpi_stacks, hpcbench.blas);
+    `runtime_only`: only what runs programs (no headers)."""
+    for install in installs:
+        install.prepare()
+        missing = install.missing(runtime_only)
         if missing:
-            raise BootstrapError(f'{stack.name}: missing {", ".join(missing)}')
+            raise BootstrapError(f'{install.name}: missing {", ".join(missing)}')
 
-        links = stack.runtime_links() if runtime_only else stack.links()
+        links = install.runtime_links() if runtime_only else install.links()
         for rel, target in links.items():
-            _link(stack.prefix / rel, target)
+            _link(install.prefix / rel, target)
 
 
 # --- Spack -----------------------------------------------------------------------------------
@@ -215,6 +218,12 @@ def machine_stacks(system='local'):
     return testbed.mpi_stacks_launched() if system == 'testbed' else mpi_stacks.local_stacks()
 
 
+def machine_blas(system='local'):
+    """The BLAS libraries a system on this machine builds with, the default first (testbed:
+    the default only; the BLAS comparison is the host's)."""
+    return testbed.blas_libraries() if system == 'testbed' else blas.local_libraries()
+
+
 def machine_node(system):
     """The node site-configs/<system>.py describes (local: the host; testbed: one emulated
     node), from the same functions."""
@@ -226,10 +235,13 @@ def machine_node(system):
     return node.from_partition(processor, host.partition_extras(), system)
 
 
-def host_config(stacks, tools, this_node, system='local', detected=()):
+def host_config(stacks, tools, this_node, system='local', detected=(), blas_libraries=()):
     """The machine-specific half of spack-envs/local (the other half is committed): the
-    externals, and the MPI stacks (`mpis`) and STREAM specs the environment builds for.
-    `detected`: the externals Spack's detection described (detected_mpi_externals)."""
+    externals, the MPI stacks (`mpis`) and STREAM specs the environment builds for, and
+    its BLAS libraries (hpcbench.blas): `blas_default`, with which HPL and HPCC are built on
+    every MPI stack, `blas_others`, each on `blas_mpi` (the first stack), `blas_libraries`
+    (all, for the DGEMM ceiling). `detected`: the externals Spack's detection described
+    (detected_mpi_externals)."""
     packages = dict(tools)
     for stack in stacks:
         try:
@@ -241,16 +253,21 @@ def host_config(stacks, tools, this_node, system='local', detected=()):
         packages[stack.spack_name] = {'externals': [external],
                                       'buildable': False}
 
-    def usr_external(spec):
-        return {'externals': [{'spec': spec, 'prefix': '/usr'}], 'buildable': False}
-
-    # Debian's OpenBLAS is the pthreads build; its libraries resolve from prefix /usr.
-    blas = debian.upstream_version_of('libopenblas-dev')
-    packages['openblas'] = usr_external(f'openblas@{blas} threads=pthreads ~ilp64')
+    # Debian's OpenBLAS is always an external (hpcc from Debian runs on it); Spack may build
+    # another OpenBLAS beside it when that is one of the BLAS libraries.
+    packages['openblas'] = {'externals': [blas.debian_openblas().spack_external()],
+                            'buildable': any(isinstance(b, blas.SpackOpenblas)
+                                             for b in blas_libraries)}
+    for library in blas_libraries:
+        external = library.spack_external()
+        if external and library.package != 'openblas':
+            packages[library.package] = {'externals': [external], 'buildable': False}
     # Spack cannot detect autoconf-archive (hpl needs its AX_PROG_CC_MPI).
     archive = debian.upstream_version_of('autoconf-archive')   # 20220903 -> 2022.09.03
-    packages['autoconf-archive'] = usr_external(
-        f'autoconf-archive@{archive[:4]}.{archive[4:6]}.{archive[6:]}')
+    packages['autoconf-archive'] = {
+        'externals': [{'spec': f'autoconf-archive@{archive[:4]}.{archive[4:6]}.{archive[6:]}',
+                       'prefix': '/usr'}],
+        'buildable': False}
     try:
         stream_specs = [stream.spack_spec(stream.array_size(this_node.llc_bytes_total,
                                                             this_node.memory_bytes))]
@@ -262,7 +279,11 @@ def host_config(stacks, tools, this_node, system='local', detected=()):
     return {
         'packages': packages,
         'definitions': [{'stream_specs': stream_specs},
-                        {'mpis': [stack.spack_name for stack in stacks]}],
+                        {'mpis': [stack.spack_name for stack in stacks]},
+                        {'blas_default': [b.spack_spec for b in blas_libraries[:1]]},
+                        {'blas_mpi': [stack.spack_name for stack in stacks[:1]]},
+                        {'blas_others': [b.spack_spec for b in blas_libraries[1:]]},
+                        {'blas_libraries': [b.spack_spec for b in blas_libraries]}],
     }
 
 
@@ -280,13 +301,14 @@ def bootstrap(refresh=False, found=None):
     found = found or spack.locate_or_clone()
     ensure_apt_packages()
     stacks = machine_stacks()
-    ensure_mpi_prefixes(stacks)
+    ensure_prefixes(stacks)
+    ensure_prefixes(machine_blas())
     write_spack_config(found)
     tools = detected_tools(found, refresh)
     detected = detected_mpi_externals(found, stacks)
     for system in MACHINE_SYSTEMS:
         write_host_yaml(host_config(machine_stacks(system), tools, machine_node(system),
-                                    system, detected),
+                                    system, detected, machine_blas(system)),
                         paths.SPACK_ENVS_DIR / system / 'host.yaml')
     return found
 
@@ -296,8 +318,8 @@ def registry_only():
     of the MPI stacks registries ship benchmarks for (Open MPI for Debian's hpcc, Intel
     MPI's wheel for its IMB-MPI1)."""
     ensure_apt_packages(REGISTRY_APT_PACKAGES)
-    ensure_mpi_prefixes([s for s in mpi_stacks.local_stacks() if s.registry_binaries],
-                        runtime_only=True)
+    ensure_prefixes([s for s in mpi_stacks.local_stacks() if s.registry_binaries],
+                    runtime_only=True)
 
 
 def setup(refresh=False, system='local'):
@@ -348,10 +370,11 @@ def install_environment(found, system='local'):
 
 def concretization_inputs(env):
     """The files a machine environment's concretization depends on: its own, the shared
-    part, and our recipes (a new or changed one may change what concretizes)."""
+    part, and our recipes, both repositories (a new or changed one may change what
+    concretizes)."""
     return [env / 'spack.yaml', env / 'host.yaml', paths.SPACK_ENVS_DIR / 'this-machine.yaml',
-            *sorted(p for p in paths.PACKAGES_REPO_DIR.rglob('*') if p.is_file()
-                    and '__pycache__' not in p.parts)]
+            *sorted(p for repo in (paths.PACKAGES_REPO_DIR, paths.HOST_PACKAGES_REPO_DIR)
+                    for p in repo.rglob('*') if p.is_file() and '__pycache__' not in p.parts)]
 
 
 def concretization_key(inputs, found):

@@ -132,7 +132,9 @@ def _screen_nodes(args):
 
 
 def _compare_stacks(args):
-    """Each test case's figures side by side per MPI stack, from a stored session."""
+    """Each test case's figures side by side per environment (MPI stack and BLAS), from a
+    stored session, the ceilings the checks divide by included; where a case ran with
+    several BLAS libraries, its first figure as BLAS x MPI."""
     import re
 
     from hpcbench import results
@@ -142,14 +144,21 @@ def _compare_stacks(args):
         raise RuntimeError(f'--check {args.check!r}: {err}') from None
 
     data = _stored_session(args)
-    cases = [c for c in results.measured_cases(data) if pattern.search(c['check'])]
+    cases = [c for c in results.measured_cases(data, fixtures=True)
+             if pattern.search(c['check'])]
     groups = results.side_by_side(cases)
-    print(f'MPI stacks side by side, session {data["session_info"]["uuid"]} '
-          f'({len(groups)} test case(s) measured in more than one environment)')
+    print(f'MPI stacks and BLAS libraries side by side, session '
+          f'{data["session_info"]["uuid"]} ({len(groups)} test case(s) measured in more than '
+          'one environment)')
     for heading, group in groups:
         inputs = {c['inputs'] for c in group.values()}
         print(f'\n{heading}' + (f'\n  inputs: {inputs.pop()}' if len(inputs) == 1 else ''))
         print(results.stacks_table(group))
+    grids = results.blas_mpi_grids(groups)
+    if grids:
+        print('\nBLAS x MPI')
+    for heading, variable, unit, grid in grids:
+        print(f'\n{heading}\n{results.grid_table(variable, unit, grid)}')
 
 
 def _reference_counts(args):

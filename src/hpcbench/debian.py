@@ -18,6 +18,16 @@ def missing(packages):
     return [p for p in packages if p not in installed]
 
 
+def multiarch():
+    """Debian's multiarch tuple of this machine (x86_64-linux-gnu): where its libraries and
+    arch-specific headers are."""
+    try:
+        return subprocess.run(['gcc', '-print-multiarch'], capture_output=True, text=True,
+                              check=True).stdout.strip() or 'x86_64-linux-gnu'
+    except (OSError, subprocess.CalledProcessError):
+        return 'x86_64-linux-gnu'
+
+
 def upstream_version(debian_version):
     """'1:0.3.21+ds-4' -> '0.3.21': epoch, Debian revision and repack suffix dropped."""
     return debian_version.split(':')[-1].split('+')[0].rsplit('-', 1)[0]

@@ -17,19 +17,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcbench import paths
+from hpcbench import debian, paths
 
 # Intel MPI's PyPI wheels, pinned to a version Spack's intel-oneapi-mpi knows (2021.17.0 is
 # the newest in spack-packages v2025.11.0; 2021.19 needs a libfabric wheel PyPI does not have).
 INTEL_MPI_VERSION = '2021.17.0'
-
-
-def _multiarch():
-    try:
-        return subprocess.run(['gcc', '-print-multiarch'], capture_output=True, text=True,
-                              check=True).stdout.strip() or 'x86_64-linux-gnu'
-    except (OSError, subprocess.CalledProcessError):
-        return 'x86_64-linux-gnu'
 
 
 def _first_version(cmd, pattern):
@@ -95,7 +87,7 @@ class DebianOpenMpi(MpiStack):
         return _first_version(['ompi_info', '--version'], r'Open MPI v([\d.]+)')
 
     def links(self):
-        arch = _multiarch()
+        arch = debian.multiarch()
         links = {f'bin/{w}': f'/usr/bin/{w}.openmpi'
                  for w in ('mpicc', 'mpicxx', 'mpic++', 'mpif77', 'mpif90', 'mpifort',
                            'mpirun', 'mpiexec')}
@@ -110,7 +102,7 @@ class DebianMpich(MpiStack):
         return _first_version(['mpichversion'], r'MPICH Version:\s+([\d.]+)')
 
     def links(self):
-        arch = _multiarch()
+        arch = debian.multiarch()
         links = {f'bin/{w}': f'/usr/bin/{w}.mpich'
                  for w in ('mpicc', 'mpicxx', 'mpif77', 'mpif90', 'mpifort',
                            'mpirun', 'mpiexec')}

@@ -17,6 +17,9 @@ PROJECT_ROOT = Path(os.environ.get('HPCBENCH_PROJECT',
 VAR_DIR = Path(os.environ.get('HPCBENCH_VAR', PROJECT_ROOT / 'var'))
 SPACK_ENVS_DIR = PROJECT_ROOT / 'spack-envs'
 PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench'
+# Recipes only this machine's environments (local, testbed) use: fixes for building where the
+# system has its own BLAS and MPIs (Debian's).
+HOST_PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench_host'
 # HPCBENCH_REFERENCES: another reference directory (tests use it).
 REFERENCES_DIR = Path(os.environ.get('HPCBENCH_REFERENCES', PROJECT_ROOT / 'references'))
 CHECKS_DIR = PROJECT_ROOT / 'reframe-checks'

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import matplotlib
 import matplotlib.dates
+import matplotlib.patches
 import matplotlib.ticker
 
 matplotlib.use('Agg')   # files only, no display
@@ -55,19 +56,29 @@ def _no_measurements(ax, what):
             bbox={'facecolor': 'white', 'edgecolor': '0.7'})
 
 
-def _finish(fig, ax):
-    handles, _ = ax.get_legend_handles_labels()
+def _finish(fig, ax, handles=None):
+    handles = handles or ax.get_legend_handles_labels()[0]
     if handles:
-        ax.legend(fontsize=7, loc='best')
+        ax.legend(handles=handles, fontsize=7, loc='best')
     ax.grid(True, which='both', alpha=0.3)
     fig.tight_layout()
     return fig
 
 
 def _counts_axis(ax):
-    """A log2 axis of counts (nodes, threads, ranks) labelled 1, 2, 4, ..."""
+    """A log2 axis of counts (nodes, threads, ranks) labelled 1, 2, 4, ... (every power of
+    two, so that 1 has its label too)."""
     ax.set_xscale('log', base=2)
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2, numticks=40))
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f'{v:g}'))
+
+
+def _dodge(series):
+    """Series that share x values (several MPI stacks and layouts at 1 node) moved apart a
+    little on a log axis, so that no marker hides another: {label: points}."""
+    count = len(series)
+    return {label: [(x * 2 ** (0.08 * (i - (count - 1) / 2)), y) for x, y in points]
+            for i, (label, points) in enumerate(series.items())}
 
 
 def _measured(cases, check, predicate=lambda case: True):
@@ -111,7 +122,7 @@ def hpl_efficiency(cases, reference_sets, system):
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     series = _series(measured, lambda c: f'{system} {c["environ"]} {c["match"].get("layout_name", "")}',
                      lambda c: int(c['match'].get('num_nodes', 1)), 'efficiency')
-    for label, points in series.items():
+    for label, points in _dodge(series).items():
         ax.plot(*zip(*points), marker='o', linewidth=2, label=f'{label} (measured)')
     # HPCC's HPL runs on one node.
     hpcc_hpl = _hpcc_points(cases, 'hpl_efficiency', lambda c: 1)
@@ -270,10 +281,13 @@ def ior(cases, reference_sets, system):
                  f'{nodes}{per_node} [{_source_label(refs, f)}]')
         bars.append((' '.join(where.split()), f.variable.split('_')[0], f.value, False))
 
-    fig, ax = plt.subplots(figsize=(9, max(3.0, 0.32 * len(bars) + 1.2)))
     colours = {('write', True): 'tab:blue', ('read', True): 'tab:orange',
                ('write', False): 'lightsteelblue', ('read', False): 'navajowhite'}
     labels = [f'{where} - {phase}' for where, phase, _, _ in bars]
+    # Wide enough for the longest label (7 pt: about 0.055 in a character) and the bars, so
+    # that the title and the axis label are not cut off on the right.
+    fig, ax = plt.subplots(figsize=(max(9.0, 5.0 + 0.055 * max(map(len, labels), default=0)),
+                                    max(3.0, 0.32 * len(bars) + 1.2)))
     ax.barh(range(len(bars)), [b[2] for b in bars],
             color=[colours[(b[1], b[3])] for b in bars])
     ax.set_yticks(range(len(bars)), labels, fontsize=7)
@@ -281,12 +295,15 @@ def ior(cases, reference_sets, system):
     ax.set_xscale('log')
     ax.set_xlabel('bandwidth (MiB/s, best of the repetitions)')
     ax.set_title('IOR write and read per access pattern')
-    for handle_key, text in ((('write', True), 'write, measured'), (('read', True), 'read, measured'),
-                             (('write', False), 'write, paper'), (('read', False), 'read, paper')):
-        ax.barh([], [], color=colours[handle_key], label=text)
+    # Swatches of their own: empty bars would all take the default colour.
+    swatches = [matplotlib.patches.Patch(color=colours[key], label=text)
+                for key, text in ((('write', True), 'write, measured'),
+                                  (('read', True), 'read, measured'),
+                                  (('write', False), 'write, paper'),
+                                  (('read', False), 'read, paper'))]
     if not any(b[3] for b in bars):
         _no_measurements(ax, 'IOR')
-    return Plot('ior', 'IOR write and read per access pattern', _finish(fig, ax),
+    return Plot('ior', 'IOR write and read per access pattern', _finish(fig, ax, swatches),
                 f'Measured: IorCheck write_max and read_max per pattern and API. Papers: '
                 f'{_citations(papers)}.')
 

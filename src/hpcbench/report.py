@@ -171,6 +171,15 @@ def ceiling_rows(cases, ceilings):
     return rows
 
 
+def blas_mpi_tables(cases, ceilings):
+    """The test cases measured with several BLAS libraries (HPL, HPCC, the DGEMM ceiling),
+    their first figure as BLAS x MPI: [(heading, header, rows)]."""
+    groups = results.side_by_side([*cases, *(c for c in ceilings
+                                             if c['check'] == 'DgemmCeiling')])
+    return [(heading, [f'{variable} [{unit}]', *grid[0]], results.grid_rows(grid, _fmt))
+            for heading, variable, unit, grid in results.blas_mpi_grids(groups)]
+
+
 def summary_rows(cases, reference_set):
     """Per check: test cases, figures, passed, failed, without reference, sessions."""
     rows = []
@@ -252,7 +261,11 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated, c
                            'reference', 'bounds', 'margin', 'result', 'cited'], rows), '']
 
     out += ['## Against the node\'s ceilings', '',
-            _md_table(CEILING_HEADER, ceiling_rows(cases, ceilings)), '', '## Plots', '']
+            _md_table(CEILING_HEADER, ceiling_rows(cases, ceilings)), '']
+    out += ['## BLAS x MPI', '']
+    for heading, header, rows in blas_mpi_tables(cases, ceilings):
+        out += [f'### {heading}', '', _md_table(header, rows), '']
+    out += ['## Plots', '']
     out += [f'- [{p.title}](plots/{name})' for p, name in saved_plots]
     out += ['', '## Comparison with earlier sessions', '']
     out += _md_comparison(comparison)
@@ -332,7 +345,7 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
            f'outside their reference bounds. Markdown summary: '
            f'<a href="summary.md">summary.md</a>.</p>',
            '<nav><a href="#summary">Summary</a><a href="#ceilings">Ceilings</a>'
-           '<a href="#plots">Plots</a>'
+           '<a href="#blas">BLAS x MPI</a><a href="#plots">Plots</a>'
            '<a href="#comparison">Comparison</a><a href="#results">Results</a>'
            '<a href="#provenance">Provenance</a></nav>']
 
@@ -347,6 +360,14 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
                'node in the same session, with its runs\' spread (on a VM whose clock varies, '
                'that spread is its variation).</p>')
     out.append(_html_table(CEILING_HEADER, ceiling_rows(cases, ceilings)))
+    out.append('<h2 id="blas">BLAS x MPI</h2>')
+    tables = blas_mpi_tables(cases, ceilings)
+    out.append('<p>The test cases run with several BLAS libraries (HPL, HPCC and the DGEMM '
+               'ceiling: every MPI stack with the default BLAS, one stack with each other), '
+               'their GFLOP/s per BLAS and MPI, as each build\'s provenance names them.'
+               '</p>' if tables else '<p>No test case ran with more than one BLAS.</p>')
+    for heading, header, rows in tables:
+        out += [f'<h3>{_e(heading)}</h3>', _html_table(header, rows)]
     out.append('<h2 id="plots">Plots</h2>')
     for plot, name in saved_plots:
         out.append(f'<figure id="plot-{_e(plot.name)}"><a href="plots/{_e(name)}">'

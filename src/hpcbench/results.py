@@ -171,6 +171,65 @@ def side_by_side(cases):
     return [(heading, group) for heading, group in sorted(groups.items()) if len(group) > 1]
 
 
+# A provider in a build's provenance line (hpcbench.provenance.build_spec):
+# `^mpi=openmpi@4.1.4`, `^blas,lapack=openblas@0.3.21`.
+_PROVIDER = re.compile(r'\^([\w,]+)=(\S+)')
+
+
+def stack_of(case):
+    """{'mpi': 'openmpi@4.1.4', 'blas': 'intel-oneapi-mkl@2025.3.0'} of a case's build, as its
+    provenance names them ({} for a build Spack did not make)."""
+    stack = {}
+    for virtuals, provider in _PROVIDER.findall(case['testcase'].get('build_spec') or ''):
+        for virtual in virtuals.split(','):
+            stack[virtual] = provider
+    return stack
+
+
+def blas_mpi_grid(group, variable):
+    """One figure of a case measured in several environments (side_by_side) as a row per
+    BLAS and a column per MPI: (MPIs, [(BLAS, [value or None per MPI])]); None when its
+    environments used fewer than two BLAS libraries."""
+    cells = {}
+    for case in group.values():
+        stack = stack_of(case)
+        if variable in case['perfvalues'] and 'blas' in stack:
+            cells[(stack['blas'], stack.get('mpi', '-'))] = case['perfvalues'][variable][0]
+    blases = list(dict.fromkeys(b for b, _ in cells))
+    if len(blases) < 2:
+        return None
+
+    mpis = list(dict.fromkeys(m for _, m in cells))
+    return mpis, [(b, [cells.get((b, m)) for m in mpis]) for b in blases]
+
+
+def blas_mpi_grids(groups):
+    """Of side_by_side's groups, those run with several BLAS libraries: their headline
+    figure (`gflops`: HPL's, HPCC's, DGEMM's; else the first) as BLAS x MPI:
+    [(heading, variable, unit, grid)]."""
+    grids = []
+    for heading, group in groups:
+        perfvalues = next(iter(group.values()))['perfvalues']
+        variable = 'gflops' if 'gflops' in perfvalues else next(iter(perfvalues))
+        unit = perfvalues[variable][1]
+        grid = blas_mpi_grid(group, variable)
+        if grid:
+            grids.append((heading, variable, unit, grid))
+    return grids
+
+
+def grid_rows(grid, fmt=None):
+    """A blas_mpi_grid's rows of cells, '-' where that BLAS did not run on that MPI."""
+    _, rows = grid
+    fmt = fmt or _value
+    return [[blas, *('-' if v is None else fmt(v) for v in values)] for blas, values in rows]
+
+
+def grid_table(variable, unit, grid):
+    """blas_mpi_grid as text."""
+    return _text_table([f'{variable} [{unit}]: BLAS \\ MPI', *grid[0]], grid_rows(grid))
+
+
 def _value(number):
     return f'{number:.0f}' if abs(number) >= 1000 else f'{number:.4g}'
 
@@ -185,10 +244,18 @@ def stacks_table(group):
             units.setdefault(name, unit)
 
     header = ['figure', *environs]
-    rows = [[f'{name} [{unit}]',
-             *(_value(group[env]['perfvalues'][name][0])
-               if name in group[env]['perfvalues'] else '-' for env in environs)]
-            for name, unit in units.items()]
+    # What each environment built with, where its provenance says (Spack builds).
+    stacks = {env: stack_of(case) for env, case in group.items()}
+    rows = [[virtual, *(stacks[env].get(virtual, '-') for env in environs)]
+            for virtual in ('mpi', 'blas') if any(virtual in s for s in stacks.values())]
+    rows += [[f'{name} [{unit}]',
+              *(_value(group[env]['perfvalues'][name][0])
+                if name in group[env]['perfvalues'] else '-' for env in environs)]
+             for name, unit in units.items()]
+    return _text_table(header, rows)
+
+
+def _text_table(header, rows):
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ['  '.join(cell.ljust(w) if i == 0 else cell.rjust(w)
                        for i, (cell, w) in enumerate(zip(r, widths)))

@@ -10,7 +10,6 @@ import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
-from reframe.core.buildsystems import Spack as SpackBuildSystem
 from reframe.core.builtins import (performance_function, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
@@ -159,8 +158,14 @@ def bind_ranks(test, chosen, program, *args, rank_env=None):
 
 class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
     """Locates a benchmark's build and records its prefix: with a Spack, one of the roots of
-    the partition's Spack environment (installed first); without one, the program a registry
-    ships built against the ReFrame environment's MPI (the registry-only path).
+    the partition's Spack environment; without one, the program a registry ships built
+    against the ReFrame environment's MPI (the registry-only path).
+
+    `hpcbench setup` (make run) installs the environment before ReFrame starts, so a build
+    job only asks Spack where its spec is (a second or two); only when it is not installed
+    (a bare `reframe -r` on a fresh install tree) does the job install the environment
+    first. Builds do not load the node while a benchmark runs (issue 22: 19 `spack install`
+    with nothing to do took 505-621 CPU-seconds beside the first benchmarks).
 
     The environment itself (spack-envs/<system>) names every build; this fixture never adds
     specs to it. `spec` selects the build; for MPI programs the ReFrame environment's MPI
@@ -171,8 +176,11 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
     """
     spec = variable(str)
     needs_mpi = variable(bool, value=False)
+    needs_blas = variable(bool, value=False)
     registry_name = variable(str, type(None), value=None)
-    build_system = 'Spack'
+    build_system = 'CustomBuild'
+    #: Whether Spack built it (else a registry's program).
+    from_spack = variable(bool, value=True)
 
     @run_after('init')
     def build_as_a_job_where_jobs_share_this_host(self):
@@ -190,7 +198,7 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
         registry_program = self.registry_program()
         if not extras.get('spack_root') and registry_program and not self.is_dry_run():
             # `prefix/bin/program`: the checks find it where Spack would put it.
-            self.build_system = 'CustomBuild'
+            self.from_spack = False
             self.build_system.commands = [
                 f'test -x {shlex.quote(registry_program)}',
                 f'dirname "$(dirname {shlex.quote(registry_program)})" > {PREFIX_FILE}']
@@ -199,8 +207,6 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
         # A dry run still writes the scripts, so that they can be inspected without Spack.
         self.skip_if(not extras.get('spack_root') and not self.is_dry_run(),
                      'no Spack found (set SPACK_ROOT or run `make bootstrap`)')
-        self.build_system.environment = extras['spack_env']
-        self.build_system.install_opts = ['--fail-fast']
 
     def registry_program(self):
         if self.registry_name is None:
@@ -210,9 +216,13 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
 
     @run_before('compile')
     def record_prefix(self):
-        # After the subclasses' setup hooks, which choose `spec`.
-        if isinstance(self.build_system, SpackBuildSystem):
-            self.postbuild_cmds = [f'{self._location_command()} > {PREFIX_FILE}']
+        # After the subclasses' setup hooks, which choose `spec`. Installed: located;
+        # else the environment installed, then located.
+        if self.from_spack:
+            env = shlex.quote(self.current_partition.extras['spack_env'])
+            locate = f'{self._location_command()} > {PREFIX_FILE}'
+            self.build_system.commands = [
+                f'{locate} 2>/dev/null || {{ spack -e {env} install --fail-fast && {locate}; }}']
 
     def _location_command(self):
         env = self.current_partition.extras['spack_env']
@@ -220,10 +230,11 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
 
     @property
     def full_spec(self):
-        if self.needs_mpi:
-            return f"{self.spec} ^{self.current_environ.extras['spack_mpi']}"
-
-        return self.spec
+        extras = self.current_environ.extras
+        return ' '.join([self.spec,
+                         *([f"^{extras['spack_mpi']}"] if self.needs_mpi else []),
+                         *([f"^{extras['spack_blas']}"]
+                           if self.needs_blas and 'spack_blas' in extras else [])])
 
     @sanity_function
     def prefix_found(self):
@@ -255,7 +266,7 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
 
     def description(self):
         """What was built: Spack's spec of the install, or the registry package."""
-        if isinstance(self.build_system, SpackBuildSystem):
+        if self.from_spack:
             return provenance.build_spec(self.install_prefix())
 
         return provenance.registry_package(self.registry_program())

@@ -60,28 +60,54 @@ OTHER_LAUNCHER = 'mpi-launcher'
 LAUNCHER_SUFFIXES = {'mpirun_rsh': 'rsh'}
 
 
-def mpi_environment(stack, target_systems, spack_extras, features=('openmp',), run_env=None,
-                    launcher=None):
+# The feature of an environment that is one MPI stack with another BLAS than the default
+# (hpcbench.blas): only the checks a BLAS changes ask for it (HPL, HPCC and the DGEMM
+# ceiling); the others run each stack once, with the default BLAS.
+OTHER_BLAS = 'other-blas'
+
+
+def _with_spack(spack_extras):
+    """Whether Spack builds the checks: the partitions' `spack_extras` name a Spack, or this
+    is a dry run (whose job scripts can be read without one)."""
+    return bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
+
+
+# The feature of the environment in which a partition's OpenMP programs that use no MPI
+# (STREAM) run: on this machine's systems, the first stack's only, so that they run once per
+# partition, not once per MPI stack.
+OPENMP_ONLY = 'openmp'
+
+
+def mpi_environment(stack, target_systems, spack_extras, features=(), run_env=None,
+                    launcher=None, blas=None, other_blas=False):
     """A ReFrame environment for one MPI stack of this machine: its wrappers first on PATH,
-    its run-time variables (the stack's, updated with `run_env`), the `mpi` Spack constraint
-    the checks use to pick their builds, and the binaries a registry ships built against it
-    (feature `registry-<name>`, extras `registry_<name>`: the path). Feature
-    BUILDS_FROM_SPACK when the partitions' `spack_extras` name a Spack, or on a dry run
-    (whose job scripts can be read without one). `launcher`: one of the stack's
-    other_launchers, an environment of its own (<stack>-rsh, feature OTHER_LAUNCHER and no
-    other `features`: no check that does not launch MPI runs in it) whose jobs list this
-    host in the host file the launcher reads."""
-    with_spack = bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
-    registry = [] if launcher else sorted(stack.registry_binaries.items())
+    its run-time variables (the stack's, updated with `run_env`), the `mpi` and `blas` Spack
+    constraints the checks use to pick their builds (`blas`: a hpcbench.blas library), and
+    the binaries a registry ships built against it (feature `registry-<name>`, extras
+    `registry_<name>`: the path). Feature BUILDS_FROM_SPACK with a Spack (_with_spack).
+    `launcher`: one of the stack's other_launchers, an environment of its own (<stack>-rsh,
+    feature OTHER_LAUNCHER and no other `features`: no check that does not launch MPI runs
+    in it) whose jobs list this host in the host file the launcher reads. `other_blas`: the
+    stack with `blas`, not the default one, an environment of its own (<stack>-<blas>,
+    feature OTHER_BLAS instead of `mpi`)."""
+    registry = [] if launcher or other_blas else sorted(stack.registry_binaries.items())
     features = () if launcher else features
+    name = stack.name
+    if launcher:
+        name, kind = f'{stack.name}-{LAUNCHER_SUFFIXES[launcher]}', OTHER_LAUNCHER
+    elif other_blas:
+        name, kind = f'{stack.name}-{blas.name}', OTHER_BLAS
+    else:
+        kind = 'mpi'
     return {
-        'name': f'{stack.name}-{LAUNCHER_SUFFIXES[launcher]}' if launcher else stack.name,
+        'name': name,
         'target_systems': list(target_systems),
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
-        'features': [OTHER_LAUNCHER if launcher else 'mpi', stack.name, *features,
+        'features': [kind, stack.name, *features,
                      *(f'registry-{n}' for n, _ in registry),
-                     *([BUILDS_FROM_SPACK] if with_spack else [])],
+                     *([BUILDS_FROM_SPACK] if _with_spack(spack_extras) else [])],
         'extras': {'spack_mpi': stack.spack_name,
+                   **({'spack_blas': blas.spack_spec} if blas else {}),
                    **{f'registry_{n}': path for n, path in registry},
                    **({'launcher': launcher} if launcher else {})},
         'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
@@ -92,11 +118,26 @@ def mpi_environment(stack, target_systems, spack_extras, features=('openmp',), r
     }
 
 
-def stack_environments(stacks, target_systems, spack_extras):
-    """Every environment of these stacks: each under the partition's launcher, and under
-    each of its other launchers."""
-    return [mpi_environment(stack, target_systems, spack_extras, launcher=launcher)
-            for stack in stacks for launcher in (None, *stack.other_launchers)]
+def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
+                       run_env=None):
+    """Every environment of these stacks: each under the partition's launcher and under
+    each of its other launchers, with the default BLAS (the first of `blas_libraries`);
+    and, where Spack builds the checks, the first stack with each other BLAS. The first
+    stack's is the one OpenMP programs without MPI run in (OPENMP_ONLY). `run_env`:
+    {stack name: its run-time variables on this system}."""
+    default, *others = blas_libraries or [None]
+    run_env = run_env or {}
+    environments = [mpi_environment(stack, target_systems, spack_extras,
+                                    (OPENMP_ONLY,) if stack is stacks[0] else (),
+                                    run_env=run_env.get(stack.name), launcher=launcher,
+                                    blas=default)
+                    for stack in stacks for launcher in (None, *stack.other_launchers)]
+    if stacks and _with_spack(spack_extras):
+        environments += [mpi_environment(stacks[0], target_systems, spack_extras,
+                                         run_env=run_env.get(stacks[0].name), blas=blas,
+                                         other_blas=True)
+                         for blas in others]
+    return environments
 
 
 # How much of the suite a run covers (`reframe --mode`, `make run MODE=`; `--ci-generate`

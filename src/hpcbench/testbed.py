@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import debian, host, mpi_stacks, paths
+from hpcbench import blas, debian, host, mpi_stacks, paths
 
 # libpmix-dev: Slurm's mpi/pmix plugin (srun --mpi=pmix) dlopens the unversioned libpmix.so,
 # which only the -dev package provides.
@@ -43,6 +43,13 @@ MPI_STACKS = ('openmpi', 'mpich', 'intelmpi')
 def mpi_stacks_launched():
     """The MPI stacks of this machine the cluster launches (MPI_STACKS)."""
     return [s for s in mpi_stacks.local_stacks() if s.name in MPI_STACKS]
+
+
+def blas_libraries():
+    """The BLAS the cluster builds with: the machine's default only (its stacks are compared
+    on the cluster; BLAS libraries on the host, `local`)."""
+    return blas.local_libraries()[:1]
+
 # Order of start; stop goes backwards.
 DAEMONS = ('munged', 'mariadb', 'slurmdbd', 'slurmctld')
 

@@ -1,0 +1,200 @@
+"""The BLAS libraries of this machine, side by side: Debian's OpenBLAS and BLIS, Intel MKL
+from PyPI, and a newer OpenBLAS Spack builds from source. One description serves the
+bootstrap (prefixes, Spack externals, host.yaml) and the local site config (a ReFrame
+environment per BLAS for the checks that depend on one: HPL, HPCC and the DGEMM ceiling).
+
+The default BLAS (the one every MPI stack's HPL and HPCC are built with) is the fastest the
+machine has, by the order measured here (BY_SPEED); the others run on one MPI stack only
+(the first the machine has), as a BLAS does not change how an MPI moves data.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcbench import debian, paths
+
+# Intel MKL's PyPI wheels, pinned to the newest version spack-packages v2025.11.0's
+# intel-oneapi-mkl knows (2025.3.0).
+MKL_VERSION = '2025.3.0'
+# The OpenBLAS Spack builds: the newest release whose GitHub archive `git archive` reproduces
+# byte for byte (Spack's checksum of 0.3.28 matches), so a local mirror can hold it.
+SPACK_OPENBLAS_VERSION = '0.3.28'
+SPACK_OPENBLAS_SHA256 = 'f1003466ad074e9b0c8d421a204121100b0751c96fc6fcf3d1456bd12f8a00a1'
+
+# Fastest first, measured on this machine (2 cores, the VM reports an Intel Xeon with
+# AVX-512), dgemm-rate N=4000, best of 5, three rounds: MKL 161, 138, 146 GFLOP/s; Debian's
+# OpenBLAS 0.3.21 (its Cooper Lake kernels) 127, 122, 118; BLIS 0.9.0 74 and 107 (its
+# Haswell kernels: it cannot count this CPU's FMA units, `BLIS_ARCH_DEBUG=1` says so).
+# OpenBLAS 0.3.28 from Spack: see the closing note of issue 20.
+BY_SPEED = ('mkl', 'openblas-spack', 'openblas', 'blis')
+
+
+@dataclass
+class BlasLibrary:
+    name: str                 # ReFrame environment suffix: <stack>-<name>
+    # The Spack constraint that picks its builds (`hpl ^<spack_spec>`); it tells the two
+    # OpenBLAS apart by their threading, as Debian's version is Debian's to change.
+    spack_spec: str
+    prefix: Path = None       # the external's prefix; None: Spack builds it
+
+    @property
+    def package(self):
+        """The Spack package providing it."""
+        return self.spack_spec.split()[0].split('@')[0]
+
+    def version(self):
+        raise NotImplementedError
+
+    def prepare(self):
+        """Install what the prefix links to, when the library brings its own files."""
+
+    def links(self):
+        """{path inside the prefix: target} making up the prefix."""
+        return {}
+
+    def runtime_links(self):
+        return self.links()
+
+    def missing(self, runtime_only=False):
+        return [str(t) for t in self.links().values() if not Path(t).exists()]
+
+    def spack_external(self):
+        """The packages.yaml entry of this library, or None when Spack builds it."""
+        return None
+
+    def available(self):
+        """Whether the machine can have it (a build Spack can fetch the source of)."""
+        return True
+
+
+class DebianOpenblas(BlasLibrary):
+    """Debian's OpenBLAS (pthreads). Its libraries resolve from prefix /usr."""
+
+    def version(self):
+        return debian.upstream_version_of('libopenblas-dev')
+
+    def spack_external(self):
+        return {'spec': f'openblas@{self.version()} threads=pthreads ~ilp64',
+                'prefix': '/usr'}
+
+
+class DebianBlis(BlasLibrary):
+    """Debian's BLIS, OpenMP build, in a prefix of links (from /usr Spack's blis would find
+    every libblis.so below it)."""
+
+    def version(self):
+        return debian.upstream_version_of('libblis-openmp-dev')
+
+    def links(self):
+        arch = debian.multiarch()
+        return {'lib': f'/usr/lib/{arch}/blis-openmp',
+                'include': f'/usr/include/{arch}/blis-openmp'}
+
+    def spack_external(self):
+        return {'spec': f'blis@{self.version()} threads=openmp', 'prefix': str(self.prefix)}
+
+
+class PypiMkl(BlasLibrary):
+    """Intel MKL from PyPI, laid out as Spack's intel-oneapi-mkl expects of an install:
+    <prefix>/mkl/<X.Y>/{lib,include}, lib/ holding the unversioned names a link needs (the
+    wheels ship only libmkl_*.so.2)."""
+
+    @property
+    def wheel_prefix(self):
+        return self.prefix / 'pip'
+
+    @property
+    def component(self):
+        return self.prefix / 'mkl' / '.'.join(MKL_VERSION.split('.')[:2])
+
+    def version(self):
+        return MKL_VERSION
+
+    def prepare(self):
+        """pip-install the wheels into <prefix>/pip (atomically)."""
+        if (self.wheel_prefix / 'lib' / 'libmkl_core.so.2').exists():
+            return
+
+        print(f'installing Intel MKL {MKL_VERSION} from PyPI into {self.wheel_prefix}',
+              flush=True)
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=self.prefix))
+        try:
+            subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps',
+                            '--no-warn-script-location', '--prefix', str(tmp),
+                            *(f'{wheel}=={MKL_VERSION}'
+                              for wheel in ('mkl', 'mkl-devel', 'mkl-include'))],
+                           check=True)
+            tmp.rename(self.wheel_prefix)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def links(self):
+        component = self.component.relative_to(self.prefix)
+        links = {f'{component}/include': self.wheel_prefix / 'include'}
+        lib = self.wheel_prefix / 'lib'
+        if lib.is_dir():
+            for item in lib.glob('libmkl_*.so.*'):
+                links[f'{component}/lib/{item.name}'] = item
+                links[f'{component}/lib/{item.name.split(".so.")[0]}.so'] = item
+        else:
+            links[f'{component}/lib/libmkl_core.so'] = lib / 'libmkl_core.so.2'
+        return links
+
+    def spack_external(self):
+        # OpenMP threads (the GNU ones: HPL's ranks take their threads from OMP_NUM_THREADS);
+        # the recipe requires a compiler for them, which an external must then name.
+        return {'spec': f'intel-oneapi-mkl@{MKL_VERSION}+shared~ilp64~cluster~gfortran'
+                        '~envmods threads=openmp %gcc',
+                'prefix': str(self.prefix)}
+
+
+class SpackOpenblas(BlasLibrary):
+    """A newer OpenBLAS than Debian's, built by Spack (OpenMP threads) from the local source
+    mirror, or from upstream where there is none."""
+
+    def version(self):
+        return SPACK_OPENBLAS_VERSION
+
+    def available(self):
+        # A local mirror without its source (an older cache) would fail the whole install
+        # on a machine without the internet; online, Spack fetches it from upstream.
+        mirror = paths.mirror_dir()
+        return (not mirror.is_dir() or
+                (mirror / '_source-cache' / 'archive' / SPACK_OPENBLAS_SHA256[:2]
+                 / f'{SPACK_OPENBLAS_SHA256}.tar.gz').is_file())
+
+
+def debian_openblas():
+    return DebianOpenblas('openblas', 'openblas threads=pthreads', Path('/usr'))
+
+
+def local_libraries():
+    """Every BLAS this machine can have, fastest first (BY_SPEED). `HPCBENCH_BLAS` (a
+    comma-separated list of names) keeps only those, in its order; the first is then the
+    default."""
+    cache = paths.cache_dir()
+    libraries = {
+        'mkl': PypiMkl('mkl', 'intel-oneapi-mkl', cache / 'mkl' / MKL_VERSION),
+        # Built for the machine's target alone (Spack's icelake here: OpenBLAS's SKYLAKEX
+        # kernels); dynamic dispatch would build every x86 kernel set, many times longer.
+        'openblas-spack': SpackOpenblas(
+            'openblas-spack',
+            f'openblas@{SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch'),
+        'openblas': debian_openblas(),
+        'blis': DebianBlis('blis', 'blis', cache / 'blas' / 'blis'),
+    }
+    chosen = os.environ.get('HPCBENCH_BLAS')
+    names = BY_SPEED
+    if chosen:
+        names = [n.strip() for n in chosen.split(',') if n.strip()]
+        unknown = [n for n in names if n not in libraries]
+        if unknown or not names:
+            print(f'error: HPCBENCH_BLAS={chosen!r}: the BLAS libraries are '
+                  f'{", ".join(BY_SPEED)}', file=sys.stderr)
+            sys.exit(1)
+    return [libraries[n] for n in names if libraries[n].available()]

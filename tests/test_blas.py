@@ -1,0 +1,191 @@
+"""The BLAS libraries side by side (issue 20): which the machine has and which is the default,
+how host.yaml describes them to Spack, their ReFrame environments, and real HPL and DGEMM
+runs on each, shown as BLAS x MPI."""
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, FIXTURES, ROOT, requires_spack, run_reframe
+from hpcbench import blas, bootstrap, host, layout, node, report, results, rfmconfig
+from hpcbench.rfm import PREFIX_FILE
+
+ANSI = re.compile(r'\x1b\[[0-9;]*m')
+
+
+def _names(libraries):
+    return [b.name for b in libraries]
+
+
+def test_the_default_is_the_fastest_the_machine_has_unless_hpcbench_blas_says(monkeypatch,
+                                                                             tmp_path):
+    monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
+    # A local mirror that holds OpenBLAS's source, and one that does not (an older cache
+    # offline: building it would fail the whole install).
+    monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path))
+    assert _names(blas.local_libraries()) == ['mkl', 'openblas', 'blis']
+    archive = (tmp_path / '_source-cache' / 'archive' / blas.SPACK_OPENBLAS_SHA256[:2]
+               / f'{blas.SPACK_OPENBLAS_SHA256}.tar.gz')
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b'')
+    assert _names(blas.local_libraries()) == list(blas.BY_SPEED)
+    # No local mirror: Spack fetches it from upstream.
+    monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path / 'none'))
+    assert _names(blas.local_libraries()) == list(blas.BY_SPEED)
+    monkeypatch.setenv('HPCBENCH_BLAS', 'blis, openblas')
+    assert _names(blas.local_libraries()) == ['blis', 'openblas']
+
+
+def test_an_unknown_blas_is_one_error_and_nothing_runs(tmp_path):
+    proc = run_reframe('-l', env={'HPCBENCH_BLAS': 'openblas,atlas',
+                                  'HPCBENCH_VAR': str(tmp_path / 'var')})
+    said = ANSI.sub('', proc.stdout + proc.stderr)
+    assert proc.returncode != 0
+    assert said.count("error: HPCBENCH_BLAS='openblas,atlas': the BLAS libraries are "
+                      'mkl, openblas-spack, openblas, blis') == 1, said[-2000:]
+    assert 'Found' not in said
+
+
+def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, tmp_path):
+    monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
+    monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path / 'none'))
+    monkeypatch.setenv('HPCBENCH_CACHE', str(tmp_path / 'cache'))
+    libraries = blas.local_libraries()
+    roomy = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 * 2**20,
+                      memory_bytes=24 * 2**30, clock_hz=2.6e9, flops_per_cycle=32)
+    config = bootstrap.host_config([], {}, roomy, 'local', blas_libraries=libraries)
+    packages, definitions = config['packages'], dict(kv for d in config['definitions']
+                                                     for kv in d.items())
+    assert packages['intel-oneapi-mkl'] == {'externals': [{
+        'spec': f'intel-oneapi-mkl@{blas.MKL_VERSION}+shared~ilp64~cluster~gfortran~envmods '
+                'threads=openmp %gcc', 'prefix': str(tmp_path / 'cache' / 'mkl' / blas.MKL_VERSION)}],
+        'buildable': False}
+    assert packages['blis']['externals'][0]['prefix'] == str(tmp_path / 'cache' / 'blas' / 'blis')
+    # Debian's OpenBLAS stays an external; Spack may build the newer one beside it.
+    assert packages['openblas']['externals'][0]['prefix'] == '/usr'
+    assert packages['openblas']['buildable'] is True
+    assert definitions['blas_default'] == ['intel-oneapi-mkl']
+    assert definitions['blas_others'] == [
+        f'openblas@{blas.SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch',
+        'openblas threads=pthreads', 'blis']
+    assert definitions['blas_libraries'] == [*definitions['blas_default'],
+                                             *definitions['blas_others']]
+    # Without the newer OpenBLAS, Spack builds no OpenBLAS at all.
+    monkeypatch.setenv('HPCBENCH_BLAS', 'openblas,blis')
+    config = bootstrap.host_config([], {}, roomy, 'testbed',
+                                   blas_libraries=blas.local_libraries()[:1])
+    assert config['packages']['openblas']['buildable'] is False
+    assert config['definitions'][2:] == [{'blas_default': ['openblas threads=pthreads']},
+                                         {'blas_mpi': []}, {'blas_others': []},
+                                         {'blas_libraries': ['openblas threads=pthreads']}]
+
+
+def test_each_other_blas_is_an_environment_of_the_first_stack_only(monkeypatch):
+    from hpcbench import mpi_stacks
+    monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
+    stacks = mpi_stacks.local_stacks()[:2]
+    libraries = blas.local_libraries()
+    environments = rfmconfig.stack_environments(stacks, ['local'], {'spack_root': '/spack'},
+                                                libraries)
+    by_name = {e['name']: e for e in environments}
+    default = libraries[0]
+    assert by_name['openmpi']['extras']['spack_blas'] == default.spack_spec
+    assert by_name['mpich']['extras']['spack_blas'] == default.spack_spec
+    others = [e for e in environments if rfmconfig.OTHER_BLAS in e['features']]
+    assert [e['name'] for e in others] == [f'openmpi-{b.name}' for b in libraries[1:]]
+    for env, library in zip(others, libraries[1:]):
+        # Not an `mpi` environment: IMB, IOR, STREAM and start-up run once per stack.
+        assert 'mpi' not in env['features']
+        assert env['extras'] == {'spack_mpi': 'openmpi', 'spack_blas': library.spack_spec}
+        assert env['env_vars'] == by_name['openmpi']['env_vars']
+    # Without a Spack nothing builds them: no environment either.
+    assert [e['name'] for e in rfmconfig.stack_environments(stacks, ['local'], {}, libraries)] \
+        == ['openmpi', 'mpich']
+
+
+def test_the_blas_mpi_grid_of_a_real_session():
+    """A session of the real run below (test_hpl_and_dgemm_run_on_every_blas): HPL and the
+    DGEMM ceiling on Open MPI with each BLAS, and on MPICH with the default."""
+    data = json.loads((FIXTURES / 'reframe' / 'blas-session.json').read_text())[0]
+    groups = results.side_by_side(results.measured_cases(data, fixtures=True))
+    grids = {heading.split()[0]: (variable, grid)
+             for heading, variable, unit, grid in results.blas_mpi_grids(groups)}
+    assert set(grids) == {'HplCheck', 'DgemmCeiling'}
+    variable, (mpis, rows) = grids['HplCheck']
+    assert variable == 'gflops' and set(mpis) == {'openmpi@4.1.4', 'mpich@4.0.2'}
+    by_blas = {name: dict(zip(mpis, values)) for name, values in rows}
+    assert set(by_blas) == {'intel-oneapi-mkl@2025.3.0', 'openblas@0.3.28', 'openblas@0.3.21',
+                            'blis@0.9.0'}
+    # Every BLAS on Open MPI; MPICH with the default (MKL) only.
+    assert all(cells['openmpi@4.1.4'] > 0 for cells in by_blas.values())
+    assert [b for b, cells in by_blas.items() if cells['mpich@4.0.2'] is not None] == \
+        ['intel-oneapi-mkl@2025.3.0']
+    _, (dgemm_mpis, dgemm_rows) = grids['DgemmCeiling']
+    assert dgemm_mpis == ['-'] and {b for b, _ in dgemm_rows} == set(by_blas)
+    # The report shows the same grids.
+    tables = report.blas_mpi_tables(results.measured_cases(data),
+                                    results.measured_cases(data, fixtures=True))
+    assert sorted(heading.split()[0] for heading, _, _ in tables) == ['DgemmCeiling', 'HplCheck']
+    text = results.grid_table(variable, 'GFLOP/s', (mpis, rows))
+    assert text.splitlines()[0].startswith('gflops [GFLOP/s]: BLAS \\ MPI')
+
+
+def _linked(program):
+    return subprocess.run(['ldd', program], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.spack
+@requires_spack
+def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
+    """HPL (quick, one node, all cores in one rank) and its DGEMM ceiling on Open MPI with
+    every BLAS of the machine and on MPICH with the default: each build links the BLAS its
+    environment names, and compare-stacks shows them as BLAS x MPI."""
+    var = tmp_path / 'var'
+    env = {'HPCBENCH_VAR': str(var)}
+    kept, _ = layout.distinct_layouts(host.processor_info())
+    one_rank = next(name for name, chosen in kept.items() if chosen.ranks_per_node == 1)
+    proc = run_reframe('-r', '-n', f'HplCheck%layout_name={one_rank}%num_nodes=1',
+                       '-p', 'openmpi', '-p', 'mpich$', '-S', 'sizing=tuning',
+                       '-S', 'HplCheck.repeats=1', '-S', 'DgemmCeiling.repeats=2',
+                       '--keep-stage-files',
+                       env=env, timeout=1800)
+    out = ANSI.sub('', proc.stdout)
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    libraries = blas.local_libraries()
+
+    # Each build links its environment's BLAS and MPI, as its spec says (the builtin hpl
+    # linked Debian's OpenBLAS whatever the spec, and Open MPI's libmpi beside MKL).
+    blas_library = {'mkl': 'libmkl_core', 'openblas': '/lib/x86_64-linux-gnu/libopenblas',
+                    'openblas-spack': f'openblas-{blas.SPACK_OPENBLAS_VERSION}',
+                    'blis': 'libblis'}
+    default, *others = libraries
+    builds = [('openmpi', default, 'libmpi.so.40'), ('mpich', default, 'libmpich.so.12'),
+              *((f'openmpi-{b.name}', b, 'libmpi.so.40') for b in others)]
+    stage = var / 'stage' / 'local' / 'default'
+    for environ, library, mpi_library in builds:
+        for build, program in (('HplBuild', 'xhpl'), ('DgemmRateBuild', 'dgemm-rate')):
+            prefix, = {p.read_text().strip()
+                       for p in (stage / environ).glob(f'{build}*/{PREFIX_FILE}')}
+            linked = _linked(str(Path(prefix) / 'bin' / program))
+            assert 'not found' not in linked
+            libraries_linked = [ln.split('=>')[-1] for ln in linked.splitlines()
+                                if re.search(r'blas|blis|mkl_core', ln)]
+            assert len(libraries_linked) == 1, (environ, program, linked)
+            assert blas_library[library.name] in libraries_linked[0], (environ, program, linked)
+            if program == 'xhpl':
+                assert re.search(rf'\b{re.escape(mpi_library)} =>', linked), (environ, linked)
+
+    compared = subprocess.run([str(BIN / 'hpcbench'), 'compare-stacks', '--check',
+                               'HplCheck|DgemmCeiling'], cwd=ROOT, capture_output=True,
+                              text=True, env={**os.environ, **env})
+    assert compared.returncode == 0, compared.stderr
+    text = compared.stdout
+    assert 'BLAS x MPI' in text
+    grid = text[text.index('BLAS x MPI'):]
+    for spec in ('intel-oneapi-mkl@', 'openblas@0.3.21', 'blis@'):
+        assert spec in grid
+    print(text)
