@@ -8,14 +8,11 @@ machine has, by the order measured here (BY_SPEED); the others run on one MPI st
 (the first the machine has), as a BLAS does not change how an MPI moves data.
 """
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import debian, paths
+from hpcbench import debian, mpi_stacks, paths
 
 # Intel MKL's PyPI wheels, pinned to the newest version spack-packages v2025.11.0's
 # intel-oneapi-mkl knows (2025.3.0).
@@ -118,22 +115,11 @@ class PypiMkl(BlasLibrary):
 
     def prepare(self):
         """pip-install the wheels into <prefix>/pip (atomically)."""
-        if (self.wheel_prefix / 'lib' / 'libmkl_core.so.2').exists():
-            return
-
-        print(f'installing Intel MKL {MKL_VERSION} from PyPI into {self.wheel_prefix}',
-              flush=True)
-        self.prefix.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=self.prefix))
-        try:
-            subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps',
-                            '--no-warn-script-location', '--prefix', str(tmp),
-                            *(f'{wheel}=={MKL_VERSION}'
-                              for wheel in ('mkl', 'mkl-devel', 'mkl-include'))],
-                           check=True)
-            tmp.rename(self.wheel_prefix)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if not (self.wheel_prefix / 'lib' / 'libmkl_core.so.2').exists():
+            mpi_stacks.install_wheels(f'Intel MKL {MKL_VERSION}', self.wheel_prefix,
+                                      [f'{wheel}=={MKL_VERSION}'
+                                       for wheel in ('mkl', 'mkl-devel', 'mkl-include')],
+                                      '--no-deps')
 
     def links(self):
         component = self.component.relative_to(self.prefix)

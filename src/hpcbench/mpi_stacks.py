@@ -118,6 +118,21 @@ class DebianMpich(MpiStack):
         return links
 
 
+def install_wheels(what, target, requirements, *pip_options):
+    """pip-install `requirements` into the prefix `target`, atomically: a temporary prefix
+    beside it, renamed when pip succeeded (an interrupted install leaves no half prefix)."""
+    print(f'installing {what} from PyPI into {target}', flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=target.parent))
+    try:
+        subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet',
+                        '--no-warn-script-location', *pip_options, '--prefix', str(tmp),
+                        *requirements], check=True)
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 class PypiIntelMpi(MpiStack):
     """Intel MPI from PyPI, laid out as Spack's intel-oneapi-mpi expects of an install:
     <prefix>/mpi/<X.Y>/{bin,include,lib,lib/release,libfabric/lib,env/vars.sh}."""
@@ -132,18 +147,8 @@ class PypiIntelMpi(MpiStack):
     def prepare(self):
         """pip-install the wheels into <prefix>/pip (atomically) and write env/vars.sh."""
         if not (self.wheel_prefix / 'bin' / 'mpicc').exists():
-            print(f'installing Intel MPI {self.version()} from PyPI into {self.wheel_prefix}',
-                  flush=True)
-            self.prefix.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=self.prefix))
-            try:
-                subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet',
-                                '--no-warn-script-location', '--prefix', str(tmp),
-                                f'impi-rt=={self.version()}', f'impi-devel=={self.version()}'],
-                               check=True)
-                tmp.rename(self.wheel_prefix)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+            install_wheels(f'Intel MPI {self.version()}', self.wheel_prefix,
+                           [f'impi-rt=={self.version()}', f'impi-devel=={self.version()}'])
 
         component = self.bin_dir.parent
         vars_sh = component / 'env' / 'vars.sh'
