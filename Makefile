@@ -45,6 +45,7 @@ run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	    echo "make run: ReFrame stopped before running (exit $$status, see above): nothing" \
 	         "was measured or stored" >&2; exit $$status; fi; \
 	$(BIN)/hpcbench compare-stacks --system $(SYSTEM); \
+	$(BIN)/hpcbench time-per-check --system $(SYSTEM); \
 	echo "Results: perflogs in $(VAR)/perflogs/, ReFrame's results database" \
 	     "$(VAR)/results.db, run reports in $(VAR)/reports/ (this run's: $$newest)," \
 	     "logs in $(VAR)/logs/"; \

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, FIXTURES, ROOT, requires_spack, run_reframe
-from hpcbench import blas, bootstrap, host, layout, node, report, results, rfmconfig
+from hpcbench import (blas, bootstrap, host, layout, node, report, results, rfmconfig,
+                      verdicts)
 from hpcbench.rfm import PREFIX_FILE
 
 ANSI = re.compile(r'\x1b\[[0-9;]*m')
@@ -120,17 +121,50 @@ def test_the_blas_mpi_grid_of_a_real_session():
     assert set(by_blas) == {'intel-oneapi-mkl@2025.3.0', 'openblas@0.3.28', 'openblas@0.3.21',
                             'blis@0.9.0'}
     # Every BLAS on Open MPI; MPICH with the default (MKL) only.
-    assert all(cells['openmpi@4.1.4'] > 0 for cells in by_blas.values())
+    assert all(len(cells['openmpi@4.1.4']) == 1 and cells['openmpi@4.1.4'][0] > 0
+               for cells in by_blas.values())
     assert [b for b, cells in by_blas.items() if cells['mpich@4.0.2'] is not None] == \
         ['intel-oneapi-mkl@2025.3.0']
     _, (dgemm_mpis, dgemm_rows) = grids['DgemmCeiling']
     assert dgemm_mpis == ['-'] and {b for b, _ in dgemm_rows} == set(by_blas)
+    # DGEMM uses no MPI: MKL's ceilings measured in the openmpi and mpich environments
+    # share a cell, and both are shown.
+    mkl_dgemm = dict(dgemm_rows)['intel-oneapi-mkl@2025.3.0'][0]
+    assert sorted(mkl_dgemm) == [140.59, 147.833]
+    assert ['intel-oneapi-mkl@2025.3.0', '147.8 / 140.6'] in results.grid_rows(
+        (dgemm_mpis, dgemm_rows))
     # The report shows the same grids.
     tables = report.blas_mpi_tables(results.measured_cases(data),
                                     results.measured_cases(data, fixtures=True))
     assert sorted(heading.split()[0] for heading, _, _ in tables) == ['DgemmCeiling', 'HplCheck']
     text = results.grid_table(variable, 'GFLOP/s', (mpis, rows))
     assert text.splitlines()[0].startswith('gflops [GFLOP/s]: BLAS \\ MPI')
+
+
+def test_which_blas_is_fastest_is_said_with_a_statistic():
+    """A real session (HPL at N = 20000 and the DGEMM ceilings, each BLAS on Open MPI):
+    each environment against the next one down, over its job's repeats. MKL's DGEMM is
+    ahead of both OpenBLAS at p = 0.004 (5 against 5, all apart); the two OpenBLAS are not
+    told apart; HPL's three solves each cannot separate MKL from OpenBLAS 0.3.28."""
+    data = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
+    groups = dict(results.side_by_side(results.measured_cases(data, fixtures=True)))
+    dgemm = groups['DgemmCeiling on local:default']
+    ranks = verdicts.rank_environments(dgemm, 'gflops')
+    assert [r.environ for r in ranks] == ['openmpi', 'openmpi-openblas',
+                                          'openmpi-openblas-spack', 'openmpi-blis']
+    assert results.stack_of(dgemm['openmpi'])['blas'] == 'intel-oneapi-mkl@2025.3.0'
+    assert all(r.sample.n == 5 and r.what == "its job's 5 repeats" for r in ranks)
+    assert [r.ahead.verdict for r in ranks[:3]] == ['improvement', 'no change', 'improvement']
+    assert ranks[0].ahead.p_value == pytest.approx(1 / 252) and ranks[-1].ahead is None
+    hpl = groups['HplCheck layout_name=per-socket num_nodes=1 on local:default']
+    lines = verdicts.ranking_lines(hpl, 'gflops')
+    assert lines[0].startswith('1. openmpi: median 134.8 GFLOP/s (its job\'s 3 repeats, '
+                               '111.2 to 136.7); not told apart from openmpi-openblas-spack')
+    assert 'ahead of openmpi-blis by 121.0 %, p = 0.05' in lines[2]
+    # No better direction (a count), or one value each: no ranking.
+    assert verdicts.rank_environments(hpl, 'time') != [] and \
+        verdicts.rank_environments({e: {**c, 'runs': {}, 'testcase': {}} for e, c in
+                                    hpl.items()}, 'gflops') == []
 
 
 def _linked(program):
@@ -188,4 +222,9 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
     grid = text[text.index('BLAS x MPI'):]
     for spec in ('intel-oneapi-mkl@', 'openblas@0.3.21', 'blis@'):
         assert spec in grid
+    # Ranked by the DGEMM ceilings' two calls each (2 against 2 cannot reach p <= 0.05: no
+    # environment is said ahead of another).
+    ranked = text[text.index('Ranked'):]
+    assert re.search(r"^  1\. \S+: median [\d.]+ GFLOP/s \(its job's 2 repeats", ranked, re.M)
+    assert ' ahead of ' not in ranked and 'run more' in ranked
     print(text)

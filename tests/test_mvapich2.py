@@ -2,6 +2,7 @@
 `mpichversion` on PATH, or a standard location), a ReFrame environment `mvapich2` (Hydra's mpirun)
 and `mvapich2-rsh` (mpirun_rsh, for the start-up check), and the benchmarks built against it
 by Spack. The real runs need an MVAPICH2 on this machine and a Spack."""
+import json
 import os
 import re
 import subprocess
@@ -9,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import BIN, ROOT, requires_spack, run_reframe
-from hpcbench import mpi_stacks
+from conftest import BIN, FIXTURES, ROOT, requires_spack, run_reframe
+from hpcbench import mpi_stacks, results, verdicts
 
 INSTALLED = mpi_stacks.site_mvapich2()
 requires_mvapich2 = pytest.mark.skipif(
@@ -113,3 +114,24 @@ def test_real_runs_on_mvapich2_pass_under_both_launchers_and_compare_with_the_ot
     assert re.search(r'^figure +openmpi +mvapich2( +mvapich2-rsh)?$', shown.stdout, re.M), \
         shown.stdout
     assert re.search(r'^latency \[us\] +[\d.]+ +[\d.]+', shown.stdout, re.M)
+
+
+def test_four_mpis_side_by_side_with_repeats():
+    """A real session of IMB PingPong, three runs (--repeat 3) on each of the four MPIs of
+    this machine (MVAPICH2 2.3.7 built by hand): compare-stacks shows each figure as the
+    median of the runs, and ranks the latencies with a statistic."""
+    data = json.loads((FIXTURES / 'reframe' / 'pingpong-four-mpis-session.json').read_text())
+    groups = dict(results.side_by_side(results.measured_cases(data)))
+    group = groups['ImbPairCheck benchmark=PingPong on local:default']
+    assert {results.stack_of(c)['mpi'].split('@')[0] for c in group.values()} == {
+        'openmpi', 'mpich', 'intel-oneapi-mpi', 'mvapich2'}
+    table = results.stacks_table(group)
+    assert all(len(c['runs']['latency']) == 3 for c in group.values())
+    assert re.search(r'^peak_bandwidth \[MB/s\] +23470 \(median of 3\) +23261 \(median of 3\) '
+                     r'+20462 \(median of 3\) +16095 \(median of 3\)$', table, re.M), table
+    ranks = verdicts.rank_environments(group, 'latency')
+    assert [r.sample.n for r in ranks] == [3, 3, 3, 3] and ranks[0].what == '3 runs'
+    # Open MPI's 0.25 us first, MPICH's 0.36 last; three runs each tell none apart (within
+    # 5 %, or MPICH's runs spread from 0.10 to 0.36 us).
+    assert [r.environ for r in ranks][::3] == ['openmpi', 'mpich']
+    assert [r.ahead.verdict for r in ranks[:-1]] == ['no change', 'no change', 'inconclusive']

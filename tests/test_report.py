@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from hpcbench import browser, report
+from hpcbench import browser, report, results
 from conftest import FIXTURES
 
 REPORT_FIXTURES = FIXTURES / 'report'
@@ -223,3 +223,20 @@ def test_plots_label_one_node_keep_markers_apart_and_colour_the_ior_legend_as_it
     width = ior_plot.figure.bbox.width
     for text in (ax.title, ax.xaxis.label):
         assert text.get_window_extent(renderer).x1 <= width
+
+
+def test_time_per_check_says_where_the_wall_time_went():
+    """A real session (the BLAS libraries' HPL at N = 20000): HPL's four jobs took 951 s,
+    the benchmark jobs 1017 s of 1027 s wall; builds that only located their prefix have
+    no job, a second or so each. A job counted twice (overlapping itself) adds nothing."""
+    data = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
+    checks, benchmark, wall = results.time_per_check(data)
+    assert checks['HplCheck'][:2] == [4, pytest.approx(951, abs=1)]
+    assert checks['HplBuild'][1] == 0 and 0 < checks['HplBuild'][2] < 10
+    assert benchmark == pytest.approx(1017, abs=1) and wall == pytest.approx(1027, abs=1)
+    text = results.time_table(data)
+    assert text.splitlines()[2].split()[:3] == ['HplCheck', '4', '951']
+    assert text.endswith('benchmark jobs 1017 s of 1027 s wall (99 %)')
+    testcases = data['runs'][0]['testcases']
+    testcases.append(dict(next(tc for tc in testcases if tc['name'].startswith('HplCheck'))))
+    assert results.time_per_check(data)[1] == pytest.approx(benchmark)

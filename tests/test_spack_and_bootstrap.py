@@ -155,6 +155,47 @@ def test_the_two_systems_on_this_machine_concretize_from_the_same_inputs(tmp_pat
     assert keys['local'] == keys['testbed'] != keys['other']
 
 
+def _spack_copy(directory, recipe='class Zlib(Package):\n    version("1.3.1")\n'):
+    """A Spack and spack-packages as files (not git checkouts): the version, the
+    concretizer, the default configuration and one recipe."""
+    spack_dir, packages = directory / 'spack', directory / 'spack-packages'
+    files = {spack_dir / 'lib/spack/spack/__init__.py': '__version__ = "1.1.0"\n',
+             spack_dir / 'lib/spack/spack/solver/concretize.lp': '% rules\n',
+             spack_dir / 'etc/spack/defaults/concretizer.yaml': 'concretizer: {}\n',
+             packages / 'repos/spack_repo/builtin/packages/zlib/package.py': recipe}
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return spack.Spack(spack_dir, packages)
+
+
+def test_a_concretization_is_keyed_by_spacks_files_not_its_commits(tmp_path):
+    """Two copies that are not git checkouts have no commit: the key is their content.
+    The same files share a lock; a changed recipe or concretizer does not (issue 22)."""
+    env = tmp_path / 'env'
+    env.mkdir()
+    (env / 'spack.yaml').write_text((paths.SPACK_ENVS_DIR / 'local' / 'spack.yaml').read_text())
+    (env / 'host.yaml').write_text('definitions: []\n')
+    inputs = bootstrap.concretization_inputs(env)
+
+    def key(found):
+        return bootstrap.concretization_key(inputs, found)
+
+    first = _spack_copy(tmp_path / 'a')
+    assert first.commits() == ('', '')
+    same = _spack_copy(tmp_path / 'b')
+    # Python's byte-code caches and Spack's own tests are not inputs.
+    cache = same.root / 'lib/spack/spack/__pycache__/solver.cpython-311.pyc'
+    cache.parent.mkdir()
+    cache.write_bytes(b'\0')
+    assert key(first) == key(same)
+    newer_recipe = _spack_copy(tmp_path / 'c', 'class Zlib(Package):\n    version("1.3.2")\n')
+    assert key(newer_recipe) != key(first)
+    other_rules = _spack_copy(tmp_path / 'd')
+    (other_rules.root / 'lib/spack/spack/solver/concretize.lp').write_text('% other rules\n')
+    assert key(other_rules) != key(first)
+
+
 def test_a_spack_yaml_with_a_syntax_error_is_named_in_one_message(tmp_path):
     env = tmp_path / 'local'
     env.mkdir()

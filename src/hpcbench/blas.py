@@ -28,7 +28,10 @@ SPACK_OPENBLAS_SHA256 = 'f1003466ad074e9b0c8d421a204121100b0751c96fc6fcf3d1456bd
 # Haswell kernels: it cannot count this CPU's FMA units, `BLIS_ARCH_DEBUG=1` says so).
 # Through the suite (DgemmCeiling, best of 2, one session): MKL 147.8 and 140.6, OpenBLAS
 # 0.3.28 134.6, OpenBLAS 0.3.21 132.1, BLIS 69.2; HPL (N=11136, one rank of 2 threads) 106.0
-# and 108.3, 94.6, 92.0, 46.3 GFLOP/s.
+# and 108.3, 94.6, 92.0, 46.3 GFLOP/s. With a statistic (tests/fixtures/reframe/
+# blas-hpl-n20000-session.json, `hpcbench compare-stacks`): DGEMM medians of 5 calls MKL
+# 173.3, OpenBLAS 0.3.21 129.9, 0.3.28 126.9, BLIS 62.8; MKL ahead of both OpenBLAS at
+# p = 0.004, the two OpenBLAS not told apart (0.3.28 stays second: it knows this CPU).
 BY_SPEED = ('mkl', 'openblas-spack', 'openblas', 'blis')
 
 

@@ -380,7 +380,8 @@ def concretization_inputs(env):
 def concretization_key(inputs, found):
     """A digest of what the concretization depends on: the environment as Spack reads it
     (spack.yaml parsed, so comments do not count; local and testbed are the same), the
-    other inputs' contents by their path in the project, and the Spack commits."""
+    other inputs' contents by their path in the project, and Spack's and spack-packages'
+    files (Spack.content_key: by content, not by commit)."""
     digest = hashlib.sha256()
     manifest, *others = inputs
     try:
@@ -391,7 +392,7 @@ def concretization_key(inputs, found):
     for path in others:
         name = path.name if path.parent == manifest.parent else path.relative_to(paths.PROJECT_ROOT)
         digest.update(str(name).encode() + b'\0' + path.read_bytes())
-    digest.update(' '.join(found.commits()).encode())
+    digest.update(found.content_key().encode())
     return digest.hexdigest()
 
 

@@ -159,6 +159,33 @@ def _compare_stacks(args):
         print('\nBLAS x MPI')
     for heading, variable, unit, grid in grids:
         print(f'\n{heading}\n{results.grid_table(variable, unit, grid)}')
+    _print_rankings(groups)
+
+
+def _time_per_check(args):
+    """Each check's test cases and the seconds of their jobs in a stored session, and the
+    share of its wall time that benchmark jobs took."""
+    from hpcbench import results
+    data = _stored_session(args)
+    print(f'Time per check, session {data["session_info"]["uuid"]}')
+    print(results.time_table(data))
+
+
+def _print_rankings(groups):
+    """Each case's environments ranked by its headline figure, where they have samples
+    (--repeat, or a job's own repeats), each against the next with a statistic."""
+    from hpcbench import results, verdicts
+    ranked = [(heading, variable, verdicts.ranking_lines(group, variable))
+              for heading, group in groups
+              for variable in [results.headline_variable(group)]]
+    ranked = [entry for entry in ranked if entry[2]]
+    if ranked:
+        print(f'\nRanked (a one-sided Mann-Whitney U test of each against the next, at '
+              f'p <= {verdicts.ALPHA:g} and more than {verdicts.THRESHOLD:g} % apart)')
+    for heading, variable, lines in ranked:
+        print(f'\n{heading}: {variable}')
+        for line in lines:
+            print(f'  {line}')
 
 
 def _reference_counts(args):
@@ -358,6 +385,11 @@ def main(argv=None):
     stacks.add_argument('--check', default='',
                         help='only checks whose name matches this regular expression')
     stacks.set_defaults(func=_compare_stacks)
+    timing = sub.add_parser('time-per-check',
+                            help="print where a session's wall time went, per check")
+    timing.add_argument('--system', default='local')
+    timing.add_argument('--session', help='session UUID (default: the newest)')
+    timing.set_defaults(func=_time_per_check)
     counts = sub.add_parser('references',
                             help='count the reference figures per system and benchmark')
     counts.add_argument('--system', action='append',

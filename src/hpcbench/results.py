@@ -2,6 +2,7 @@
 contract) and turning stored test cases into the figures of a baseline."""
 import json
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -98,9 +99,18 @@ def case_key(case):
 
 
 def measured_cases(session_data, fixtures=False):
-    """The session's measured test cases (measured_runs), the last run of each."""
-    return list({case_key(case): case
-                 for case in measured_runs(session_data, fixtures)}.values())
+    """The session's measured test cases (measured_runs), the last run of each, with every
+    run's figures in `runs` ({variable: [value per run]}: --repeat gives several)."""
+    cases, runs = {}, {}
+    for case in measured_runs(session_data, fixtures):
+        key = case_key(case)
+        cases[key] = case
+        for variable, (value, _) in case['perfvalues'].items():
+            if value is not None:
+                runs.setdefault(key, {}).setdefault(variable, []).append(value)
+    for key, case in cases.items():
+        case['runs'] = runs.get(key, {})
+    return list(cases.values())
 
 
 def figure_samples(sessions, system):
@@ -176,6 +186,76 @@ def side_by_side(cases):
 _PROVIDER = re.compile(r'\^([\w,]+)=(\S+)')
 
 
+def environment_samples(group, variable):
+    """One figure of a side_by_side group as a sample per environment: {environ: (values,
+    what they are)}. The case's runs where it ran more than once (--repeat: each run its
+    own job), else its job's own repeats where it recorded them (DGEMM's calls, HPL's
+    solves: one job, so one phase of the machine), else its one value."""
+    samples = {}
+    for environ, case in group.items():
+        runs = case.get('runs', {}).get(variable, [])
+        own = (case['testcase'].get('samples') or {}).get(variable) or []
+        if len(runs) > 1:
+            samples[environ] = (runs, f'{len(runs)} runs')
+        elif len(own) > 1:
+            samples[environ] = (own, f"its job's {len(own)} repeats")
+        elif runs:
+            samples[environ] = (runs, '1 run')
+    return samples
+
+
+def case_figure(case, variable):
+    """A case's figure in a session: the median of its runs where it ran more than once
+    (--repeat), else its one value."""
+    runs = case.get('runs', {}).get(variable, [])
+    return statistics.median(runs) if len(runs) > 1 else case['perfvalues'][variable][0]
+
+
+def headline_variable(group):
+    """The figure a group is ranked and gridded by: `gflops` (HPL's, HPCC's, DGEMM's), else
+    the case's first."""
+    perfvalues = next(iter(group.values()))['perfvalues']
+    return 'gflops' if 'gflops' in perfvalues else next(iter(perfvalues))
+
+
+def time_per_check(session_data):
+    """Where a session's wall time went: ({check: [test cases, seconds of their jobs,
+    seconds of their builds]}, seconds of benchmark jobs, wall seconds). A job runs from
+    its submission to its completion (benchmarks and the ceilings they divide by); a build
+    (a build fixture's compile phase: `spack install`, or only locating an installed
+    prefix) has no job. The benchmark time is the union of the jobs' intervals, so that
+    jobs that overlap are not counted twice."""
+    checks, intervals = {}, []
+    for run in session_data['runs']:
+        for tc in run['testcases']:
+            row = checks.setdefault(tc['name'].split()[0], [0, 0.0, 0.0])
+            row[0] += 1
+            start, end = tc.get('job_submit_time'), tc.get('job_completion_time_unix')
+            if start is not None and end is not None:
+                row[1] += end - start
+                intervals.append((start, end))
+            else:
+                row[2] += tc.get('time_compile') or 0.0
+    benchmark, reach = 0.0, None
+    for start, end in sorted(intervals):
+        start = start if reach is None else max(start, reach)
+        benchmark += max(end - start, 0.0)
+        reach = end if reach is None else max(reach, end)
+    return checks, benchmark, session_data['session_info'].get('time_elapsed') or 0.0
+
+
+def time_table(session_data):
+    """time_per_check as text: a row per check (the slowest first), then the share of the
+    wall time the benchmark jobs took."""
+    checks, benchmark, wall = time_per_check(session_data)
+    rows = [[name, str(cases), f'{jobs:.0f}' if jobs else '-', f'{builds:.0f}' if builds else '-']
+            for name, (cases, jobs, builds) in sorted(checks.items(),
+                                                       key=lambda kv: -kv[1][1] - kv[1][2])]
+    share = f' ({100 * benchmark / wall:.0f} %)' if wall else ''
+    return (_text_table(['check', 'test cases', 'job seconds', 'build seconds'], rows)
+            + f'\nbenchmark jobs {benchmark:.0f} s of {wall:.0f} s wall{share}')
+
+
 def stack_of(case):
     """{'mpi': 'openmpi@4.1.4', 'blas': 'intel-oneapi-mkl@2025.3.0'} of a case's build, as its
     provenance names them ({} for a build Spack did not make)."""
@@ -188,13 +268,16 @@ def stack_of(case):
 
 def blas_mpi_grid(group, variable):
     """One figure of a case measured in several environments (side_by_side) as a row per
-    BLAS and a column per MPI: (MPIs, [(BLAS, [value or None per MPI])]); None when its
-    environments used fewer than two BLAS libraries."""
+    BLAS and a column per MPI: (MPIs, [(BLAS, [values or None per MPI])]); None when its
+    environments used fewer than two BLAS libraries. A cell holds every environment's
+    value for its BLAS and MPI: a case that uses no MPI (DGEMM, column '-') is measured
+    once per environment of its BLAS, and each of those is a figure."""
     cells = {}
     for case in group.values():
         stack = stack_of(case)
         if variable in case['perfvalues'] and 'blas' in stack:
-            cells[(stack['blas'], stack.get('mpi', '-'))] = case['perfvalues'][variable][0]
+            cells.setdefault((stack['blas'], stack.get('mpi', '-')), []).append(
+                case_figure(case, variable))
     blases = list(dict.fromkeys(b for b, _ in cells))
     if len(blases) < 2:
         return None
@@ -209,9 +292,8 @@ def blas_mpi_grids(groups):
     [(heading, variable, unit, grid)]."""
     grids = []
     for heading, group in groups:
-        perfvalues = next(iter(group.values()))['perfvalues']
-        variable = 'gflops' if 'gflops' in perfvalues else next(iter(perfvalues))
-        unit = perfvalues[variable][1]
+        variable = headline_variable(group)
+        unit = next(iter(group.values()))['perfvalues'][variable][1]
         grid = blas_mpi_grid(group, variable)
         if grid:
             grids.append((heading, variable, unit, grid))
@@ -219,10 +301,12 @@ def blas_mpi_grids(groups):
 
 
 def grid_rows(grid, fmt=None):
-    """A blas_mpi_grid's rows of cells, '-' where that BLAS did not run on that MPI."""
+    """A blas_mpi_grid's rows of cells, '-' where that BLAS did not run on that MPI, each
+    environment's value where several measured it ('147.8 / 140.6')."""
     _, rows = grid
     fmt = fmt or _value
-    return [[blas, *('-' if v is None else fmt(v) for v in values)] for blas, values in rows]
+    return [[blas, *('-' if v is None else ' / '.join(fmt(x) for x in v) for v in values)]
+            for blas, values in rows]
 
 
 def grid_table(variable, unit, grid):
@@ -249,10 +333,19 @@ def stacks_table(group):
     rows = [[virtual, *(stacks[env].get(virtual, '-') for env in environs)]
             for virtual in ('mpi', 'blas') if any(virtual in s for s in stacks.values())]
     rows += [[f'{name} [{unit}]',
-              *(_value(group[env]['perfvalues'][name][0])
-                if name in group[env]['perfvalues'] else '-' for env in environs)]
+              *(_figure_text(group[env], name) if name in group[env]['perfvalues'] else '-'
+                for env in environs)]
              for name, unit in units.items()]
     return _text_table(header, rows)
+
+
+def _figure_text(case, variable):
+    runs = case.get('runs', {}).get(variable, [])
+    value = case['perfvalues'][variable][0]
+    if value is None:
+        return '-'
+    return (f'{_value(case_figure(case, variable))} (median of {len(runs)})' if len(runs) > 1
+            else _value(value))
 
 
 def _text_table(header, rows):

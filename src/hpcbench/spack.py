@@ -3,6 +3,8 @@
 Standard library only: ``make run`` calls ``python3 -m hpcbench.spack locate`` before any
 venv exists, so that a machine without Spack fails fast with one message.
 """
+import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -40,12 +42,36 @@ class Spack:
     def builtin_repo(self):
         return self.packages / 'repos' / 'spack_repo' / 'builtin'
 
+    def content_key(self):
+        """A digest of what of Spack and spack-packages decides a concretization, by
+        content: Spack's library (its version, the concretizer and its rules), its default
+        configuration, and every file of the builtin repository. Two copies with the same
+        files share it, whether git checkouts or not (a copy that is not one has no commit
+        to tell it from another); a change to any of those files changes it."""
+        return _content_key(self.root, self.packages)
+
     def commits(self):
         """The commits of the Spack and spack-packages checkouts ('' where not a git
         checkout): what, besides an environment's files, decides its concretization."""
         return tuple(subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'],
                                     capture_output=True, text=True).stdout.strip()
                      for repo in (self.root, self.packages))
+
+
+# Spack's own tests and caches do not decide a concretization.
+_NOT_INPUTS = {'__pycache__', 'test'}
+
+
+@functools.lru_cache(maxsize=None)
+def _content_key(root, packages):
+    digest = hashlib.sha256()
+    builtin = packages / 'repos' / 'spack_repo' / 'builtin'
+    for base in (root / 'lib' / 'spack' / 'spack', root / 'etc' / 'spack' / 'defaults', builtin):
+        files = sorted(p for p in base.rglob('*') if p.is_file()
+                       and not _NOT_INPUTS.intersection(p.relative_to(base).parts))
+        for path in files:
+            digest.update(str(path.relative_to(base.parent)).encode() + b'\0' + path.read_bytes())
+    return digest.hexdigest()
 
 
 def _is_spack(root):

@@ -116,6 +116,61 @@ def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA, basis='run
     return verdict('inconclusive', f'median {change:+.1f} %, but {why}', p)
 
 
+# --- environments of one session, ranked ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Rank:
+    environ: str
+    sample: Sample
+    what: str               # what the values are (results.environment_samples)
+    ahead: Verdict = None   # this environment against the next one down; None for the last
+
+
+def rank_environments(group, variable, threshold=THRESHOLD, alpha=ALPHA):
+    """A side_by_side group's environments ranked by one figure's median, best first, each
+    judged against the next one down as judge() judges a change (its threshold and
+    one-sided Mann-Whitney U test): 'improvement' is ahead, anything else cannot be told
+    apart from it at this size of sample. [] when a figure has no better direction or
+    fewer than two environments have two values or more."""
+    unit = next(iter(group.values()))['perfvalues'][variable][1]
+    better = references.better(variable, unit)
+    samples = {env: (Sample(tuple(values)), what)
+               for env, (values, what) in results.environment_samples(group, variable).items()
+               if len(values) > 1}
+    if better is None or len(samples) < 2:
+        return []
+
+    order = sorted(samples, key=lambda env: samples[env][0].median,
+                   reverse=better == 'higher')
+    ranks = []
+    for env, below in zip(order, [*order[1:], None]):
+        ahead = (judge(variable, unit, samples[below][0], samples[env][0], threshold, alpha)
+                 if below else None)
+        ranks.append(Rank(env, *samples[env], ahead))
+    return ranks
+
+
+def ranking_lines(group, variable, threshold=THRESHOLD):
+    """rank_environments as text: one line per environment, best first."""
+    unit = next(iter(group.values()))['perfvalues'][variable][1]
+    ranks = rank_environments(group, variable, threshold)
+    order = [r.environ for r in ranks]
+    lines = []
+    for place, rank in enumerate(ranks, 1):
+        s = rank.sample
+        line = (f'{place}. {rank.environ}: median {s.median:.4g} {unit} '
+                f'({rank.what}, {min(s.values):.4g} to {max(s.values):.4g})')
+        if rank.ahead:
+            below = order[place]
+            v = rank.ahead
+            if v.verdict == 'improvement':
+                line += f'; ahead of {below} by {abs(v.change_percent):.1f} %, p = {v.p_value:.3g}'
+            else:
+                line += f'; not told apart from {below}: {v.reason}'
+        lines.append(line)
+    return lines
+
+
 # --- sets of sessions ------------------------------------------------------------------------
 
 # By default the newest session is judged against every session of the days before it.
