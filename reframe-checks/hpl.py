@@ -255,6 +255,14 @@ class HplCheck(HplBase):
     node_ceilings = fixture(NodeCeilings, scope='partition')
     tags = {'hpl', 'compute'}
 
+    def depends_on_stack(self):
+        # One rank (per-socket on a one-socket node, ...) sends no MPI message.
+        kept, _ = partition_layouts(self.current_partition)
+        if self.layout_name not in kept:
+            return True  # configure_run says why it does not run
+
+        return self.num_nodes * kept[self.layout_name].ranks_per_node > 1
+
     @run_after('setup')
     def configure_run(self):
         skip_unless_node_count(self, self.num_nodes)

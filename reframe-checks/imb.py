@@ -30,7 +30,7 @@ from hpcbench import imb, references
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
                           given_or_paper, job_output, paper_settings, partition_layout,
                           partition_node, partition_num_nodes, repeat_launch,
-                          skip_beyond_partition)
+                          skip_beyond_partition, skip_known_failure)
 
 
 class ImbBuild(BenchmarkBuild):
@@ -116,6 +116,7 @@ class ImbBenchmark(ImbBase):
     measured_only_variables = ('switch_size',)
 
     def run_benchmark(self, placement):
+        skip_known_failure(self, f'IMB {self.benchmark}')
         if self.repeats is None:
             self.repeats = imb.BEST_OF.get(self.benchmark, 1)
 

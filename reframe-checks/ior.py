@@ -101,6 +101,10 @@ class IorCheck(BenchmarkRun, SiteTuning):
     time_limit = '1h'
     tags = {'ior', 'io'}
 
+    def depends_on_stack(self):
+        # POSIX I/O does not go through the MPI library; MPI-IO is its ROMIO or OMPIO.
+        return self.api != 'posix'
+
     @run_after('setup')
     def configure_run(self):
         part = self.current_partition

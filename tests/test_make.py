@@ -18,7 +18,9 @@ def test_the_users_options_win_over_the_modes(tmp_path):
     out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
     assert proc.returncode == 0, out[-2000:] + proc.stderr
     # The mode's options first, the user's after them; only the environment asked for.
-    assert "-S sizing=tuning -T '^(sweep|screen)$' --dry-run -n StreamCheck -p openmpi" in out
+    assert "-S IorCheck.every_stack=false -T '^(sweep|screen)$' --dry-run -n StreamCheck " \
+        "-p openmpi" in out
+    assert 'were not set' not in out        # each quick setting names the checks it is for
     assert {p.name for p in (var / 'stage' / 'local' / 'default').iterdir()} == {'openmpi'}
 
 

@@ -194,6 +194,48 @@ def _job(var, environ, stage_glob):
     return stages[0], (stages[0] / 'rfm_job.sh').read_text()
 
 
+def _jobs_by_environment(var, check):
+    stage = var / 'stage' / 'local' / 'default'
+    jobs = {}
+    for script in stage.glob(f'*/{check}_*/rfm_job.sh'):
+        jobs.setdefault(script.parent.parent.name, []).append(script.read_text())
+    return jobs
+
+
+def test_quick_mode_runs_what_the_mpi_does_not_change_on_the_first_stack_only(var):
+    """Issue 22: a case whose figures do not depend on the MPI stack (HPL on one rank, IOR
+    through POSIX) runs once, on the first stack (and with each BLAS), in quick mode; the
+    cases an MPI changes run on every stack. Full mode runs everything everywhere."""
+    proc = run_reframe('--mode', 'quick', '--dry-run', '-n', 'HplCheck|IorCheck')
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-3000:] + proc.stderr
+    assert 'were not set' not in out
+    stacks = [s.name for s in mpi_stacks.local_stacks()]
+    first, others = stacks[0], stacks[1:]
+    other_blas = [f'{first}-{b.name}' for b in blas.local_libraries()[1:]]
+    ior = _jobs_by_environment(var, 'IorCheck')
+    posix = {env: n for env, jobs in ior.items() if (n := sum(' -a POSIX ' in j for j in jobs))}
+    mpiio = {env: sum(' -a MPIIO ' in job for job in jobs) for env, jobs in ior.items()}
+    assert posix == {first: 3}                       # three access patterns, once
+    assert mpiio == {stack: 6 for stack in stacks}   # independent and collective, everywhere
+    hpl = _jobs_by_environment(var, 'HplCheck')
+    one_rank = {env for env, jobs in hpl.items() for job in jobs
+                if re.search(r'^mpirun -np 1 ', job, re.M)}
+    several = {env for env, jobs in hpl.items() for job in jobs
+               if re.search(r'^mpirun -np [2-9]', job, re.M)}
+    assert one_rank == {first, *other_blas}
+    assert several == {*stacks, *other_blas}
+    for other in others:
+        assert re.search(rf'SKIP.*HplCheck %layout_name=per-socket %num_nodes=1 /\w+ '
+                         rf'@local:default\+{other} \[its figures do not depend on the MPI '
+                         rf'stack: measured on {first} ', out)
+
+    full = run_reframe('--dry-run', '-n', 'IorCheck', env={'HPCBENCH_VAR': str(var / 'full')})
+    assert full.returncode == 0, full.stdout[-2000:] + full.stderr
+    everywhere = _jobs_by_environment(var / 'full', 'IorCheck')
+    assert {env: len(jobs) for env, jobs in everywhere.items()} == {s: 9 for s in stacks}
+
+
 def test_dry_run_writes_imb_and_startup_jobs_for_every_mpi_environment(var):
     proc = run_reframe('--dry-run', '-n', 'Imb|MpiStartup')
     assert proc.returncode == 0, proc.stdout + proc.stderr

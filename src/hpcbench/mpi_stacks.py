@@ -67,6 +67,11 @@ class MpiStack:
         links = self.runtime_links() if runtime_only else self.links()
         return [str(t) for t in links.values() if not Path(t).exists()]
 
+    def known_failures(self):
+        """{what (e.g. 'IMB Uniband'): why}: the benchmarks this build of the MPI is known to
+        crash in, which the checks skip on it, saying why (KNOWN_FAILURES)."""
+        return {}
+
     # Spack's own detection (`spack external find`) describes the external: for an MPI a
     # site built, whose variants only its configure line tells (hpcbench.bootstrap).
     spack_detects = False
@@ -179,6 +184,10 @@ class InstalledMvapich2(MpiStack):
     def version(self):
         return mvapich2_version(self.prefix)
 
+    def known_failures(self):
+        return KNOWN_FAILURES.get(('mvapich2', self.version(), mvapich2_device(self.prefix)),
+                                  {})
+
     def links(self):
         return {}
 
@@ -207,6 +216,26 @@ def mvapich2_version(prefix):
         if version:
             return version
     return None
+
+
+def mvapich2_device(prefix):
+    """The device an MVAPICH2 was built with (`ch3:nemesis`, `ch3:mrail`, ...), from its
+    bin/mpichversion, or None."""
+    return _first_version([str(Path(prefix) / 'bin' / 'mpichversion')],
+                          r'MVAPICH2 Device:\s+(\S+)')
+
+
+# Benchmarks a build of an MPI crashes in, by (stack, version, device): a crash gives no
+# figure, and the defect is the MPI's, so the checks skip them there with this reason rather
+# than fail every run. Each entry says how it was seen.
+_NEMESIS_WAITALL_CRASH = (
+    'MVAPICH2 2.3.7 built with ch3:nemesis segfaults in it (SIGSEGV in MPID_nem_handle_pkt, '
+    'from MPI_Waitall in IMB_uni_bandwidth; two ranks on one node, at every size from 0 B; '
+    'PingPong, PingPing, Sendrecv and Exchange run)')
+KNOWN_FAILURES = {
+    ('mvapich2', '2.3.7', 'ch3:nemesis'): {'IMB Uniband': _NEMESIS_WAITALL_CRASH,
+                                           'IMB Biband': _NEMESIS_WAITALL_CRASH},
+}
 
 
 class Mvapich2NotFound(RuntimeError):

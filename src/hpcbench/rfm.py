@@ -131,6 +131,13 @@ def paper_settings(test, extra, known, **attrs):
         raise ReframeError(f'{part.fullname}: {err}') from None
 
 
+def skip_known_failure(test, what):
+    """Skip `what` (e.g. 'IMB Uniband') where the environment's MPI is known to crash in it
+    (extras.known_failures, hpcbench.mpi_stacks.KNOWN_FAILURES), saying why."""
+    reason = test.current_environ.extras.get('known_failures', {}).get(what)
+    test.skip_if(reason is not None, f'known failure of {test.current_environ.name}: {reason}')
+
+
 def given_or_paper(test, name, paper, default=None):
     """A setting as a run uses it: given (-S), else the paper's, else `default`."""
     given = getattr(test, name)
@@ -416,6 +423,34 @@ class QuietNode(rfm.RegressionTestPlugin):
                               f'(see {self.job.stdout} and {self.job.stderr})')
 
 
+class StackCoverage(rfm.RegressionTestPlugin):
+    """Which MPI stacks a check's cases run on.
+
+    Every stack the check is valid for, unless `every_stack` is False (quick mode,
+    hpcbench.rfmconfig.MODES): then a case whose figures do not depend on the MPI stack
+    (`depends_on_stack()` is False: one rank, or I/O through POSIX) runs on the partition's
+    first stack only (the MPI of the first of its environments the check is valid for, with
+    each BLAS), and on the others is skipped, saying so. A check overrides `depends_on_stack` (the default: it does)."""
+    #: False: run the cases that do not depend on the MPI stack on the first stack only.
+    every_stack = variable(typ.Bool, value=True)
+
+    def depends_on_stack(self):
+        return True
+
+    @run_after('setup')
+    def run_stack_independent_cases_once(self):
+        if self.every_stack or self.depends_on_stack():
+            return
+
+        valid = rt.valid_sysenv_comb(self.valid_systems, self.valid_prog_environs)
+        first = next(envs[0] for part, envs in valid.items()
+                     if part.fullname == self.current_partition.fullname)
+        mpi = self.current_environ.extras.get('spack_mpi')
+        self.skip_if(mpi != first.extras.get('spack_mpi'),
+                     f'its figures do not depend on the MPI stack: measured on {first.name} '
+                     '(quick mode; MODE=full runs it on every stack)')
+
+
 class Provenance(rfm.RegressionTestPlugin):
     """What exactly produced a test's figures (hpcbench.provenance), as loggable variables:
     ReFrame keeps them in the perflog line and in the results database with every other
@@ -495,7 +530,8 @@ class Samples(rfm.RegressionTestPlugin):
         return True
 
 
-class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, QuietNode, Provenance, Samples):
+class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, QuietNode, Provenance,
+                   Samples):
     """What every benchmark check is, and what it may rely on:
 
     - its program comes from a `build` fixture (a BenchmarkBuild: Spack's or a registry's);
@@ -503,7 +539,9 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, QuietNode, Provenan
     - its job checks that the node is quiet before the launch and fails when its exit status
       is not 0 (QuietNode);
     - its figures carry their provenance (Provenance) and, where the job measured a figure
-      several times, its values and how they were aggregated (Samples).
+      several times, its values and how they were aggregated (Samples);
+    - a case whose figures do not depend on the MPI stack says so (`depends_on_stack`), and
+      quick mode runs it on the first stack only (StackCoverage).
     Checks that launch MPI ranks mix in SiteTuning too."""
 
 
