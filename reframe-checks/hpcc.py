@@ -12,10 +12,12 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import hpcc, hpl, references
+from hpcbench.rfmconfig import OTHER_BLAS
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
                           partition_layout, partition_node)
 
@@ -39,6 +41,9 @@ class HpccCheck(BenchmarkRun, SiteTuning):
     sizing = variable(str, value='full')
     #: An explicit share of the node's memory for HPCC's HPL, instead of `sizing`.
     memory_fraction = variable(float, type(None), value=None)
+    #: False (quick mode): with the default BLAS only. What another BLAS changes in HPCC
+    #: (its HPL and DGEMM) HplCheck and DgemmCeiling measure with every BLAS.
+    every_blas = variable(typ.Bool, value=True)
     #: What this run used, for the perflog and the results database.
     inputs = variable(str, value='')
     input_kinds = {'memory_fraction': 'fraction'}
@@ -49,6 +54,9 @@ class HpccCheck(BenchmarkRun, SiteTuning):
 
     @run_after('setup')
     def configure_run(self):
+        self.skip_if(not self.every_blas and OTHER_BLAS in self.current_environ.features,
+                     'HPCC runs with the default BLAS only; HplCheck and DgemmCeiling measure '
+                     'this one (quick mode; MODE=full runs HPCC with every BLAS)')
         self.node = partition_node(self.current_partition)
         self.layout = partition_layout(self.current_partition, 'per-core')
         try:

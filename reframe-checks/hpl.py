@@ -28,6 +28,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import dgemm, hpl, references
+from hpcbench.rfmconfig import OTHER_BLAS
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, NodeCeilings, bind_ranks,
                           configured_layout_names, configured_node_counts, given_or_paper,
                           job_output, paper_settings,
@@ -253,6 +254,9 @@ class HplCheck(HplBase):
     # The DGEMM of this environment's BLAS, measured in its own session beside its HPL cases.
     ceiling = fixture(DgemmCeiling, scope='environment')
     node_ceilings = fixture(NodeCeilings, scope='partition')
+    #: False (quick mode): the other BLAS libraries run the node's one-rank layout only,
+    #: where the BLAS's own threads do all the work; the default BLAS runs every layout.
+    blas_every_layout = variable(typ.Bool, value=True)
     tags = {'hpl', 'compute'}
 
     def depends_on_stack(self):
@@ -272,6 +276,12 @@ class HplCheck(HplBase):
                      f'on {self.current_partition.fullname}')
         self.skip_if(self.layout_name not in kept,
                      f'{self.current_partition.fullname} has no {self.layout_name} layout')
+        if not self.blas_every_layout and OTHER_BLAS in self.current_environ.features:
+            one_rank = next((name for name, chosen in kept.items()
+                             if chosen.ranks_per_node == 1), None)
+            self.skip_if(self.layout_name != one_rank,
+                         f'another BLAS than the default runs HPL in the one-rank layout '
+                         f'({one_rank}) only (quick mode; MODE=full runs every layout)')
         self.plan_run(self.tuning(), self.repeats)
         self.reference = references.reframe_reference(self)
 

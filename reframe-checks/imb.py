@@ -85,9 +85,16 @@ class ImbBase(BenchmarkRun, SiteTuning):
         return imb.memory_limit_gib(partition_node(part).memory_bytes,
                                     placement.ranks_per_node)
 
+    def volume_mb(self):
+        """IMB's overall volume per message size (MB, -iter's second field); None: IMB's."""
+        return None
+
     def imb_options(self):
         opts = ['-npmin', self.placement.ranks]
-        if self.iterations is not None:
+        volume = self.volume_mb()
+        if volume is not None:
+            opts += ['-iter', f'{self.iterations or imb.DEFAULT_REPETITIONS},{volume}']
+        elif self.iterations is not None:
             opts += ['-iter', self.iterations]
         if self.seconds_per_size is not None:
             opts += ['-time', self.seconds_per_size]
@@ -107,13 +114,20 @@ class ImbBenchmark(ImbBase):
     #: IMB launches in the job (None: hpcbench.imb.BEST_OF, three for the curves whose
     #: shape is read, PingPong and PingPing; one for the others).
     repeats = variable(int, type(None), value=None)
-    input_kinds = {**ImbBase.input_kinds, 'repeats': 'positive'}
+    #: IMB's overall volume per message size (MB) for the benchmarks that send a window of
+    #: messages per repetition (hpcbench.imb.WINDOWED); None: IMB's 40 (quick mode: less).
+    windowed_volume_mb = variable(int, type(None), value=None)
+    input_kinds = {**ImbBase.input_kinds, 'repeats': 'positive',
+                   'windowed_volume_mb': 'positive'}
     #: The measured table (the fastest run at each size) by column (hpcbench.imb.curve):
     #: the curves of the report's IMB plots, kept in the results database.
     curve = variable(typ.Dict[str, typ.List[float]], value={})
     #: Variables reported only when the measured curve shows them (references may name
     #: them: hpcbench.references.reframe_reference).
     measured_only_variables = ('switch_size',)
+
+    def volume_mb(self):
+        return self.windowed_volume_mb if self.benchmark in imb.WINDOWED else None
 
     def run_benchmark(self, placement):
         skip_known_failure(self, f'IMB {self.benchmark}')
@@ -135,7 +149,8 @@ class ImbBenchmark(ImbBase):
         self.inputs = (f'{self.benchmark} placement={placement.describe()} '
                        f'[{self.layout.describe()}]{sizes} mem={memory_gib:g}GiB '
                        f'iterations={self.iterations or "imb-default"} '
-                       f'best-of={self.repeats}')
+                       + (f'volume={self.volume_mb()}MB ' if self.volume_mb() else '')
+                       + f'best-of={self.repeats}')
         self.perf_variables = {
             name: sn.make_performance_function(self.figure, unit, name)
             for name, unit in imb.performance_units(self.benchmark, self.sizes).items()

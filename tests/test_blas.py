@@ -1,6 +1,7 @@
 """The BLAS libraries side by side (issue 20): which the machine has and which is the default,
 how host.yaml describes them to Spack, their ReFrame environments, and real HPL and DGEMM
 runs on each, shown as BLAS x MPI."""
+import ctypes
 import json
 import os
 import re
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, FIXTURES, ROOT, requires_spack, run_reframe
-from hpcbench import (blas, bootstrap, host, layout, node, report, results, rfmconfig,
-                      verdicts)
+from hpcbench import (blas, bootstrap, host, layout, node, paths, report, results,
+                      rfmconfig, verdicts)
 from hpcbench.rfm import PREFIX_FILE
 
 ANSI = re.compile(r'\x1b\[[0-9;]*m')
@@ -24,6 +25,8 @@ def _names(libraries):
 def test_the_default_is_the_fastest_the_machine_has_unless_hpcbench_blas_says(monkeypatch,
                                                                              tmp_path):
     monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
+    # No order measured on this machine yet: the one measured when hpcbench.blas was written.
+    monkeypatch.setenv('HPCBENCH_CACHE', str(tmp_path / 'cache'))
     # A local mirror that holds OpenBLAS's source, and one that does not (an older cache
     # offline: building it would fail the whole install).
     monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path))
@@ -107,6 +110,78 @@ def test_each_other_blas_is_an_environment_of_the_first_stack_only(monkeypatch):
         == ['openmpi', 'mpich']
 
 
+def _dgemm_samples(fixture):
+    """{library name: DGEMM GFLOP/s of every call} of a real session's DGEMM ceilings."""
+    data = json.loads((FIXTURES / 'reframe' / fixture).read_text())
+    data = data[0] if isinstance(data, list) else data
+    return {blas.library_of(provider, LIBRARIES): rates
+            for provider, rates in results.dgemm_by_blas(data).items()}
+
+
+# The four libraries as this machine has them (BLIS and OpenBLAS: Debian 12's versions).
+LIBRARIES = [blas.PypiMkl('mkl', 'intel-oneapi-mkl'),
+             blas.SpackOpenblas('openblas-spack', 'openblas@0.3.28 threads=openmp'),
+             blas.debian_openblas(), blas.DebianBlis('blis', 'blis')]
+
+
+def test_the_default_blas_becomes_the_one_measured_fastest_when_it_is_ahead():
+    """The VM as an AMD EPYC (a warm make run): OpenBLAS 0.3.21 and 0.3.28 ahead of MKL,
+    the default until then, by 8 % over 5 against 20 calls (MKL's on four MPI stacks): the
+    best median becomes the default; the others keep their places."""
+    samples = _dgemm_samples('dgemm-four-blas-amd-session.json')
+    assert {name: len(rates) for name, rates in samples.items()} == {
+        'mkl': 20, 'openblas-spack': 5, 'openblas': 5, 'blis': 5}
+    choice = blas.choose_default(samples, list(blas.BY_SPEED))
+    assert choice.changed and choice.order == ('openblas', 'mkl', 'openblas-spack', 'blis')
+    assert choice.medians['openblas'] == pytest.approx(108.19)
+    assert choice.reason.startswith('openblas: the best DGEMM, openblas 108.2 GFLOP/s (median '
+                                    'of 5), ahead of mkl 99.4 GFLOP/s (median of 20): median '
+                                    '+8.8 %, Mann-Whitney U p = ')
+    # Once OpenBLAS 0.3.28 is the default, 0.3.21's 0.5 % better median does not replace it:
+    # the runs cannot tell them apart, and a swap would rebuild HPL on every stack.
+    kept = blas.choose_default(samples, ['openblas-spack', 'mkl', 'openblas', 'blis'])
+    assert not kept.changed and kept.order == ('openblas-spack', 'mkl', 'openblas', 'blis')
+    assert 'openblas-spack stays: openblas 108.2 GFLOP/s (median of 5) is not told apart' \
+        in kept.reason and 'within ±5 %' in kept.reason
+
+
+def test_the_default_blas_stays_when_it_is_the_fastest_or_alone():
+    """The VM as an Intel Xeon (DGEMM at N = 20000): MKL ahead of both OpenBLAS."""
+    samples = _dgemm_samples('blas-hpl-n20000-session.json')
+    choice = blas.choose_default(samples, list(blas.BY_SPEED))
+    assert not choice.changed and choice.order == tuple(blas.BY_SPEED)
+    assert choice.reason.startswith('mkl stays: the best DGEMM, mkl 173.3 GFLOP/s (median of '
+                                    '5); next openblas 129.9')
+    # An order whose default was not measured takes the best; one library says nothing.
+    assert blas.choose_default(samples, ['atlas', 'blis']).order[0] == 'mkl'
+    alone = blas.choose_default({'blis': samples['blis']}, ['mkl', 'blis'])
+    assert alone.order == ('mkl', 'blis') and 'fewer than two' in alone.reason
+
+
+def test_the_recorded_order_is_the_machines_and_a_damaged_one_is_said(monkeypatch, tmp_path,
+                                                                     capfd):
+    monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
+    monkeypatch.setenv('HPCBENCH_CACHE', str(tmp_path / 'cache'))
+    monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path / 'no-mirror'))
+    choice = blas.choose_default(_dgemm_samples('dgemm-four-blas-amd-session.json'),
+                                 list(blas.BY_SPEED))
+    blas.record_order(choice, 'a-session')
+    recorded = json.loads(blas.order_path().read_text())
+    assert recorded['session'] == 'a-session' and recorded['reason'] == choice.reason
+    assert _names(blas.local_libraries()) == ['openblas', 'mkl', 'openblas-spack', 'blis']
+    # HPCBENCH_BLAS still decides.
+    monkeypatch.setenv('HPCBENCH_BLAS', 'blis,mkl')
+    assert _names(blas.local_libraries()) == ['blis', 'mkl']
+    monkeypatch.delenv('HPCBENCH_BLAS')
+    # A library the record does not name (newer than it) comes last.
+    blas.order_path().write_text(json.dumps({'order': ['blis', 'atlas']}))
+    assert _names(blas.local_libraries()) == ['blis', 'mkl', 'openblas-spack', 'openblas']
+    blas.order_path().write_text('{"order": ["blis"')
+    assert _names(blas.local_libraries()) == list(blas.BY_SPEED)
+    err = capfd.readouterr().err
+    assert err.count('warning:') == 1 and 'is not a BLAS order' in err
+
+
 def test_the_blas_mpi_grid_of_a_real_session():
     """A session of the real run below (test_hpl_and_dgemm_run_on_every_blas): HPL and the
     DGEMM ceiling on Open MPI with each BLAS, and on MPICH with the default."""
@@ -167,6 +242,20 @@ def test_which_blas_is_fastest_is_said_with_a_statistic():
                                     hpl.items()}, 'gflops') == []
 
 
+def _assert_built_for_its_target(library):
+    """Our openblas recipe (packages/spack_repo/hpcbench_host): on a generic x86-64 level
+    (the VM as an AMD EPYC: x86_64_v4) one kernel set, the level's, not every x86 one."""
+    spec = json.loads((Path(library).parents[1] / '.spack' / 'spec.json').read_text())
+    target = spec['spec']['nodes'][0]['arch']['target']
+    target = target['name'] if isinstance(target, dict) else target
+    openblas = ctypes.CDLL(library)
+    openblas.openblas_get_config.restype = ctypes.c_char_p
+    config = openblas.openblas_get_config().decode()
+    kernels = {'x86_64_v4': 'SKYLAKEX', 'x86_64_v3': 'HASWELL', 'x86_64_v2': 'NEHALEM'}
+    if target in kernels:
+        assert 'DYNAMIC_ARCH' not in config and kernels[target] in config.split(), config
+
+
 def _linked(program):
     return subprocess.run(['ldd', program], capture_output=True, text=True,
                           check=True).stdout
@@ -210,6 +299,8 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
                                 if re.search(r'blas|blis|mkl_core', ln)]
             assert len(libraries_linked) == 1, (environ, program, linked)
             assert blas_library[library.name] in libraries_linked[0], (environ, program, linked)
+            if library.name == 'openblas-spack':
+                _assert_built_for_its_target(libraries_linked[0].split()[0])
             if program == 'xhpl':
                 assert re.search(rf'\b{re.escape(mpi_library)} =>', linked), (environ, linked)
 
@@ -232,3 +323,17 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
     assert ' ahead of ' not in ranked
     assert all('; not told apart from ' in line for line in dgemm[:-1]), dgemm
     print(text)
+
+    # `hpcbench setup` would choose HPL's default from this session's DGEMM ceilings: with
+    # two calls each none is ahead of the default, which stays, and is recorded as such.
+    cache = tmp_path / 'cache'
+    chosen = subprocess.run([str(BIN / 'python'), '-c', 'from hpcbench import bootstrap; '
+                             'bootstrap.choose_default_blas()'], cwd=ROOT, capture_output=True,
+                            text=True, env={**os.environ, **env, 'HPCBENCH_CACHE': str(cache),
+                                            'HPCBENCH_MIRROR': str(paths.mirror_dir())})
+    assert chosen.returncode == 0, chosen.stderr
+    recorded = json.loads((cache / 'blas' / 'order.json').read_text())
+    assert recorded['session'] == re.search(r'session (\S+)\)', chosen.stdout).group(1)
+    assert recorded['session'] in run_reframe('--list-stored-sessions', env=env).stdout
+    assert set(recorded['medians']) == set(_names(libraries))
+    assert recorded['order'] == list(blas.BY_SPEED) and 'stays' in recorded['reason']

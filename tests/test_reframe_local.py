@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from hpcbench import blas, host, hpl, imb, layout, mpi_stacks, stream
+from hpcbench import blas, dgemm, host, hpl, imb, layout, mpi_stacks, stream
 from conftest import BIN, ROOT, requires_spack, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
@@ -197,7 +197,7 @@ def _job(var, environ, stage_glob):
 def _jobs_by_environment(var, check):
     stage = var / 'stage' / 'local' / 'default'
     jobs = {}
-    for script in stage.glob(f'*/{check}_*/rfm_job.sh'):
+    for script in stage.glob(f'*/{check}*/rfm_job.sh'):
         jobs.setdefault(script.parent.parent.name, []).append(script.read_text())
     return jobs
 
@@ -205,8 +205,11 @@ def _jobs_by_environment(var, check):
 def test_quick_mode_runs_what_the_mpi_does_not_change_on_the_first_stack_only(var):
     """Issue 22: a case whose figures do not depend on the MPI stack (HPL on one rank, IOR
     through POSIX) runs once, on the first stack (and with each BLAS), in quick mode; the
-    cases an MPI changes run on every stack. Full mode runs everything everywhere."""
-    proc = run_reframe('--mode', 'quick', '--dry-run', '-n', 'HplCheck|IorCheck')
+    cases an MPI changes run on every stack; the other BLAS libraries run HPL on one rank
+    and no HPCC; the DGEMM ceilings make 3 calls; IMB's windowed benchmarks move less per
+    size. Full mode runs everything everywhere."""
+    proc = run_reframe('--mode', 'quick', '--dry-run', '-n',
+                       'HplCheck|IorCheck|HpccCheck|ImbPairCheck')
     out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
     assert proc.returncode == 0, out[-3000:] + proc.stderr
     assert 'were not set' not in out
@@ -224,7 +227,24 @@ def test_quick_mode_runs_what_the_mpi_does_not_change_on_the_first_stack_only(va
     several = {env for env, jobs in hpl.items() for job in jobs
                if re.search(r'^mpirun -np [2-9]', job, re.M)}
     assert one_rank == {first, *other_blas}
-    assert several == {*stacks, *other_blas}
+    # The other BLAS libraries run HPL on one rank only, where their threads do the work.
+    assert several == set(stacks)
+    for other in other_blas:
+        assert re.search(rf'SKIP.*HplCheck %layout_name=per-core %num_nodes=1 /\w+ '
+                         rf'@local:default\+{other} \[another BLAS than the default runs '
+                         r'HPL in the one-rank layout \(\S+\) only \(quick mode', out)
+    assert set(_jobs_by_environment(var, 'HpccCheck')) == set(stacks)
+    for other in other_blas:
+        assert re.search(rf'SKIP.*HpccCheck /\w+ @local:default\+{other} \[HPCC runs with '
+                         'the default BLAS only', out)
+    dgemm_calls = {re.search(r'dgemm-rate\S* (\d+) (\d+)$', job, re.M).group(2)
+                   for jobs in _jobs_by_environment(var, 'DgemmCeiling').values()
+                   for job in jobs}
+    assert dgemm_calls == {str(dgemm.QUICK_REPEATS)}
+    for job in _jobs_by_environment(var, 'ImbPairCheck')[first]:
+        benchmark = re.search(r' -msglog \S+ (\w+)$', job, re.M).group(1)
+        windowed = f' -iter {imb.DEFAULT_REPETITIONS},{imb.QUICK_WINDOWED_VOLUME_MB} '
+        assert (windowed in job) == (benchmark in imb.WINDOWED), job
     for other in others:
         assert re.search(rf'SKIP.*HplCheck %layout_name=per-socket %num_nodes=1 /\w+ '
                          rf'@local:default\+{other} \[its figures do not depend on the MPI '

@@ -4,10 +4,15 @@ bootstrap (prefixes, Spack externals, host.yaml) and the local site config (a Re
 environment per BLAS for the checks that depend on one: HPL, HPCC and the DGEMM ceiling).
 
 The default BLAS (the one every MPI stack's HPL and HPCC are built with) is the fastest the
-machine has, by the order measured here (BY_SPEED); the others run on one MPI stack only
-(the first the machine has), as a BLAS does not change how an MPI moves data.
+machine has: `hpcbench setup` ranks the libraries by the DGEMM ceilings of the newest session
+that measured them (choose_default) and records the order in the per-user cache; until a run
+has measured them, the order measured when this was written (BY_SPEED). The others run on
+one MPI stack only (the first the machine has), as a BLAS does not change how an MPI moves
+data.
 """
+import json
 import os
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +27,7 @@ MKL_VERSION = '2025.3.0'
 SPACK_OPENBLAS_VERSION = '0.3.28'
 SPACK_OPENBLAS_SHA256 = 'f1003466ad074e9b0c8d421a204121100b0751c96fc6fcf3d1456bd12f8a00a1'
 
-# Fastest first, measured on this machine (2 cores, the VM reports an Intel Xeon with
+# Fastest first, measured on this machine when the VM presented an Intel Xeon (2 cores,
 # AVX-512), dgemm-rate N=4000, best of 5, three rounds: MKL 161, 138, 146 GFLOP/s; Debian's
 # OpenBLAS 0.3.21 (its Cooper Lake kernels) 127, 122, 118; BLIS 0.9.0 74 and 107 (its
 # Haswell kernels: it cannot count this CPU's FMA units, `BLIS_ARCH_DEBUG=1` says so).
@@ -32,6 +37,8 @@ SPACK_OPENBLAS_SHA256 = 'f1003466ad074e9b0c8d421a204121100b0751c96fc6fcf3d1456bd
 # blas-hpl-n20000-session.json, `hpcbench compare-stacks`): DGEMM medians of 5 calls MKL
 # 173.3, OpenBLAS 0.3.21 129.9, 0.3.28 126.9, BLIS 62.8; MKL ahead of both OpenBLAS at
 # p = 0.004, the two OpenBLAS not told apart (0.3.28 stays second: it knows this CPU).
+# The order until a run has measured the machine (choose_default): the same VM presenting
+# an AMD EPYC later gave OpenBLAS 0.3.21 and 0.3.28 108.2 and 107.6, BLIS 103.8, MKL 99.4.
 BY_SPEED = ('mkl', 'openblas-spack', 'openblas', 'blis')
 
 
@@ -165,9 +172,9 @@ def debian_openblas():
 
 
 def local_libraries():
-    """Every BLAS this machine can have, fastest first (BY_SPEED). `HPCBENCH_BLAS` (a
-    comma-separated list of names) keeps only those, in its order; the first is then the
-    default."""
+    """Every BLAS this machine can have, fastest first: as measured on it (recorded_order),
+    else BY_SPEED. `HPCBENCH_BLAS` (a comma-separated list of names) keeps only those, in
+    its order; the first is then the default."""
     cache = paths.cache_dir()
     libraries = {
         'mkl': PypiMkl('mkl', 'intel-oneapi-mkl', cache / 'mkl' / MKL_VERSION),
@@ -180,7 +187,7 @@ def local_libraries():
         'blis': DebianBlis('blis', 'blis', cache / 'blas' / 'blis'),
     }
     chosen = os.environ.get('HPCBENCH_BLAS')
-    names = BY_SPEED
+    names = recorded_order()
     if chosen:
         names = [n.strip() for n in chosen.split(',') if n.strip()]
         unknown = [n for n in names if n not in libraries]
@@ -189,3 +196,92 @@ def local_libraries():
                   f'{", ".join(BY_SPEED)}', file=sys.stderr)
             sys.exit(1)
     return [libraries[n] for n in names if libraries[n].available()]
+
+
+# --- the default, chosen by measurement ------------------------------------------------------
+
+def order_path():
+    """Where the measured order is kept: a property of the machine, in its per-user cache,
+    so that every checkout on it builds the same environment (and reuses its lock)."""
+    return paths.cache_dir() / 'blas' / 'order.json'
+
+
+def recorded_order():
+    """The BLAS names, fastest first, as recorded by the last choose_default (libraries it
+    did not measure after, in BY_SPEED's order), else BY_SPEED."""
+    path = order_path()
+    try:
+        recorded = json.loads(path.read_text())['order']
+    except FileNotFoundError:
+        return list(BY_SPEED)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        print(f'warning: {path} is not a BLAS order ({err}): using the order measured when '
+              f'hpcbench.blas was written', file=sys.stderr)
+        return list(BY_SPEED)
+    known = [name for name in recorded if name in BY_SPEED]
+    return known + [name for name in BY_SPEED if name not in known]
+
+
+@dataclass(frozen=True)
+class DefaultChoice:
+    order: tuple        # library names, the default first
+    medians: dict       # {name: median GFLOP/s} of those measured
+    changed: bool       # whether the default is not the one before
+    reason: str
+
+
+def choose_default(samples, order):
+    """The default BLAS from DGEMM ceilings measured in one session: `samples` {library
+    name: [GFLOP/s, ...]}, `order` the current order (its first: the default). The default
+    changes only when the library with the best median is ahead of it by compare's rule
+    (hpcbench.verdicts.judge: more than 5 % and a one-sided Mann-Whitney U test at p <= 0.05),
+    so that two libraries a run cannot tell apart do not swap the build at every run."""
+    from hpcbench import verdicts
+    medians = {name: statistics.median(values) for name, values in samples.items() if values}
+    current = order[0]
+    by_median = sorted(medians, key=medians.get, reverse=True)
+    if len(by_median) < 2:
+        return DefaultChoice(tuple(order), medians, False,
+                             f'{current} stays: fewer than two libraries measured')
+
+    best = by_median[0]
+
+    def figure(name):
+        return f'{name} {medians[name]:.1f} GFLOP/s (median of {len(samples[name])})'
+
+    if best == current:
+        default, changed = current, False
+        reason = f'{current} stays: the best DGEMM, {figure(best)}; next {figure(by_median[1])}'
+    elif current not in medians:
+        default, changed = best, True
+        reason = f'{best}: the best DGEMM, {figure(best)}; {current} was not measured'
+    else:
+        verdict = verdicts.judge('gflops', 'GFLOP/s', samples[current], samples[best])
+        changed = verdict.verdict == 'improvement'
+        default = best if changed else current
+        reason = (f'{best}: the best DGEMM, {figure(best)}, ahead of {figure(current)}: '
+                  f'{verdict.reason}' if changed else
+                  f'{current} stays: {figure(best)} is not told apart from {figure(current)}: '
+                  f'{verdict.reason}')
+    # The others keep their places: their order is not a choice, and a new one would only
+    # change the environment's text and have it concretized again.
+    return DefaultChoice((default, *[name for name in order if name != default]), medians,
+                         changed, reason)
+
+
+def library_of(provider, libraries):
+    """The library of `libraries` a build's BLAS provider (`openblas@0.3.28`) is, or None."""
+    package, _, version = provider.partition('@')
+    return next((library.name for library in libraries
+                 if library.package == package and library.version() == version), None)
+
+
+def record_order(choice, session):
+    """Keep a choice (atomically): the order local_libraries reads, and why."""
+    path = order_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix('.tmp')
+    temporary.write_text(json.dumps({'order': list(choice.order), 'reason': choice.reason,
+                                     'session': session, 'medians': choice.medians},
+                                    indent=1) + '\n')
+    temporary.replace(path)

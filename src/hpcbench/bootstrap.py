@@ -335,9 +335,43 @@ def setup(refresh=False, system='local'):
         registry_only()
         return None
 
+    choose_default_blas()
     found = bootstrap(refresh, found)
     install_environment(found, system)
     return found
+
+
+def choose_default_blas():
+    """Make the fastest BLAS measured on this machine HPL's default (hpcbench.blas.
+    choose_default), from the newest stored session whose DGEMM ceilings cover two libraries
+    or more; without one, the order stays as it is."""
+    if os.environ.get('HPCBENCH_BLAS') or not (paths.VAR_DIR / 'results.db').exists():
+        return
+
+    from hpcbench import results
+    libraries = blas.local_libraries()
+    try:
+        sessions = results.stored_sessions(results.site_config('local'))
+    except RuntimeError as err:
+        say(f"HPL's default BLAS stays {libraries[0].name}: {err}")
+        return
+
+    for session in sessions:
+        samples = {}
+        for provider, rates in results.dgemm_by_blas(session).items():
+            name = blas.library_of(provider, libraries)
+            if name:
+                samples[name] = rates
+        if len(samples) > 1:
+            break
+    else:
+        return
+
+    uuid = session['session_info']['uuid']
+    choice = blas.choose_default(samples, blas.recorded_order())
+    blas.record_order(choice, uuid)
+    say(f"HPL's default BLAS (DGEMM ceilings of session {uuid}): {choice.reason}"
+        + (' (a new default: the environment is concretized again)' if choice.changed else ''))
 
 
 def install_environment(found, system='local'):

@@ -266,6 +266,20 @@ def stack_of(case):
     return stack
 
 
+def dgemm_by_blas(session_data):
+    """The DGEMM ceilings of a session per BLAS its build used: {provider (`openblas@0.3.28`):
+    [GFLOP/s of every call]}, each case's calls (its job's repeats) pooled across the
+    environments that share a BLAS (the MPI stacks with the default one)."""
+    rates = {}
+    for case in measured_cases(session_data, fixtures=True):
+        provider = stack_of(case).get('blas')
+        if case['check'] == 'DgemmCeiling' and provider:
+            calls = (case['testcase'].get('samples') or {}).get('gflops') or [
+                case_figure(case, 'gflops')]
+            rates.setdefault(provider, []).extend(calls)
+    return rates
+
+
 def blas_mpi_grid(group, variable):
     """One figure of a case measured in several environments (side_by_side) as a row per
     BLAS and a column per MPI: (MPIs, [(BLAS, [values or None per MPI])]); None when its

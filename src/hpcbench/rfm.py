@@ -430,7 +430,8 @@ class StackCoverage(rfm.RegressionTestPlugin):
     hpcbench.rfmconfig.MODES): then a case whose figures do not depend on the MPI stack
     (`depends_on_stack()` is False: one rank, or I/O through POSIX) runs on the partition's
     first stack only (the MPI of the first of its environments the check is valid for, with
-    each BLAS), and on the others is skipped, saying so. A check overrides `depends_on_stack` (the default: it does)."""
+    each BLAS), and on the others is skipped, saying so. A check overrides
+    `depends_on_stack` (the default: it does)."""
     #: False: run the cases that do not depend on the MPI stack on the first stack only.
     every_stack = variable(typ.Bool, value=True)
 
@@ -546,9 +547,9 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, Quie
 
 
 class NodeCeilings(BenchmarkRun):
-    """The node's sustained peak and bandwidth ceiling (hpcbench.ceilings: likwid-bench on all
-    cores), for the checks that report a fraction of them (HPL, STREAM). One job per
-    partition; likwid-bench pins its own threads."""
+    """The node's sustained peak, bandwidth ceiling and ordinary-store triad (hpcbench.
+    ceilings: likwid-bench on all cores), for the checks that report a fraction of them
+    (HPL, STREAM). One job per partition; likwid-bench pins its own threads."""
     descr = 'Sustained peak flop rate and memory bandwidth of one node (likwid-bench)'
     valid_systems = ['*']
     valid_prog_environs = ['*']
@@ -590,6 +591,8 @@ class NodeCeilings(BenchmarkRun):
         self.record_samples(f'{self.kernels.bandwidth}, {runs}',
                             bandwidth=self.result.bandwidth_mbps)
         self.record_samples(f'{self.kernels.read}, {runs}', read_bandwidth=self.result.read_mbps)
+        self.record_samples(f'{self.kernels.cached_store}, {runs}',
+                            cached_store_bandwidth=self.result.cached_store_mbps)
         self.record_aggregation(f'best {self.kernels.peak} / nominal Rpeak '
                                 f'({self.rpeak_gflops:.1f} GFLOP/s)', 'peak_of_rpeak')
         return True
@@ -609,3 +612,9 @@ class NodeCeilings(BenchmarkRun):
     @performance_function('MB/s')
     def read_bandwidth(self):
         return max(self.result.read_mbps)
+
+    @performance_function('MB/s')
+    def cached_store_bandwidth(self):
+        """The triad with ordinary stores (their write-allocate reads uncounted), as a
+        compiled STREAM does it."""
+        return max(self.result.cached_store_mbps)

@@ -2,7 +2,7 @@
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
 import sys
 
-from hpcbench import backends, hpcc, paths, run_lock, spack
+from hpcbench import backends, dgemm, hpcc, imb, paths, run_lock, spack
 
 VAR = str(paths.VAR_DIR)
 
@@ -148,11 +148,19 @@ def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
 MODES = [
     # HPL at 1/25 of the memory (T2K's tuning size), HPCC at 1/100
     # (hpcbench.hpcc.QUICK_MEMORY_FRACTION), and what does not depend on the MPI stack on
-    # the first stack only (hpcbench.rfm.StackCoverage): minutes. (Each setting names its
-    # checks: ReFrame warns about a test that lacks the variable.)
+    # the first stack only (hpcbench.rfm.StackCoverage), the other BLAS libraries' HPL in
+    # the one-rank layout only and no HPCC with them (HplCheck and DgemmCeiling measure
+    # what a BLAS changes), the DGEMM ceilings in 3 calls, IMB's windowed benchmarks at a
+    # fifth of IMB's volume per size (hpcbench.imb.QUICK_WINDOWED_VOLUME_MB): minutes.
+    # (Each setting names its checks: ReFrame warns about a test that lacks the variable.)
     {'name': 'quick', 'options': ['-S', 'HplCheck.sizing=tuning',
                                   '-S', f'HpccCheck.memory_fraction={hpcc.QUICK_MEMORY_FRACTION}',
                                   '-S', 'HplCheck.every_stack=false',
+                                  '-S', 'HplCheck.blas_every_layout=false',
+                                  '-S', 'HpccCheck.every_blas=false',
+                                  '-S', f'DgemmCeiling.repeats={dgemm.QUICK_REPEATS}',
+                                  '-S', 'ImbPairCheck.windowed_volume_mb='
+                                        f'{imb.QUICK_WINDOWED_VOLUME_MB}',
                                   '-S', 'IorCheck.every_stack=false',
                                   '-T', '^(sweep|screen)$']},
     # At 80 % of it, as a Top500 run would: hours on a small machine.

@@ -1,0 +1,31 @@
+# Why this recipe: where Spack's target for the host is a generic x86-64 level (a VM whose
+# CPU archspec does not know, here an "AMD EPYC" that Spack 1.1 calls x86_64_v4), the builtin
+# recipe builds DYNAMIC_ARCH=1 TARGET=GENERIC even with ~dynamic_dispatch: every x86 kernel
+# set, about 16 minutes on 2 cores, most of a cold `make run`. A level guarantees the
+# instructions of one OpenBLAS kernel set, so ~dynamic_dispatch builds that one set instead
+# (still portable to every CPU of the level). Otherwise it is the builtin recipe; this
+# machine's environments (local, testbed) use it.
+from spack_repo.builtin.packages.openblas.package import CMakeBuilder  # noqa: F401
+from spack_repo.builtin.packages.openblas.package import MakefileBuilder as BuiltinMakefileBuilder
+from spack_repo.builtin.packages.openblas.package import Openblas as BuiltinOpenblas
+
+from spack.package import *
+
+# The OpenBLAS kernel set each generic x86-64 level has every instruction of: v4's AVX-512
+# F/CD/BW/DQ/VL are SKYLAKEX's, v3's AVX2 and FMA Haswell's, v2's SSE4.2 Nehalem's.
+KERNELS_OF_LEVEL = {"x86_64_v4": "SKYLAKEX", "x86_64_v3": "HASWELL", "x86_64_v2": "NEHALEM"}
+# What the builtin recipe adds for a generic target.
+_DYNAMIC = ("DYNAMIC_ARCH=1", "DYNAMIC_OLDER=1", "TARGET=GENERIC")
+
+
+class Openblas(BuiltinOpenblas):
+    """OpenBLAS, built for a generic x86-64 level's own kernels under ~dynamic_dispatch."""
+
+
+class MakefileBuilder(BuiltinMakefileBuilder):
+    def _microarch_target_args(self):
+        args = super()._microarch_target_args()
+        kernels = KERNELS_OF_LEVEL.get(self.spec.target.name)
+        if kernels and self.spec.satisfies("~dynamic_dispatch"):
+            args = [arg for arg in args if arg not in _DYNAMIC] + [f"TARGET={kernels}"]
+        return args
