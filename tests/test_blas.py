@@ -118,10 +118,21 @@ def _dgemm_samples(fixture):
             for provider, rates in results.dgemm_by_blas(data).items()}
 
 
-# The four libraries as this machine has them (BLIS and OpenBLAS: Debian 12's versions).
-LIBRARIES = [blas.PypiMkl('mkl', 'intel-oneapi-mkl'),
-             blas.SpackOpenblas('openblas-spack', 'openblas@0.3.28 threads=openmp'),
-             blas.debian_openblas(), blas.DebianBlis('blis', 'blis')]
+class _Library(blas.BlasLibrary):
+    """A library as the sessions' builds name it (their Debian versions: Debian 12's), so
+    that the fixtures read the same on a machine without Debian's BLAS packages."""
+
+    def __init__(self, name, spack_spec, version):
+        super().__init__(name, spack_spec)
+        self._version = version
+
+    def version(self):
+        return self._version
+
+
+LIBRARIES = [_Library('mkl', 'intel-oneapi-mkl', blas.MKL_VERSION),
+             _Library('openblas-spack', 'openblas', blas.SPACK_OPENBLAS_VERSION),
+             _Library('openblas', 'openblas', '0.3.21'), _Library('blis', 'blis', '0.9.0')]
 
 
 def test_the_default_blas_becomes_the_one_measured_fastest_when_it_is_ahead():
