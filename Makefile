@@ -25,7 +25,7 @@ MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME))
 SCREEN_THRESHOLD ?= 5
 
 .PHONY: run report test lint venv bootstrap install setup spack baseline dry-run references tune screen \
-	testbed-start testbed-stop buildcache ci-pipeline gitlab-ci-local test-clean-root clean
+	testbed-start testbed-stop buildcache bundle ci-pipeline gitlab-ci-local test-clean-root clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
 # and the run measures HPCC from Debian; the checks that need Spack say so and skip.
@@ -34,8 +34,10 @@ SCREEN_THRESHOLD ?= 5
 # results database as session extras; the report is written whatever the checks' outcome.
 # A ReFrame that stops before running (a bad option, a broken site config, another run in
 # the same var/) stores no session: then nothing after it runs, and its error stands alone.
+# BUNDLE=<archive> (make bundle, on another machine): unpacked into the per-user cache first,
+# verified, so that a machine without internet installs the Spack stack from it.
 run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
-	$(BIN)/hpcbench setup --system $(SYSTEM)
+	$(BIN)/hpcbench setup --system $(SYSTEM) $(if $(BUNDLE),--bundle '$(BUNDLE)')
 	before=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
 	$(REFRAME) $(MODE_OPTS) -r --performance-report \
 	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(RFM_OPTS); \
@@ -99,6 +101,12 @@ bootstrap: spack $(VENV_STAMP)
 
 install: spack $(VENV_STAMP)
 	$(BIN)/hpcbench install --system $(SYSTEM)
+
+# One archive with all a machine without internet needs for $(SYSTEM)'s Spack stack
+# (hpcbench.bundle), in var/bundles/; there: make run BUNDLE=<archive>.
+bundle: spack $(VENV_STAMP)
+	$(BIN)/hpcbench setup --system $(SYSTEM)
+	$(BIN)/hpcbench bundle --system $(SYSTEM)
 
 # Push what spack-envs/$(SYSTEM) installed to the Spack build cache kept between pipelines.
 buildcache: spack $(VENV_STAMP)

@@ -123,13 +123,17 @@ class PypiMkl(BlasLibrary):
     def version(self):
         return MKL_VERSION
 
+    # What pip installs (hpcbench.bundle downloads the same).
+    wheel_options = ('--no-deps',)
+
+    def wheel_requirements(self):
+        return [f'{wheel}=={MKL_VERSION}' for wheel in ('mkl', 'mkl-devel', 'mkl-include')]
+
     def prepare(self):
         """pip-install the wheels into <prefix>/pip (atomically)."""
         if not (self.wheel_prefix / 'lib' / 'libmkl_core.so.2').exists():
             mpi_stacks.install_wheels(f'Intel MKL {MKL_VERSION}', self.wheel_prefix,
-                                      [f'{wheel}=={MKL_VERSION}'
-                                       for wheel in ('mkl', 'mkl-devel', 'mkl-include')],
-                                      '--no-deps')
+                                      self.wheel_requirements(), *self.wheel_options)
 
     def links(self):
         component = self.component.relative_to(self.prefix)

@@ -47,6 +47,10 @@ HOST_SETTINGS = ('etc/resolv.conf', 'etc/hosts', 'etc/pip.conf', 'root/.npmrc',
                  'root/.config/pip/pip.conf', 'etc/ssl/certs/ca-certificates.crt',
                  'usr/sbin/policy-rc.d')
 MARKER = 'etc/hpcbench-clean-root'
+# How ReFrame starts a test case's line.
+FIRST_CHECK = '[ RUN      ]'
+# Where an offline bundle (--bundle) is put inside the root.
+BUNDLE_DIR = 'work/bundle'
 ROOT_PREFIX = 'hpcbench-clean-root-'
 
 
@@ -123,12 +127,17 @@ class Outcome:
     status: int
     seconds: float
     counts: dict
+    # Seconds from the command's start to ReFrame's first test case (a run's set-up time).
+    first_check: float = None
 
     def line(self):
         minutes, seconds = divmod(round(self.seconds), 60)
         counts = (', '.join(f'{n} {k}' for k, n in self.counts.items())
                   if self.counts else 'no test summary in its output')
-        return f'{self.command}: exit {self.status} in {minutes}m{seconds:02d}s: {counts}'
+        first = (f'; first check after {self.first_check:.0f} s'
+                 if self.first_check is not None else '')
+        return (f'{self.command}: exit {self.status} in {minutes}m{seconds:02d}s: '
+                f'{counts}{first}')
 
 
 # --- The pristine root --------------------------------------------------------------------
@@ -265,9 +274,10 @@ def mount_system(root):
 
 
 @contextlib.contextmanager
-def clean_root(project, commit, shared, workdir=None, tarball=None):
+def clean_root(project, commit, shared, workdir=None, tarball=None, bundle=None):
     """A fresh root (from `tarball`, default: the pristine Debian root) with a clean clone
-    of `commit` at /work/main and `shared` at /work/shared; removed whatever happens."""
+    of `commit` at /work/main, `shared` at /work/shared and an offline `bundle` (hpcbench.
+    bundle) in /work/bundle; removed whatever happens."""
     if tarball is None:
         tarball = pristine_tarball(debian_archive_uri([p.read_text() for p in host_sources()]))
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=workdir or tarball.parent))
@@ -288,6 +298,9 @@ def clean_root(project, commit, shared, workdir=None, tarball=None):
                         commit], check=True)
         if shared.is_dir():
             shutil.copytree(shared, work / 'shared', symlinks=True)
+        if bundle:
+            (root / BUNDLE_DIR).mkdir(parents=True)
+            shutil.copyfile(bundle, root / BUNDLE_DIR / bundle.name)
         mount_system(root)
         say(f'root {root}: Debian {SUITE} ({", ".join(ROOT_PACKAGES)}), commit {commit[:12]}')
         yield root
@@ -310,6 +323,7 @@ def run_inside(root, command, log_path, timeout):
     say(f'$ {command}')
     start = time.monotonic()
     output = []
+    first_check = None
     timed_out = threading.Event()
 
     def stop():
@@ -328,6 +342,8 @@ def run_inside(root, command, log_path, timeout):
                                     stdin=subprocess.DEVNULL, text=True, errors='replace')
             timer.start()
             for line in proc.stdout:
+                if first_check is None and line.startswith(FIRST_CHECK):
+                    first_check = time.monotonic() - start
                 sys.stdout.write(line)
                 log.write(line)
                 output.append(line)
@@ -342,7 +358,8 @@ def run_inside(root, command, log_path, timeout):
     if timed_out.is_set():
         status = 124
     text = ''.join(output)
-    return Outcome(command, status, time.monotonic() - start, outcome_counts(command, text))
+    return Outcome(command, status, time.monotonic() - start, outcome_counts(command, text),
+                   first_check)
 
 
 def _terminate_on_signal():
@@ -353,9 +370,10 @@ def _terminate_on_signal():
         signal.signal(sig, handler)
 
 
-def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None):
+def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=None):
     """Run `commands` (README's) in a clean root; print a summary; return the exit status
-    (0 when every command exited 0)."""
+    (0 when every command exited 0). `bundle`: an offline bundle that `make run` is given
+    (BUNDLE=), as on a machine without internet that received it."""
     if os.geteuid() != 0:
         raise CleanRootError('a clean root needs root (debootstrap, chroot, mount)')
     if Path('/', MARKER).exists():
@@ -367,6 +385,12 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None):
     if unknown:
         raise CleanRootError(f'not among README\'s set-up commands ({", ".join(listed)}): '
                              f'{", ".join(unknown)}')
+    if bundle:
+        bundle = Path(bundle).resolve()
+        if not bundle.is_file():
+            raise CleanRootError(f'--bundle {bundle}: no such file')
+        inside = f'/{BUNDLE_DIR}/{bundle.name}'
+        commands = tuple(f'{c} BUNDLE={inside}' if c == 'make run' else c for c in commands)
     sha = subprocess.run(['git', '-C', str(project), 'rev-parse', '--verify', commit],
                          capture_output=True, text=True, check=True).stdout.strip()
     stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S')
@@ -376,7 +400,7 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None):
     _terminate_on_signal()
     outcomes = []
     start = time.monotonic()
-    with clean_root(project, sha, project.parent / 'shared', workdir) as root:
+    with clean_root(project, sha, project.parent / 'shared', workdir, bundle=bundle) as root:
         for command in commands:
             outcomes.append(run_inside(root, command,
                                        logs / f'{command.replace(" ", "-")}.log', timeout))
@@ -400,9 +424,12 @@ def main(argv=None):
     parser.add_argument('--command', action='append', dest='commands',
                         help=f'a README command to run (repeatable; default: {", ".join(COMMANDS)})')
     parser.add_argument('--timeout', type=int, default=2400, help='seconds per command')
+    parser.add_argument('--bundle', help='an offline bundle (make bundle) for make run: '
+                                         'copied into the root, given as BUNDLE=')
     args = parser.parse_args(argv)
     try:
-        return check(args.commit, tuple(args.commands or COMMANDS), args.timeout)
+        return check(args.commit, tuple(args.commands or COMMANDS), args.timeout,
+                     bundle=args.bundle)
     except (CleanRootError, debian.MissingPackages) as err:
         print(f'error: {err}', file=sys.stderr)
         return 2

@@ -14,6 +14,9 @@ def _bootstrap(args):
         if args.registry_only:
             bootstrap.registry_only()
         else:
+            if args.bundle:
+                from hpcbench import bundle
+                bundle.unpack(args.bundle)
             bootstrap.setup(refresh=args.refresh, system=args.system)
         return
 
@@ -325,6 +328,20 @@ def _compare(args):
         raise RuntimeError(f'{len(comparison.regressions)} regression(s)')
 
 
+def _shell(args):
+    from hpcbench import shell
+    print(shell.shell_code(args.system, args.mpi, args.blas), end='')
+
+
+def _bundle(args):
+    from hpcbench import bundle
+    start = datetime.datetime.now()
+    output, manifest = bundle.make(args.system, args.output)
+    print(bundle.describe(output, manifest))
+    print(f'made in {(datetime.datetime.now() - start).total_seconds():.0f} s; on a machine '
+          f'without internet: make run BUNDLE={output}')
+
+
 def _push_buildcache(args):
     from hpcbench import bootstrap
     bootstrap.push_buildcache(spack.locate_or_clone(), args.system)
@@ -348,6 +365,9 @@ def main(argv=None):
         if name == 'setup':
             cmd.add_argument('--registry-only', action='store_true',
                              help='only the registry-only path (Debian HPCC), no Spack')
+            cmd.add_argument('--bundle', metavar='ARCHIVE',
+                             help='first unpack this offline bundle (make bundle) into the '
+                                  'per-user cache: Spack, sources, build cache, wheels')
         cmd.set_defaults(func=_bootstrap)
 
     base = sub.add_parser('baseline', help='record stored results as the references of a '
@@ -409,6 +429,21 @@ def main(argv=None):
                                               'build cache directory (kept between pipelines)')
     cache.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
     cache.set_defaults(func=_push_buildcache)
+    offline = sub.add_parser('bundle', help="write one archive with all a machine without "
+                                            "internet needs for a system's Spack stack "
+                                            '(make run BUNDLE=<it> there)')
+    offline.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    offline.add_argument('--output', help='directory (default: var/bundles)')
+    offline.set_defaults(func=_bundle)
+    env_shell = sub.add_parser('shell', help="print the shell code that puts a system's "
+                                             'Spack-built benchmarks and one MPI on PATH: '
+                                             'eval "$(.venv/bin/hpcbench shell)"')
+    env_shell.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    env_shell.add_argument('--mpi', help='the MPI stack (default: the first of this '
+                                         'machine: openmpi, mpich, intelmpi, mvapich2)')
+    env_shell.add_argument('--blas', help="HPL's and HPCC's BLAS (default: the system's "
+                                          'default; another one is built on the first MPI)')
+    env_shell.set_defaults(func=_shell)
     facts = sub.add_parser('provenance', help="print the session's provenance (project and "
                                               'Spack commits, spack.lock hash, host) as '
                                               'reframe --session-extras')

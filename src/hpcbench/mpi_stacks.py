@@ -125,8 +125,15 @@ class DebianMpich(MpiStack):
 
 def install_wheels(what, target, requirements, *pip_options):
     """pip-install `requirements` into the prefix `target`, atomically: a temporary prefix
-    beside it, renamed when pip succeeded (an interrupted install leaves no half prefix)."""
-    print(f'installing {what} from PyPI into {target}', flush=True)
+    beside it, renamed when pip succeeded (an interrupted install leaves no half prefix).
+    From the wheels an offline bundle brought (hpcbench.bundle) when there are any: then
+    PyPI is not asked."""
+    wheels = paths.cache_dir() / 'wheels'
+    source = 'PyPI'
+    if wheels.is_dir():
+        pip_options = ('--no-index', '--find-links', str(wheels), *pip_options)
+        source = wheels
+    print(f'installing {what} from {source} into {target}', flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=target.parent))
     try:
@@ -149,11 +156,17 @@ class PypiIntelMpi(MpiStack):
     def version(self):
         return INTEL_MPI_VERSION
 
+    # What pip installs (hpcbench.bundle downloads the same).
+    wheel_options = ()
+
+    def wheel_requirements(self):
+        return [f'impi-rt=={self.version()}', f'impi-devel=={self.version()}']
+
     def prepare(self):
         """pip-install the wheels into <prefix>/pip (atomically) and write env/vars.sh."""
         if not (self.wheel_prefix / 'bin' / 'mpicc').exists():
             install_wheels(f'Intel MPI {self.version()}', self.wheel_prefix,
-                           [f'impi-rt=={self.version()}', f'impi-devel=={self.version()}'])
+                           self.wheel_requirements(), *self.wheel_options)
 
         component = self.bin_dir.parent
         vars_sh = component / 'env' / 'vars.sh'

@@ -51,11 +51,23 @@ class Spack:
         return _content_key(self.root, self.packages)
 
     def commits(self):
-        """The commits of the Spack and spack-packages checkouts ('' where not a git
-        checkout): what, besides an environment's files, decides its concretization."""
-        return tuple(subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'],
-                                    capture_output=True, text=True).stdout.strip()
-                     for repo in (self.root, self.packages))
+        """The commits of the Spack and spack-packages checkouts: git's, else the one a
+        copy from an offline bundle recorded (COMMIT_FILE), else ''."""
+        return tuple(_commit(repo) for repo in (self.root, self.packages))
+
+
+# Where a copy of a checkout that has no .git (one unpacked from an offline bundle,
+# hpcbench.bundle) keeps the commit it was copied from.
+COMMIT_FILE = '.hpcbench-commit'
+
+
+def _commit(repo):
+    proc = subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'], capture_output=True,
+                          text=True)
+    if proc.returncode == 0:
+        return proc.stdout.strip()
+    recorded = repo / COMMIT_FILE
+    return recorded.read_text().strip() if recorded.is_file() else ''
 
 
 # Spack's own tests and caches do not decide a concretization.

@@ -1,0 +1,310 @@
+"""An offline bundle: one archive with all a machine without internet needs to install and
+run a system's Spack stack (`make bundle`, then `make run BUNDLE=<archive>` there).
+
+It holds the pinned Spack and spack-packages as they are (their commits recorded), the
+source mirror of every spec of the system's environment (`spack mirror create`), the build
+cache of what is installed (`spack buildcache push`), the Intel MPI and MKL wheels, the
+environment's lock under its concretization key (hpcbench.bootstrap: a machine with the
+same inputs installs the same specs without concretizing again), the BLAS order it was
+concretized with, and MANIFEST.json: every file's SHA-256, the lock's hash and the commits.
+The same inputs give the same archive, byte for byte: files in name order, no owners, no
+times (MANIFEST.json first, so that a reader meets it before anything it describes).
+
+Unpacking verifies the whole archive in a scratch directory of the per-user cache before
+anything is put in place; a damaged or truncated archive is refused with one message and
+leaves nothing behind.
+"""
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zlib
+from pathlib import Path
+
+from hpcbench import blas, bootstrap, paths, spack
+
+FORMAT = 1
+TOP = 'hpcbench-bundle'
+MANIFEST = 'MANIFEST.json'
+# The parts, by their directory in the bundle and in the per-user cache.
+TREES = ('spack', 'spack-packages')          # one of each per cache: must agree
+STORES = ('mirror', 'buildcache', 'wheels', 'locks', 'blas')   # merged file by file
+# Not part of a Spack "as it is": git's own store (the commit is recorded instead) and
+# Python's byte-code caches (rewritten by every run).
+_SKIPPED = {'.git', '__pycache__'}
+
+
+class BundleError(RuntimeError):
+    pass
+
+
+def say(msg):
+    print(f'[bundle] {msg}', flush=True)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _entries(tree):
+    """Every file and symlink under `tree`, relative, in name order (not descending into
+    symlinked directories)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        found += [os.path.relpath(os.path.join(dirpath, d), tree) for d in os.listdir(dirpath)
+                  if d not in _SKIPPED and os.path.islink(os.path.join(dirpath, d))
+                  and os.path.isdir(os.path.join(dirpath, d))]
+        found += [os.path.relpath(os.path.join(dirpath, f), tree) for f in filenames]
+    return sorted(found)
+
+
+def file_digests(tree):
+    """{relative path: sha256, or '-> target' for a symlink} of every entry under `tree`."""
+    digests = {}
+    for rel in _entries(tree):
+        path = os.path.join(tree, rel)
+        digests[rel] = (f'-> {os.readlink(path)}' if os.path.islink(path) else _sha256(path))
+    return digests
+
+
+def copy_tree(source, target):
+    """`source` as it is, without git's store and byte-code caches."""
+    shutil.copytree(source, target, symlinks=True,
+                    ignore=lambda _dir, names: [n for n in names if n in _SKIPPED])
+
+
+def _normalized(info):
+    """Owners and times out of a member, so that the same files give the same archive."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ''
+    info.mtime = 0
+    if not info.issym():
+        info.mode = 0o755 if info.isdir() or info.mode & 0o111 else 0o644
+    return info
+
+
+def write_archive(tree, output):
+    """`tree` (whose MANIFEST.json is written) as a reproducible .tar.gz at `output`,
+    written beside it and renamed when whole."""
+    tmp = output.with_name(f'.{output.name}.part')
+    try:
+        with open(tmp, 'wb') as raw, \
+                gzip.GzipFile(filename='', mode='wb', fileobj=raw, mtime=0,
+                              compresslevel=6) as compressed, \
+                tarfile.open(fileobj=compressed, mode='w', format=tarfile.PAX_FORMAT) as tar:
+            tar.add(tree / MANIFEST, f'{TOP}/{MANIFEST}', filter=_normalized)
+            directories = set()
+            for rel in _entries(tree):
+                if rel == MANIFEST:
+                    continue
+                for parent in reversed(Path(rel).parents[:-1]):
+                    if parent not in directories:
+                        directories.add(parent)
+                        tar.add(tree / parent, f'{TOP}/{parent}', recursive=False,
+                                filter=_normalized)
+                tar.add(tree / rel, f'{TOP}/{rel}', recursive=False, filter=_normalized)
+        tmp.rename(output)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def wheel_sets(system='local'):
+    """[(what, requirements, pip options)] of the PyPI-installed parts of `system`: Intel
+    MPI and MKL."""
+    parts = [*bootstrap.machine_stacks(system), *bootstrap.machine_blas(system)]
+    return [(p.name, p.wheel_requirements(), p.wheel_options) for p in parts
+            if hasattr(p, 'wheel_requirements')]
+
+
+def make(system='local', output_dir=None):
+    """Write the bundle of `system` (a system on this machine, installed) and return its
+    path."""
+    found = spack.find()
+    if not found:
+        raise BundleError(spack.not_found_message('a bundle carries the Spack of this machine'))
+    env_dir = paths.SPACK_ENVS_DIR / system
+    lock = env_dir / 'spack.lock'
+    if not lock.exists():
+        raise BundleError(f'{lock} does not exist: install the environment first (make run)')
+
+    output_dir = Path(output_dir or paths.VAR_DIR / 'bundles')
+    output_dir.mkdir(parents=True, exist_ok=True)
+    key = bootstrap.concretization_key(bootstrap.concretization_inputs(env_dir), found)
+    lock_hash = _sha256(lock)
+    output = output_dir / f'hpcbench-{system}-{lock_hash[:12]}.tar.gz'
+    staging = Path(tempfile.mkdtemp(prefix='.bundle-make-', dir=output_dir))
+    try:
+        tree = staging / TOP
+        commits = dict(zip(TREES, found.commits()))
+        for name, source in zip(TREES, (found.root, found.packages)):
+            say(f'{name}: {source}')
+            copy_tree(source, tree / name)
+            if commits[name]:
+                (tree / name / spack.COMMIT_FILE).write_text(commits[name] + '\n')
+        say(f'source mirror of every spec of spack-envs/{system}')
+        bootstrap.run_spack(found, '-e', str(env_dir), 'mirror', 'create', '--all',
+                            '--directory', str(tree / 'mirror'))
+        say(f'build cache of what spack-envs/{system} installed')
+        bootstrap.run_spack(found, '-e', str(env_dir), 'buildcache', 'push', '--unsigned',
+                            '--update-index', str(tree / 'buildcache'))
+        for what, requirements, options in wheel_sets(system):
+            say(f'wheels of {what}: {" ".join(requirements)}')
+            subprocess.run([sys.executable, '-m', 'pip', 'download', '--quiet',
+                            '--disable-pip-version-check', '--dest', str(tree / 'wheels'),
+                            *options, *requirements], check=True)
+        (tree / 'locks').mkdir()
+        shutil.copyfile(lock, tree / 'locks' / f'{key}.lock')
+        if blas.order_path().exists():
+            (tree / 'blas').mkdir()
+            shutil.copyfile(blas.order_path(), tree / 'blas' / blas.order_path().name)
+
+        manifest = {
+            'format': FORMAT, 'system': system,
+            'spack': {'release': spack.SPACK_RELEASE, 'commit': commits['spack']},
+            'spack_packages': {'release': spack.PACKAGES_RELEASE,
+                               'commit': commits['spack-packages']},
+            'spack_content_key': found.content_key(),
+            'lock': {'sha256': lock_hash, 'concretization_key': key},
+            'files': file_digests(tree),
+        }
+        manifest['parts'] = _parts(tree, manifest['files'])
+        (tree / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + '\n')
+        say(f'writing {output}')
+        write_archive(tree, output)
+    except subprocess.CalledProcessError as err:
+        raise BundleError(f'`{" ".join(map(str, err.cmd[:4]))} ...` failed (exit '
+                          f'{err.returncode})') from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    return output, manifest
+
+
+def _parts(tree, files):
+    """{part: {'files': n, 'bytes': size}} of the bundle's top directories."""
+    parts = {}
+    for rel in files:
+        part = parts.setdefault(rel.split('/')[0], {'files': 0, 'bytes': 0})
+        part['files'] += 1
+        part['bytes'] += os.lstat(tree / rel).st_size
+    return parts
+
+
+def describe(output, manifest):
+    """What `make bundle` prints: the archive, its size and checksum, and its parts."""
+    lines = [f'{output}: {output.stat().st_size / 2**20:.1f} MiB, sha256 {_sha256(output)}',
+             f'  spack {manifest["spack"]["release"]} '
+             f'(commit {manifest["spack"]["commit"] or "unknown: not a git checkout"}), '
+             f'spack-packages {manifest["spack_packages"]["release"]} '
+             f'(commit {manifest["spack_packages"]["commit"] or "unknown"})',
+             f'  spack-envs/{manifest["system"]}/spack.lock sha256 {manifest["lock"]["sha256"]}']
+    lines += [f'  {part}/: {n["files"]} files, {n["bytes"] / 2**20:.1f} MiB'
+              for part, n in sorted(manifest['parts'].items())]
+    return '\n'.join(lines)
+
+
+# --- Unpacking -------------------------------------------------------------------------------
+
+def _refuse(archive, reason):
+    return BundleError(f'{archive}: refused, not a whole hpcbench bundle ({reason}); nothing '
+                       'was unpacked')
+
+
+def verify(tree, archive):
+    """The manifest of an unpacked bundle, once every file it lists is there with its
+    checksum and nothing else is."""
+    try:
+        manifest = json.loads((tree / MANIFEST).read_text())
+    except (OSError, ValueError) as err:
+        raise _refuse(archive, f'its {MANIFEST} does not read: {err}') from None
+    if manifest.get('format') != FORMAT:
+        raise _refuse(archive, f'format {manifest.get("format")!r}, this suite reads {FORMAT}')
+    listed = manifest.get('files') or {}
+    present = file_digests(tree)
+    present.pop(MANIFEST, None)
+    missing = sorted(set(listed) - set(present))
+    extra = sorted(set(present) - set(listed))
+    altered = sorted(r for r in set(listed) & set(present) if listed[r] != present[r])
+    for what, names in (('missing', missing), ('not in the manifest', extra),
+                        ('with another checksum than the manifest', altered)):
+        if names:
+            raise _refuse(archive, f'{len(names)} file(s) {what}: {", ".join(names[:3])}'
+                                   f'{", ..." if len(names) > 3 else ""}')
+    return manifest
+
+
+def _place(tree, cache):
+    """Move the verified parts into the cache: a Spack tree where there is none (one that
+    is there must have the same content), the stores merged file by file. Conflicts are
+    found before anything moves."""
+    if all((tree / name).exists() for name in TREES):
+        present = [name for name in TREES if (cache / name).exists()]
+        if present:
+            have = spack.Spack(cache / 'spack', cache / 'spack-packages')
+            theirs = spack.Spack(tree / 'spack', tree / 'spack-packages')
+            if len(present) < len(TREES) or have.content_key() != theirs.content_key():
+                raise BundleError(f'{cache} already has a Spack ({", ".join(present)}) that '
+                                  'differs from the bundle\'s: unpack into an empty per-user '
+                                  f'cache (HPCBENCH_CACHE=<empty directory>) or remove '
+                                  f'{" and ".join(str(cache / n) for n in present)}; '
+                                  'nothing was unpacked')
+            say(f'{cache}: its Spack and spack-packages are the bundle\'s, kept')
+        else:
+            for name in TREES:
+                (tree / name).rename(cache / name)
+                say(f'{cache / name}: unpacked')
+    for name in STORES:
+        if not (tree / name).exists():
+            continue
+        added = 0
+        for rel in _entries(tree / name):
+            target = cache / name / rel
+            if target.exists() or target.is_symlink():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            (tree / name / rel).rename(target)
+            added += 1
+        say(f'{cache / name}: {added} file(s) added')
+
+
+def unpack(archive):
+    """Unpack `archive` into the per-user cache after verifying all of it; returns its
+    manifest. Refused (BundleError) when it is damaged, truncated or not a bundle: then
+    nothing of it is left anywhere."""
+    archive = Path(archive)
+    if not archive.is_file():
+        raise BundleError(f'{archive}: no such file')
+    cache = paths.cache_dir()
+    created = not cache.exists()
+    cache.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix='.bundle-', dir=cache))
+    try:
+        try:
+            with tarfile.open(archive, 'r:gz') as tar:
+                # 'data': no absolute paths, no '..', no links out of the bundle, no devices.
+                tar.extractall(scratch, filter='data')
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+            raise _refuse(archive, f'{type(err).__name__}: {err}') from None
+        tree = scratch / TOP
+        manifest = verify(tree, archive)
+        say(f'{archive}: {len(manifest["files"])} files verified against {MANIFEST} '
+            f'(spack.lock sha256 {manifest["lock"]["sha256"][:12]})')
+        _place(tree, cache)
+        return manifest
+    except BaseException:
+        if created:
+            shutil.rmtree(cache, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

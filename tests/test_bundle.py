@@ -1,0 +1,203 @@
+"""The offline bundle: written reproducibly, verified whole before anything is unpacked, and
+refused cleanly when damaged (real truncated, flipped and altered archives)."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BIN, ROOT, requires_spack
+from hpcbench import bundle, paths, spack
+
+
+def _small_bundle(base, spack_version='1.1.0'):
+    """A bundle's tree with a few files of each part (a stand-in Spack: two files are enough
+    for the archive's rules; the real one is bundled in the Spack test below)."""
+    tree = base / bundle.TOP
+    files = {
+        'spack/bin/spack': '#!/bin/sh\necho spack\n',
+        'spack/lib/spack/spack/__init__.py': f'version = "{spack_version}"\n',
+        'spack-packages/repos/spack_repo/builtin/repo.yaml': 'repo:\n  namespace: builtin\n',
+        'mirror/_source-cache/archive/ab/abcdef.tar.gz': 'not really a tarball\n',
+        'buildcache/v3/layout.json': '{"signing": false}\n',
+        'locks/0123.lock': '{"roots": []}\n',
+    }
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    (tree / 'spack/bin/spack').chmod(0o755)
+    (tree / 'mirror/hpl').mkdir()
+    (tree / 'mirror/hpl/hpl-2.3.tar.gz').symlink_to('../_source-cache/archive/ab/abcdef.tar.gz')
+    manifest = {'format': bundle.FORMAT, 'system': 'local',
+                'spack': {'release': 'v1.1.0', 'commit': ''},
+                'spack_packages': {'release': 'v2025.11.0', 'commit': ''},
+                'lock': {'sha256': '0' * 64, 'concretization_key': '0123'},
+                'files': bundle.file_digests(tree)}
+    (tree / bundle.MANIFEST).write_text(json.dumps(manifest, sort_keys=True))
+    return tree
+
+
+@pytest.fixture
+def archive(tmp_path):
+    tree = _small_bundle(tmp_path / 'made')
+    output = tmp_path / 'hpcbench-local-test.tar.gz'
+    bundle.write_archive(tree, output)
+    return output
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty per-user cache that does not exist yet."""
+    where = tmp_path / 'cache'
+    monkeypatch.setenv('HPCBENCH_CACHE', str(where))
+    return where
+
+
+def test_the_same_files_give_the_same_archive_byte_for_byte(tmp_path, archive):
+    again = tmp_path / 'again'
+    tree = _small_bundle(again)
+    # Other times and permissions of the same files change nothing.
+    os.utime(tree / 'locks/0123.lock', (1e9, 1e9))
+    (tree / 'locks/0123.lock').chmod(0o600)
+    bundle.write_archive(tree, again / 'b.tar.gz')
+    assert (again / 'b.tar.gz').read_bytes() == archive.read_bytes()
+
+
+def test_a_whole_bundle_is_unpacked_into_an_empty_cache(archive, cache):
+    manifest = bundle.unpack(archive)
+    assert manifest['lock']['concretization_key'] == '0123'
+    assert (cache / 'spack/bin/spack').read_text() == '#!/bin/sh\necho spack\n'
+    assert os.access(cache / 'spack/bin/spack', os.X_OK)
+    assert (cache / 'mirror/hpl/hpl-2.3.tar.gz').read_text() == 'not really a tarball\n'
+    assert sorted(p.name for p in cache.iterdir()) == [
+        'buildcache', 'locks', 'mirror', 'spack', 'spack-packages']
+
+
+def _refused_and_nothing_left(archive, cache, match):
+    before = sorted(str(p.relative_to(cache)) for p in cache.rglob('*')) \
+        if cache.exists() else None
+    with pytest.raises(bundle.BundleError, match=match) as raised:
+        bundle.unpack(archive)
+    after = sorted(str(p.relative_to(cache)) for p in cache.rglob('*')) \
+        if cache.exists() else None
+    assert after == before
+    assert str(raised.value).endswith('; nothing was unpacked')
+    return str(raised.value)
+
+
+def test_a_truncated_archive_is_refused_and_leaves_nothing(archive, cache):
+    data = archive.read_bytes()
+    archive.write_bytes(data[:len(data) // 2])
+    message = _refused_and_nothing_left(archive, cache, 'refused, not a whole hpcbench bundle')
+    assert '\n' not in message
+
+
+def test_a_flipped_byte_is_refused_and_leaves_nothing(archive, cache):
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    _refused_and_nothing_left(archive, cache, 'refused, not a whole hpcbench bundle')
+
+
+def test_a_file_changed_after_its_manifest_was_written_is_refused(tmp_path, cache):
+    tree = _small_bundle(tmp_path / 'made')
+    (tree / 'locks/0123.lock').write_text('{"roots": ["changed"]}\n')
+    output = tmp_path / 'altered.tar.gz'
+    bundle.write_archive(tree, output)
+    _refused_and_nothing_left(output, cache, r"1 file\(s\) with another checksum than the "
+                                             r"manifest: locks/0123.lock")
+
+
+def test_a_file_the_manifest_does_not_list_is_refused(tmp_path, cache):
+    tree = _small_bundle(tmp_path / 'made')
+    (tree / 'spack/bin/intruder').write_text('echo hi\n')
+    output = tmp_path / 'extra.tar.gz'
+    bundle.write_archive(tree, output)
+    _refused_and_nothing_left(output, cache, r'not in the manifest: spack/bin/intruder')
+
+
+def test_a_file_that_is_not_an_archive_is_refused(tmp_path, cache):
+    output = tmp_path / 'notes.tar.gz'
+    output.write_text('hello\n')
+    _refused_and_nothing_left(output, cache, 'refused')
+
+
+def test_a_cache_with_another_spack_is_left_as_it_is(tmp_path, archive, cache):
+    # Another Spack library: another content key (hpcbench.spack.Spack.content_key).
+    other = _small_bundle(tmp_path / 'other', spack_version='1.0.2')
+    cache.mkdir()
+    for name in ('spack', 'spack-packages'):
+        shutil.copytree(other / name, cache / name)
+    message = _refused_and_nothing_left(archive, cache, 'already has a Spack')
+    assert 'HPCBENCH_CACHE' in message
+
+
+def test_a_second_unpack_of_the_same_bundle_keeps_what_is_there(archive, cache):
+    bundle.unpack(archive)
+    (cache / 'locks' / 'mine.lock').write_text('{}\n')
+    bundle.unpack(archive)
+    assert (cache / 'locks' / 'mine.lock').read_text() == '{}\n'
+    assert not [p for p in cache.iterdir() if p.name.startswith('.bundle-')]
+
+
+def test_an_interrupted_unpack_leaves_nothing(archive, cache):
+    # A real interrupt: SIGINT while the archive is being read.
+    script = ('import signal, tarfile\n'
+              'from hpcbench import bundle\n'
+              'def interrupted(self, *a, **k):\n'
+              '    signal.raise_signal(signal.SIGINT)\n'
+              'tarfile.TarFile.extractall = interrupted\n'
+              f'bundle.unpack({str(archive)!r})\n')
+    proc = subprocess.run([str(BIN / 'python'), '-c', script], capture_output=True,
+                          text=True, env={**os.environ, 'HPCBENCH_CACHE': str(cache)})
+    assert proc.returncode != 0 and 'KeyboardInterrupt' in proc.stderr
+    assert not cache.exists()
+
+
+@pytest.mark.spack
+@requires_spack
+def test_make_bundle_carries_this_machine_s_stack_and_is_reproducible(installed, tmp_path,
+                                                                     monkeypatch):
+    found = spack.find()
+    runs = []
+    for name in ('first', 'second'):
+        proc = subprocess.run([str(BIN / 'hpcbench'), 'bundle', '--output',
+                               str(tmp_path / name)], capture_output=True, text=True,
+                              cwd=ROOT, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs.append(next((tmp_path / name).glob('hpcbench-local-*.tar.gz')))
+    assert runs[0].read_bytes() == runs[1].read_bytes()
+
+    monkeypatch.setenv('HPCBENCH_CACHE', str(tmp_path / 'cache'))
+    manifest = bundle.unpack(runs[0])
+    unpacked = spack.find()
+    assert unpacked.root == tmp_path / 'cache' / 'spack'
+    assert unpacked.content_key() == found.content_key()
+    assert unpacked.commits() == found.commits()
+    lock = ROOT / 'spack-envs' / 'local' / 'spack.lock'
+    key = manifest['lock']['concretization_key']
+    assert (tmp_path / 'cache' / 'locks' / f'{key}.lock').read_bytes() == lock.read_bytes()
+    # Every non-external spec of the lock is in the build cache; its sources in the mirror.
+    concrete = json.loads(lock.read_text())['concrete_specs'].values()
+    built = {s['hash'] for s in concrete if 'external' not in s}
+    listed = subprocess.run(
+        [str(unpacked.executable), 'buildcache', 'list', '--allarch', '--long'],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, **spack.isolated_environment(unpacked),
+             'SPACK_USER_CONFIG_PATH': str(_mirror_only_config(tmp_path, unpacked))}).stdout
+    assert {h[:7] for h in built} <= set(listed.split())
+    assert any((tmp_path / 'cache' / 'mirror').rglob('hpl-2.3.tar.gz'))
+    assert sorted(p.name.split('-')[0] for p in (tmp_path / 'cache' / 'wheels').iterdir()) \
+        == ['impi_devel', 'impi_rt', 'mkl', 'mkl_devel', 'mkl_include']
+
+
+def _mirror_only_config(tmp_path, unpacked):
+    """A user scope whose one mirror is the unpacked build cache."""
+    config = tmp_path / 'config'
+    config.mkdir()
+    (config / 'repos.yaml').write_text(f'repos::\n  builtin: {unpacked.builtin_repo}\n')
+    (config / 'mirrors.yaml').write_text(
+        f'mirrors::\n  bundle:\n    url: {(paths.cache_dir() / "buildcache").as_uri()}\n'
+        '    signed: false\n')
+    return config
