@@ -385,12 +385,14 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
     if unknown:
         raise CleanRootError(f'not among README\'s set-up commands ({", ".join(listed)}): '
                              f'{", ".join(unknown)}')
+    inside = None
     if bundle:
         bundle = Path(bundle).resolve()
         if not bundle.is_file():
             raise CleanRootError(f'--bundle {bundle}: no such file')
         inside = f'/{BUNDLE_DIR}/{bundle.name}'
-        commands = tuple(f'{c} BUNDLE={inside}' if c == 'make run' else c for c in commands)
+    # (README's command, what runs): the logs keep README's names.
+    runs = [(c, f'{c} BUNDLE={inside}' if bundle and c == 'make run' else c) for c in commands]
     sha = subprocess.run(['git', '-C', str(project), 'rev-parse', '--verify', commit],
                          capture_output=True, text=True, check=True).stdout.strip()
     stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S')
@@ -401,9 +403,9 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
     outcomes = []
     start = time.monotonic()
     with clean_root(project, sha, project.parent / 'shared', workdir, bundle=bundle) as root:
-        for command in commands:
-            outcomes.append(run_inside(root, command,
-                                       logs / f'{command.replace(" ", "-")}.log', timeout))
+        for command, run in runs:
+            outcomes.append(run_inside(root, run, logs / f'{command.replace(" ", "-")}.log',
+                                       timeout))
         report = root / 'work/main/var/report'
         if report.is_dir():
             shutil.copytree(report, logs / 'report', dirs_exist_ok=True)
