@@ -1,9 +1,11 @@
 """The offline bundle: written reproducibly, verified whole before anything is unpacked, and
 refused cleanly when damaged (real truncated, flipped and altered archives)."""
+import io
 import json
 import os
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 
@@ -121,6 +123,40 @@ def test_a_file_that_is_not_an_archive_is_refused(tmp_path, cache):
     output = tmp_path / 'notes.tar.gz'
     output.write_text('hello\n')
     _refused_and_nothing_left(output, cache, 'refused')
+
+
+def _archive_with(tmp_path, name, linkname=None):
+    """A gzipped tar with one member `name` (a symlink to `linkname` when given)."""
+    output = tmp_path / 'crafted.tar.gz'
+    with tarfile.open(output, 'w:gz') as tar:
+        info = tarfile.TarInfo(name)
+        if linkname:
+            info.type, info.linkname = tarfile.SYMTYPE, linkname
+            tar.addfile(info)
+        else:
+            data = b'x\n'
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return output
+
+
+@pytest.mark.parametrize('python_filters', [True, False], ids=['with', 'without'])
+@pytest.mark.parametrize('name, linkname, reason', [
+    ('../outside', None, "member '../outside' is outside hpcbench-bundle/"),
+    ('/etc/cron.d/x', None, "member '/etc/cron.d/x' is outside hpcbench-bundle/"),
+    (f'{bundle.TOP}/../../x', None, 'is outside hpcbench-bundle/'),
+    (f'{bundle.TOP}/spack/bin/sh', '/bin/sh', 'points out of the bundle (/bin/sh)'),
+    (f'{bundle.TOP}/mirror/up', '../../..', 'points out of the bundle (../../..)'),
+])
+def test_members_that_would_land_outside_the_bundle_are_refused(
+        tmp_path, cache, monkeypatch, python_filters, name, linkname, reason):
+    # Debian 12's first python3.11 (a fresh machine's) has no extraction filters: our own
+    # check must hold alone.
+    if not python_filters:
+        monkeypatch.delattr(tarfile, 'data_filter')
+    message = _refused_and_nothing_left(_archive_with(tmp_path, name, linkname), cache,
+                                        'refused')
+    assert reason in message
 
 
 def test_a_cache_with_another_spack_is_left_as_it_is(tmp_path, archive, cache):

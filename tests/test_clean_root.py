@@ -29,6 +29,19 @@ def test_readme_starts_with_the_commands_the_check_runs():
         clean_root.readme_commands('# a README without commands\n')
 
 
+def test_make_run_is_given_the_bundle_and_the_logs_keep_readme_s_names(tmp_path):
+    # A second run is its own command and log (the bundle's path has slashes: a log named
+    # after it could not be opened).
+    runs = clean_root.commands_to_run(('make test', 'make run', 'make run'),
+                                      tmp_path / "it's.tar.gz")
+    bundled = "make run BUNDLE='/work/bundle/it'\"'\"'s.tar.gz'"
+    assert runs == [('make test', 'make test', 'make-test.log'),
+                    ('make run', bundled, 'make-run.log'),
+                    ('make run', bundled, 'make-run-2.log')]
+    assert clean_root.commands_to_run(('make run',)) == [('make run', 'make run',
+                                                           'make-run.log')]
+
+
 DEB822 = """Types: deb
 # http://snapshot.debian.org/archive/debian/20250520T000000Z
 URIs: http://deb.debian.org/debian

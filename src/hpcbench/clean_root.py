@@ -17,6 +17,7 @@ import datetime
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -71,6 +72,22 @@ def readme_commands(readme):
         raise CleanRootError('README.md has no ```sh block of set-up commands')
 
     return [ln.strip() for ln in match.group(1).splitlines() if ln.strip()]
+
+
+def commands_to_run(commands, bundle=None):
+    """[(README's command, what runs, its log's name)]: `make run` is given the offline
+    `bundle` (copied to BUNDLE_DIR inside the root) as BUNDLE=; the logs keep README's
+    names (a path has slashes), numbered from the second time a command runs."""
+    inside = f'/{BUNDLE_DIR}/{Path(bundle).name}' if bundle else None
+    runs = []
+    for index, command in enumerate(commands):
+        # A command given twice (a second run) keeps both logs.
+        again = commands[:index].count(command)
+        runs.append((command,
+                     f'{command} BUNDLE={shlex.quote(inside)}'
+                     if inside and command == 'make run' else command,
+                     f'{command.replace(" ", "-")}{f"-{again + 1}" if again else ""}.log'))
+    return runs
 
 
 def debian_archive_uri(sources_files):
@@ -385,14 +402,11 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
     if unknown:
         raise CleanRootError(f'not among README\'s set-up commands ({", ".join(listed)}): '
                              f'{", ".join(unknown)}')
-    inside = None
     if bundle:
         bundle = Path(bundle).resolve()
         if not bundle.is_file():
             raise CleanRootError(f'--bundle {bundle}: no such file')
-        inside = f'/{BUNDLE_DIR}/{bundle.name}'
-    # (README's command, what runs): the logs keep README's names.
-    runs = [(c, f'{c} BUNDLE={inside}' if bundle and c == 'make run' else c) for c in commands]
+    runs = commands_to_run(commands, bundle)
     sha = subprocess.run(['git', '-C', str(project), 'rev-parse', '--verify', commit],
                          capture_output=True, text=True, check=True).stdout.strip()
     stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S')
@@ -403,9 +417,8 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
     outcomes = []
     start = time.monotonic()
     with clean_root(project, sha, project.parent / 'shared', workdir, bundle=bundle) as root:
-        for command, run in runs:
-            outcomes.append(run_inside(root, run, logs / f'{command.replace(" ", "-")}.log',
-                                       timeout))
+        for _, run, log_name in runs:
+            outcomes.append(run_inside(root, run, logs / log_name, timeout))
         report = root / 'work/main/var/report'
         if report.is_dir():
             shutil.copytree(report, logs / 'report', dirs_exist_ok=True)
