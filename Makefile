@@ -104,9 +104,11 @@ install: spack $(VENV_STAMP)
 
 # One archive with all a machine without internet needs for $(SYSTEM)'s Spack stack
 # (hpcbench.bundle), in var/bundles/; there: make run BUNDLE=<archive>.
+# BUNDLE_OPTS: e.g. --sources-only (no build cache), --output DIR.
+BUNDLE_OPTS ?=
 bundle: spack $(VENV_STAMP)
 	$(BIN)/hpcbench setup --system $(SYSTEM)
-	$(BIN)/hpcbench bundle --system $(SYSTEM)
+	$(BIN)/hpcbench bundle --system $(SYSTEM) $(BUNDLE_OPTS)
 
 # Push what spack-envs/$(SYSTEM) installed to the Spack build cache kept between pipelines.
 buildcache: spack $(VENV_STAMP)

@@ -29,6 +29,17 @@ def test_readme_starts_with_the_commands_the_check_runs():
         clean_root.readme_commands('# a README without commands\n')
 
 
+def test_the_first_test_case_is_found_in_reframe_s_real_output():
+    # Lines captured from a run in the clean root (ReFrame colours them in a pipe too).
+    assert clean_root.is_first_check(
+        '[ \x1b[32mRUN     \x1b[0m ] HpccBuild ~local:default+openmpi /af4e0494 '
+        '@local:default+openmpi\n')
+    assert clean_root.is_first_check('[ RUN      ] StreamCheck /1b2c3d4e @local:default\n')
+    assert not clean_root.is_first_check('[==========] Running 61 check(s)\n')
+    assert not clean_root.is_first_check(
+        '[ \x1b[32m      OK\x1b[0m ] ( 66/118) ImbGroupCheck /26c3c5ab\n')
+
+
 def test_make_run_is_given_the_bundle_and_the_logs_keep_readme_s_names(tmp_path):
     # A second run is its own command and log (the bundle's path has slashes: a log named
     # after it could not be opened).

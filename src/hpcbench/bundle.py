@@ -127,9 +127,10 @@ def wheel_sets(system='local'):
             if hasattr(p, 'wheel_requirements')]
 
 
-def make(system='local', output_dir=None):
+def make(system='local', output_dir=None, binaries=True):
     """Write the bundle of `system` (a system on this machine, installed) and return its
-    path."""
+    path and manifest. `binaries=False`: no build cache (for machines whose CPUs the
+    binaries do not fit: everything is built there from the mirror's sources)."""
     found = spack.find()
     if not found:
         raise BundleError(spack.not_found_message('a bundle carries the Spack of this machine'))
@@ -142,7 +143,8 @@ def make(system='local', output_dir=None):
     output_dir.mkdir(parents=True, exist_ok=True)
     key = bootstrap.concretization_key(bootstrap.concretization_inputs(env_dir), found)
     lock_hash = _sha256(lock)
-    output = output_dir / f'hpcbench-{system}-{lock_hash[:12]}.tar.gz'
+    output = output_dir / (f'hpcbench-{system}-{lock_hash[:12]}'
+                           f'{"" if binaries else "-sources"}.tar.gz')
     staging = Path(tempfile.mkdtemp(prefix='.bundle-make-', dir=output_dir))
     try:
         tree = staging / TOP
@@ -155,9 +157,10 @@ def make(system='local', output_dir=None):
         say(f'source mirror of every spec of spack-envs/{system}')
         bootstrap.run_spack(found, '-e', str(env_dir), 'mirror', 'create', '--all',
                             '--directory', str(tree / 'mirror'))
-        say(f'build cache of what spack-envs/{system} installed')
-        bootstrap.run_spack(found, '-e', str(env_dir), 'buildcache', 'push', '--unsigned',
-                            '--update-index', str(tree / 'buildcache'))
+        if binaries:
+            say(f'build cache of what spack-envs/{system} installed')
+            bootstrap.run_spack(found, '-e', str(env_dir), 'buildcache', 'push',
+                                '--unsigned', '--update-index', str(tree / 'buildcache'))
         for what, requirements, options in wheel_sets(system):
             say(f'wheels of {what}: {" ".join(requirements)}')
             subprocess.run([sys.executable, '-m', 'pip', 'download', '--quiet',

@@ -48,8 +48,8 @@ HOST_SETTINGS = ('etc/resolv.conf', 'etc/hosts', 'etc/pip.conf', 'root/.npmrc',
                  'root/.config/pip/pip.conf', 'etc/ssl/certs/ca-certificates.crt',
                  'usr/sbin/policy-rc.d')
 MARKER = 'etc/hpcbench-clean-root'
-# How ReFrame starts a test case's line.
-FIRST_CHECK = '[ RUN      ]'
+# How ReFrame starts a test case's line (in colour on a terminal and in a pipe alike).
+FIRST_CHECK = re.compile(r'^\[ (?:\x1b\[[\d;]*m)?RUN\s+(?:\x1b\[[\d;]*m)?\s*\] ')
 # Where an offline bundle (--bundle) is put inside the root.
 BUNDLE_DIR = 'work/bundle'
 ROOT_PREFIX = 'hpcbench-clean-root-'
@@ -72,6 +72,11 @@ def readme_commands(readme):
         raise CleanRootError('README.md has no ```sh block of set-up commands')
 
     return [ln.strip() for ln in match.group(1).splitlines() if ln.strip()]
+
+
+def is_first_check(line):
+    """Whether `line` is ReFrame's line that starts a test case."""
+    return bool(FIRST_CHECK.match(line))
 
 
 def commands_to_run(commands, bundle=None):
@@ -359,7 +364,7 @@ def run_inside(root, command, log_path, timeout):
                                     stdin=subprocess.DEVNULL, text=True, errors='replace')
             timer.start()
             for line in proc.stdout:
-                if first_check is None and line.startswith(FIRST_CHECK):
+                if first_check is None and is_first_check(line):
                     first_check = time.monotonic() - start
                 sys.stdout.write(line)
                 log.write(line)

@@ -336,7 +336,7 @@ def _shell(args):
 def _bundle(args):
     from hpcbench import bundle
     start = datetime.datetime.now()
-    output, manifest = bundle.make(args.system, args.output)
+    output, manifest = bundle.make(args.system, args.output, binaries=not args.sources_only)
     print(bundle.describe(output, manifest))
     print(f'made in {(datetime.datetime.now() - start).total_seconds():.0f} s; on a machine '
           f'without internet: make run BUNDLE={output}')
@@ -434,6 +434,9 @@ def main(argv=None):
                                             '(make run BUNDLE=<it> there)')
     offline.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
     offline.add_argument('--output', help='directory (default: var/bundles)')
+    offline.add_argument('--sources-only', action='store_true',
+                         help='no build cache: the receiving machine builds everything from '
+                              "the mirror's sources (binaries that do not fit its CPUs)")
     offline.set_defaults(func=_bundle)
     env_shell = sub.add_parser('shell', help="print the shell code that puts a system's "
                                              'Spack-built benchmarks and one MPI on PATH: '
