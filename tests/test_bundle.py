@@ -152,8 +152,10 @@ def test_members_that_would_land_outside_the_bundle_are_refused(
         tmp_path, cache, monkeypatch, python_filters, name, linkname, reason):
     # Debian 12's first python3.11 (a fresh machine's) has no extraction filters: our own
     # check must hold alone.
+    if python_filters and not hasattr(tarfile, 'data_filter'):
+        pytest.skip('this python3 has no tar extraction filters (the case without runs)')
     if not python_filters:
-        monkeypatch.delattr(tarfile, 'data_filter')
+        monkeypatch.delattr(tarfile, 'data_filter', raising=False)
     message = _refused_and_nothing_left(_archive_with(tmp_path, name, linkname), cache,
                                         'refused')
     assert reason in message
