@@ -76,6 +76,30 @@ def test_a_whole_bundle_is_unpacked_into_an_empty_cache(archive, cache):
         'buildcache', 'locks', 'mirror', 'spack', 'spack-packages']
 
 
+def test_the_mirror_and_build_cache_go_where_the_suite_reads_them(archive, cache, tmp_path,
+                                                                 monkeypatch):
+    monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path / 'site-mirror'))
+    monkeypatch.setenv('HPCBENCH_BUILDCACHE', str(tmp_path / 'site-buildcache'))
+    bundle.unpack(archive)
+    assert (tmp_path / 'site-mirror/hpl/hpl-2.3.tar.gz').read_text() == 'not really a tarball\n'
+    assert (tmp_path / 'site-buildcache/v3/layout.json').exists()
+    assert not (cache / 'mirror').exists() and not (cache / 'buildcache').exists()
+
+
+def test_a_copy_records_its_commit_and_never_borrows_a_surrounding_checkout_s(tmp_path):
+    subprocess.run(['git', 'init', '-q', str(tmp_path)], check=True)
+    subprocess.run(['git', '-C', str(tmp_path), '-c', 'user.name=t', '-c', 'user.email=t@t',
+                    'commit', '-q', '--allow-empty', '-m', 'outer'], check=True)
+    copy = tmp_path / 'cache' / 'spack'
+    copy.mkdir(parents=True)
+    assert spack._commit(copy) == ''
+    (copy / spack.COMMIT_FILE).write_text('2e907202bcc8209a6a62243aab50c179b524cc3b\n')
+    assert spack._commit(copy) == '2e907202bcc8209a6a62243aab50c179b524cc3b'
+    outer = subprocess.run(['git', '-C', str(tmp_path), 'rev-parse', 'HEAD'],
+                           capture_output=True, text=True).stdout.strip()
+    assert spack._commit(tmp_path) == outer
+
+
 def _refused_and_nothing_left(archive, cache, match):
     before = sorted(str(p.relative_to(cache)) for p in cache.rglob('*')) \
         if cache.exists() else None

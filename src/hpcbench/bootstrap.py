@@ -387,7 +387,7 @@ def install_environment(found, system='local'):
     if not lock.exists() or max(p.stat().st_mtime for p in inputs) > lock.stat().st_mtime:
         # A lock concretized before from the same inputs (the other system on this machine,
         # an earlier clone) is that concretization: Spack is not asked again.
-        cached = paths.cache_dir() / 'locks' / f'{concretization_key(inputs, found)}.lock'
+        cached = paths.locks_dir() / f'{concretization_key(inputs, found)}.lock'
         if cached.exists():
             say(f'spack-envs/{system}: the lock concretized from the same inputs ({cached})')
             shutil.copyfile(cached, lock)

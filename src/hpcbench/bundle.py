@@ -31,9 +31,18 @@ from hpcbench import blas, bootstrap, paths, spack
 FORMAT = 1
 TOP = 'hpcbench-bundle'
 MANIFEST = 'MANIFEST.json'
-# The parts, by their directory in the bundle and in the per-user cache.
-TREES = ('spack', 'spack-packages')          # one of each per cache: must agree
-STORES = ('mirror', 'buildcache', 'wheels', 'locks', 'blas')   # merged file by file
+# The parts, by their directory in the bundle. Spack's two trees go where hpcbench.spack
+# looks for them in the per-user cache (one of each: they must agree); the stores are merged
+# file by file into where the suite reads them (stores()).
+TREES = ('spack', 'spack-packages')
+
+
+def stores():
+    """{part: the directory the suite reads it from}: HPCBENCH_MIRROR and
+    HPCBENCH_BUILDCACHE move the first two."""
+    return {'mirror': paths.mirror_dir(), 'buildcache': paths.buildcache_dir(),
+            'wheels': paths.wheels_dir(), 'locks': paths.locks_dir(),
+            'blas': blas.order_path().parent}
 # Not part of a Spack "as it is": git's own store (the commit is recorded instead) and
 # Python's byte-code caches (rewritten by every run).
 _SKIPPED = {'.git', '__pycache__'}
@@ -267,18 +276,19 @@ def _place(tree, cache):
             for name in TREES:
                 (tree / name).rename(cache / name)
                 say(f'{cache / name}: unpacked')
-    for name in STORES:
+    for name, directory in stores().items():
         if not (tree / name).exists():
             continue
         added = 0
         for rel in _entries(tree / name):
-            target = cache / name / rel
+            target = directory / rel
             if target.exists() or target.is_symlink():
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            (tree / name / rel).rename(target)
+            # A move within the cache's file system; a copy to another one.
+            shutil.move(tree / name / rel, target)
             added += 1
-        say(f'{cache / name}: {added} file(s) added')
+        say(f'{directory}: {added} file(s) added')
 
 
 def _checked_members(tar):

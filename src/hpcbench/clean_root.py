@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import debian, paths
+from hpcbench import debian, paths, results
 
 SUITE = 'bookworm'
 # What a fresh machine of this kind has before the project installs anything.
@@ -48,8 +48,8 @@ HOST_SETTINGS = ('etc/resolv.conf', 'etc/hosts', 'etc/pip.conf', 'root/.npmrc',
                  'root/.config/pip/pip.conf', 'etc/ssl/certs/ca-certificates.crt',
                  'usr/sbin/policy-rc.d')
 MARKER = 'etc/hpcbench-clean-root'
-# How ReFrame starts a test case's line (in colour on a terminal and in a pipe alike).
-FIRST_CHECK = re.compile(r'^\[ (?:\x1b\[[\d;]*m)?RUN\s+(?:\x1b\[[\d;]*m)?\s*\] ')
+# How ReFrame starts a test case's line (without its colours).
+FIRST_CHECK = re.compile(r'^\[ RUN +\] ')
 # Where an offline bundle (--bundle) is put inside the root.
 BUNDLE_DIR = 'work/bundle'
 ROOT_PREFIX = 'hpcbench-clean-root-'
@@ -76,7 +76,7 @@ def readme_commands(readme):
 
 def is_first_check(line):
     """Whether `line` is ReFrame's line that starts a test case."""
-    return bool(FIRST_CHECK.match(line))
+    return bool(FIRST_CHECK.match(results.without_colours(line)))
 
 
 def commands_to_run(commands, bundle=None):

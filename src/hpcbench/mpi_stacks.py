@@ -128,7 +128,7 @@ def install_wheels(what, target, requirements, *pip_options):
     beside it, renamed when pip succeeded (an interrupted install leaves no half prefix).
     From the wheels an offline bundle brought (hpcbench.bundle) when there are any: then
     PyPI is not asked."""
-    wheels = paths.cache_dir() / 'wheels'
+    wheels = paths.wheels_dir()
     source = 'PyPI'
     if wheels.is_dir():
         pip_options = ('--no-index', '--find-links', str(wheels), *pip_options)

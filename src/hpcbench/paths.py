@@ -53,6 +53,18 @@ def buildcache_dir():
     return cache_dir() / 'buildcache'
 
 
+def locks_dir():
+    """Locks concretized on this machine, by their concretization key
+    (hpcbench.bootstrap.concretization_key)."""
+    return cache_dir() / 'locks'
+
+
+def wheels_dir():
+    """Wheels an offline bundle brought (hpcbench.bundle): pip installs from them alone
+    when the directory exists."""
+    return cache_dir() / 'wheels'
+
+
 TOPOLOGY_DIR = VAR_DIR / 'topology'
 
 

@@ -16,6 +16,11 @@ _PARAM = re.compile(r'%([\w.$]+)=(\S+)')
 _ANSI = re.compile(r'\x1b\[[0-9;]*m')
 
 
+def without_colours(text):
+    """ReFrame's output without its terminal colours (it colours a pipe too)."""
+    return _ANSI.sub('', text)
+
+
 def reframe_json(config, *args):
     """Run `reframe -C config <args>` and parse its JSON output. A failure says why, as
     ReFrame put it (on its stdout: `ERROR: failed to retrieve session data: file is not a
@@ -27,7 +32,7 @@ def reframe_json(config, *args):
     cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        said = _ANSI.sub('', proc.stdout + proc.stderr).strip().splitlines()
+        said = without_colours(proc.stdout + proc.stderr).strip().splitlines()
         errors = [line for line in said if 'ERROR' in line or 'Error' in line]
         reason = '\n'.join(errors or said[-5:]) or f'exit status {proc.returncode}'
         raise RuntimeError(f'reading the results database of {Path(config).stem} '

@@ -51,8 +51,8 @@ class Spack:
         return _content_key(self.root, self.packages)
 
     def commits(self):
-        """The commits of the Spack and spack-packages checkouts: git's, else the one a
-        copy from an offline bundle recorded (COMMIT_FILE), else ''."""
+        """The commits of the Spack and spack-packages copies: the one a copy from an
+        offline bundle recorded (COMMIT_FILE), else its own git's, else ''."""
         return tuple(_commit(repo) for repo in (self.root, self.packages))
 
 
@@ -62,12 +62,15 @@ COMMIT_FILE = '.hpcbench-commit'
 
 
 def _commit(repo):
-    proc = subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'], capture_output=True,
-                          text=True)
-    if proc.returncode == 0:
-        return proc.stdout.strip()
-    recorded = repo / COMMIT_FILE
-    return recorded.read_text().strip() if recorded.is_file() else ''
+    recorded = Path(repo) / COMMIT_FILE
+    if recorded.is_file():
+        return recorded.read_text().strip()
+    # Only the copy's own .git: git would otherwise answer with the commit of a checkout
+    # the copy happens to sit in.
+    if not (Path(repo) / '.git').exists():
+        return ''
+    return subprocess.run(['git', '-C', str(repo), 'rev-parse', 'HEAD'], capture_output=True,
+                          text=True).stdout.strip()
 
 
 # Spack's own tests and caches do not decide a concretization.
