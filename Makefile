@@ -25,7 +25,7 @@ MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME))
 SCREEN_THRESHOLD ?= 5
 
 .PHONY: run report test lint venv bootstrap install setup spack baseline dry-run references tune screen \
-	testbed-start testbed-stop buildcache bundle ci-pipeline gitlab-ci-local test-clean-root clean
+	testbed-start testbed-stop buildcache bundle unpack-bundle ci-pipeline gitlab-ci-local test-clean-root clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
 # and the run measures HPCC from Debian; the checks that need Spack say so and skip.
@@ -34,10 +34,13 @@ SCREEN_THRESHOLD ?= 5
 # results database as session extras; the report is written whatever the checks' outcome.
 # A ReFrame that stops before running (a bad option, a broken site config, another run in
 # the same var/) stores no session: then nothing after it runs, and its error stands alone.
-# BUNDLE=<archive> (make bundle, on another machine): unpacked into the per-user cache first,
-# verified, so that a machine without internet installs the Spack stack from it.
+# No $(MAKE) in its recipe: make -n runs every recipe line that names it, so `make -n run`
+# would run the benchmarks instead of printing what it would do.
+# BUNDLE=<archive> (make bundle, on another machine): unpacked into the per-user cache first
+# (unpack-bundle), so that a machine without internet makes the venv and installs the Spack
+# stack from it.
 run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
-	$(BIN)/hpcbench setup --system $(SYSTEM) $(if $(BUNDLE),--bundle '$(BUNDLE)')
+	$(BIN)/hpcbench setup --system $(SYSTEM)
 	before=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
 	$(REFRAME) $(MODE_OPTS) -r --performance-report \
 	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(RFM_OPTS); \
@@ -51,15 +54,16 @@ run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	echo "Results: perflogs in $(VAR)/perflogs/, ReFrame's results database" \
 	     "$(VAR)/results.db, run reports in $(VAR)/reports/ (this run's: $$newest)," \
 	     "logs in $(VAR)/logs/"; \
-	$(MAKE) --no-print-directory report SYSTEM=$(SYSTEM) || status=1; \
+	$(REPORT) || status=1; \
 	exit $$status
 
 # HTML report + Markdown summary of the stored results (var/report/$(SYSTEM)/), opened in
 # headless Chromium to check that every plot shows and every link leads somewhere.
 # REPORT_OPTS: e.g. --session UUID --against UUID --threshold 10
 REPORT_OPTS ?=
+REPORT = $(BIN)/hpcbench report --system $(SYSTEM) --check $(REPORT_OPTS)
 report: $(VENV_STAMP)
-	$(BIN)/hpcbench report --system $(SYSTEM) --check $(REPORT_OPTS)
+	$(REPORT)
 
 # PYTEST_OPTS: more pytest options (the pipeline adds --junitxml).
 test: $(VENV_STAMP)
@@ -149,15 +153,23 @@ dry-run: $(VENV_STAMP)
 references: $(VENV_STAMP)
 	$(BIN)/hpcbench references
 
-$(VENV_STAMP): requirements.txt pyproject.toml
+# With BUNDLE=, the bundle is unpacked (by python3 alone) before the venv is made, and the
+# venv's packages come from its wheels with no index.
+$(VENV_STAMP): requirements.txt pyproject.toml | $(if $(BUNDLE),unpack-bundle)
 	@if ! $(PYTHON) -m venv $(VENV) 2>/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q >/dev/null && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null && \
 	    $(PYTHON) -m venv $(VENV); \
 	  else echo "error: cannot create a venv; as root run: apt-get install python3-venv" >&2; \
 	    exit 1; fi; fi
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt -e .
+	$(BIN)/pip install -q --disable-pip-version-check $(if $(BUNDLE),--no-index --find-links \
+	    "$$(PYTHONPATH=src $(PYTHON) -m hpcbench.bundle wheels)") -r requirements.txt -e .
 	touch $@
+
+# The offline bundle BUNDLE=<archive>, verified and unpacked into the per-user cache
+# (hpcbench.bundle; refused whole when damaged).
+unpack-bundle:
+	PYTHONPATH=src $(PYTHON) -m hpcbench.bundle unpack '$(BUNDLE)'
 
 # Scratch only: stage directories, detected topologies, generated pipelines and the venv.
 # Results (results.db, perflogs, reports, output, logs) are never deleted by a target, nor

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from conftest import BIN, ROOT, requires_spack
-from hpcbench import bundle, paths, spack
+from hpcbench import bundle, clean_root, paths, spack
 
 
 def _small_bundle(base, spack_version='1.1.0'):
@@ -84,6 +84,30 @@ def test_the_mirror_and_build_cache_go_where_the_suite_reads_them(archive, cache
     assert (tmp_path / 'site-mirror/hpl/hpl-2.3.tar.gz').read_text() == 'not really a tarball\n'
     assert (tmp_path / 'site-buildcache/v3/layout.json').exists()
     assert not (cache / 'mirror').exists() and not (cache / 'buildcache').exists()
+
+
+def _unpack_with_python3_alone(archive, cache):
+    """`make run BUNDLE=`'s first step, before any venv: Debian's python3 with no site
+    packages at all (-S), the suite's sources on PYTHONPATH."""
+    return subprocess.run(['python3', '-S', '-m', 'hpcbench.bundle', 'unpack', str(archive)],
+                          capture_output=True, text=True, timeout=120,
+                          env={'PATH': os.environ['PATH'], 'PYTHONPATH': str(ROOT / 'src'),
+                               'HPCBENCH_CACHE': str(cache)})
+
+
+def test_python3_alone_unpacks_a_bundle_and_refuses_a_damaged_one_in_one_line(
+        tmp_path, archive, cache):
+    proc = _unpack_with_python3_alone(archive, cache)
+    assert proc.returncode == 0, proc.stderr
+    assert (cache / 'spack/bin/spack').exists() and (cache / 'locks/0123.lock').exists()
+
+    damaged = tmp_path / 'damaged.tar.gz'
+    damaged.write_bytes(archive.read_bytes()[:archive.stat().st_size // 2])
+    other = tmp_path / 'other-cache'
+    proc = _unpack_with_python3_alone(damaged, other)
+    assert proc.returncode == 2 and not other.exists()
+    assert proc.stderr.count('\n') == 1 and proc.stderr.startswith('error: ') \
+        and 'nothing was unpacked' in proc.stderr, proc.stderr
 
 
 def test_a_copy_records_its_commit_and_never_borrows_a_surrounding_checkout_s(tmp_path):
@@ -250,8 +274,38 @@ def test_make_bundle_carries_this_machine_s_stack_and_is_reproducible(installed,
              'SPACK_USER_CONFIG_PATH': str(_mirror_only_config(tmp_path, unpacked))}).stdout
     assert {h[:7] for h in built} <= set(listed.split())
     assert any((tmp_path / 'cache' / 'mirror').rglob('hpl-2.3.tar.gz'))
-    assert sorted(p.name.split('-')[0] for p in (tmp_path / 'cache' / 'wheels').iterdir()) \
-        == ['impi_devel', 'impi_rt', 'mkl', 'mkl_devel', 'mkl_include']
+    wheels = tmp_path / 'cache' / 'wheels'
+    assert {'impi_devel', 'impi_rt', 'mkl', 'mkl_devel', 'mkl_include', 'reframe_hpc', 'scipy',
+            'setuptools'} <= {p.name.split('-')[0] for p in wheels.iterdir()}
+    assert manifest['python'] == bundle.python_tag()
+    _venv_with_no_network(wheels, tmp_path)
+
+
+def _venv_with_no_network(wheels, tmp_path):
+    """The suite's venv made from the bundle's wheels with no network at all (a namespace
+    with a loopback only), as make run BUNDLE= makes it: the packages and the suite itself,
+    built by the bundle's setuptools."""
+    if os.geteuid() != 0:
+        pytest.skip('a network namespace needs root (unshare --net)')
+    project = tmp_path / 'project'
+    project.mkdir()
+    for name in ('pyproject.toml', 'requirements.txt'):
+        shutil.copy(ROOT / name, project)
+    shutil.copytree(ROOT / 'src', project / 'src',
+                    ignore=shutil.ignore_patterns('__pycache__', '*.egg-info'))
+    venv = tmp_path / 'venv'
+    subprocess.run(['python3', '-m', 'venv', str(venv)], check=True)
+    offline = [*clean_root.OFFLINE, str(venv / 'bin' / 'pip'), 'install', '--quiet',
+               '--disable-pip-version-check', '--no-index', '--find-links', str(wheels)]
+    proc = subprocess.run([*offline, '-r', str(project / 'requirements.txt'), str(project)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = subprocess.run([*clean_root.OFFLINE, str(venv / 'bin' / 'python'), '-c',
+                           'import clingo, matplotlib, reframe, scipy, selenium, yaml\n'
+                           'from hpcbench import bootstrap, verdicts; print(reframe.VERSION)'],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == '4.10.4'
 
 
 def _mirror_only_config(tmp_path, unpacked):

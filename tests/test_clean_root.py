@@ -159,10 +159,8 @@ with clean_root.clean_root(clean_root.paths.PROJECT_ROOT, 'HEAD', shared, workdi
 """
 
 
-@as_root
-@not_nested
-@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_check_leaves_no_root_mount_or_process(tmp_path, sig):
+def _mini_tarball(tmp_path):
+    """A small root as a tarball, a workdir for roots and a `../shared`."""
     tarball = tmp_path / 'mini.tar'
     mini = _mini_root(tmp_path / 'mini')
     mini.chmod(0o700)   # as debootstrap's temporary directory: the tarball's `./` is 0700
@@ -172,27 +170,45 @@ def test_an_interrupted_check_leaves_no_root_mount_or_process(tmp_path, sig):
     workdir.mkdir()
     shared.mkdir()
     (shared / 'seed.txt').write_text('shared\n')
-
-    check = subprocess.Popen([sys.executable, '-c', INTERRUPTED_CHECK, str(tarball),
-                              str(workdir), str(shared)], stdout=subprocess.PIPE, text=True,
-                             cwd=ROOT)
-    try:
-        _interrupt(check, sig, workdir)
-    finally:
-        if check.poll() is None:
-            check.terminate()   # through the check's own clean-up
-            check.wait(timeout=60)
+    return tarball, workdir, shared
 
 
-def _interrupt(check, sig, workdir):
+def _start_check(tarball, workdir, shared, command='sleep 600', offline=False):
+    """A real check in a process of its own, running `command` in its root; returns the
+    process, its root and the processes inside it."""
+    script = INTERRUPTED_CHECK.replace("'sleep 600'", repr(command)) \
+        .replace('900)', f'900, offline={offline})')
+    check = subprocess.Popen([sys.executable, '-c', script, str(tarball), str(workdir),
+                              str(shared)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     root = Path(next(ln for ln in check.stdout if not ln.startswith('[')).strip())
-    assert (root / 'work/main/README.md').exists() and (root / 'work/shared/seed.txt').exists()
-    # `/` inside is open to every user, as on a machine (munge's postinst runs as munge).
-    assert root.stat().st_mode & 0o777 == 0o755
     deadline = time.monotonic() + 60
     while not clean_root.processes_in(root) and time.monotonic() < deadline:
         time.sleep(0.1)
-    inside = clean_root.processes_in(root)
+    return check, root, clean_root.processes_in(root)
+
+
+def _stop(check):
+    if check.poll() is None:
+        check.terminate()   # through the check's own clean-up
+        check.wait(timeout=60)
+
+
+@as_root
+@not_nested
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_check_leaves_no_root_mount_or_process(tmp_path, sig):
+    check, root, inside = _start_check(*_mini_tarball(tmp_path))
+    try:
+        _interrupt(check, sig, root, inside)
+    finally:
+        _stop(check)
+
+
+def _interrupt(check, sig, root, inside):
+    workdir = root.parent
+    assert (root / 'work/main/README.md').exists() and (root / 'work/shared/seed.txt').exists()
+    # `/` inside is open to every user, as on a machine (munge's postinst runs as munge).
+    assert root.stat().st_mode & 0o777 == 0o755
     assert inside, 'the command never started inside the root'
 
     check.send_signal(sig)
@@ -201,3 +217,47 @@ def _interrupt(check, sig, workdir):
     assert not root.exists()
     assert not clean_root.mounts_under(workdir)
     assert not any(_alive(pid) for pid in inside)
+
+
+@as_root
+@not_nested
+def test_a_root_left_by_a_killed_check_is_removed_by_the_next_one_a_running_one_s_kept(
+        tmp_path):
+    tarball, workdir, shared = _mini_tarball(tmp_path)
+    # A check killed outright cleans nothing up: its root, mounts and command stay.
+    killed, stale, orphans = _start_check(tarball, workdir, shared)
+    killed.kill()
+    killed.wait(timeout=60)
+    assert orphans and all(_alive(pid) for pid in orphans) and clean_root.mounts_under(stale)
+    running, live, inside = _start_check(tarball, workdir, shared)
+    try:
+        clean_root.remove_stale_roots(workdir)
+        assert not stale.exists() and not clean_root.mounts_under(stale)
+        assert not any(_alive(pid) for pid in orphans)
+        assert live.exists() and clean_root.processes_in(live) == inside
+    finally:
+        _stop(running)
+    assert not live.exists()
+
+
+@as_root
+@not_nested
+def test_an_offline_command_has_the_loopback_and_no_other_network(tmp_path):
+    tarball, workdir, shared = _mini_tarball(tmp_path)
+    check, root, _ = _start_check(
+        tarball, workdir, shared, offline=True,
+        command='echo "$(</proc/net/dev)" > /work/net.txt; '
+                'echo "$(</proc/net/route)" > /work/route.txt; sleep 600')
+    route = root / 'work/route.txt'
+    try:
+        deadline = time.monotonic() + 30
+        while not (route.exists() and route.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        interfaces = {ln.split(':')[0].strip()
+                      for ln in (root / 'work/net.txt').read_text().splitlines() if ':' in ln}
+        assert interfaces == {'lo'}
+        # No route: nothing beyond the node answers (the host has its default route).
+        assert len((root / 'work/route.txt').read_text().splitlines()) == 1
+        assert len(Path('/proc/net/route').read_text().splitlines()) > 1
+    finally:
+        _stop(check)

@@ -64,3 +64,14 @@ def test_make_clean_keeps_every_result(tmp_path):
     assert all(p.exists() for p in results)
     assert not any(p.exists() for p in scratch) and not venv.exists()
     assert f'kept the results in {var}/' in proc.stdout
+
+
+def test_make_n_prints_a_run_and_runs_nothing(tmp_path):
+    """make -n runs every recipe line that names $(MAKE): a run's recipe must not, or the
+    user who asks what `make run` would do gets the benchmarks run (it did, once)."""
+    var = tmp_path / 'var'
+    proc = _make(var, '-n', 'run', 'RFM_OPTS=-n StreamCheck -p openmpi', timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert 'reframe -C site-configs/local.py' in proc.stdout
+    assert 'hpcbench report --system local' in proc.stdout
+    assert not var.exists() or not any(var.iterdir()), sorted(p.name for p in var.iterdir())

@@ -3,7 +3,8 @@ run a system's Spack stack (`make bundle`, then `make run BUNDLE=<archive>` ther
 
 It holds the pinned Spack and spack-packages as they are (their commits recorded), the
 source mirror of every spec of the system's environment (`spack mirror create`), the build
-cache of what is installed (`spack buildcache push`), the Intel MPI and MKL wheels, the
+cache of what is installed (`spack buildcache push`), the wheels of everything pip installs
+(Intel MPI and MKL, and the suite's own Python packages with their build backend), the
 environment's lock under its concretization key (hpcbench.bootstrap: a machine with the
 same inputs installs the same specs without concretizing again), the BLAS order it was
 concretized with, and MANIFEST.json: every file's SHA-256, the lock's hash and the commits.
@@ -12,12 +13,15 @@ times (MANIFEST.json first, so that a reader meets it before anything it describ
 
 Unpacking verifies the whole archive in a scratch directory of the per-user cache before
 anything is put in place; a damaged or truncated archive is refused with one message and
-leaves nothing behind.
+leaves nothing behind. It needs python3 alone (`python3 -m hpcbench.bundle unpack`), so that
+a machine without internet unpacks the bundle before it makes the suite's venv from its
+wheels.
 """
 import gzip
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -26,7 +30,9 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from hpcbench import blas, bootstrap, paths, spack
+# Standard library and these alone (no hpcbench.bootstrap, which needs PyYAML): unpacking
+# runs before the venv exists.
+from hpcbench import blas, paths, spack
 
 FORMAT = 1
 TOP = 'hpcbench-bundle'
@@ -128,18 +134,36 @@ def write_archive(tree, output):
         tmp.unlink(missing_ok=True)
 
 
+def python_tag():
+    """The interpreter the suite's wheels are for ('cp311-x86_64'): pip picks compiled
+    wheels by version and machine."""
+    return f'cp{sys.version_info.major}{sys.version_info.minor}-{platform.machine()}'
+
+
+def suite_requirements(project=None):
+    """What the suite's venv installs (requirements.txt) and what pip needs to install the
+    suite itself (pyproject.toml's build backend)."""
+    import tomllib   # Python 3.11: making a bundle only; unpacking does without
+    project = Path(project or paths.PROJECT_ROOT)
+    build = tomllib.loads((project / 'pyproject.toml').read_text())['build-system']['requires']
+    return ['-r', str(project / 'requirements.txt'), *build]
+
+
 def wheel_sets(system='local'):
-    """[(what, requirements, pip options)] of the PyPI-installed parts of `system`: Intel
-    MPI and MKL."""
+    """[(what, requirements, pip options)] of what pip installs for `system`: the suite's
+    venv, Intel MPI and MKL."""
+    from hpcbench import bootstrap
     parts = [*bootstrap.machine_stacks(system), *bootstrap.machine_blas(system)]
-    return [(p.name, p.wheel_requirements(), p.wheel_options) for p in parts
-            if hasattr(p, 'wheel_requirements')]
+    return [('the suite\'s venv', suite_requirements(), ()),
+            *((p.name, p.wheel_requirements(), p.wheel_options) for p in parts
+              if hasattr(p, 'wheel_requirements'))]
 
 
 def make(system='local', output_dir=None, binaries=True):
     """Write the bundle of `system` (a system on this machine, installed) and return its
     path and manifest. `binaries=False`: no build cache (for machines whose CPUs the
     binaries do not fit: everything is built there from the mirror's sources)."""
+    from hpcbench import bootstrap
     found = spack.find()
     if not found:
         raise BundleError(spack.not_found_message('a bundle carries the Spack of this machine'))
@@ -188,6 +212,7 @@ def make(system='local', output_dir=None, binaries=True):
                                'commit': commits['spack-packages']},
             'spack_content_key': found.content_key(),
             'lock': {'sha256': lock_hash, 'concretization_key': key},
+            'python': python_tag(),
             'files': file_digests(tree),
         }
         manifest['parts'] = _parts(tree, manifest['files'])
@@ -220,7 +245,9 @@ def describe(output, manifest):
              f'(commit {manifest["spack"]["commit"] or "unknown: not a git checkout"}), '
              f'spack-packages {manifest["spack_packages"]["release"]} '
              f'(commit {manifest["spack_packages"]["commit"] or "unknown"})',
-             f'  spack-envs/{manifest["system"]}/spack.lock sha256 {manifest["lock"]["sha256"]}']
+             f'  spack-envs/{manifest["system"]}/spack.lock sha256 {manifest["lock"]["sha256"]}',
+             f'  wheels for {manifest["python"]} (the suite\'s venv installs from them on '
+             'a machine with the same Python version)']
     lines += [f'  {part}/: {n["files"]} files, {n["bytes"] / 2**20:.1f} MiB'
               for part, n in sorted(manifest['parts'].items())]
     return '\n'.join(lines)
@@ -335,6 +362,10 @@ def unpack(archive):
         manifest = verify(tree, archive)
         say(f'{archive}: {len(manifest["files"])} files verified against {MANIFEST} '
             f'(spack.lock sha256 {manifest["lock"]["sha256"][:12]})')
+        if manifest.get('python', python_tag()) != python_tag():
+            say(f'note: its wheels are for {manifest.get("python")}, this python3 is '
+                f'{python_tag()}: the suite\'s venv needs PyPI (or a bundle made with this '
+                'Python version)')
         _place(tree, cache)
         return manifest
     except BaseException:
@@ -343,3 +374,25 @@ def unpack(archive):
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv=None):
+    """`python3 -m hpcbench.bundle unpack ARCHIVE`: what `make run BUNDLE=` does before the
+    venv exists; `... wheels`: the directory the venv then installs from."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ['wheels'] and len(argv) == 1:
+        print(paths.wheels_dir())
+        return 0
+    if argv[:1] != ['unpack'] or len(argv) != 2:
+        print('usage: python3 -m hpcbench.bundle unpack ARCHIVE | wheels', file=sys.stderr)
+        return 2
+    try:
+        unpack(argv[1])
+    except BundleError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -10,6 +10,11 @@ answer the same way; then a clean clone of the commit and `../shared`. It mounts
 dev, run and dev/shm, runs each command as README says, and on exit, failure or interrupt
 kills what still runs inside, unmounts and removes the root. Logs and the report of the run
 are copied to `var/clean-root/<time>/`.
+
+`--offline` (with `--bundle`) is a machine without internet that has its operating system's
+packages: what the suite asks of Debian is installed first, as the site's image would have
+it, then every command runs in a network namespace of its own, with a loopback and nothing
+else (no registry, no mirror answers).
 """
 import argparse
 import contextlib
@@ -28,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import debian, paths, results
+from hpcbench import bootstrap, browser, debian, paths, results
 
 SUITE = 'bookworm'
 # What a fresh machine of this kind has before the project installs anything.
@@ -50,6 +55,10 @@ HOST_SETTINGS = ('etc/resolv.conf', 'etc/hosts', 'etc/pip.conf', 'root/.npmrc',
 MARKER = 'etc/hpcbench-clean-root'
 # How ReFrame starts a test case's line (without its colours).
 FIRST_CHECK = re.compile(r'^\[ RUN +\] ')
+# What the suite asks of Debian (set-up, the registry-only path, the report's browser): an
+# offline root (--offline) has them before the network goes, as a site's image would.
+SITE_PACKAGES = tuple(dict.fromkeys((*bootstrap.APT_PACKAGES, *bootstrap.REGISTRY_APT_PACKAGES,
+                                     *browser.PACKAGES)))
 # Where an offline bundle (--bundle) is put inside the root.
 BUNDLE_DIR = 'work/bundle'
 ROOT_PREFIX = 'hpcbench-clean-root-'
@@ -253,6 +262,40 @@ def remove_root(root):
     subprocess.run(['rm', '-rf', '--one-file-system', str(root)], check=True)
 
 
+def process_identity(pid):
+    """'<pid>:<start time>' of a running process ('' when there is none): told apart from
+    a later process given the same pid, or one after a reboot."""
+    try:
+        stat = Path(f'/proc/{pid}/stat').read_text()
+    except OSError:
+        return ''
+    return f'{pid}:{stat.rsplit(")", 1)[1].split()[19]}'
+
+
+def _owner(root):
+    """The identity of the check that made `root`, from its marker ('' when it has none)."""
+    try:
+        text = (root / MARKER).read_text()
+    except OSError:
+        return ''
+    return next((ln.split()[1] for ln in text.splitlines() if ln.startswith('owner ')), '')
+
+
+def remove_stale_roots(directory):
+    """Remove the roots in `directory` whose check no longer runs (killed, or the machine
+    restarted: nothing cleaned up after them), with their mounts and processes. A root
+    without our marker, or whose check still runs, is left alone."""
+    for root in sorted(Path(directory).glob(f'{ROOT_PREFIX}*')):
+        if not (root / MARKER).is_file() or root.is_symlink():
+            continue
+        owner = _owner(root)
+        if owner and process_identity(owner.split(':')[0]) == owner:
+            continue
+        say(f'{root}: left by a check that no longer runs ({owner or "no owner recorded"}); '
+            'removing it')
+        remove_root(root)
+
+
 def copy_host_settings(root):
     """The registry settings of the host: apt's sources and its Acquire settings, DNS, the
     CA bundle (and the certificates it was made from, so that update-ca-certificates in the
@@ -302,15 +345,19 @@ def clean_root(project, commit, shared, workdir=None, tarball=None, bundle=None)
     bundle) in /work/bundle; removed whatever happens."""
     if tarball is None:
         tarball = pristine_tarball(debian_archive_uri([p.read_text() for p in host_sources()]))
+    remove_stale_roots(workdir or tarball.parent)
     root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=workdir or tarball.parent))
     try:
+        # The marker first: a root this check leaves behind (killed, the machine restarted)
+        # is known as ours, and as stale once its owner no longer runs.
+        (root / MARKER).parent.mkdir(parents=True)
+        (root / MARKER).write_text(f'made by hpcbench clean-root from {tarball.name}\n'
+                                   f'owner {process_identity(os.getpid())}\n')
         subprocess.run(['tar', '-C', str(root), '--numeric-owner', '-xf', str(tarball)],
                        check=True)
         # It is `/` inside, and mkdtemp's 0700 (ours, or the one a tarball's `./` carries)
         # would keep every user but root out: munge's postinst runs `su munge -s /bin/sh`.
         root.chmod(0o755)
-        (root / MARKER).parent.mkdir(exist_ok=True)
-        (root / MARKER).write_text(f'made by hpcbench clean-root from {tarball.name}\n')
         copy_host_settings(root)
         work = root / 'work'
         work.mkdir(exist_ok=True)
@@ -331,18 +378,40 @@ def clean_root(project, commit, shared, workdir=None, tarball=None, bundle=None)
         say(f'removed {root}')
 
 
-def run_inside(root, command, log_path, timeout):
+def install_site_packages(root, packages=SITE_PACKAGES):
+    """Debian's `packages` in the root, from the network (what a site's image has)."""
+    say(f'the site\'s Debian packages, before the network goes: {" ".join(packages)}')
+    start = time.monotonic()
+    env = {'PATH': '/usr/sbin:/usr/bin:/sbin:/bin', 'DEBIAN_FRONTEND': 'noninteractive',
+           'LANG': 'C.UTF-8'}
+    for step in (['apt-get', 'update', '-q'],
+                 ['apt-get', 'install', '-y', '-q', '--no-install-recommends', *packages]):
+        proc = subprocess.run(['chroot', str(root), *step], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            raise CleanRootError(f'`{" ".join(step[:2])}` in the root failed (exit '
+                                 f'{proc.returncode}): {proc.stderr.strip()[-500:]}')
+    say(f'installed in {time.monotonic() - start:.0f} s')
+
+
+# The command runs in a network namespace of its own with only a loopback: the node's name
+# (127.0.0.1 in /etc/hosts, copied from the host) still answers, MPI's launchers still work.
+OFFLINE = ['unshare', '--net', '--', 'sh', '-c', 'ip link set lo up && exec "$@"', 'offline']
+
+
+def run_inside(root, command, log_path, timeout, offline=False):
     """`command` in /work/main of the root, as a new user's login shell would run it: a
-    clean environment but for the registry variables; output to the terminal and a log."""
+    clean environment but for the registry variables; output to the terminal and a log.
+    `offline`: with no network but the loopback (OFFLINE)."""
     env = {'HOME': '/root', 'USER': 'root', 'LOGNAME': 'root', 'LANG': 'C.UTF-8',
            'TERM': 'dumb', 'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
            **{k: v for k, v in os.environ.items() if REGISTRY_VARIABLES.match(k)}}
     if os.environ.get('CI'):
         env['CI'] = os.environ['CI']
-    argv = ['chroot', str(root), '/usr/bin/env', '-i',
+    argv = [*(OFFLINE if offline else []), 'chroot', str(root), '/usr/bin/env', '-i',
             *(f'{k}={v}' for k, v in sorted(env.items())),
             '/bin/bash', '-c', f'cd /work/main && {command}']
-    say(f'$ {command}')
+    say(f'$ {command}{"   (offline: loopback only)" if offline else ""}')
     start = time.monotonic()
     output = []
     first_check = None
@@ -392,10 +461,12 @@ def _terminate_on_signal():
         signal.signal(sig, handler)
 
 
-def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=None):
+def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=None,
+          offline=False):
     """Run `commands` (README's) in a clean root; print a summary; return the exit status
     (0 when every command exited 0). `bundle`: an offline bundle that `make run` is given
-    (BUNDLE=), as on a machine without internet that received it."""
+    (BUNDLE=), as on a machine without internet that received it; `offline`: the commands
+    run with no network, on a root that has the site's Debian packages."""
     if os.geteuid() != 0:
         raise CleanRootError('a clean root needs root (debootstrap, chroot, mount)')
     if Path('/', MARKER).exists():
@@ -411,6 +482,9 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
         bundle = Path(bundle).resolve()
         if not bundle.is_file():
             raise CleanRootError(f'--bundle {bundle}: no such file')
+    if offline and not bundle:
+        raise CleanRootError('--offline needs --bundle: without internet the suite gets its '
+                             'stack from an offline bundle (make bundle)')
     runs = commands_to_run(commands, bundle)
     sha = subprocess.run(['git', '-C', str(project), 'rev-parse', '--verify', commit],
                          capture_output=True, text=True, check=True).stdout.strip()
@@ -422,14 +496,16 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
     outcomes = []
     start = time.monotonic()
     with clean_root(project, sha, project.parent / 'shared', workdir, bundle=bundle) as root:
+        if offline:
+            install_site_packages(root)
         for _, run, log_name in runs:
-            outcomes.append(run_inside(root, run, logs / log_name, timeout))
+            outcomes.append(run_inside(root, run, logs / log_name, timeout, offline))
         report = root / 'work/main/var/report'
         if report.is_dir():
             shutil.copytree(report, logs / 'report', dirs_exist_ok=True)
 
-    say(f'summary (commit {sha[:12]}, Debian {SUITE}, {time.monotonic() - start:.0f} s in '
-        f'all; logs in {logs}):')
+    say(f'summary (commit {sha[:12]}, Debian {SUITE}{", offline" if offline else ""}, '
+        f'{time.monotonic() - start:.0f} s in all; logs in {logs}):')
     for outcome in outcomes:
         print(f'  {outcome.line()}', flush=True)
     failed = [o for o in outcomes if o.status != 0]
@@ -446,10 +522,13 @@ def main(argv=None):
     parser.add_argument('--timeout', type=int, default=2400, help='seconds per command')
     parser.add_argument('--bundle', help='an offline bundle (make bundle) for make run: '
                                          'copied into the root, given as BUNDLE=')
+    parser.add_argument('--offline', action='store_true',
+                        help='with --bundle: the site\'s Debian packages installed first, then '
+                             'the commands run with no network but a loopback')
     args = parser.parse_args(argv)
     try:
         return check(args.commit, tuple(args.commands or COMMANDS), args.timeout,
-                     bundle=args.bundle)
+                     bundle=args.bundle, offline=args.offline)
     except (CleanRootError, debian.MissingPackages) as err:
         print(f'error: {err}', file=sys.stderr)
         return 2
