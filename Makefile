@@ -169,6 +169,7 @@ $(VENV_STAMP): requirements.txt pyproject.toml | $(if $(BUNDLE),unpack-bundle)
 # The offline bundle BUNDLE=<archive>, verified and unpacked into the per-user cache
 # (hpcbench.bundle; refused whole when damaged).
 unpack-bundle:
+	$(if $(BUNDLE),,$(error unpack-bundle: give the archive, BUNDLE=<archive>))
 	PYTHONPATH=src $(PYTHON) -m hpcbench.bundle unpack '$(BUNDLE)'
 
 # Scratch only: stage directories, detected topologies, generated pipelines and the venv.

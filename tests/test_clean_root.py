@@ -153,9 +153,10 @@ from pathlib import Path
 from hpcbench import clean_root
 clean_root._terminate_on_signal()
 tarball, workdir, shared = map(Path, sys.argv[1:4])
+command, offline = sys.argv[4], sys.argv[5] == 'offline'
 with clean_root.clean_root(clean_root.paths.PROJECT_ROOT, 'HEAD', shared, workdir, tarball) as root:
     print(root, flush=True)
-    clean_root.run_inside(root, 'sleep 600', workdir / 'inside.log', 900)
+    clean_root.run_inside(root, command, workdir / 'inside.log', 900, offline)
 """
 
 
@@ -176,10 +177,10 @@ def _mini_tarball(tmp_path):
 def _start_check(tarball, workdir, shared, command='sleep 600', offline=False):
     """A real check in a process of its own, running `command` in its root; returns the
     process, its root and the processes inside it."""
-    script = INTERRUPTED_CHECK.replace("'sleep 600'", repr(command)) \
-        .replace('900)', f'900, offline={offline})')
-    check = subprocess.Popen([sys.executable, '-c', script, str(tarball), str(workdir),
-                              str(shared)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    check = subprocess.Popen([sys.executable, '-c', INTERRUPTED_CHECK, str(tarball),
+                              str(workdir), str(shared), command,
+                              'offline' if offline else 'online'],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
     root = Path(next(ln for ln in check.stdout if not ln.startswith('[')).strip())
     deadline = time.monotonic() + 60
     while not clean_root.processes_in(root) and time.monotonic() < deadline:

@@ -146,7 +146,7 @@ def test_a_ceiling_measured_under_load_does_not_make_hpl_beat_it(var, capsys):
     soon as it is measured; HPL then runs on a quiet node and beats that ceiling. Its
     ceiling efficiency is withheld (in the results database: `flagged`, with why), not
     reported above 100 %."""
-    hogs = [*_hogs(), *_hogs(), *_hogs()]       # three per core: a third of the node left
+    hogs = _hogs()
     ceiling_log = var / 'perflogs' / 'local' / 'default' / 'DgemmCeiling.log'
     cmd = [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks', '-r',
            '-p', 'openmpi$', '-n', CHECKS[1], *SETTINGS, '-S', 'quiet_node_action=off']

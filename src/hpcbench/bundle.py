@@ -17,6 +17,7 @@ leaves nothing behind. It needs python3 alone (`python3 -m hpcbench.bundle unpac
 a machine without internet unpacks the bundle before it makes the suite's venv from its
 wheels.
 """
+import argparse
 import gzip
 import hashlib
 import json
@@ -379,15 +380,18 @@ def unpack(archive):
 def main(argv=None):
     """`python3 -m hpcbench.bundle unpack ARCHIVE`: what `make run BUNDLE=` does before the
     venv exists; `... wheels`: the directory the venv then installs from."""
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ['wheels'] and len(argv) == 1:
+    parser = argparse.ArgumentParser(prog='python3 -m hpcbench.bundle',
+                                     description='an offline bundle, before the venv exists')
+    sub = parser.add_subparsers(dest='command', required=True)
+    sub.add_parser('unpack', help='verify ARCHIVE and unpack it into the per-user cache') \
+        .add_argument('archive')
+    sub.add_parser('wheels', help='print the directory of the unpacked wheels')
+    args = parser.parse_args(argv)
+    if args.command == 'wheels':
         print(paths.wheels_dir())
         return 0
-    if argv[:1] != ['unpack'] or len(argv) != 2:
-        print('usage: python3 -m hpcbench.bundle unpack ARCHIVE | wheels', file=sys.stderr)
-        return 2
     try:
-        unpack(argv[1])
+        unpack(args.archive)
     except BundleError as err:
         print(f'error: {err}', file=sys.stderr)
         return 2

@@ -345,8 +345,9 @@ def clean_root(project, commit, shared, workdir=None, tarball=None, bundle=None)
     bundle) in /work/bundle; removed whatever happens."""
     if tarball is None:
         tarball = pristine_tarball(debian_archive_uri([p.read_text() for p in host_sources()]))
-    remove_stale_roots(workdir or tarball.parent)
-    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=workdir or tarball.parent))
+    roots = workdir or tarball.parent
+    remove_stale_roots(roots)
+    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=roots))
     try:
         # The marker first: a root this check leaves behind (killed, the machine restarted)
         # is known as ours, and as stale once its owner no longer runs.
