@@ -1,8 +1,8 @@
 """Real slowdowns injected into real runs of the Spack-built checks, judged (issue 19).
 
 Three runs of STREAM, HPL, IOR and MPI start-up, unchanged; then the same test cases with
-the same inputs on a slowed machine: STREAM and HPL with a busy loop on every core (a
-neighbour's job left running), IOR on a disk throttled to 200 MB/s (Linux's blkio
+the same inputs on a slowed machine: STREAM and HPL with a memory-copying loop on every
+core (a neighbour's job left running), IOR on a disk throttled to 200 MB/s (Linux's blkio
 controller: a slow file system) and MPI start-up beside it, which the throttle does not
 touch. `hpcbench compare` must call the slowed figures regressions and nothing else. And a
 DGEMM ceiling measured under load, with HPL measured after it on a quiet node, must not
