@@ -1,3 +1,4 @@
+import contextlib
 import os
 import subprocess
 import sys
@@ -42,3 +43,27 @@ def run_reframe(*args, env=None, config='site-configs/local.py', timeout=900):
     cmd = [str(BIN / 'reframe'), '-C', config, '-c', 'reframe-checks', *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
+
+
+# A loop that takes a core's time and the memory's bandwidth: it copies a 256 MiB array over
+# another, over and over.
+_LOAD = 'a = bytearray(256 << 20)\nb = bytearray(256 << 20)\nwhile True:\n    b[:] = a\n'
+
+
+@contextlib.contextmanager
+def load_on_every_core():
+    """One load per core, each in a session of its own, for as long as the block runs. The
+    kernel shares the CPU between sessions first (autogroup scheduling, on here), and
+    ReFrame starts each job in a new session: loads started in the test's session all
+    shared one half of the CPU against the job's half, however many (HPL -51 % with one per
+    core, -56 % with three; STREAM -24 to -47 %, 'no change' at 30 % in two CI runs; IMB
+    PingPong's bandwidth -19 %, inconclusive, with compute-only loops)."""
+    from hpcbench import host
+    loads = [subprocess.Popen([sys.executable, '-c', _LOAD], start_new_session=True)
+             for _ in range(len(host.processor_info()['topology']['cores']))]
+    try:
+        yield loads
+    finally:
+        for load in loads:
+            load.kill()
+            load.wait()

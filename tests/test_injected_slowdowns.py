@@ -10,14 +10,13 @@ give a ceiling efficiency above 100 %: that figure is withheld and says why."""
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from hpcbench import host, results
-from conftest import BIN, ROOT, requires_spack
+from hpcbench import results
+from conftest import BIN, ROOT, load_on_every_core, requires_spack
 
 pytestmark = [pytest.mark.spack, requires_spack]
 
@@ -38,27 +37,6 @@ def _reframe(names, *extra, prefix=()):
     out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
     return re.search(r'session stored with UUID: (\S+)', out).group(1)
-
-
-# A loop that takes a core's time and the memory's bandwidth: it copies a 256 MiB array over
-# another, over and over.
-_HOG = 'a = bytearray(256 << 20)\nb = bytearray(256 << 20)\nwhile True:\n    b[:] = a\n'
-
-
-def _hogs():
-    """One load per core, each in a session of its own. The kernel shares the CPU between
-    sessions first (autogroup scheduling, on here), and ReFrame starts each job in a new
-    session: loads started in the test's session all shared one half of the CPU against
-    the job's half, however many (HPL -51 % with one per core, -56 % with three; STREAM
-    -24 to -47 %, 'no change' at 30 % in two CI runs)."""
-    return [subprocess.Popen([sys.executable, '-c', _HOG], start_new_session=True)
-            for _ in range(len(host.processor_info()['topology']['cores']))]
-
-
-def _stop(hogs):
-    for hog in hogs:
-        hog.kill()
-        hog.wait()
 
 
 def _root_device(directory):
@@ -116,11 +94,8 @@ def _verdicts(new, old, threshold):
 def test_injected_slowdowns_are_regressions_in_their_figures_and_nowhere_else(
         var, throttled_disk, capsys):
     before = _reframe(CHECKS)
-    hogs = _hogs()
-    try:
+    with load_on_every_core():
         loaded = _reframe(CHECKS[:2], '-S', 'quiet_node_action=off')
-    finally:
-        _stop(hogs)
     throttled = _reframe(CHECKS[2:], prefix=throttled_disk)
 
     # 30 %: the injected slowdowns halve a figure or worse; MPI start-up's run-to-run
@@ -146,17 +121,14 @@ def test_a_ceiling_measured_under_load_does_not_make_hpl_beat_it(var, capsys):
     soon as it is measured; HPL then runs on a quiet node and beats that ceiling. Its
     ceiling efficiency is withheld (in the results database: `flagged`, with why), not
     reported above 100 %."""
-    hogs = _hogs()
     ceiling_log = var / 'perflogs' / 'local' / 'default' / 'DgemmCeiling.log'
     cmd = [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks', '-r',
            '-p', 'openmpi$', '-n', CHECKS[1], *SETTINGS, '-S', 'quiet_node_action=off']
-    run = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
-    try:
+    with load_on_every_core():
+        run = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
         while not ceiling_log.exists() and run.poll() is None:
             time.sleep(0.1)
-    finally:
-        _stop(hogs)
     out = re.sub(r'\x1b\[[0-9;]*m', '', run.communicate(timeout=900)[0])
     assert run.returncode == 0, out[-4000:]
     assert 'ceiling_efficiency: ' not in out, out[-3000:]

@@ -1,16 +1,14 @@
 """Regression verdicts (hpcbench.verdicts): the rule on small samples, and on the two real
 stored sessions of the whole suite in tests/fixtures/report (one run each, this machine)."""
-import contextlib
 import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 
-from hpcbench import host, references, results, verdicts
-from conftest import BIN, FIXTURES, ROOT, run_reframe
+from hpcbench import references, results, verdicts
+from conftest import BIN, FIXTURES, ROOT, load_on_every_core, run_reframe
 
 
 def _sessions():
@@ -142,24 +140,13 @@ def _compare(var, new, old, threshold=5):
     return proc, verdict_of
 
 
-@contextlib.contextmanager
-def _busy_loop_on_every_core():
-    hogs = [subprocess.Popen([sys.executable, '-c', 'while True: pass'])
-            for _ in range(len(host.processor_info()['topology']['cores']))]
-    try:
-        yield
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-
-
 def test_a_busy_node_is_a_regression_and_an_unchanged_run_is_not(tmp_path, monkeypatch,
                                                                  capsys):
-    """Four rounds, each of three sessions of four PingPong runs: quiet, loaded (a busy
-    loop on every core, the quiet-node check off as a user who left a process running
-    would have it; the inputs are the same), quiet again. The loaded sessions' bandwidth
-    is a regression; the quiet sessions are not one against the other.
+    """Four rounds, each of three sessions of four PingPong runs: quiet, loaded (a
+    memory-copying loop on every core, each in its own session, the quiet-node check off
+    as a user who left a process running would have it; the inputs are the same), quiet
+    again. The loaded sessions' bandwidth is a regression; the quiet sessions are not one
+    against the other.
 
     Rounds, not one session of each: the runs of one session share the VM's phase (its
     speed drifts by tens of percent), so one session against one judged the phase. CI
@@ -175,11 +162,15 @@ def test_a_busy_node_is_a_regression_and_an_unchanged_run_is_not(tmp_path, monke
     quiet, loaded, quiet_again = [], [], []
     for _ in range(verdicts.MIN_SESSIONS + 1):
         quiet.append(_imb_pingpong())
-        with _busy_loop_on_every_core():
+        with load_on_every_core():
             loaded.append(_imb_pingpong('-S', 'quiet_node_action=off'))
         quiet_again.append(_imb_pingpong())
 
     proc, verdict_of = _compare(var, loaded, quiet)
+    with capsys.disabled():
+        print('\nloaded against quiet:')
+        print('\n'.join(re.sub(r'\s{2,}', ' | ', line) for line in proc.stdout.splitlines()
+                        if line.startswith('ImbPairCheck')))
     assert proc.returncode == 1 and 'regression(s)' in proc.stderr, proc.stdout + proc.stderr
     # The bandwidth (large messages, the longest timings) always shows the load; the
     # latency of 0 B messages (microseconds, within a time slice) often escapes it.
