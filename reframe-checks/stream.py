@@ -7,7 +7,10 @@ node's bandwidth ceiling (NodeCeilings: the same triad by likwid-bench with non-
 stores) and against the same triad with ordinary stores, as STREAM's compiled code does it
 (its write-allocate reads, which STREAM does not count, cap it near 3/4 of the ceiling: the
 first ratio says how far the method is from the memory's bandwidth, the second how well the
-build and the thread placement do). It uses no MPI, so
+build and the thread placement do). `stores=nontemporal` runs the same STREAM with streaming
+stores in its kernels (the recipe's stream_nontemporal_c.exe, x86-64 only): no write-allocate
+reads, so its triad can reach the bandwidth ceiling, as STREAM built by a compiler that emits
+streaming stores does (CHiC's PathScale figures). It uses no MPI, so
 it runs once per partition, in the environment for OpenMP programs (feature `openmp`: on this
 machine's systems the first MPI stack's, hpcbench.rfmconfig.OPENMP_ONLY). Parsing and the math
 live in hpcbench.stream.
@@ -51,6 +54,8 @@ class StreamCheck(BenchmarkRun):
     valid_systems = ['*']
     valid_prog_environs = ['+openmp +spack-builds']
     num_threads = parameter(_thread_counts())
+    # The stores the compiler made (what STREAM measures as built), or streaming stores.
+    stores = parameter(list(stream.PROGRAMS))
     build = fixture(StreamBuild, scope='environment')
     # The bandwidth ceiling the all-core triad is compared with (likwid-bench's triad).
     node_ceilings = fixture(NodeCeilings, scope='partition')
@@ -70,7 +75,11 @@ class StreamCheck(BenchmarkRun):
         self.inputs = f'array={_array_size(self.current_partition)} threads={self.num_threads}'
         self.num_cpus_per_task = self.num_threads
         self.env_vars = stream.openmp_environment(self.num_threads)
-        self.executable = self.build.program('stream_c.exe')
+        program = stream.PROGRAMS[self.stores]
+        if self.build.lacks_program(program):
+            self.skip(f'{self.build.description()} has no {program} (the recipe builds '
+                      'streaming stores for x86-64 only)')
+        self.executable = self.build.program(program)
         # One process whose threads are placed by OpenMP: an MPI launcher would bind it to
         # one core. The job script runs on the node under every scheduler.
         self.job.launcher = getlauncher('local')()
@@ -78,6 +87,9 @@ class StreamCheck(BenchmarkRun):
             # The ceilings are the whole node's.
             for ratio in self.CEILING_RATIOS:
                 del self.perf_variables[ratio]
+        elif self.stores == 'nontemporal':
+            # Streaming stores do not do the ordinary-store triad's write-allocate reads.
+            del self.perf_variables['triad_cached_store_efficiency']
         self.reference = references.reframe_reference(self)
 
     @sanity_function

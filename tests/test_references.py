@@ -132,8 +132,9 @@ def _session():
 def test_stored_session_gives_one_case_per_test_and_environment():
     cases = results.measured_cases(_session())
     assert len(cases) == 6        # 2 thread counts x 3 MPI environments, fixtures left out
+    # A session stored before STREAM had `stores`: its cases are the compiled stores'.
     case = next(c for c in cases if c['environ'] == 'openmpi' and c['match'] ==
-                {'num_threads': 2})
+                {'num_threads': 2, 'stores': 'compiled'})
     assert case['check'] == 'StreamCheck' and case['partition'] == 'default'
     assert case['perfvalues']['triad'] == (48037.4, 'MB/s')
 
@@ -182,7 +183,11 @@ def test_baseline_bounds_point_the_way_of_a_regression(tmp_path):
     path.write_text(references.dump(refs))
     loaded = references.load('local', path)
     assert len(loaded.figures) == 6 * 5
-    chosen = references.select(loaded, 'StreamCheck', 'default', 'mpich', {'num_threads': 1})
+    chosen = references.select(loaded, 'StreamCheck', 'default', 'mpich',
+                               {'num_threads': 1, 'stores': 'compiled'})
+    # A session stored before STREAM had `stores` measured the compiled stores only.
+    assert not references.select(loaded, 'StreamCheck', 'default', 'mpich',
+                                 {'num_threads': 1, 'stores': 'nontemporal'})
     # One run of one session: the bound is the guess (10 %), and says so.
     assert chosen['triad'].tolerance == (-0.1, None)        # bandwidth: lower bound
     assert chosen['balance'].tolerance == (None, 0.1)       # flop/word: upper bound

@@ -126,15 +126,17 @@ def test_debian_versions_become_upstream_versions(debian_version, upstream):
     assert debian.upstream_version(debian_version) == upstream
 
 
-@pytest.mark.parametrize('recipe', ['dgemm_rate', 'mpi_startup'])
-def test_own_programs_record_the_checksum_of_their_source(recipe):
-    """Spack would refuse to install them otherwise (OwnSourcePackage.verified_source)."""
+@pytest.mark.parametrize('recipe, pattern', [
+    ('dgemm_rate', r'^    source_file = "(.+)"\n    source_sha256 = "([0-9a-f]{64})"$'),
+    ('mpi_startup', r'^    source_file = "(.+)"\n    source_sha256 = "([0-9a-f]{64})"$'),
+    ('stream', r'^    streaming_stores = \(\n        "(.+)",\n        "([0-9a-f]{64})",\n'),
+])
+def test_own_sources_beside_a_recipe_have_the_checksum_it_records(recipe, pattern):
+    """Spack would refuse to install them otherwise (own_source.verified_own_source)."""
     import hashlib
     import re
     directory = ROOT / 'packages' / 'spack_repo' / 'hpcbench' / 'packages' / recipe
-    text = (directory / 'package.py').read_text()
-    source = re.search(r'^    source_file = "(.+)"$', text, re.M).group(1)
-    recorded = re.search(r'^    source_sha256 = "([0-9a-f]{64})"$', text, re.M).group(1)
+    source, recorded = re.search(pattern, (directory / 'package.py').read_text(), re.M).groups()
     assert hashlib.sha256((directory / source).read_bytes()).hexdigest() == recorded
 
 

@@ -77,6 +77,36 @@ def test_figure_samples_keep_every_run_and_apart_by_inputs():
     assert results.figure_samples([new, old], 'testbed') == {}
 
 
+def test_a_session_stored_before_stream_had_its_stores_parameter_is_the_compiled_case():
+    """STREAM gained `stores` (compiled, nontemporal) after sessions were stored: an older
+    session's StreamCheck is the compiled-stores case of a newer one, and the streaming-stores
+    case is a test case of its own."""
+    new, old = _sessions()
+    stream_cases = [tc for run in new['runs'] for tc in run['testcases']
+                    if tc['name'] == 'StreamCheck %num_threads=1' and tc['result'] == 'pass']
+    assert stream_cases and all('stores' not in tc for tc in stream_cases)
+
+    def triads():
+        """{stores: every one-thread triad of the two sessions (whatever their inputs)}"""
+        found = {}
+        for key, figures in results.figure_samples([new, old], 'local').items():
+            if key[0] == 'StreamCheck' and dict(key[3])['num_threads'] == 1:
+                found.setdefault(dict(key[3]).get('stores'), []).extend(
+                    figures['triad']['values'])
+        return found
+
+    stored = triads()
+    assert set(stored) == {'compiled'}
+    for stores in ('compiled', 'nontemporal'):
+        for tc in stream_cases:
+            tc = {**tc, 'name': f'{tc["name"]} %stores={stores}', 'stores': stores}
+            new['runs'][0]['testcases'].append(tc)
+    both = triads()
+    assert sorted(both['compiled']) == sorted(
+        stored['compiled'] + [tc['perfvalues']['local:default:triad'][0] for tc in stream_cases])
+    assert len(both['nontemporal']) == len(stream_cases)
+
+
 def test_the_newest_session_is_judged_against_those_of_the_days_before():
     new, old = _sessions()
     assert verdicts.sessions_to_judge([new, old], 'local') == ([_uuid(new)], [_uuid(old)])

@@ -152,7 +152,7 @@ def hpl_efficiency(cases, reference_sets, system):
 def stream_triad(cases, reference_sets, system):
     measured = _measured(cases, 'StreamCheck')
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    series = _series(measured, lambda c: f'{system} {c["environ"]}',
+    series = _series(measured, lambda c: f'{system} {c["environ"]} {c["match"]["stores"]} stores',
                      lambda c: int(c['match']['num_threads']), 'triad')
     for label, points in series.items():
         ax.plot(*zip(*points), marker='o', linewidth=2, label=f'{label} (measured)')
@@ -182,7 +182,8 @@ def stream_triad(cases, reference_sets, system):
     ax.set_ylabel('STREAM triad (MB/s)')
     ax.set_title('STREAM triad against threads')
     return Plot('stream-triad', 'STREAM triad against threads', _finish(fig, ax),
-                f'Measured: StreamCheck triad per environment, and HPCC\'s StarSTREAM triad '
+                f'Measured: StreamCheck triad per environment, with the stores the compiler '
+                f'made and with streaming stores, and HPCC\'s StarSTREAM triad '
                 f'(per process) times its processes. Papers: {_citations(papers)} '
                 '(each DIMM count and compiler a configuration of the paper).')
 

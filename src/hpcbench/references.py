@@ -43,7 +43,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from hpcbench import paths
+from hpcbench import paths, results
 
 
 class ReferenceError(ValueError):
@@ -237,6 +237,11 @@ def parse(data, where):
         if item['partition'] in machines and item.get('use') != 'comparison':
             raise ReferenceError(f'{where}: figures/{i}: {item["partition"]} is a comparison '
                                  'machine, not a partition: its figures are `use: comparison`')
+        if 'sample' in item:
+            # Measured here (a baseline) before its check gained a parameter: it measured
+            # the value that ran then, not every value.
+            item = {**item, 'match': {**results.ADDED_PARAMETERS.get(item['check'], {}),
+                                      **item.get('match', {})}}
         figures.append(Figure(**{**item, 'tolerance': tuple(item.get('tolerance',
                                                                      (None, None)))}))
 

@@ -359,7 +359,8 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
     out.append('<p>HPL against nominal Rpeak, the sustained peak and the best DGEMM; STREAM\'s '
                'all-core triad against the bandwidth ceiling (non-temporal stores) and against '
                'the same triad with the ordinary stores its compiled code makes (their '
-               'write-allocate reads, uncounted, cap it near 3/4 of the ceiling); each ceiling '
+               'write-allocate reads, uncounted, cap it near 3/4 of the ceiling; STREAM with '
+               'streaming stores, stores=nontemporal, does no such reads); each ceiling '
                'as measured on the '
                'node in the same session, with its runs\' spread (on a VM whose clock varies, '
                'that spread is its variation).</p>')

@@ -65,6 +65,11 @@ def session(config, uuid):
     return found[0]
 
 
+# Parameters a check gained after sessions were stored, with the value that ran before it
+# had them: a session stored earlier stays the same test case as a newer one.
+ADDED_PARAMETERS = {'StreamCheck': {'stores': 'compiled'}}
+
+
 def measured_runs(session_data, fixtures=False):
     """Every valid run of the session's test cases, in order (ReFrame's --repeat and
     --reruns give a case several): those that passed, and those that failed only against
@@ -79,7 +84,8 @@ def measured_runs(session_data, fixtures=False):
 
             check = tc['name'].split()[0]
             # Typed values where the case records them (parameters), else the name's text.
-            match = {p: tc.get(p, text) for p, text in _PARAM.findall(tc['name'])}
+            match = {**ADDED_PARAMETERS.get(check, {}),
+                     **{p: tc.get(p, text) for p, text in _PARAM.findall(tc['name'])}}
             perf, refs = {}, {}
             for key, (value, ref, lower, upper, unit, result) in tc['perfvalues'].items():
                 perf[key.rsplit(':', 1)[1]] = (value, unit)

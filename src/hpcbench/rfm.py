@@ -271,6 +271,13 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
 
         return f'"$({self._location_command()})/bin/{name}"'
 
+    def lacks_program(self, name):
+        """Whether the located build has no `bin/<name>` (not known in a dry run: False)."""
+        if not os.path.exists(os.path.join(self.stagedir, PREFIX_FILE)):
+            return False
+
+        return not os.path.exists(os.path.join(self.install_prefix(), 'bin', name))
+
     def description(self):
         """What was built: Spack's spec of the install, or the registry package."""
         if self.from_spack:

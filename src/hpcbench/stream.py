@@ -15,6 +15,9 @@ GRANULE = 2**20
 # Never let the three arrays take more than this share of node memory.
 MAX_MEMORY_FRACTION = 0.5
 NTIMES = 20
+# STREAM's programs in the recipe's prefix, by the stores of their kernels: those the
+# compiler makes, and streaming (non-temporal) stores, which skip write-allocate reads.
+PROGRAMS = {'compiled': 'stream_c.exe', 'nontemporal': 'stream_nontemporal_c.exe'}
 BYTES_PER_ELEMENT = 8
 
 
