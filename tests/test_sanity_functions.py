@@ -142,6 +142,22 @@ def test_build_sanity_accepts_an_install_prefix(check_classes, tmp_path):
                                                                         f'{prefix}\n')))
 
 
+def test_a_build_without_the_streaming_stores_program_lacks_it(check_classes, tmp_path):
+    """A STREAM built where the recipe makes no streaming-store program (not x86-64): its
+    `stores=nontemporal` case is skipped, naming the build; in a dry run (no prefix
+    recorded yet) nothing is known, and the job script is written."""
+    build_class = check_classes['StreamBuild']
+    prefix = tmp_path / 'stream-5.10-nddwq6z'
+    (prefix / 'bin').mkdir(parents=True)
+    (prefix / 'bin' / 'stream_c.exe').write_text('')
+    for stagedir, recorded in ((tmp_path / 'located', f'{prefix}\n'), (tmp_path / 'dry', None)):
+        stagedir.mkdir()
+        build = _build(stagedir, recorded)
+        build.install_prefix = types.MethodType(build_class.install_prefix, build)
+        assert not build_class.lacks_program(build, 'stream_c.exe')
+        assert build_class.lacks_program(build, 'stream_nontemporal_c.exe') == bool(recorded)
+
+
 # What `spack location -i` leaves on stdout when the spec is not installed or matches several
 # builds (its errors go to stderr): nothing. Also a missing file and a stale path.
 @pytest.mark.parametrize('recorded', ['', None, '/no/such/prefix\n', 'relative/prefix\n'])
