@@ -62,7 +62,7 @@ def load_on_every_core():
     loads = [subprocess.Popen([sys.executable, '-c', _LOAD], start_new_session=True)
              for _ in range(len(host.processor_info()['topology']['cores']))]
     try:
-        yield loads
+        yield
     finally:
         for load in loads:
             load.kill()

@@ -20,7 +20,8 @@ from conftest import BIN, ROOT, load_on_every_core, requires_spack
 
 pytestmark = [pytest.mark.spack, requires_spack]
 
-CHECKS = ('StreamCheck%num_threads=2%stores=compiled', 'HplCheck%layout_name=per-core%num_nodes=1',
+CHECKS = ('StreamCheck%num_threads=2%stores=compiled',
+          'HplCheck%layout_name=per-core%num_nodes=1',
           'IorCheck%pattern=file-per-process%api=posix', 'MpiStartupCheck')
 # Small enough for a test, the same in every session (the inputs must match).
 SETTINGS = ('-S', 'sizing=tuning', '-S', 'HplCheck.repeats=1',

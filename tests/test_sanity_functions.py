@@ -153,7 +153,8 @@ def test_a_build_without_the_streaming_stores_program_lacks_it(check_classes, tm
     for stagedir, recorded in ((tmp_path / 'located', f'{prefix}\n'), (tmp_path / 'dry', None)):
         stagedir.mkdir()
         build = _build(stagedir, recorded)
-        build.install_prefix = types.MethodType(build_class.install_prefix, build)
+        for method in ('located', 'install_prefix'):
+            setattr(build, method, types.MethodType(getattr(build_class, method), build))
         assert not build_class.lacks_program(build, 'stream_c.exe')
         assert build_class.lacks_program(build, 'stream_nontemporal_c.exe') == bool(recorded)
 

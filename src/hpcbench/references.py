@@ -240,8 +240,8 @@ def parse(data, where):
         if 'sample' in item:
             # Measured here (a baseline) before its check gained a parameter: it measured
             # the value that ran then, not every value.
-            item = {**item, 'match': {**results.ADDED_PARAMETERS.get(item['check'], {}),
-                                      **item.get('match', {})}}
+            item = {**item, 'match': results.with_added_parameters(item['check'],
+                                                                   item.get('match', {}))}
         figures.append(Figure(**{**item, 'tolerance': tuple(item.get('tolerance',
                                                                      (None, None)))}))
 

@@ -70,6 +70,12 @@ def session(config, uuid):
 ADDED_PARAMETERS = {'StreamCheck': {'stores': 'compiled'}}
 
 
+def with_added_parameters(check, match):
+    """A case's parameters (`match`, as stored) with those its check gained since, at the
+    value that ran before the check had them (ADDED_PARAMETERS)."""
+    return {**ADDED_PARAMETERS.get(check, {}), **match}
+
+
 def measured_runs(session_data, fixtures=False):
     """Every valid run of the session's test cases, in order (ReFrame's --repeat and
     --reruns give a case several): those that passed, and those that failed only against
@@ -84,8 +90,8 @@ def measured_runs(session_data, fixtures=False):
 
             check = tc['name'].split()[0]
             # Typed values where the case records them (parameters), else the name's text.
-            match = {**ADDED_PARAMETERS.get(check, {}),
-                     **{p: tc.get(p, text) for p, text in _PARAM.findall(tc['name'])}}
+            match = with_added_parameters(
+                check, {p: tc.get(p, text) for p, text in _PARAM.findall(tc['name'])})
             perf, refs = {}, {}
             for key, (value, ref, lower, upper, unit, result) in tc['perfvalues'].items():
                 perf[key.rsplit(':', 1)[1]] = (value, unit)

@@ -254,11 +254,14 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
             len(lines) == 1 and os.path.isabs(lines[0]) and os.path.isdir(lines[0]),
             msg=f'no install prefix recorded in {PREFIX_FILE}: {text.strip()!r}')
 
+    def located(self):
+        """Whether the build job recorded its prefix (a dry run has not)."""
+        return os.path.exists(os.path.join(self.stagedir, PREFIX_FILE))
+
     def install_prefix(self):
         """The build's prefix; in a dry run, the shell expression that finds it."""
-        recorded = os.path.join(self.stagedir, PREFIX_FILE)
-        if os.path.exists(recorded):
-            with open(recorded) as fp:
+        if self.located():
+            with open(os.path.join(self.stagedir, PREFIX_FILE)) as fp:
                 return fp.read().strip()
 
         return f'$({self._location_command()})'
@@ -266,17 +269,15 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
     def program(self, name):
         """The shell word of the build's `bin/<name>`: its path, quoted; in a dry run, the
         command substitution that finds it, in double quotes."""
-        if os.path.exists(os.path.join(self.stagedir, PREFIX_FILE)):
+        if self.located():
             return shlex.quote(os.path.join(self.install_prefix(), 'bin', name))
 
         return f'"$({self._location_command()})/bin/{name}"'
 
     def lacks_program(self, name):
         """Whether the located build has no `bin/<name>` (not known in a dry run: False)."""
-        if not os.path.exists(os.path.join(self.stagedir, PREFIX_FILE)):
-            return False
-
-        return not os.path.exists(os.path.join(self.install_prefix(), 'bin', name))
+        return self.located() and not os.path.exists(
+            os.path.join(self.install_prefix(), 'bin', name))
 
     def description(self):
         """What was built: Spack's spec of the install, or the registry package."""
