@@ -59,6 +59,16 @@ def test_dry_run_writes_stream_jobs_once_per_partition(var):
             assert re.search(r'^export PATH=\S+/openmpi/bin:\$PATH$', job, re.M)
             assert 'mpirun' not in job       # one process, placed by OpenMP
 
+    # The bandwidth ceiling's second kernel: the same build's streaming-store STREAM on all
+    # cores, run `repeats` times in one job, once per partition too.
+    ceiling_jobs = list(stage.glob('*/StreamingStoreCeiling_*/rfm_job.sh'))
+    assert [p.parent.parent.name for p in ceiling_jobs] == ['openmpi']
+    job = ceiling_jobs[0].read_text()
+    assert f'export OMP_NUM_THREADS={_cores()}\n' in job
+    assert re.search(r'^for launch in \$\(seq 1 3\); do\n.*\n"\$\(spack -e \S+ location -i '
+                     r"'stream stream_array_size=\d+ ntimes=20'\)/bin/stream_nontemporal_c\.exe\"$",
+                     job, re.M)
+
     builds = list((var / 'stage' / 'local' / 'default' / environ).glob(
         'StreamBuild_*/rfm_build.sh'))
     assert len(builds) == 1
@@ -168,7 +178,10 @@ def test_real_stream_run_passes_and_a_regression_against_a_baseline_fails(
     proc = run_reframe('-r', '-n', 'StreamCheck', '--performance-report')
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert 'PERFORMANCE REPORT' in proc.stdout
-    triads = [float(v) for v in re.findall(r'triad: ([\d.]+) MB/s', proc.stdout)]
+    # StreamCheck's cases (its ceilings' fixtures print a triad too).
+    triads = [float(v) for v in re.findall(
+        r'^\[\s*OK\s*\] \(\d+/\d+\) StreamCheck .*\n(?:P: .*\n)*?P: triad: ([\d.]+) MB/s',
+        re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout), re.M)]
     # Once per partition, not per MPI stack (issue 22); with both kinds of stores.
     assert len(triads) == len(stream.thread_sweep(_cores())) * len(stream.PROGRAMS)
     assert min(triads) > 1000

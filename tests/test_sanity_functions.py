@@ -14,6 +14,7 @@ from hpcbench import ceilings, imb
 from hpcbench.rfm import Samples
 from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutations
 from test_ceilings import MUTATIONS as CEILINGS_MUTATIONS
+from test_stream import _run_mutations as _stream_run_mutations
 from test_ceilings import OUTPUT as CEILINGS_OUTPUT
 from test_hpl import MUTATIONS as HPL_MUTATIONS
 from test_hpl import _mutations as _hpl_mutations
@@ -70,16 +71,27 @@ def check_classes():
     return classes
 
 
-def _stream_test(stagedir, output, threads):
+def _stream_test(stagedir, output, threads, node_ceilings=None, streaming_store_triads=()):
     (stagedir / 'rfm_job.out').write_text(output)
-    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out',
-                          num_threads=threads, node_ceilings=_node_ceilings())
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', num_threads=threads,
+                          node_ceilings=node_ceilings or _node_ceilings(),
+                          streaming_store_ceiling=types.SimpleNamespace(
+                              triads=list(streaming_store_triads)))
 
 
-def _node_ceilings():
+def _node_ceilings(output=CEILINGS_OUTPUT, repeats=5):
     """The NodeCeilings fixture as STREAM and HPL read it: its real result on this machine."""
-    return types.SimpleNamespace(result=ceilings.parse(CEILINGS_OUTPUT, ceilings.kernels(32), 5),
-                                 repeats=5, kernels=ceilings.kernels(32))
+    return types.SimpleNamespace(result=ceilings.parse(output, ceilings.kernels(32), repeats),
+                                 repeats=repeats, kernels=ceilings.kernels(32))
+
+
+def _judging_stream_test(stream_check, test):
+    """`test` with StreamCheck's methods that judge its ratios."""
+    test.is_dry_run = lambda: False
+    test.CEILING_RATIOS = stream_check.CEILING_RATIOS
+    for method in ('percent_of', 'ceiling_mbps', 'ceiling_runs', 'ceiling_source'):
+        setattr(test, method, types.MethodType(getattr(stream_check, method), test))
+    return test
 
 
 @pytest.mark.parametrize('output, triad', [
@@ -97,11 +109,8 @@ def test_a_stream_triad_above_its_ceiling_is_withheld(check_classes, tmp_path):
     (as an AMD EPYC): 74.6 % of the bandwidth ceiling is a result; 120.3 % of the
     ordinary-store triad is none (that ceiling was measured low), and says why."""
     stream_check = check_classes['StreamCheck']
-    test = _stream_test(tmp_path, (FIXTURES / 'stream' / 'local-2-threads.out').read_text(), 2)
-    test.is_dry_run = lambda: False
-    test.CEILING_RATIOS = stream_check.CEILING_RATIOS
-    for method in ('percent_of', 'ceiling_mbps'):
-        setattr(test, method, types.MethodType(getattr(stream_check, method), test))
+    test = _judging_stream_test(stream_check, _stream_test(
+        tmp_path, (FIXTURES / 'stream' / 'local-2-threads.out').read_text(), 2))
     assert sn.evaluate(stream_check.solution_validates(test))
     stream_check.judge_the_ceilings(test)
     assert set(test.flagged) == {'triad_cached_store_efficiency'}
@@ -110,7 +119,74 @@ def test_a_stream_triad_above_its_ceiling_is_withheld(check_classes, tmp_path):
         'triad of 39923 MB/s: it was measured low')
     assert test.percent_of('bandwidth') == pytest.approx(74.64, abs=0.01)
     assert test.aggregation['triad_ceiling_efficiency'] == (
-        'triad / the bandwidth ceiling (64359 MB/s, best of 5 runs of stream_mem_avx512)')
+        'triad / the bandwidth ceiling (64359 MB/s, best of 5 runs of stream_mem_avx512 '
+        '(64359))')
+
+
+STREAMING_STORE_CEILING = (FIXTURES / 'stream' /
+                           'local-2-threads-streaming-store-ceiling-3-runs.out').read_text()
+
+
+def test_the_bandwidth_ceiling_is_the_faster_triad_with_streaming_stores(check_classes,
+                                                                          tmp_path):
+    """One real session (the ceilings' jobs, then STREAM as compiled): likwid-bench's triad
+    reached 36889 MB/s, STREAM's own with streaming stores 44126: the ceiling is the latter,
+    and the compiled triad's 38874 MB/s is 88.1 % of it (105.4 % of likwid-bench's alone,
+    which would have been withheld)."""
+    stream_check = check_classes['StreamCheck']
+    session = FIXTURES / 'ceilings' / 'local-likwid-3-runs-same-session.out'
+    ceiling = check_classes['StreamingStoreCeiling']
+    ceiling_test = CheckUnderTest(stagedir=str(tmp_path), stdout='ceiling.out', cores=2,
+                                  repeats=3, measures=True)
+    (tmp_path / 'ceiling.out').write_text(STREAMING_STORE_CEILING)
+    assert sn.evaluate(ceiling.every_run_validates(ceiling_test))
+    test = _judging_stream_test(stream_check, _stream_test(
+        tmp_path, (FIXTURES / 'stream' / 'local-2-threads-same-session.out').read_text(), 2,
+        node_ceilings=_node_ceilings(session.read_text(), 3),
+        streaming_store_triads=ceiling_test.triads))
+    assert sn.evaluate(stream_check.solution_validates(test))
+    stream_check.judge_the_ceilings(test)
+    assert test.percent_of('bandwidth') == pytest.approx(88.10, abs=0.01)
+    assert 'triad_ceiling_efficiency' not in test.flagged
+    assert test.aggregation['triad_ceiling_efficiency'] == (
+        'triad / the bandwidth ceiling (44126 MB/s, best of 3 runs of stream_mem_avx512 '
+        '(36889) and 3 runs of STREAM\'s streaming-store triad (44126))')
+
+
+def test_streaming_store_ceiling_sanity_passes_a_real_output(check_classes, tmp_path):
+    (tmp_path / 'rfm_job.out').write_text(STREAMING_STORE_CEILING)
+    test = CheckUnderTest(stagedir=str(tmp_path), stdout='rfm_job.out', cores=2, repeats=3,
+                          measures=True)
+    assert sn.evaluate(check_classes['StreamingStoreCeiling'].every_run_validates(test))
+    assert test.samples['triad'] == [43249.5, 44126.4, 43861.7]
+    assert test.aggregation['triad'] == (
+        'best of 3 runs (each STREAM\'s best of 19 timed iterations)')
+
+
+@pytest.mark.parametrize('mutation', ['cut in the third run', 'two of three runs',
+                                      'second run failed validation', 'one run more'])
+def test_streaming_store_ceiling_sanity_fails_a_broken_real_output(check_classes, tmp_path,
+                                                                    mutation):
+    (tmp_path / 'rfm_job.out').write_text(_stream_run_mutations(STREAMING_STORE_CEILING)[mutation])
+    test = CheckUnderTest(stagedir=str(tmp_path), stdout='rfm_job.out', cores=2, repeats=3,
+                          measures=True)
+    with pytest.raises(SanityError):
+        sn.evaluate(check_classes['StreamingStoreCeiling'].every_run_validates(test))
+
+
+def test_without_the_streaming_store_program_likwid_bench_alone_is_the_ceiling(
+        check_classes, tmp_path):
+    """Not x86-64: the fixture ran nothing; StreamCheck divides by likwid-bench's triad."""
+    ceiling_test = CheckUnderTest(stagedir=str(tmp_path), measures=False)
+    assert sn.evaluate(check_classes['StreamingStoreCeiling'].every_run_validates(ceiling_test))
+    stream_check = check_classes['StreamCheck']
+    test = _judging_stream_test(stream_check, _stream_test(
+        tmp_path, (FIXTURES / 'stream' / 'local-2-threads-same-session.out').read_text(), 2,
+        node_ceilings=_node_ceilings(
+            (FIXTURES / 'ceilings' / 'local-likwid-3-runs-same-session.out').read_text(), 3),
+        streaming_store_triads=ceiling_test.triads))
+    assert sn.evaluate(stream_check.solution_validates(test))
+    assert test.ceiling_mbps('bandwidth') == 36888.61
 
 
 @pytest.mark.parametrize('output', ['local-2-threads.out', 'local-2-threads-nontemporal.out'])

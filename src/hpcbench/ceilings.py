@@ -7,7 +7,10 @@ rate its cores sustain and the memory bandwidth they reach, each over all cores 
 - Bandwidth ceiling: STREAM's own triad, a(i) = b(i) * s + c(i), done at its best
   (vectorised, non-temporal stores, so that no write-allocate traffic is counted or spent),
   on STREAM's arrays (each 4 times the last-level caches): STREAM's triad is compared
-  with it, both as compiled and with streaming stores (StreamCheck's `stores`). A read-only
+  with it, both as compiled and with streaming stores (StreamCheck's `stores`). STREAM's
+  own triad with streaming stores is measured as a second such kernel (StreamingStoreCeiling
+  in reframe-checks/stream.py) and the faster is the ceiling: here likwid-bench's, the same
+  instructions, ran 6 % slower (median of paired rounds; 8 % with one thread). A read-only
   kernel (`load`) is measured beside it: how much of the bandwidth is reads alone.
 - Ordinary-store triad: the same triad with the stores a compiled STREAM makes (GCC emits
   no non-temporal stores): each store first reads its cache line (write allocate), traffic

@@ -132,8 +132,9 @@ def measured_as(case, variable):
 
 # What the report sets against the node's ceilings: per check, its figure and its ratios
 # (variable, what it divides by). The ceilings are measured on the node in the same session:
-# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench), the DGEMM rate
-# (DgemmCeiling); Rpeak is nominal, from the partition's description.
+# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench; the bandwidth ceiling
+# is the faster of its triad and STREAM's with streaming stores, StreamingStoreCeiling), the
+# DGEMM rate (DgemmCeiling); Rpeak is nominal, from the partition's description.
 CEILING_RATIOS = {
     'HplCheck': ('gflops', (('efficiency', 'nominal Rpeak'),
                             ('sustained_peak_efficiency', 'sustained peak'),
@@ -141,12 +142,12 @@ CEILING_RATIOS = {
     'StreamCheck': ('triad', (('triad_ceiling_efficiency', 'bandwidth ceiling'),
                               ('triad_cached_store_efficiency', 'ordinary-store triad'))),
 }
-CEILING_CHECKS = ('NodeCeilings', 'DgemmCeiling')
+CEILING_CHECKS = ('NodeCeilings', 'StreamingStoreCeiling', 'DgemmCeiling')
 CEILING_HEADER = ['test case', 'environ', 'figure', 'against', 'ratio', 'how']
 
 
 def ceiling_cases(sessions, system):
-    """The ceilings measured in `sessions` on `system` (fixtures: NodeCeilings, DgemmCeiling)."""
+    """The ceilings measured in `sessions` on `system` (fixtures: CEILING_CHECKS)."""
     return [case for data in sessions for case in results.measured_cases(data, fixtures=True)
             if case['check'] in CEILING_CHECKS and case['system'] == system]
 

@@ -128,6 +128,18 @@ def parse(text, expected_threads=None):
     )
 
 
+@any_newlines
+def parse_runs(text, expected_threads, runs):
+    """Parse the outputs of `runs` STREAM runs made one after another in one job (each its
+    own complete, validated run): a run missing or cut short raises."""
+    starts = [match.start() for match in _BANNER.finditer(text)]
+    if len(starts) != runs:
+        raise StreamOutputError(f'{len(starts)} of {runs} STREAM runs in the output')
+
+    return [parse(text[start:end], expected_threads)
+            for start, end in zip(starts, [*starts[1:], len(text)])]
+
+
 def machine_balance(core_peak_flops, threads, triad_mbps):
     """Flop per memory word, as the CHiC paper defines it (section 4, Table 1).
 
