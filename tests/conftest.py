@@ -67,3 +67,23 @@ def load_on_every_core():
         for load in loads:
             load.kill()
             load.wait()
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason='mounts need root')
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """Mount points made for a test, unmounted after it."""
+    made = []
+
+    def mount(*args):
+        point = tmp_path / f'mount{len(made)}'
+        point.mkdir()
+        subprocess.run(['mount', *args, str(point)], check=True)
+        made.append(point)
+        return point
+
+    yield mount
+    for point in reversed(made):
+        subprocess.run(['umount', str(point)], check=False)

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from conftest import BIN, ROOT, requires_spack
+from conftest import BIN, ROOT, needs_root, requires_spack
 from hpcbench import bundle, clean_root, paths, spack
 
 
@@ -108,6 +108,20 @@ def test_python3_alone_unpacks_a_bundle_and_refuses_a_damaged_one_in_one_line(
     assert proc.returncode == 2 and not other.exists()
     assert proc.stderr.count('\n') == 1 and proc.stderr.startswith('error: ') \
         and 'nothing was unpacked' in proc.stderr, proc.stderr
+
+
+@needs_root
+def test_a_cache_on_a_read_only_mount_is_refused_in_one_line(archive, mounted):
+    """A real read-only file system as the per-user cache (an NFS home mounted read-only on
+    a compute node): one line, no traceback, nothing written."""
+    readonly = mounted('-t', 'tmpfs', '-o', 'ro,size=1m', 'hpcbench-test')
+    for cache in (readonly, readonly / 'hpcbench'):      # the cache, or its parent
+        proc = _unpack_with_python3_alone(archive, cache)
+        assert proc.returncode == 2
+        assert proc.stderr == (f'error: {cache}: the per-user cache cannot be written '
+                               '(Read-only file system): set HPCBENCH_CACHE to a writable '
+                               'directory; nothing was unpacked\n'), proc.stderr
+    assert not list(readonly.iterdir())
 
 
 def test_a_copy_records_its_commit_and_never_borrows_a_surrounding_checkout_s(tmp_path):

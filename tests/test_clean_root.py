@@ -262,3 +262,38 @@ def test_an_offline_command_has_the_loopback_and_no_other_network(tmp_path):
         assert len(Path('/proc/net/route').read_text().splitlines()) > 1
     finally:
         _stop(check)
+
+
+PRISTINE_BUILD = """
+from hpcbench import clean_root
+clean_root.pristine_tarball(clean_root.debian_archive_uri(
+    [p.read_text() for p in clean_root.host_sources()]))
+"""
+
+
+@as_root
+@not_nested
+def test_a_pristine_root_s_build_killed_midway_is_removed_by_the_next_check(
+        tmp_path, monkeypatch):
+    """debootstrap killed outright (with the check that ran it) leaves its half-made root;
+    the next check removes it, with what debootstrap had mounted inside."""
+    cache = tmp_path / 'cache'
+    monkeypatch.setenv('HPCBENCH_CACHE', str(cache))
+    build = subprocess.Popen([sys.executable, '-c', PRISTINE_BUILD], cwd=ROOT,
+                             start_new_session=True, stdout=subprocess.DEVNULL,
+                             env={**os.environ, 'PYTHONPATH': str(ROOT / 'src')})
+    roots = cache / 'clean-root'
+    # Midway: installing the base system, with /proc (and more) mounted inside.
+    deadline = time.monotonic() + 300
+    while not (roots.is_dir() and clean_root.mounts_under(roots)) and \
+            time.monotonic() < deadline and build.poll() is None:
+        time.sleep(0.2)
+    os.killpg(build.pid, signal.SIGKILL)
+    build.wait(timeout=60)
+    [left] = roots.glob(f'{clean_root.ROOT_PREFIX}*')
+    assert (left / 'root' / 'debootstrap').is_dir() and (left / clean_root.MARKER).is_file()
+    assert clean_root.mounts_under(left)
+
+    clean_root.remove_stale_roots(roots)
+    assert not left.exists() and not clean_root.mounts_under(roots)
+    assert not list(roots.glob('*.tar')) and not list(roots.glob('*.partial'))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from hpcbench import blas, dgemm, host, hpl, imb, layout, mpi_stacks, stream
-from conftest import BIN, ROOT, requires_spack, run_reframe
+from conftest import BIN, ROOT, needs_root, requires_spack, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
 
@@ -427,26 +427,6 @@ def test_real_ior_run_passes_and_leaves_nothing_behind(installed, var, tmp_path,
     assert set(figures) == {'write_max', 'write_mean', 'read_max', 'read_mean'}
     assert all(v > 0 for v in figures.values())
     assert list((var / 'io').iterdir()) == []
-
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason='mounts need root')
-
-
-@pytest.fixture
-def mounted(tmp_path):
-    """Mount points made for a test, unmounted after it."""
-    made = []
-
-    def mount(*args):
-        point = tmp_path / f'mount{len(made)}'
-        point.mkdir()
-        subprocess.run(['mount', *args, str(point)], check=True)
-        made.append(point)
-        return point
-
-    yield mount
-    for point in reversed(made):
-        subprocess.run(['umount', str(point)], check=False)
 
 
 def _ior_setup(io_dir):

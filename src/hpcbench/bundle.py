@@ -346,8 +346,13 @@ def unpack(archive):
         raise BundleError(f'{archive}: no such file')
     cache = paths.cache_dir()
     created = not cache.exists()
-    cache.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix='.bundle-', dir=cache))
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix='.bundle-', dir=cache))
+    except OSError as err:
+        raise BundleError(f'{cache}: the per-user cache cannot be written ({err.strerror or err}'
+                          '): set HPCBENCH_CACHE to a writable directory; nothing was '
+                          'unpacked') from None
     try:
         try:
             with tarfile.open(archive, 'r:gz') as tar:

@@ -182,23 +182,37 @@ def pristine_tarball(uri):
 
     debian.ensure(['debootstrap'], say)
     tarball.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_roots(tarball.parent)
+    # Marked as ours like a root (a build killed midway is removed by the next check), and
+    # the root made below it, so that the marker stays out of the tarball.
     build = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=tarball.parent))
-    build.chmod(0o755)   # the root's `/`
     try:
+        mark_as_ours(build, f'debootstrap for {tarball.name}')
+        target = build / 'root'
+        target.mkdir()
+        target.chmod(0o755)   # the root's `/`
         say(f'debootstrap --variant=minbase {SUITE} from {uri} (once; kept as {tarball})')
         start = time.monotonic()
         subprocess.run(['debootstrap', '--variant=minbase',
-                        f'--include={",".join(ROOT_PACKAGES)}', SUITE, str(build), uri],
+                        f'--include={",".join(ROOT_PACKAGES)}', SUITE, str(target), uri],
                        check=True, stdout=subprocess.DEVNULL)
         partial = tarball.with_suffix('.partial')
-        subprocess.run(['tar', '-C', str(build), '--numeric-owner', '-cf', str(partial), '.'],
+        subprocess.run(['tar', '-C', str(target), '--numeric-owner', '-cf', str(partial), '.'],
                        check=True)
         partial.rename(tarball)
         say(f'pristine root made in {time.monotonic() - start:.0f} s')
     finally:
-        subprocess.run(['rm', '-rf', '--one-file-system', str(build)], check=False)
+        remove_root(build)
 
     return tarball
+
+
+def mark_as_ours(directory, what):
+    """Write the marker that makes `directory` known as ours, and as stale once the
+    process that made it no longer runs (remove_stale_roots)."""
+    (directory / MARKER).parent.mkdir(parents=True, exist_ok=True)
+    (directory / MARKER).write_text(f'made by hpcbench clean-root: {what}\n'
+                                    f'owner {process_identity(os.getpid())}\n')
 
 
 # --- A root of our own, and its removal ---------------------------------------------------
@@ -351,9 +365,7 @@ def clean_root(project, commit, shared, workdir=None, tarball=None, bundle=None)
     try:
         # The marker first: a root this check leaves behind (killed, the machine restarted)
         # is known as ours, and as stale once its owner no longer runs.
-        (root / MARKER).parent.mkdir(parents=True)
-        (root / MARKER).write_text(f'made by hpcbench clean-root from {tarball.name}\n'
-                                   f'owner {process_identity(os.getpid())}\n')
+        mark_as_ours(root, f'from {tarball.name}')
         subprocess.run(['tar', '-C', str(root), '--numeric-owner', '-xf', str(tarball)],
                        check=True)
         # It is `/` inside, and mkdtemp's 0700 (ours, or the one a tarball's `./` carries)
