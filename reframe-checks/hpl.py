@@ -31,7 +31,7 @@ from hpcbench import dgemm, hpl, references
 from hpcbench.rfmconfig import OTHER_BLAS
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, NodeCeilings, bind_ranks,
                           configured_layout_names, configured_node_counts, given_or_paper,
-                          job_output, paper_settings,
+                          job_output, measured_before, paper_settings,
                           partition_layout, partition_layouts, partition_node,
                           skip_beyond_partition, skip_unless_node_count)
 
@@ -327,21 +327,13 @@ class HplCheck(HplBase):
                          f'{self.node_ceilings.kernels.peak}')
 
     def judge_ratio(self, variable, ceiling_name, measured_by, per_node_gflops, how):
-        when = _measured_before(measured_by, self.job)
+        when = measured_before(measured_by, self.job)
         self.record_aggregation(f'gflops / ({self.num_nodes} x the {ceiling_name}, '
                                 f'{per_node_gflops:.1f} GFLOP/s {how}, {when})', variable)
         self.withhold_ratio_above_ceiling(
             variable, self.percent_of(per_node_gflops),
             f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a {ceiling_name} of '
             f'{per_node_gflops:.1f} GFLOP/s per node {when}: it was measured low')
-
-
-def _measured_before(fixture_test, job):
-    """How long before `job` a ceiling fixture's job ended, in words."""
-    before = (job.submit_time - fixture_test.job.completion_time
-              if job.submit_time and fixture_test.job.completion_time else None)
-    return (f'measured {before:.0f} s before this job' if before is not None else
-            'measured in this session')
 
 
 def _sweep_settings():

@@ -27,7 +27,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import ceilings, references, stream
 from hpcbench.rfm import (BenchmarkRun, BenchmarkBuild, NodeCeilings, configured_nodes,
-                          job_output, partition_node, repeat_launch)
+                          job_output, measured_before, partition_node, repeat_launch)
 
 
 def _array_size(partition):
@@ -203,21 +203,26 @@ class StreamCheck(BenchmarkRun):
         return self.percent_of('cached_store')
 
     def ceiling_runs(self, kernel):
-        """{what ran: its rates} of the kernels a ceiling is the best of."""
+        """{what ran: (its rates, the fixture that ran it)} of the kernels a ceiling is the
+        best of."""
         runs = {getattr(self.node_ceilings.kernels, kernel):
-                getattr(self.node_ceilings.result, f'{kernel}_mbps')}
+                (getattr(self.node_ceilings.result, f'{kernel}_mbps'), self.node_ceilings)}
         if kernel == 'bandwidth' and self.streaming_store_ceiling.triads:
-            runs['STREAM\'s streaming-store triad'] = self.streaming_store_ceiling.triads
+            runs['STREAM\'s streaming-store triad'] = (self.streaming_store_ceiling.triads,
+                                                       self.streaming_store_ceiling)
         return runs
 
     def ceiling_mbps(self, kernel):
-        return max(max(rates) for rates in self.ceiling_runs(kernel).values())
+        return max(max(rates) for rates, _ in self.ceiling_runs(kernel).values())
 
     def ceiling_source(self, kernel):
-        """E.g. 'best of 3 runs of stream_mem_avx512 (41904) and 3 runs of STREAM's
-        streaming-store triad (44671)'."""
-        return 'best of ' + ' and '.join(f'{len(rates)} runs of {name} ({max(rates):.0f})'
-                                         for name, rates in self.ceiling_runs(kernel).items())
+        """E.g. 'best of 3 runs of stream_mem_avx512 (41904, measured 900 s before this
+        job) and 3 runs of STREAM's streaming-store triad (44671, measured 420 s before
+        this job)'."""
+        return 'best of ' + ' and '.join(
+            f'{len(rates)} runs of {name} ({max(rates):.0f}, '
+            f'{measured_before(fixture, self.job)})'
+            for name, (rates, fixture) in self.ceiling_runs(kernel).items())
 
     def percent_of(self, kernel):
         return 100 * self.result.best_rate_mbps['Triad'] / self.ceiling_mbps(kernel)

@@ -71,18 +71,26 @@ def check_classes():
     return classes
 
 
-def _stream_test(stagedir, output, threads, node_ceilings=None, streaming_store_triads=()):
+def _ended(at):
+    """A fixture's job that ended `at` (seconds since the epoch; None: not known)."""
+    return types.SimpleNamespace(completion_time=at)
+
+
+def _stream_test(stagedir, output, threads, node_ceilings=None, streaming_store_triads=(),
+                 submitted=None, streaming_store_ended=None):
     (stagedir / 'rfm_job.out').write_text(output)
     return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', num_threads=threads,
+                          job=types.SimpleNamespace(submit_time=submitted),
                           node_ceilings=node_ceilings or _node_ceilings(),
                           streaming_store_ceiling=types.SimpleNamespace(
-                              triads=list(streaming_store_triads)))
+                              triads=list(streaming_store_triads),
+                              job=_ended(streaming_store_ended)))
 
 
-def _node_ceilings(output=CEILINGS_OUTPUT, repeats=5):
+def _node_ceilings(output=CEILINGS_OUTPUT, repeats=5, ended=None):
     """The NodeCeilings fixture as STREAM and HPL read it: its real result on this machine."""
     return types.SimpleNamespace(result=ceilings.parse(output, ceilings.kernels(32), repeats),
-                                 repeats=repeats, kernels=ceilings.kernels(32))
+                                 repeats=repeats, kernels=ceilings.kernels(32), job=_ended(ended))
 
 
 def _judging_stream_test(stream_check, test):
@@ -120,7 +128,7 @@ def test_a_stream_triad_above_its_ceiling_is_withheld(check_classes, tmp_path):
     assert test.percent_of('bandwidth') == pytest.approx(74.64, abs=0.01)
     assert test.aggregation['triad_ceiling_efficiency'] == (
         'triad / the bandwidth ceiling (64359 MB/s, best of 5 runs of stream_mem_avx512 '
-        '(64359))')
+        '(64359, measured in this session))')
 
 
 STREAMING_STORE_CEILING = (FIXTURES / 'stream' /
@@ -132,7 +140,8 @@ def test_the_bandwidth_ceiling_is_the_faster_triad_with_streaming_stores(check_c
     """One real session (the ceilings' jobs, then STREAM as compiled): likwid-bench's triad
     reached 36889 MB/s, STREAM's own with streaming stores 44126: the ceiling is the latter,
     and the compiled triad's 38874 MB/s is 88.1 % of it (105.4 % of likwid-bench's alone,
-    which would have been withheld)."""
+    which would have been withheld). Each kernel says how long before STREAM's job it ran
+    (as in `make run`, where ReFrame runs fixtures first: minutes)."""
     stream_check = check_classes['StreamCheck']
     session = FIXTURES / 'ceilings' / 'local-likwid-3-runs-same-session.out'
     ceiling = check_classes['StreamingStoreCeiling']
@@ -142,15 +151,17 @@ def test_the_bandwidth_ceiling_is_the_faster_triad_with_streaming_stores(check_c
     assert sn.evaluate(ceiling.every_run_validates(ceiling_test))
     test = _judging_stream_test(stream_check, _stream_test(
         tmp_path, (FIXTURES / 'stream' / 'local-2-threads-same-session.out').read_text(), 2,
-        node_ceilings=_node_ceilings(session.read_text(), 3),
-        streaming_store_triads=ceiling_test.triads))
+        node_ceilings=_node_ceilings(session.read_text(), 3, ended=1000.0),
+        streaming_store_triads=ceiling_test.triads, streaming_store_ended=1480.0,
+        submitted=1900.0))
     assert sn.evaluate(stream_check.solution_validates(test))
     stream_check.judge_the_ceilings(test)
     assert test.percent_of('bandwidth') == pytest.approx(88.10, abs=0.01)
     assert 'triad_ceiling_efficiency' not in test.flagged
     assert test.aggregation['triad_ceiling_efficiency'] == (
         'triad / the bandwidth ceiling (44126 MB/s, best of 3 runs of stream_mem_avx512 '
-        '(36889) and 3 runs of STREAM\'s streaming-store triad (44126))')
+        '(36889, measured 900 s before this job) and 3 runs of STREAM\'s streaming-store '
+        'triad (44126, measured 420 s before this job))')
 
 
 def test_streaming_store_ceiling_sanity_passes_a_real_output(check_classes, tmp_path):

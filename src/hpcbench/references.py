@@ -189,8 +189,8 @@ class ReferenceSet:
 BENCHMARK_OF_CHECK = {
     'HplCheck': 'HPL', 'HplTuningSweep': 'HPL', 'HplNodeScreen': 'HPL',
     'DgemmCeiling': 'DGEMM', 'HpccCheck': 'HPCC',
-    'StreamCheck': 'STREAM', 'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB',
-    'ImbVariability': 'IMB', 'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
+    'StreamCheck': 'STREAM', 'StreamingStoreCeiling': 'STREAM',
+    'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB', 'ImbVariability': 'IMB', 'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
 }
 
 

@@ -103,6 +103,15 @@ def job_output(test):
         return fp.read()
 
 
+def measured_before(fixture_test, job):
+    """How long before `job` a ceiling fixture's job ended, in words (a ratio's ceiling
+    measured minutes earlier on a node whose speed drifts is worth knowing)."""
+    before = (job.submit_time - fixture_test.job.completion_time
+              if job.submit_time and fixture_test.job.completion_time else None)
+    return (f'measured {before:.0f} s before this job' if before is not None else
+            'measured in this session')
+
+
 def skip_beyond_partition(test, num_nodes):
     """Skip `test` when it asks for more nodes than its partition has."""
     part = test.current_partition
