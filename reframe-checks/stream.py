@@ -50,8 +50,9 @@ class StreamingStoreCeiling(BenchmarkRun):
     """STREAM's triad with streaming stores on all cores, `repeats` runs in one job: the
     bandwidth ceiling's second kernel beside likwid-bench's (NodeCeilings), the same
     a(i) = b(i) * s + c(i) with non-temporal stores on arrays of the same size. On this
-    machine it is the faster of the two (10 interleaved rounds: its mean rate 101-134 % of
-    likwid-bench's, median 106.5 %), so likwid-bench's alone was no ceiling. Without the
+    machine it was the faster of the two in paired rounds (18: median 111.5 % and 114.3 %
+    of likwid-bench's; by mean rates 106 %), though within one job either can win (the
+    memory's rate swings within seconds), so likwid-bench's alone was no ceiling. Without the
     streaming-store program (not x86-64) it measures nothing and likwid-bench's kernel
     alone is the ceiling."""
     descr = 'STREAM triad with streaming stores on all cores (bandwidth ceiling)'

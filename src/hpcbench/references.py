@@ -190,7 +190,8 @@ BENCHMARK_OF_CHECK = {
     'HplCheck': 'HPL', 'HplTuningSweep': 'HPL', 'HplNodeScreen': 'HPL',
     'DgemmCeiling': 'DGEMM', 'HpccCheck': 'HPCC',
     'StreamCheck': 'STREAM', 'StreamingStoreCeiling': 'STREAM',
-    'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB', 'ImbVariability': 'IMB', 'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
+    'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB', 'ImbVariability': 'IMB',
+    'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
 }
 
 
