@@ -5,6 +5,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -140,6 +141,46 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     leftovers = subprocess.run(['pgrep', '-f', str(cluster.root)], capture_output=True,
                                text=True).stdout.split()
     assert _daemons_alive(int(p) for p in leftovers) == []
+
+
+# A PMIx client (Slurm's libpmix through ctypes: no compiler, no MPI): rank 1 joins a fence
+# without data 2 s late; each rank prints how long the fence held it.
+_LATE_FENCE = """
+import ctypes, time
+pmix = ctypes.CDLL('libpmix.so.2')
+class Proc(ctypes.Structure):
+    _fields_ = [('nspace', ctypes.c_char * 256), ('rank', ctypes.c_uint32)]
+me = Proc()
+assert pmix.PMIx_Init(ctypes.byref(me), None, ctypes.c_size_t(0)) == 0
+if me.rank == 1:
+    time.sleep(2)
+start = time.monotonic()
+rc = pmix.PMIx_Fence(None, ctypes.c_size_t(0), None, ctypes.c_size_t(0))
+print(f'rank={me.rank} rc={rc} fence_s={time.monotonic() - start:.3f}', flush=True)
+pmix.PMIx_Finalize(None, ctypes.c_size_t(0))
+"""
+
+
+def test_a_fence_across_emulated_nodes_waits_for_the_last_node(cluster):
+    """A PMIx fence spans the emulated nodes: rank 0 (n1) waits for rank 1 (n2), 2 s late.
+    Slurm's default fences without data by a tree, which on nodes sharing one host completed
+    on each node at once (SLURM_PMIX_FENCE=mixed brings that back: the fault, injected): so
+    did MPI_Init's closing barrier, and now and then a peer's first message reached rank 0
+    of an Open MPI job before its handlers did (SIGSEGV in MPI_Init, seen in CI's HPL)."""
+    def fence_seconds(**extra):
+        job = subprocess.run(['srun', '-N', '2', '-n', '2', '-t', '1', sys.executable, '-c',
+                              _LATE_FENCE], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, 'SLURM_CONF': str(cluster.slurm_conf),
+                                  **extra})
+        assert job.returncode == 0, job.stdout + job.stderr
+        held = dict(re.findall(r'rank=(\d) rc=0 fence_s=([\d.]+)', job.stdout))
+        assert set(held) == {'0', '1'}, job.stdout + job.stderr
+        return float(held['0'])
+
+    assert 'PMIxCollFence=ring' in cluster.mpi_conf.read_text()
+    assert fence_seconds() > 1.5
+    assert fence_seconds(SLURM_PMIX_FENCE='mixed') < 1.0, (
+        "Slurm's tree fence now holds across emulated nodes: mpi.conf's ring may go")
 
 
 def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():

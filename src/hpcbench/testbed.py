@@ -78,6 +78,10 @@ class Layout:
         return self.etc / 'slurm.conf'
 
     @property
+    def mpi_conf(self):
+        return self.etc / 'mpi.conf'    # Slurm reads it beside slurm.conf
+
+    @property
     def run(self):
         return self.root / 'run'        # the PID of every process start started, only
 
@@ -311,6 +315,15 @@ def ensure_packages():
         raise TestbedError(str(err)) from None
 
 
+# Slurm's MPI plugins' settings (mpi.conf). PMIx fences by a ring, every one: Slurm's default
+# (a tree for fences without data) completes on each emulated node at once, without the
+# others' contribution (its slurmd log says DONE on n1 before n2 took part), so MPI_Init's
+# closing barrier held nothing back: a rank on n2 could send to rank 0 before rank 0 had
+# registered its message handlers, and Open MPI's TCP transport called a null handler
+# (SIGSEGV in MPI_Init: one HPL launch of about 180 looped here, and one CI run).
+MPI_CONF = 'PMIxCollFence=ring\n'
+
+
 def _prepare(layout, nodes):
     for d in (layout.etc, layout.run, layout.log, layout.root / 'ctld', layout.munge,
               layout.mysql):
@@ -342,6 +355,7 @@ def _prepare(layout, nodes):
     layout.slurm_conf.write_text(slurm_conf(layout, nodes, host.processor_info(),
                                             node_memory_bytes(nodes) // 2**20,
                                             socket.gethostname()))
+    layout.mpi_conf.write_text(f'# Written by hpcbench.testbed.\n{MPI_CONF}')
     dbd = layout.etc / 'slurmdbd.conf'
     dbd.write_text(slurmdbd_conf(layout, password_file.read_text()))
     dbd.chmod(0o600)
