@@ -87,3 +87,88 @@ def test_the_script_runs_for_real_when_likwid_is_here(tmp_path):
     out = subprocess.run(['sh', str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert len(ceilings.parse(out.stdout, here, 1).runs) == 4
+
+
+# STREAM's all-core job (StreamCheck, stores=compiled) of this machine: five rounds of the two
+# likwid-bench triads, then both STREAM programs.
+ROUNDS = (FIXTURES / 'stream' / 'local-2-threads-compiled-5-rounds.out').read_text()
+ROUND_KERNELS = ['stream_avx512_fma', 'stream_mem_avx512']
+ROUND_PROGRAMS = ['stream_nontemporal_c.exe', 'stream_c.exe']
+
+
+def test_a_round_robin_script_runs_stream_programs_beside_kernels():
+    script = ceilings.round_robin_script(
+        [('stream_mem_avx512', ceilings.likwid_command('stream_mem_avx512', '393216kB', 2)),
+         ('stream_c.exe', "'/opt/my stream/bin/stream_c.exe'")], 2)
+    assert script == (
+        '#!/bin/sh\nset -e\n'
+        f'echo {ceilings.MARKER} stream_mem_avx512 1\n'
+        'likwid-bench -t stream_mem_avx512 -W N:393216kB:2 -i 20\n'
+        f"echo {ceilings.MARKER} stream_c.exe 1\n'/opt/my stream/bin/stream_c.exe'\n"
+        f'echo {ceilings.MARKER} stream_mem_avx512 2\n'
+        'likwid-bench -t stream_mem_avx512 -W N:393216kB:2 -i 20\n'
+        f"echo {ceilings.MARKER} stream_c.exe 2\n'/opt/my stream/bin/stream_c.exe'\n")
+
+
+def test_a_real_job_of_rounds_gives_each_runs_mean_rate_by_round():
+    rounds = ceilings.parse_rounds(ROUNDS, ROUND_KERNELS, ROUND_PROGRAMS, 2, 5)
+    assert [round(r.mean_mbps['stream_mem_avx512']) for r in rounds] == \
+        [43457, 44344, 44988, 43181, 35751]
+    # A STREAM program's rate is its triad's over the average time (not its best).
+    first = rounds[0].streams['stream_c.exe']
+    assert first.best_rate_mbps['Triad'] == 46186.3
+    assert rounds[0].mean_mbps['stream_c.exe'] == first.mean_rate_mbps['Triad']
+    assert round(rounds[0].mean_mbps['stream_c.exe']) == 43120
+
+
+def test_a_ratio_is_taken_against_the_fastest_ceiling_run_of_the_same_round():
+    """Round 1 came in a fast phase of the node's memory (the compiled triad at 97.4 % of the
+    bandwidth ceiling, where write-allocate reads cap it near 75 %); the median is not
+    moved by it. A run that is its own ceiling is exactly 100 %."""
+    rounds = ceilings.parse_rounds(ROUNDS, ROUND_KERNELS, ROUND_PROGRAMS, 2, 5)
+    bandwidth = ceilings.percent_of_fastest(rounds, 'stream_c.exe',
+                                            ['stream_mem_avx512', 'stream_nontemporal_c.exe'])
+    assert [round(p, 1) for p in bandwidth] == [97.4, 64.7, 61.5, 59.2, 65.4]
+    cached_store = ceilings.percent_of_fastest(rounds, 'stream_c.exe',
+                                               ['stream_avx512_fma', 'stream_c.exe'])
+    assert [round(p, 1) for p in cached_store] == [100.0, 68.7, 89.6, 84.6, 100.0]
+    assert cached_store[0] == 100.0
+
+
+def _round_mutations(text):
+    fifth = text.index(f'{ceilings.MARKER} stream_c.exe 5')
+    third_kernel = text.index(f'{ceilings.MARKER} stream_mem_avx512 3\n')
+    third_kernel_end = text.index(f'{ceilings.MARKER}', third_kernel + 1)
+    return {
+        'cut in the last STREAM': text[:text.index('Triad:', fifth)],
+        'a kernel refused in round 3': text[:third_kernel] + f'{ceilings.MARKER} '
+        'stream_mem_avx512 3\nUnknown test case stream_mem_avx512\n' + text[third_kernel_end:],
+        'a STREAM failed its validation': text.replace(
+            'Solution Validates: avg error less than 1.000000e-13 on all three arrays',
+            'Failed Validation on array c[], AvgRelAbsErr > epsilon (1.000000e-13)', 1),
+        'a round more': text + text[fifth:].replace('stream_c.exe 5', 'stream_c.exe 6'),
+        'a run twice in one round': text.replace(f'{ceilings.MARKER} stream_c.exe 2',
+                                                 f'{ceilings.MARKER} stream_c.exe 3'),
+    }
+
+
+ROUND_MUTATIONS = list(_round_mutations(ROUNDS))
+
+
+@pytest.mark.parametrize('mutation, message', [
+    ('cut in the last STREAM', 'no result for Triad'),
+    ('a kernel refused in round 3', r'likwid-bench stream_mem_avx512: no MFlops/s in its '
+                                    r'output \(Unknown test case'),
+    ('a STREAM failed its validation', 'STREAM failed its validation'),
+    ('a round more', 'stream_c.exe: 6 of 5 runs'),
+    ('a run twice in one round', 'stream_c.exe ran twice in round 3')])
+def test_a_broken_real_job_of_rounds_is_refused(mutation, message):
+    broken = _round_mutations(ROUNDS)[mutation]
+    assert broken != ROUNDS
+    with pytest.raises((ceilings.CeilingOutputError, stream.StreamOutputError), match=message):
+        ceilings.parse_rounds(broken, ROUND_KERNELS, ROUND_PROGRAMS, 2, 5)
+
+
+def test_a_job_of_rounds_with_the_wrong_thread_count_is_refused():
+    with pytest.raises(stream.StreamOutputError, match='2 OpenMP threads ran, 1 expected'):
+        ceilings.parse_rounds(ROUNDS, ROUND_KERNELS, ROUND_PROGRAMS, 1, 5)

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from hpcbench import blas, dgemm, host, hpl, imb, layout, mpi_stacks, stream
+from hpcbench import blas, ceilings, dgemm, host, hpl, imb, layout, mpi_stacks, stream
 from conftest import BIN, ROOT, needs_root, requires_spack, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
@@ -49,25 +49,28 @@ def test_dry_run_writes_stream_jobs_once_per_partition(var):
         scripts = [p for p in (var / 'stage' / 'local' / 'default' / environ).glob(
             'StreamCheck_*/rfm_job.sh')
             if f'OMP_NUM_THREADS={threads}\n' in p.read_text()]
-        # The same build's two programs: the compiled stores, and streaming stores.
-        programs = sorted(re.search(r'/bin/(stream\w*\.exe)"?$', p.read_text(), re.M).group(1)
-                          for p in scripts)
+        # The same build's two programs, each the last run of its job's rounds: the compiled
+        # stores, and streaming stores.
+        rounds = [(p.parent / 'stream-rounds.sh').read_text() for p in scripts]
+        programs = sorted(re.findall(r'/bin/(stream\w*\.exe)"?$', r, re.M)[-1] for r in rounds)
         assert programs == sorted(stream.PROGRAMS.values()), (environ, threads)
-        for script in scripts:
+        for script, runs in zip(scripts, rounds):
             job = script.read_text()
             assert 'export OMP_PLACES=cores' in job and 'export OMP_PROC_BIND=spread' in job
             assert re.search(r'^export PATH=\S+/openmpi/bin:\$PATH$', job, re.M)
-            assert 'mpirun' not in job       # one process, placed by OpenMP
-
-    # The bandwidth ceiling's second kernel: the same build's streaming-store STREAM on all
-    # cores, run `repeats` times in one job, once per partition too.
-    ceiling_jobs = list(stage.glob('*/StreamingStoreCeiling_*/rfm_job.sh'))
-    assert [p.parent.parent.name for p in ceiling_jobs] == ['openmpi']
-    job = ceiling_jobs[0].read_text()
-    assert f'export OMP_NUM_THREADS={_cores()}\n' in job
-    assert re.search(r'^for launch in \$\(seq 1 3\); do\n.*\n"\$\(spack -e \S+ location -i '
-                     r"'stream stream_array_size=\d+ ntimes=20'\)/bin/stream_nontemporal_c\.exe\"$",
-                     job, re.M)
+            assert re.search(r'^sh stream-rounds\.sh$', job, re.M)
+            assert 'mpirun' not in job + runs       # one process, placed by OpenMP
+            if threads != _cores():
+                assert 'likwid-bench' not in runs and runs.count('/bin/stream') == 1
+                continue
+            # All cores: 5 rounds of the ceilings' runs (likwid-bench's kernels, STREAM's
+            # streaming-store program), then the program measured.
+            bandwidth = ceilings.kernels(host.flops_per_cycle()).bandwidth
+            assert runs.count(f'{ceilings.MARKER} {bandwidth} ') == 5
+            assert runs.count('-W N:') == runs.count('likwid-bench -t ')
+            assert runs.count('/bin/stream_nontemporal_c.exe') == 5
+            assert ('/bin/stream_c.exe' in runs) == \
+                (ceilings.kernels(host.flops_per_cycle()).cached_store in runs)
 
     builds = list((var / 'stage' / 'local' / 'default' / environ).glob(
         'StreamBuild_*/rfm_build.sh'))

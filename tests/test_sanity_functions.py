@@ -10,12 +10,12 @@ from reframe.core.exceptions import SanityError
 from reframe.frontend.loader import RegressionCheckLoader
 
 from conftest import FIXTURES, ROOT
-from hpcbench import ceilings, imb
+from hpcbench import ceilings, imb, stream
 from hpcbench.rfm import Samples
 from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutations
 from test_ceilings import MUTATIONS as CEILINGS_MUTATIONS
-from test_stream import _run_mutations as _stream_run_mutations
 from test_ceilings import OUTPUT as CEILINGS_OUTPUT
+from test_ceilings import ROUND_KERNELS, ROUND_MUTATIONS, ROUND_PROGRAMS, _round_mutations
 from test_hpl import MUTATIONS as HPL_MUTATIONS
 from test_hpl import _mutations as _hpl_mutations
 from test_imb import ALL_SIZES, BROKEN_TABLE
@@ -71,148 +71,134 @@ def check_classes():
     return classes
 
 
-def _ended(at):
-    """A fixture's job that ended `at` (seconds since the epoch; None: not known)."""
-    return types.SimpleNamespace(completion_time=at)
+# The all-core job's runs, as StreamCheck's setup names them on this machine (AVX-512).
+_CEILINGS = {
+    'compiled': {'triad_ceiling_efficiency': ('stream_mem_avx512', 'stream_nontemporal_c.exe'),
+                 'triad_cached_store_efficiency': ('stream_avx512_fma', 'stream_c.exe')},
+    'nontemporal': {'triad_ceiling_efficiency': ('stream_mem_avx512',
+                                                 'stream_nontemporal_c.exe')},
+}
+STREAM_JOBS = {'compiled': 'local-2-threads-compiled-5-rounds.out',
+               'nontemporal': 'local-2-threads-nontemporal-5-rounds.out'}
 
 
-def _stream_test(stagedir, output, threads, node_ceilings=None, streaming_store_triads=(),
-                 submitted=None, streaming_store_ended=None):
+def _stream_test(stream_check, stagedir, output, threads, stores='compiled', rounds=5,
+                 ceilings_=None):
+    """StreamCheck as its setup leaves it, on a real job output: `rounds` rounds of its
+    ceilings' runs (`ceilings_`, the all-core job's by default; {} for one round of STREAM)
+    and its program."""
     (stagedir / 'rfm_job.out').write_text(output)
-    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', num_threads=threads,
-                          job=types.SimpleNamespace(submit_time=submitted),
-                          node_ceilings=node_ceilings or _node_ceilings(),
-                          streaming_store_ceiling=types.SimpleNamespace(
-                              triads=list(streaming_store_triads),
-                              job=_ended(streaming_store_ended)))
-
-
-def _node_ceilings(output=CEILINGS_OUTPUT, repeats=5, ended=None):
-    """The NodeCeilings fixture as STREAM and HPL read it: its real result on this machine."""
-    return types.SimpleNamespace(result=ceilings.parse(output, ceilings.kernels(32), repeats),
-                                 repeats=repeats, kernels=ceilings.kernels(32), job=_ended(ended))
-
-
-def _judging_stream_test(stream_check, test):
-    """`test` with StreamCheck's methods that judge its ratios."""
-    test.is_dry_run = lambda: False
-    test.CEILING_RATIOS = stream_check.CEILING_RATIOS
-    for method in ('percent_of', 'ceiling_mbps', 'ceiling_runs', 'ceiling_source'):
-        setattr(test, method, types.MethodType(getattr(stream_check, method), test))
+    ceilings_ = _CEILINGS[stores] if ceilings_ is None else ceilings_
+    program = stream.PROGRAMS[stores]
+    test = CheckUnderTest(
+        stagedir=str(stagedir), stdout='rfm_job.out', num_threads=threads, program=program,
+        rounds=rounds, ceilings=ceilings_,
+        kernel_names=sorted({k for k, _ in ceilings_.values()}),
+        programs=[*sorted({p for _, p in ceilings_.values()} - {None, program}), program],
+        is_dry_run=lambda: False, CEILING_RATIOS=stream_check.CEILING_RATIOS)
+    test.percents = types.MethodType(stream_check.percents, test)
     return test
 
 
-@pytest.mark.parametrize('output, triad', [
-    ('local-2-threads.out', 48037.4),
-    # STREAM with streaming stores (stores=nontemporal), as the job wrote it.
-    ('local-2-threads-nontemporal.out', 46847.4)])
-def test_stream_sanity_passes_a_real_output(check_classes, tmp_path, output, triad):
-    test = _stream_test(tmp_path, (FIXTURES / 'stream' / output).read_text(), 2)
-    assert sn.evaluate(check_classes['StreamCheck'].solution_validates(test))
-    assert test.result.best_rate_mbps['Triad'] == triad
+def _stream_job(name):
+    return (FIXTURES / 'stream' / name).read_text()
 
 
-def test_a_stream_triad_above_its_ceiling_is_withheld(check_classes, tmp_path):
-    """A real all-core run (the VM as an Intel Xeon) against the ceilings of a later session
-    (as an AMD EPYC): 74.6 % of the bandwidth ceiling is a result; 120.3 % of the
-    ordinary-store triad is none (that ceiling was measured low), and says why."""
+@pytest.mark.parametrize('stores, triad', [('compiled', 46186.3), ('nontemporal', 47359.8)])
+def test_stream_sanity_passes_a_real_all_core_job(check_classes, tmp_path, stores, triad):
     stream_check = check_classes['StreamCheck']
-    test = _judging_stream_test(stream_check, _stream_test(
-        tmp_path, (FIXTURES / 'stream' / 'local-2-threads.out').read_text(), 2))
+    test = _stream_test(stream_check, tmp_path, _stream_job(STREAM_JOBS[stores]), 2, stores)
     assert sn.evaluate(stream_check.solution_validates(test))
-    stream_check.judge_the_ceilings(test)
-    assert set(test.flagged) == {'triad_cached_store_efficiency'}
-    assert test.flagged['triad_cached_store_efficiency'] == (
-        '120.3 % of the ceiling: STREAM\'s triad reached 48037 MB/s against the ordinary-store '
-        'triad of 39923 MB/s: it was measured low')
-    assert test.percent_of('bandwidth') == pytest.approx(74.64, abs=0.01)
-    assert test.aggregation['triad_ceiling_efficiency'] == (
-        'triad / the bandwidth ceiling (64359 MB/s, best of 5 runs of stream_mem_avx512 '
-        '(64359, measured in this session))')
-
-
-STREAMING_STORE_CEILING = (FIXTURES / 'stream' /
-                           'local-2-threads-streaming-store-ceiling-3-runs.out').read_text()
-
-
-def test_the_bandwidth_ceiling_is_the_faster_triad_with_streaming_stores(check_classes,
-                                                                          tmp_path):
-    """One real session (the ceilings' jobs, then STREAM as compiled): likwid-bench's triad
-    reached 36889 MB/s, STREAM's own with streaming stores 44126: the ceiling is the latter,
-    and the compiled triad's 38874 MB/s is 88.1 % of it (105.4 % of likwid-bench's alone,
-    which would have been withheld). Each kernel says how long before STREAM's job it ran
-    (as in `make run`, where ReFrame runs fixtures first: minutes)."""
-    stream_check = check_classes['StreamCheck']
-    session = FIXTURES / 'ceilings' / 'local-likwid-3-runs-same-session.out'
-    ceiling = check_classes['StreamingStoreCeiling']
-    ceiling_test = CheckUnderTest(stagedir=str(tmp_path), stdout='ceiling.out', cores=2,
-                                  repeats=3, measures=True)
-    (tmp_path / 'ceiling.out').write_text(STREAMING_STORE_CEILING)
-    assert sn.evaluate(ceiling.every_run_validates(ceiling_test))
-    test = _judging_stream_test(stream_check, _stream_test(
-        tmp_path, (FIXTURES / 'stream' / 'local-2-threads-same-session.out').read_text(), 2,
-        node_ceilings=_node_ceilings(session.read_text(), 3, ended=1000.0),
-        streaming_store_triads=ceiling_test.triads, streaming_store_ended=1480.0,
-        submitted=1900.0))
-    assert sn.evaluate(stream_check.solution_validates(test))
-    stream_check.judge_the_ceilings(test)
-    assert test.percent_of('bandwidth') == pytest.approx(88.10, abs=0.01)
-    assert 'triad_ceiling_efficiency' not in test.flagged
-    assert test.aggregation['triad_ceiling_efficiency'] == (
-        'triad / the bandwidth ceiling (44126 MB/s, best of 3 runs of stream_mem_avx512 '
-        '(36889, measured 900 s before this job) and 3 runs of STREAM\'s streaming-store '
-        'triad (44126, measured 420 s before this job))')
-
-
-def test_streaming_store_ceiling_sanity_passes_a_real_output(check_classes, tmp_path):
-    (tmp_path / 'rfm_job.out').write_text(STREAMING_STORE_CEILING)
-    test = CheckUnderTest(stagedir=str(tmp_path), stdout='rfm_job.out', cores=2, repeats=3,
-                          measures=True)
-    assert sn.evaluate(check_classes['StreamingStoreCeiling'].every_run_validates(test))
-    assert test.samples['triad'] == [43249.5, 44126.4, 43861.7]
+    assert test.best_mbps['Triad'] == triad == max(test.samples['triad'])
+    assert len(test.samples['copy']) == 5
     assert test.aggregation['triad'] == (
-        'best of 3 runs (each STREAM\'s best of 19 timed iterations)')
+        'best of 5 rounds (each STREAM\'s best of 19 timed iterations)')
 
 
-@pytest.mark.parametrize('mutation', ['cut in the third run', 'two of three runs',
-                                      'second run failed validation', 'one run more'])
-def test_streaming_store_ceiling_sanity_fails_a_broken_real_output(check_classes, tmp_path,
-                                                                    mutation):
-    (tmp_path / 'rfm_job.out').write_text(_stream_run_mutations(STREAMING_STORE_CEILING)[mutation])
-    test = CheckUnderTest(stagedir=str(tmp_path), stdout='rfm_job.out', cores=2, repeats=3,
-                          measures=True)
-    with pytest.raises(SanityError):
-        sn.evaluate(check_classes['StreamingStoreCeiling'].every_run_validates(test))
+def test_stream_sanity_passes_a_real_job_of_one_run(check_classes, tmp_path):
+    stream_check = check_classes['StreamCheck']
+    test = _stream_test(stream_check, tmp_path, _stream_job('local-1-thread-job.out'), 1,
+                        rounds=1, ceilings_={})
+    assert sn.evaluate(stream_check.solution_validates(test))
+    assert test.best_mbps['Triad'] == 24990.7
+    assert test.samples == {}
+    assert test.aggregation['triad'] == 'STREAM\'s best of 19 timed iterations'
+
+
+def test_stream_ratios_are_medians_of_same_round_ratios(check_classes, tmp_path):
+    """The compiled triad against the bandwidth ceiling (likwid-bench's kernel and STREAM's
+    streaming-store program, the faster in each round) and the ordinary-store triad
+    (likwid-bench's, and STREAM's compiled program itself): 64.7 % and 89.6 %."""
+    stream_check = check_classes['StreamCheck']
+    test = _stream_test(stream_check, tmp_path, _stream_job(STREAM_JOBS['compiled']), 2)
+    assert sn.evaluate(stream_check.solution_validates(test))
+    stream_check.judge_the_ceilings(test)
+    assert test.flagged == {}
+    assert round(sn.evaluate(stream_check.triad_ceiling_efficiency(test)), 2) == 64.74
+    assert round(sn.evaluate(stream_check.triad_cached_store_efficiency(test)), 2) == 89.63
+    assert [round(p, 1) for p in test.samples['triad_ceiling_efficiency']] == \
+        [97.4, 64.7, 61.5, 59.2, 65.4]
+    assert test.aggregation['triad_ceiling_efficiency'] == (
+        'median of 5 rounds: STREAM\'s mean triad rate / the bandwidth ceiling in the same '
+        'round (the faster of stream_mem_avx512 and STREAM\'s stream_nontemporal_c.exe, '
+        '36947-45637 MB/s; stream_nontemporal_c.exe the faster in 4 of 5, median 101.9 % of '
+        'stream_mem_avx512)')
+
+
+def test_streaming_stores_at_the_bandwidth_ceiling_are_100_percent(check_classes, tmp_path):
+    """STREAM's streaming-store triad outran likwid-bench's kernel in every round (by a
+    median 7.7 %): it is the ceiling, 100 %, and says so."""
+    stream_check = check_classes['StreamCheck']
+    test = _stream_test(stream_check, tmp_path, _stream_job(STREAM_JOBS['nontemporal']), 2,
+                        'nontemporal')
+    assert sn.evaluate(stream_check.solution_validates(test))
+    stream_check.judge_the_ceilings(test)
+    assert test.samples['triad_ceiling_efficiency'] == [100.0] * 5
+    assert 'triad_ceiling_efficiency' not in test.flagged
+    assert test.aggregation['triad_ceiling_efficiency'].endswith(
+        'stream_nontemporal_c.exe the faster in 5 of 5, median 107.7 % of stream_mem_avx512)')
 
 
 def test_without_the_streaming_store_program_likwid_bench_alone_is_the_ceiling(
         check_classes, tmp_path):
-    """Not x86-64: the fixture ran nothing; StreamCheck divides by likwid-bench's triad."""
-    ceiling_test = CheckUnderTest(stagedir=str(tmp_path), measures=False)
-    assert sn.evaluate(check_classes['StreamingStoreCeiling'].every_run_validates(ceiling_test))
+    """Not x86-64: no streaming-store STREAM; the compiled triad against likwid-bench's
+    kernel alone (here the same job's rounds, read without that program's runs)."""
     stream_check = check_classes['StreamCheck']
-    test = _judging_stream_test(stream_check, _stream_test(
-        tmp_path, (FIXTURES / 'stream' / 'local-2-threads-same-session.out').read_text(), 2,
-        node_ceilings=_node_ceilings(
-            (FIXTURES / 'ceilings' / 'local-likwid-3-runs-same-session.out').read_text(), 3),
-        streaming_store_triads=ceiling_test.triads))
+    test = _stream_test(stream_check, tmp_path, _stream_job(STREAM_JOBS['compiled']), 2,
+                        ceilings_={'triad_ceiling_efficiency': ('stream_mem_avx512', None)})
+    test.kernel_names, test.programs = ROUND_KERNELS, ROUND_PROGRAMS    # as the job ran them
     assert sn.evaluate(stream_check.solution_validates(test))
-    assert test.ceiling_mbps('bandwidth') == 36888.61
+    stream_check.judge_the_ceilings(test)
+    assert test.aggregation['triad_ceiling_efficiency'].endswith(
+        '(stream_mem_avx512, 35751-44988 MB/s)')
+    assert round(sn.evaluate(stream_check.triad_ceiling_efficiency(test)), 1) == 66.6
 
 
-@pytest.mark.parametrize('output', ['local-2-threads.out', 'local-2-threads-nontemporal.out'])
-@pytest.mark.parametrize('mutation', MUTATIONS)
-def test_stream_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation, output):
-    real = (FIXTURES / 'stream' / output).read_text()
-    test = _stream_test(tmp_path, _mutations(real)[mutation], 2)
+@pytest.mark.parametrize('mutation', ROUND_MUTATIONS)
+def test_stream_sanity_fails_a_broken_real_all_core_job(check_classes, tmp_path, mutation):
+    stream_check = check_classes['StreamCheck']
+    broken = _round_mutations(_stream_job(STREAM_JOBS['compiled']))[mutation]
+    test = _stream_test(stream_check, tmp_path, broken, 2)
     with pytest.raises(SanityError):
-        sn.evaluate(check_classes['StreamCheck'].solution_validates(test))
+        sn.evaluate(stream_check.solution_validates(test))
+
+
+@pytest.mark.parametrize('mutation', MUTATIONS)
+def test_stream_sanity_fails_a_broken_real_job_of_one_run(check_classes, tmp_path, mutation):
+    stream_check = check_classes['StreamCheck']
+    test = _stream_test(stream_check, tmp_path,
+                        _mutations(_stream_job('local-1-thread-job.out'))[mutation], 1,
+                        rounds=1, ceilings_={})
+    with pytest.raises(SanityError):
+        sn.evaluate(stream_check.solution_validates(test))
 
 
 def test_stream_sanity_fails_when_threads_were_not_all_used(check_classes, tmp_path):
-    test = _stream_test(tmp_path, (FIXTURES / 'stream' / 'local-1-thread.out').read_text(), 2)
+    stream_check = check_classes['StreamCheck']
+    test = _stream_test(stream_check, tmp_path, _stream_job('local-1-thread-job.out'), 2,
+                        rounds=1, ceilings_={})
     with pytest.raises(SanityError, match='1 OpenMP threads ran, 2 expected'):
-        sn.evaluate(check_classes['StreamCheck'].solution_validates(test))
+        sn.evaluate(stream_check.solution_validates(test))
 
 
 def _build(stagedir, recorded):

@@ -6,22 +6,22 @@ rate its cores sustain and the memory bandwidth they reach, each over all cores 
   Rpeak (cores x clock x flop/cycle) and with the best DGEMM (hpcbench.dgemm).
 - Bandwidth ceiling: STREAM's own triad, a(i) = b(i) * s + c(i), done at its best
   (vectorised, non-temporal stores, so that no write-allocate traffic is counted or spent),
-  on STREAM's arrays (each 4 times the last-level caches): STREAM's triad is compared
-  with it, both as compiled and with streaming stores (StreamCheck's `stores`). STREAM's
-  own triad with streaming stores is measured as a second such kernel (StreamingStoreCeiling
-  in reframe-checks/stream.py) and the faster is the ceiling: here likwid-bench's, the same
-  instructions, ran 6 % slower (median of paired rounds; 8 % with one thread). A read-only
-  kernel (`load`) is measured beside it: how much of the bandwidth is reads alone.
+  on STREAM's arrays (each 4 times the last-level caches). A read-only kernel (`load`) is
+  measured beside it: how much of the bandwidth is reads alone.
 - Ordinary-store triad: the same triad with the stores a compiled STREAM makes (GCC emits
   no non-temporal stores): each store first reads its cache line (write allocate), traffic
   STREAM does not count, so a compiled STREAM reaches at most about 3/4 of the bandwidth
-  ceiling. STREAM's triad is also compared with it: how well the build and the thread
-  placement do what the hardware allows that code (here 29.7-32.3 GB/s against 27.3-32.6 for
-  this kernel and 38.8-43.4 for the ceiling, three rounds).
+  ceiling.
 
-Each kernel runs `repeats` times in the job, round robin; the figure is the best, and the
-runs' values are its sample: on a VM whose clock varies, their spread is that variation (the
-clock likwid-bench prints is the time-stamp counter's, which does not vary with it).
+STREAM's all-core run is judged against both in its own job (reframe-checks/stream.py),
+round by round (round_robin_script, parse_rounds, percent_of_fastest): each ceiling there
+is the faster of likwid-bench's kernel and STREAM's own program of the same triad, as both
+run in the same round, and rates are means over their iterations on both sides.
+
+In NodeCeilings' job each kernel runs `repeats` times, round robin; the figure is the best,
+and the runs' values are its sample: on a VM whose clock varies, their spread is that
+variation (the clock likwid-bench prints is the time-stamp counter's, which does not vary
+with it).
 """
 import re
 import shlex
@@ -88,21 +88,30 @@ def working_sets(kernels_, cores, llc_bytes, memory_bytes):
 
 
 SCRIPT = 'ceilings.sh'
+_PEAK_KERNELS = {peak for _, peak, *_ in KERNELS}
+
+
+def likwid_command(kernel, size, cores):
+    """likwid-bench running `kernel` on `size` (a working_sets() value) over `cores` cores."""
+    iterations = ITERATIONS['peak' if kernel in _PEAK_KERNELS else 'memory']
+    return f'likwid-bench -t {kernel} -W {shlex.quote(f"N:{size}:{cores}")} -i {iterations}'
+
+
+def round_robin_script(runs, repeats):
+    """A job script that runs each of `runs` ((name, shell command) pairs) `repeats` times,
+    round robin (so that a slow phase of the node touches every run), each after a marker
+    line the parsers split on; it stops at the first run that fails."""
+    lines = ['#!/bin/sh', 'set -e']
+    lines += [f'echo {MARKER} {name} {run}\n{command}'
+              for run in range(1, repeats + 1) for name, command in runs]
+    return '\n'.join(lines) + '\n'
 
 
 def script(kernels_, cores, sizes, repeats=REPEATS):
-    """The job's script: each kernel `repeats` times, round robin (so that a slow phase of
-    the node touches every kernel), over all cores (likwid-bench pins its threads), each run
-    after a marker line the parser splits on; it stops at the first run that fails.
-    `sizes`: working_sets()."""
-    lines = ['#!/bin/sh', 'set -e']
-    iterations = {kernel: ITERATIONS['peak' if kernel == kernels_.peak else 'memory']
-                  for kernel in kernels_}
-    lines += [f'echo {MARKER} {kernel} {run}\n'
-              f'likwid-bench -t {kernel} -W {shlex.quote(f"N:{sizes[kernel]}:{cores}")} '
-              f'-i {iterations[kernel]}'
-              for run in range(1, repeats + 1) for kernel in kernels_]
-    return '\n'.join(lines) + '\n'
+    """NodeCeilings' script: each kernel `repeats` times, round robin, over all cores
+    (likwid-bench pins its threads). `sizes`: working_sets()."""
+    return round_robin_script([(kernel, likwid_command(kernel, sizes[kernel], cores))
+                               for kernel in kernels_], repeats)
 
 
 @dataclass(frozen=True)
@@ -140,25 +149,76 @@ class Ceilings:
 _FIELD = {'mflops': r'^MFlops/s:\s+([\d.]+)', 'mbytes': r'^MByte/s:\s+([\d.]+)'}
 
 
-def parse(output, kernels_, repeats):
-    """The runs in a job's output; CeilingOutputError when a run is missing or incomplete
-    (a kernel the CPU or likwid-bench refused, a job cut short)."""
-    sections = re.split(rf'^{MARKER} (\S+) (\d+)$', output, flags=re.M)
-    runs = []
-    for kernel, _run, text in zip(sections[1::3], sections[2::3], sections[3::3]):
-        values = {}
-        for field, pattern in _FIELD.items():
-            match = re.search(pattern, text, re.M)
-            if not match:
-                first = next((ln for ln in text.splitlines() if ln.strip()), 'no output')
-                raise CeilingOutputError(f'likwid-bench {kernel}: no {pattern[1:].split(":")[0]}'
-                                         f' in its output ({first.strip()[:120]})')
-            values[field] = float(match.group(1))
-        runs.append(KernelRun(kernel, **values))
+def sections(output):
+    """[(name, round, text)]: what ran after each marker of a round_robin_script job."""
+    parts = re.split(rf'^{MARKER} (\S+) (\d+)$', output, flags=re.M)
+    return list(zip(parts[1::3], map(int, parts[2::3]), parts[3::3]))
 
-    for kernel in kernels_:
-        done = sum(r.kernel == kernel for r in runs)
-        if done != repeats:
-            raise CeilingOutputError(f'likwid-bench {kernel}: {done} of {repeats} runs '
+
+def likwid_run(kernel, text):
+    """One likwid-bench run's rates; CeilingOutputError when it printed none (a kernel the
+    CPU or likwid-bench refused, a run cut short)."""
+    values = {}
+    for field, pattern in _FIELD.items():
+        match = re.search(pattern, text, re.M)
+        if not match:
+            first = next((ln for ln in text.splitlines() if ln.strip()), 'no output')
+            raise CeilingOutputError(f'likwid-bench {kernel}: no {pattern[1:].split(":")[0]}'
+                                     f' in its output ({first.strip()[:120]})')
+        values[field] = float(match.group(1))
+    return KernelRun(kernel, **values)
+
+
+def _check_counts(done, names, repeats, what=''):
+    for name in names:
+        if done.count(name) != repeats:
+            raise CeilingOutputError(f'{what}{name}: {done.count(name)} of {repeats} runs '
                                      'in the output')
+
+
+def parse(output, kernels_, repeats):
+    """The runs in a job's output; CeilingOutputError when a run is missing or incomplete."""
+    runs = [likwid_run(kernel, text) for kernel, _, text in sections(output)]
+    _check_counts([r.kernel for r in runs], kernels_, repeats, 'likwid-bench ')
     return Ceilings(kernels_, tuple(runs))
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of STREAM beside its ceiling kernels (one job, hpcbench.stream's check):
+    each run's mean rate in MB/s, by what ran (a likwid-bench kernel, or a STREAM program
+    and then its triad's rate over its average time), and each STREAM program's result."""
+    mean_mbps: dict
+    streams: dict
+
+
+def parse_rounds(output, kernel_names, programs, threads, rounds):
+    """The `rounds` rounds of a job that ran the likwid-bench kernels `kernel_names` and the
+    STREAM programs `programs` (file names, as the markers name them) round robin, in
+    order; CeilingOutputError or stream.StreamOutputError when a run is missing, broken or
+    not in its round."""
+    found = sections(output)
+    _check_counts([name for name, _, _ in found], [*kernel_names, *programs], rounds)
+    by_round = [Round({}, {}) for _ in range(rounds)]
+    for name, number, text in found:
+        if not 1 <= number <= rounds or name in by_round[number - 1].mean_mbps:
+            raise CeilingOutputError(f'{name} ran twice in round {number} or out of '
+                                     f'rounds 1-{rounds}')
+        this = by_round[number - 1]
+        if name in programs:
+            this.streams[name] = stream.parse(text, threads)
+            this.mean_mbps[name] = this.streams[name].mean_rate_mbps['Triad']
+        elif name in kernel_names:
+            this.mean_mbps[name] = likwid_run(name, text).mbytes
+        else:
+            raise CeilingOutputError(f'{name} ran, which the job was not to run')
+    return by_round
+
+
+def percent_of_fastest(rounds, measured, ceiling_runs):
+    """Per round: 100 x the mean rate of `measured` / that of the fastest of `ceiling_runs`
+    in the same round (a ceiling measured minutes away, on a node whose memory's rate swings
+    by half within seconds, made the ratio a measure of the swing)."""
+    # (measured / fastest first: a run that is its own ceiling is exactly 100 %)
+    return [100 * (r.mean_mbps[measured] / max(r.mean_mbps[c] for c in ceiling_runs))
+            for r in rounds]

@@ -189,7 +189,7 @@ class ReferenceSet:
 BENCHMARK_OF_CHECK = {
     'HplCheck': 'HPL', 'HplTuningSweep': 'HPL', 'HplNodeScreen': 'HPL',
     'DgemmCeiling': 'DGEMM', 'HpccCheck': 'HPCC',
-    'StreamCheck': 'STREAM', 'StreamingStoreCeiling': 'STREAM',
+    'StreamCheck': 'STREAM',
     'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB', 'ImbVariability': 'IMB',
     'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
 }

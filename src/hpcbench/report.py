@@ -132,9 +132,9 @@ def measured_as(case, variable):
 
 # What the report sets against the node's ceilings: per check, its figure and its ratios
 # (variable, what it divides by). The ceilings are measured on the node in the same session:
-# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench; the bandwidth ceiling
-# is the faster of its triad and STREAM's with streaming stores, StreamingStoreCeiling), the
-# DGEMM rate (DgemmCeiling); Rpeak is nominal, from the partition's description.
+# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench), the DGEMM rate
+# (DgemmCeiling); Rpeak is nominal, from the partition's description. STREAM's ratios divide
+# by ceilings measured in its own job, round by round.
 CEILING_RATIOS = {
     'HplCheck': ('gflops', (('efficiency', 'nominal Rpeak'),
                             ('sustained_peak_efficiency', 'sustained peak'),
@@ -142,7 +142,7 @@ CEILING_RATIOS = {
     'StreamCheck': ('triad', (('triad_ceiling_efficiency', 'bandwidth ceiling'),
                               ('triad_cached_store_efficiency', 'ordinary-store triad'))),
 }
-CEILING_CHECKS = ('NodeCeilings', 'StreamingStoreCeiling', 'DgemmCeiling')
+CEILING_CHECKS = ('NodeCeilings', 'DgemmCeiling')
 CEILING_HEADER = ['test case', 'environ', 'figure', 'against', 'ratio', 'how']
 
 

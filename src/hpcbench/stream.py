@@ -19,6 +19,9 @@ NTIMES = 20
 # compiler makes, and streaming (non-temporal) stores, which skip write-allocate reads.
 PROGRAMS = {'compiled': 'stream_c.exe', 'nontemporal': 'stream_nontemporal_c.exe'}
 BYTES_PER_ELEMENT = 8
+# Arrays each kernel reads and writes per element: the bytes STREAM counts (no
+# write-allocate reads).
+ARRAYS_MOVED = {'Copy': 2, 'Scale': 2, 'Add': 3, 'Triad': 3}
 
 
 class StreamInputError(ValueError):
@@ -68,6 +71,10 @@ class StreamResult:
     ntimes: int
     threads: int
     best_rate_mbps: dict     # kernel -> best rate in MB/s (10^6 bytes/s)
+    # kernel -> the rate of its average time over the timed iterations, in MB/s: a mean, as
+    # likwid-bench's rates are (the best of 19 short iterations is the fastest moment of a
+    # node whose rate swings)
+    mean_rate_mbps: dict
 
 
 _ROW = re.compile(r'^(Copy|Scale|Add|Triad):\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$', re.M)
@@ -97,7 +104,7 @@ def parse(text, expected_threads=None):
         line = next(ln for ln in text.splitlines() if 'Failed Validation' in ln)
         raise StreamOutputError(f'STREAM failed its validation: {line.strip()}')
 
-    rates = {}
+    rates, average_times = {}, {}
     for kernel, rate, *times in _ROW.findall(text):
         try:
             values = [float(v) for v in (rate, *times)]
@@ -108,6 +115,7 @@ def parse(text, expected_threads=None):
             raise StreamOutputError(f'{kernel}: non-positive or non-finite figures {values}')
 
         rates[kernel] = values[0]
+        average_times[kernel] = values[1]
 
     missing = [k for k in KERNELS if k not in rates]
     if missing:
@@ -120,24 +128,15 @@ def parse(text, expected_threads=None):
     if expected_threads is not None and threads != expected_threads:
         raise StreamOutputError(f'{threads} OpenMP threads ran, {expected_threads} expected')
 
+    elements = _field(r'^Array size = (\d+)', text, 'array size')
     return StreamResult(
-        array_size=_field(r'^Array size = (\d+)', text, 'array size'),
+        array_size=elements,
         ntimes=_field(r'^Each kernel will be executed (\d+) times', text, 'NTIMES'),
         threads=threads,
         best_rate_mbps=rates,
+        mean_rate_mbps={kernel: ARRAYS_MOVED[kernel] * elements * BYTES_PER_ELEMENT / 1e6 / time
+                        for kernel, time in average_times.items()},
     )
-
-
-@any_newlines
-def parse_runs(text, expected_threads, runs):
-    """Parse the outputs of `runs` STREAM runs made one after another in one job (each its
-    own complete, validated run): a run missing or cut short raises."""
-    starts = [match.start() for match in _BANNER.finditer(text)]
-    if len(starts) != runs:
-        raise StreamOutputError(f'{len(starts)} of {runs} STREAM runs in the output')
-
-    return [parse(text[start:end], expected_threads)
-            for start, end in zip(starts, [*starts[1:], len(text)])]
 
 
 def machine_balance(core_peak_flops, threads, triad_mbps):
