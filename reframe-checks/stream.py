@@ -23,7 +23,6 @@ It uses no MPI, so it runs once per partition, in the environment for OpenMP pro
 OPENMP_ONLY). Parsing and the math live in hpcbench.stream and hpcbench.ceilings.
 """
 
-import os
 import statistics
 
 import reframe as rfm
@@ -33,7 +32,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench import ceilings, references, stream
-from hpcbench.rfm import BenchmarkRun, BenchmarkBuild, configured_nodes, job_output, partition_node
+from hpcbench.rfm import (BenchmarkRun, BenchmarkBuild, configured_nodes, job_output,
+                          partition_node, run_script)
 
 
 def _array_size(partition):
@@ -75,7 +75,6 @@ class StreamCheck(BenchmarkRun):
     #: What this run used, for the perflog and the results database.
     inputs = variable(str, value='')
     SCRIPT = 'stream-rounds.sh'
-    keep_files = [SCRIPT]
 
     # {ratio: (the ceiling's name, the likwid-bench kernel of it (a ceilings.Kernels field),
     #  the STREAM program that is its second implementation)}
@@ -95,24 +94,24 @@ class StreamCheck(BenchmarkRun):
         if self.build.lacks_program(self.program):
             self.skip(f'{self.build.description()} has no {self.program} (the recipe builds '
                       'streaming stores for x86-64 only)')
+        kernels = ceilings.kernels(node.flops_per_cycle)
         # The ceilings are the whole node's.
-        self.ceilings = self.ceilings_to_measure(node) if self.num_threads == node.num_cores \
-            else {}
+        self.ceilings = self.ceilings_to_measure(kernels) \
+            if self.num_threads == node.num_cores else {}
         for ratio in set(self.CEILING_RATIOS) - set(self.ceilings):
             del self.perf_variables[ratio]
         self.rounds = self.ceiling_rounds if self.ceilings else 1
-        self.kernel_names = sorted({kernel for kernel, _ in self.ceilings.values()})
-        # The program measured runs last in each round; its ceilings' STREAM before it.
-        self.programs = [*sorted({p for _, p in self.ceilings.values()} - {None, self.program}),
-                         self.program]
-        sizes = ceilings.working_sets(ceilings.kernels(node.flops_per_cycle), node.num_cores,
-                                      node.llc_bytes_total, node.memory_bytes)
+        # likwid-bench's kernels first in each round, then STREAM's programs, the one
+        # measured last.
+        self.kernel_names = sorted({runs[0] for runs in self.ceilings.values()})
+        self.programs = [*sorted({p for runs in self.ceilings.values() for p in runs[1:]}
+                                 - {self.program}), self.program]
+        sizes = ceilings.working_sets(kernels, node.num_cores, node.llc_bytes_total,
+                                      node.memory_bytes)
         runs = [(k, ceilings.likwid_command(k, sizes[k], node.num_cores))
                 for k in self.kernel_names]
         runs += [(p, self.build.program(p)) for p in self.programs]
-        with open(os.path.join(self.stagedir, self.SCRIPT), 'w') as fp:
-            fp.write(ceilings.round_robin_script(runs, self.rounds))
-        self.executable = f'sh {self.SCRIPT}'
+        run_script(self, self.SCRIPT, ceilings.round_robin_script(runs, self.rounds))
         self.inputs = f'array={_array_size(self.current_partition)} ' \
             f'threads={self.num_threads}' + (f' rounds={self.rounds}' if self.ceilings else '')
         self.num_cpus_per_task = self.num_threads
@@ -123,15 +122,14 @@ class StreamCheck(BenchmarkRun):
         self.job.launcher = getlauncher('local')()
         self.reference = references.reframe_reference(self)
 
-    def ceilings_to_measure(self, node):
-        """{ratio: (its likwid-bench kernel on `node`, its STREAM program, or None when the
-        build has none)}."""
-        kernels = ceilings.kernels(node.flops_per_cycle)
+    def ceilings_to_measure(self, kernels):
+        """{ratio: the runs whose faster is its ceiling: its likwid-bench kernel of
+        `kernels`, and its STREAM program when the build has it}."""
         chosen = {}
         for ratio, (_, kernel, stores) in self.CEILING_RATIOS.items():
             program = stream.PROGRAMS[stores]
             chosen[ratio] = (getattr(kernels, kernel),
-                             None if self.build.lacks_program(program) else program)
+                             *(() if self.build.lacks_program(program) else (program,)))
         if self.stores == 'nontemporal':
             # Streaming stores do not do the ordinary-store triad's write-allocate reads.
             del chosen['triad_cached_store_efficiency']
@@ -166,10 +164,10 @@ class StreamCheck(BenchmarkRun):
         if self.is_dry_run():
             return
 
-        for ratio, (kernel, program) in self.ceilings.items():
+        for ratio, runs in self.ceilings.items():
             name = self.CEILING_RATIOS[ratio][0]
-            candidates = [kernel] + ([program] if program else [])
-            rates = [max(r.mean_mbps[c] for c in candidates) for r in self.rounds_run]
+            kernel, program = runs[0], runs[1] if len(runs) > 1 else None
+            rates = [max(r.mean_mbps[c] for c in runs) for r in self.rounds_run]
             how = (f'median of {self.rounds} rounds: STREAM\'s mean triad rate / the {name} in '
                    f'the same round (')
             if program:
@@ -187,9 +185,7 @@ class StreamCheck(BenchmarkRun):
                 f'STREAM\'s triad outran the {name} in the same rounds: it was no ceiling')
 
     def percents(self, ratio):
-        kernel, program = self.ceilings[ratio]
-        return ceilings.percent_of_fastest(self.rounds_run, self.program,
-                                           [kernel] + ([program] if program else []))
+        return ceilings.percent_of_fastest(self.rounds_run, self.program, self.ceilings[ratio])
 
     @performance_function('%')
     def triad_ceiling_efficiency(self):

@@ -93,8 +93,9 @@ def _stream_test(stream_check, stagedir, output, threads, stores='compiled', rou
     test = CheckUnderTest(
         stagedir=str(stagedir), stdout='rfm_job.out', num_threads=threads, program=program,
         rounds=rounds, ceilings=ceilings_,
-        kernel_names=sorted({k for k, _ in ceilings_.values()}),
-        programs=[*sorted({p for _, p in ceilings_.values()} - {None, program}), program],
+        kernel_names=sorted({runs[0] for runs in ceilings_.values()}),
+        programs=[*sorted({p for runs in ceilings_.values() for p in runs[1:]} - {program}),
+                  program],
         is_dry_run=lambda: False, CEILING_RATIOS=stream_check.CEILING_RATIOS)
     test.percents = types.MethodType(stream_check.percents, test)
     return test
@@ -165,7 +166,7 @@ def test_without_the_streaming_store_program_likwid_bench_alone_is_the_ceiling(
     kernel alone (here the same job's rounds, read without that program's runs)."""
     stream_check = check_classes['StreamCheck']
     test = _stream_test(stream_check, tmp_path, _stream_job(STREAM_JOBS['compiled']), 2,
-                        ceilings_={'triad_ceiling_efficiency': ('stream_mem_avx512', None)})
+                        ceilings_={'triad_ceiling_efficiency': ('stream_mem_avx512',)})
     test.kernel_names, test.programs = ROUND_KERNELS, ROUND_PROGRAMS    # as the job ran them
     assert sn.evaluate(stream_check.solution_validates(test))
     stream_check.judge_the_ceilings(test)

@@ -296,6 +296,15 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
         return provenance.registry_package(self.registry_program())
 
 
+def run_script(test, name, text):
+    """Have `test`'s job run the shell script `text`, written to its stage as `name` (kept
+    with its output)."""
+    with open(os.path.join(test.stagedir, name), 'w') as fp:
+        fp.write(text)
+    test.executable = f'sh {shlex.quote(name)}'
+    test.keep_files = [*test.keep_files, name]
+
+
 def repeat_launch(test, count):
     """Launch `test`'s program `count` times in one job: a loop in the job script around
     the launch line (so any launcher works). `$start` holds each launch's start (ns since
@@ -565,8 +574,9 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, Quie
 
 class NodeCeilings(BenchmarkRun):
     """The node's sustained peak, bandwidth ceiling and ordinary-store triad (hpcbench.
-    ceilings: likwid-bench on all cores), for the checks that report a fraction of them
-    (HPL, STREAM). One job per partition; likwid-bench pins its own threads."""
+    ceilings: likwid-bench on all cores), for HPL's ratios and the report (STREAM measures its
+    own beside it, reframe-checks/stream.py). One job per partition; likwid-bench pins its
+    own threads."""
     descr = 'Sustained peak flop rate and memory bandwidth of one node (likwid-bench)'
     valid_systems = ['*']
     valid_prog_environs = ['*']
@@ -574,7 +584,6 @@ class NodeCeilings(BenchmarkRun):
     input_kinds = {'repeats': 'positive'}
     #: What this run used (kernels and working sets), for the perflog and results database.
     inputs = variable(str, value='')
-    keep_files = [ceilings.SCRIPT]
     num_tasks = 1
     time_limit = '10m'
 
@@ -587,9 +596,8 @@ class NodeCeilings(BenchmarkRun):
         self.inputs = ' '.join(f'{k}={sizes[k]}' for k in self.kernels) + \
             f' threads={node_.num_cores} repeats={self.repeats}'
         self.job.launcher = getlauncher('local')()
-        with open(os.path.join(self.stagedir, ceilings.SCRIPT), 'w') as fp:
-            fp.write(ceilings.script(self.kernels, node_.num_cores, sizes, self.repeats))
-        self.executable = f'sh {ceilings.SCRIPT}'
+        run_script(self, ceilings.SCRIPT,
+                   ceilings.script(self.kernels, node_.num_cores, sizes, self.repeats))
         self.rpeak_gflops = node_.peak_flops / 1e9
 
     def _build_description(self):
