@@ -73,7 +73,7 @@ def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, 
     assert packages['openblas']['buildable'] is True
     assert definitions['blas_default'] == ['intel-oneapi-mkl']
     assert definitions['blas_others'] == [
-        f'openblas@{blas.SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch',
+        f'openblas@{blas.SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch ~lapack',
         'openblas threads=pthreads', 'blis']
     assert definitions['blas_libraries'] == [*definitions['blas_default'],
                                              *definitions['blas_others']]
@@ -255,7 +255,8 @@ def test_which_blas_is_fastest_is_said_with_a_statistic():
 
 def _assert_built_for_its_target(library):
     """Our openblas recipe (packages/spack_repo/hpcbench_host): on a generic x86-64 level
-    (the VM as an AMD EPYC: x86_64_v4) one kernel set, the level's, not every x86 one."""
+    (the VM as an AMD EPYC: x86_64_v4) one kernel set, the level's, not every x86 one; with
+    ~lapack no LAPACK."""
     spec = json.loads((Path(library).parents[1] / '.spack' / 'spec.json').read_text())
     target = spec['spec']['nodes'][0]['arch']['target']
     target = target['name'] if isinstance(target, dict) else target
@@ -265,6 +266,9 @@ def _assert_built_for_its_target(library):
     kernels = {'x86_64_v4': 'SKYLAKEX', 'x86_64_v3': 'HASWELL', 'x86_64_v2': 'NEHALEM'}
     if target in kernels:
         assert 'DYNAMIC_ARCH' not in config and kernels[target] in config.split(), config
+    # ~lapack: the BLAS alone (LAPACK's LU, dgetrf, is not in the library).
+    lapack = spec['spec']['nodes'][0]['parameters'].get('lapack', True)
+    assert hasattr(openblas, 'dgemm_') and hasattr(openblas, 'dgetrf_') == lapack
 
 
 def _linked(program):

@@ -46,18 +46,51 @@ def test_a_busy_process_is_named_and_a_quiet_node_passes():
     assert script.stdout.startswith(f'{quiet_node.MARKER} quiet: ')
 
 
+def _quiet_node(*args):
+    """The node check as a job runs it: (its result, seconds it took)."""
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, quiet_node.__file__, *args], capture_output=True,
+                          text=True)
+    return done, time.monotonic() - start
+
+
 def test_busy_exits_with_its_status_only_when_told_to_fail():
     busy = _busy_loop()
     try:
         time.sleep(0.3)
-        fail = subprocess.run([sys.executable, quiet_node.__file__], capture_output=True,
-                              text=True)
-        warn = subprocess.run([sys.executable, quiet_node.__file__, '--action', 'warn'],
-                              capture_output=True, text=True)
+        fail, _ = _quiet_node('--wait', '0')
+        # `warn` measures under the load as asked: it does not wait the default minute.
+        warn, warn_seconds = _quiet_node('--action', 'warn')
     finally:
         _stop(busy)
     assert fail.returncode == quiet_node.BUSY_EXIT and 'BUSY' in fail.stdout
-    assert warn.returncode == 0 and 'BUSY' in warn.stdout
+    assert warn.returncode == 0 and 'BUSY' in warn.stdout and warn_seconds < 10
+
+
+def test_a_passing_load_delays_the_launch_and_the_wait_is_recorded():
+    busy = _busy_loop(seconds=4)
+    try:
+        time.sleep(0.3)
+        done, seconds = _quiet_node('--wait', '60')
+    finally:
+        _stop(busy)
+    assert done.returncode == 0, done.stdout
+    waited = re.match(rf'{quiet_node.MARKER} quiet: after waiting (\d+) s for it, ', done.stdout)
+    assert waited and 3 <= int(waited.group(1)) <= 10, done.stdout
+    assert 3 <= seconds < 20
+
+
+def test_a_load_that_stays_fails_once_the_wait_is_over_naming_it():
+    busy = _busy_loop()
+    try:
+        time.sleep(0.3)
+        done, seconds = _quiet_node('--wait', '3')
+    finally:
+        _stop(busy)
+    assert done.returncode == quiet_node.BUSY_EXIT
+    assert re.match(rf'{quiet_node.MARKER} BUSY: after waiting [34] s for it, ', done.stdout)
+    assert 'while :; do :; done' in done.stdout
+    assert 3 <= seconds < 15
 
 
 @pytest.mark.parametrize('setting, message', [
@@ -66,6 +99,8 @@ def test_busy_exits_with_its_status_only_when_told_to_fail():
     ({'max_busy_cores': float('nan')}, 'max_busy_cores=nan'),
     ({'max_memory_in_use': 1.5}, 'at most 1'),
     ({'treshold': 1}, 'unknown setting'),
+    ({'wait': -1}, 'wait=-1: seconds, 0 or more'),
+    ({'wait': '60'}, "wait='60'"),
 ])
 def test_bad_settings_are_refused(setting, message):
     with pytest.raises(quiet_node.QuietNodeSettingsError, match=re.escape(message)):
@@ -220,7 +255,9 @@ def test_the_orphaned_job_of_a_killed_run_fails_the_next_run_naming_it(tmp_path,
         env = {**os.environ, 'HPCBENCH_VAR': str(second), 'HPCBENCH_NO_SPACK': '1'}
         proc = subprocess.run(
             [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks',
-             '-n', 'HpccCheck', '-S', 'memory_fraction=0.001', '-r'],
+             # An orphan stays: waiting the default minute for it would only be slower.
+             '-n', 'HpccCheck', '-S', 'memory_fraction=0.001', '-S', 'quiet_node_wait=0',
+             '-r'],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
         assert proc.returncode != 0

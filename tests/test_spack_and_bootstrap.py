@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from hpcbench import bootstrap, mpi_stacks, node, paths, spack
-from conftest import ROOT
+from conftest import ROOT, needs_root, requires_spack
 
 
 @pytest.fixture
@@ -262,3 +262,54 @@ def test_apt_waits_a_bounded_time_for_a_held_dpkg_lock_then_says_why(monkeypatch
     finally:
         holder.kill()
         holder.wait()
+
+
+def _installed_hash(found, spec):
+    done = subprocess.run([str(found.executable), '-e', str(paths.SPACK_ENVS_DIR / 'local'),
+                           'find', '--format', '{hash}', spec], capture_output=True, text=True,
+                          env={**os.environ, **spack.isolated_environment(found)}, check=True)
+    return done.stdout.split()
+
+
+@requires_spack
+def test_what_an_install_builds_is_kept_as_binaries_and_nothing_else_pushes(
+        installed, tmp_path, monkeypatch):
+    """A real build (one of the environment's, removed first) is pushed to the build cache
+    by the install that made it; an install with nothing to do pushes nothing."""
+    found = spack.find()
+    buildcache = tmp_path / 'buildcache'
+    monkeypatch.setenv('HPCBENCH_BUILDCACHE', str(buildcache))
+    try:
+        bootstrap.install_environment(found)
+        assert not buildcache.exists()
+
+        [removed] = _installed_hash(found, 'mpi-startup ^openmpi')
+        bootstrap.run_spack(found, 'uninstall', '-y', f'/{removed}', quiet=True)
+        bootstrap.install_environment(found)
+        assert _installed_hash(found, 'mpi-startup ^openmpi') == [removed]
+        pushed = {p.name for p in buildcache.rglob('*.spec.manifest.json')}
+        assert any(removed in name for name in pushed), sorted(pushed)
+        # Every build of the environment, not only the one just made (OpenBLAS among them).
+        assert any(name.startswith('openblas-') for name in pushed), sorted(pushed)
+    finally:
+        monkeypatch.delenv('HPCBENCH_BUILDCACHE')
+        bootstrap.write_spack_config(found)
+
+
+@requires_spack
+@needs_root
+def test_a_build_cache_that_cannot_be_written_is_said_and_the_set_up_goes_on(
+        installed, tmp_path, monkeypatch, mounted, capsys):
+    found = spack.find()
+    source = tmp_path / 'source'
+    source.mkdir()
+    readonly = mounted('--bind', '-o', 'ro', str(source))
+    monkeypatch.setenv('HPCBENCH_BUILDCACHE', str(readonly))
+    try:
+        bootstrap.keep_as_binaries(found, 'local')
+    finally:
+        monkeypatch.delenv('HPCBENCH_BUILDCACHE')
+        bootstrap.write_spack_config(found)
+    said = capsys.readouterr().out
+    assert f'builds not kept as binaries ({readonly})' in said
+    assert not list(source.iterdir())

@@ -182,11 +182,12 @@ def local_libraries():
     cache = paths.cache_dir()
     libraries = {
         'mkl': PypiMkl('mkl', 'intel-oneapi-mkl', cache / 'mkl' / MKL_VERSION),
-        # Built for the machine's target alone (Spack's icelake here: OpenBLAS's SKYLAKEX
-        # kernels); dynamic dispatch would build every x86 kernel set, many times longer.
+        # Built for the kernels of the machine's target alone (hpcbench_host's recipe;
+        # dynamic dispatch would build every x86 kernel set, many times longer) and without
+        # LAPACK, which no benchmark calls (it took 4.5 of a 6.6-min build).
         'openblas-spack': SpackOpenblas(
             'openblas-spack',
-            f'openblas@{SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch'),
+            f'openblas@{SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch ~lapack'),
         'openblas': debian_openblas(),
         'blis': DebianBlis('blis', 'blis', cache / 'blas' / 'blis'),
     }

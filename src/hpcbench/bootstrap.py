@@ -112,11 +112,14 @@ def spack_config_files(found, mirror, buildcache=None):
         'repos.yaml': f'repos::\n  builtin: {found.builtin_repo}\n',
         'config.yaml': (
             'config:\n'
-            f'  install_tree:\n    root: {cache / "spack-install"}\n'
+            f'  install_tree:\n    root: {paths.install_tree_dir()}\n'
             f'  build_stage:\n  - {cache / "spack-stage"}\n'
             f'  source_cache: {cache / "spack-source-cache"}\n'
             f'  misc_cache: {cache / "spack-misc-cache"}\n'
             '  build_jobs: 2\n'
+            # Two builds at once: one's serial autoreconf and configure run beside the
+            # other's compiles (most of our 40-odd builds are 10-20 s of mostly serial steps).
+            '  concurrent_packages: 2\n'
         ),
         'bootstrap.yaml': ('bootstrap:\n  trusted:\n    github-actions-v2: false\n'
                            '    github-actions-v0.6: false\n    spack-install: false\n'),
@@ -150,11 +153,12 @@ def write_spack_config(found):
         f'{buildcache if buildcache.is_dir() else "none"}')
 
 
-def run_spack(found, *args, **env_overrides):
-    """Run the isolated Spack; its own output shows what went wrong, ours names the step."""
-    env = {**os.environ, **spack.isolated_environment(found), **env_overrides}
+def run_spack(found, *args, quiet=False, env=None):
+    """Run the isolated Spack (with `env` over its environment; `quiet`: its standard
+    output dropped); its own errors show what went wrong, ours names the step."""
+    env = {**os.environ, **spack.isolated_environment(found), **(env or {})}
     proc = subprocess.run([str(found.executable), *args], env=env,
-                          stdout=subprocess.DEVNULL if env_overrides else None)
+                          stdout=subprocess.DEVNULL if quiet else None)
     if proc.returncode != 0:
         raise BootstrapError(f'`spack {" ".join(args)}` failed (exit {proc.returncode})')
 
@@ -167,8 +171,8 @@ def spack_external_find(found, *args):
         for name in ('repos.yaml', 'bootstrap.yaml'):
             shutil.copy(config_dir / name, scratch)
 
-        run_spack(found, 'external', 'find', '--scope', 'user', *args,
-                  SPACK_USER_CONFIG_PATH=scratch)
+        run_spack(found, 'external', 'find', '--scope', 'user', *args, quiet=True,
+                  env={'SPACK_USER_CONFIG_PATH': scratch})
         written = Path(scratch) / 'packages.yaml'
         return yaml.safe_load(written.read_text())['packages'] if written.exists() else {}
 
@@ -399,7 +403,23 @@ def install_environment(found, system='local'):
             cached.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(lock, cached)
 
+    database = paths.install_tree_dir() / '.spack-db' / 'index.json'
+    before = database.stat().st_mtime_ns if database.exists() else None
     run_spack(found, '-e', str(env), 'install', '--fail-fast')
+    if database.exists() and database.stat().st_mtime_ns != before:
+        keep_as_binaries(found, system)
+
+
+def keep_as_binaries(found, system):
+    """What an install built is pushed to the build cache: an emptied install tree, the
+    other system on this machine or another checkout installs it from there in seconds
+    instead of building it again (OpenBLAS alone: 7 min). A cache that cannot take it (a
+    read-only one a site shares) is said and left."""
+    try:
+        push_buildcache(found, system, quiet=True)
+        say(f'kept the builds of spack-envs/{system} as binaries in {paths.buildcache_dir()}')
+    except (BootstrapError, OSError) as err:
+        say(f'builds not kept as binaries ({paths.buildcache_dir()}): {err}')
 
 
 def concretization_inputs(env):
@@ -430,11 +450,12 @@ def concretization_key(inputs, found):
     return digest.hexdigest()
 
 
-def push_buildcache(found, system):
+def push_buildcache(found, system, quiet=False):
     """Push what spack-envs/<system> installed (not the externals) to the build cache
-    directory, creating it; later installs on this runner take their builds from it."""
+    directory, creating it; later installs on this runner take their builds from it (what
+    is there already is left as it is). `quiet`: without Spack's line per build."""
     buildcache = paths.buildcache_dir()
     buildcache.mkdir(parents=True, exist_ok=True)
     write_spack_config(found)
     run_spack(found, '-e', str(paths.SPACK_ENVS_DIR / system), 'buildcache', 'push',
-              '--unsigned', '--update-index', str(buildcache))
+              '--unsigned', '--update-index', str(buildcache), quiet=quiet)

@@ -45,12 +45,17 @@ def mirror_dir():
 
 
 def buildcache_dir():
-    """The Spack build cache (binary mirror) the pipeline pushes to and installs from:
-    ``$HPCBENCH_BUILDCACHE``, else ``<cache>/buildcache``; used when it exists."""
+    """The Spack build cache (binary mirror) that installs and the pipeline push to and
+    install from: ``$HPCBENCH_BUILDCACHE``, else ``<cache>/buildcache``; used when it exists."""
     if os.environ.get('HPCBENCH_BUILDCACHE'):
         return Path(os.environ['HPCBENCH_BUILDCACHE'])
 
     return cache_dir() / 'buildcache'
+
+
+def install_tree_dir():
+    """Where the isolated Spack installs (hpcbench.bootstrap.spack_config_files)."""
+    return cache_dir() / 'spack-install'
 
 
 def locks_dir():

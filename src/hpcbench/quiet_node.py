@@ -6,7 +6,9 @@ out the job itself and its ancestors (the job script, the scheduler's or ReFrame
 and reads the memory in use (MemTotal - MemAvailable) and the load average. The node is busy
 when the other processes used more than `max_busy_cores` cores over the sample, or more than
 `max_memory_in_use` of the memory is in use; the culprits are named (PID, CPU, memory,
-command). The load average is printed, not judged: it lags a minute behind.
+command). The load average is printed, not judged: it lags a minute behind. A busy node is
+surveyed again for up to `wait` seconds (the tail of another job, a build finishing), so
+that a passing load delays the measurement instead of failing it; a load that stays fails.
 
 Standard library only: the job runs it with the node's python3, outside the project's venv.
 Prints one line beginning with MARKER; exits BUSY_EXIT when busy and the action is `fail`.
@@ -20,9 +22,11 @@ MARKER = 'hpcbench quiet-node:'
 BUSY_EXIT = 97
 ACTIONS = ('fail', 'warn', 'off')
 # Defaults: a quarter of a core for everything else (daemons use far less), half the
-# memory (a full-size HPL takes 80 % of it).
+# memory (a full-size HPL takes 80 % of it); a minute's wait for a passing load (a job's
+# clean-up, a build's last link), short against a benchmark and paid in full only where a
+# load stays.
 DEFAULTS = {'action': 'fail', 'max_busy_cores': 0.25, 'max_memory_in_use': 0.5,
-            'sample': 0.5}
+            'sample': 0.5, 'wait': 60}
 # Culprits named on a busy verdict.
 NAMED = 5
 
@@ -31,12 +35,15 @@ class QuietNodeSettingsError(ValueError):
     pass
 
 
-def settings(partition_setting, action=None):
+def settings(partition_setting, action=None, wait=None):
     """The check's settings from a partition's `extras.quiet_node` (a dict of DEFAULTS'
-    keys, or None) and an action given for the run (None: the partition's); validated."""
+    keys, or None) and an action and a wait given for the run (None: the partition's);
+    validated."""
     merged = {**DEFAULTS, **(partition_setting or {})}
     if action is not None:
         merged['action'] = action
+    if wait is not None:
+        merged['wait'] = wait
     unknown = set(merged) - set(DEFAULTS)
     if unknown:
         raise QuietNodeSettingsError(f'quiet_node: unknown setting(s) {", ".join(sorted(unknown))}'
@@ -48,6 +55,9 @@ def settings(partition_setting, action=None):
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise QuietNodeSettingsError(f'quiet_node {key}={value!r}: a positive number')
+    wait = merged['wait']
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < 1e6:
+        raise QuietNodeSettingsError(f'quiet_node wait={wait!r}: seconds, 0 or more')
     if merged['max_memory_in_use'] > 1:
         raise QuietNodeSettingsError(f'quiet_node max_memory_in_use='
                                      f'{merged["max_memory_in_use"]}: a fraction of memory, '
@@ -59,7 +69,7 @@ def command_line(python, script, chosen):
     """The job script line that runs this check with `chosen` settings (settings())."""
     return (f'{python} {script} --action {chosen["action"]} --max-busy-cores '
             f'{chosen["max_busy_cores"]} --max-memory-in-use {chosen["max_memory_in_use"]} '
-            f'--sample {chosen["sample"]} || exit $?')
+            f'--sample {chosen["sample"]} --wait {chosen["wait"]} || exit $?')
 
 
 def _stat(pid):
@@ -164,10 +174,12 @@ def survey(sample):
     return busy_cores, others, used_memory, total_memory, load
 
 
-def verdict(chosen, busy_cores, others, used_memory, total_memory, load):
-    """(busy?, the line to print)."""
+def verdict(chosen, busy_cores, others, used_memory, total_memory, load, waited=0.0):
+    """(busy?, the line to print); `waited`: seconds the node was busy before this
+    survey."""
     gib = 1 << 30
-    figures = (f'{busy_cores:.2f} core(s) busy besides this job over {chosen["sample"]} s '
+    figures = (f'{f"after waiting {waited:.0f} s for it, " if waited else ""}'
+               f'{busy_cores:.2f} core(s) busy besides this job over {chosen["sample"]} s '
                f'(at most {chosen["max_busy_cores"]}), memory in use '
                f'{used_memory / gib:.1f} of {total_memory / gib:.1f} GiB '
                f'({used_memory / total_memory:.0%}, at most {chosen["max_memory_in_use"]:.0%}), '
@@ -195,17 +207,24 @@ def main(argv=None):
     parser.add_argument('--max-memory-in-use', type=float,
                         default=DEFAULTS['max_memory_in_use'])
     parser.add_argument('--sample', type=float, default=DEFAULTS['sample'])
+    parser.add_argument('--wait', type=float, default=DEFAULTS['wait'])
     args = parser.parse_args(argv)
     try:
         chosen = settings({'max_busy_cores': args.max_busy_cores,
                            'max_memory_in_use': args.max_memory_in_use,
-                           'sample': args.sample}, args.action)
+                           'sample': args.sample, 'wait': args.wait}, args.action)
     except QuietNodeSettingsError as err:
         parser.error(str(err))
     if chosen['action'] == 'off':
         return 0
 
+    # Only a check that would fail waits: `warn` measures under the load by request.
+    start = time.monotonic()
+    deadline = start + (chosen['wait'] if chosen['action'] == 'fail' else 0)
     busy, line = verdict(chosen, *survey(chosen['sample']))
+    while busy and time.monotonic() < deadline:
+        busy, line = verdict(chosen, *survey(chosen['sample']),
+                             waited=time.monotonic() - start)
     print(line, flush=True)
     return BUSY_EXIT if busy and chosen['action'] == 'fail' else 0
 

@@ -398,13 +398,17 @@ class QuietNode(rfm.RegressionTestPlugin):
     - Just before its launch, the job checks the node it runs on (hpcbench.quiet_node): the
       CPU other processes use, the memory in use, the load. Settings per partition:
       `extras.quiet_node` (action fail/warn/off, max_busy_cores, max_memory_in_use,
-      sample); for a run: `-S quiet_node_action=warn`. On a busy node the test fails (or,
-      with `warn`, warns) naming the culprits; the check's line is kept as `node_state`
-      (perflog, results database).
+      sample, wait); for a run: `-S quiet_node_action=warn`, `-S quiet_node_wait=0`. A
+      busy node is surveyed again for up to `wait` seconds (60): a passing load delays the
+      launch; one that stays fails the test (or, with `warn`, which does not wait, warns)
+      naming the culprits. The check's line is kept as `node_state` (perflog, results
+      database), with the seconds waited.
     - The job's exit status must be 0 (IOR, for one, returns the count of data errors).
     """
     #: fail, warn or off; None: the partition's (hpcbench.quiet_node.DEFAULTS).
     quiet_node_action = variable(str, type(None), value=None)
+    #: Seconds a busy node is waited for; None: the partition's.
+    quiet_node_wait = variable(int, float, type(None), value=None)
     #: The node check's verdict and figures, from the job's output.
     node_state = variable(str, value='')
 
@@ -413,7 +417,8 @@ class QuietNode(rfm.RegressionTestPlugin):
         part = self.current_partition
         try:
             self.quiet_node_settings = quiet_node.settings(part.extras.get('quiet_node'),
-                                                           self.quiet_node_action)
+                                                           self.quiet_node_action,
+                                                           self.quiet_node_wait)
         except quiet_node.QuietNodeSettingsError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None
 

@@ -3,8 +3,10 @@
 # recipe builds DYNAMIC_ARCH=1 TARGET=GENERIC even with ~dynamic_dispatch: every x86 kernel
 # set, about 16 minutes on 2 cores, most of a cold `make run`. A level guarantees the
 # instructions of one OpenBLAS kernel set, so ~dynamic_dispatch builds that one set instead
-# (still portable to every CPU of the level). Otherwise it is the builtin recipe; this
-# machine's environments (local, testbed) use it.
+# (still portable to every CPU of the level). And `~lapack` builds the BLAS alone: HPL, HPCC
+# and DGEMM call no LAPACK, and LAPACK with LAPACKE took 4.5 of the 6.6 min of its build
+# here. Otherwise it is the builtin recipe; this machine's environments (local, testbed)
+# use it.
 from spack_repo.builtin.packages.openblas.package import CMakeBuilder  # noqa: F401
 from spack_repo.builtin.packages.openblas.package import MakefileBuilder as BuiltinMakefileBuilder
 from spack_repo.builtin.packages.openblas.package import Openblas as BuiltinOpenblas
@@ -19,10 +21,38 @@ _DYNAMIC = ("DYNAMIC_ARCH=1", "DYNAMIC_OLDER=1", "TARGET=GENERIC")
 
 
 class Openblas(BuiltinOpenblas):
-    """OpenBLAS, built for a generic x86-64 level's own kernels under ~dynamic_dispatch."""
+    """OpenBLAS, built for a generic x86-64 level's own kernels under ~dynamic_dispatch,
+    and without LAPACK under ~lapack."""
+
+    variant("lapack", default=True, description="Build LAPACK and LAPACKE too (~lapack: BLAS)")
+
+
+def _lapack_only_with_the_variant(pkg):
+    """The builtin provides lapack whatever the spec: here only +lapack does (a ~lapack
+    build is never a LAPACK provider), and blas and lapack come together only then."""
+    with_lapack = {}
+    for when, provided in list(pkg.provided.items()):
+        lapack = {p for p in provided if p.name == "lapack"}
+        if lapack:
+            pkg.provided[when] = provided - lapack
+            with_lapack[when] = lapack
+    for when, lapack in with_lapack.items():
+        pkg.provided.setdefault(Spec(f"{when} +lapack"), set()).update(lapack)
+    for when in list(pkg.provided_together):
+        pkg.provided_together[Spec(f"{when} +lapack")] = pkg.provided_together.pop(when)
+
+
+_lapack_only_with_the_variant(Openblas)
 
 
 class MakefileBuilder(BuiltinMakefileBuilder):
+    @property
+    def make_defs(self):
+        defs = super().make_defs
+        if self.spec.satisfies("~lapack"):
+            defs += ["NO_LAPACK=1", "NO_LAPACKE=1"]
+        return defs
+
     def _microarch_target_args(self):
         args = super()._microarch_target_args()
         kernels = KERNELS_OF_LEVEL.get(self.spec.target.name)
