@@ -19,7 +19,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 from hpcbench import hpcc, hpl, references
 from hpcbench.rfmconfig import OTHER_BLAS
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
-                          partition_layout, partition_node)
+                          partition_layout, partition_node, skip_unless_first_stack)
 
 OUTPUT = 'hpccoutf.txt'
 
@@ -42,8 +42,12 @@ class HpccCheck(BenchmarkRun, SiteTuning):
     #: An explicit share of the node's memory for HPCC's HPL, instead of `sizing`.
     memory_fraction = variable(float, type(None), value=None)
     #: False (quick mode): with the default BLAS only. What another BLAS changes in HPCC
-    #: (its HPL and DGEMM) HplCheck and DgemmCeiling measure with every BLAS.
+    #: (its HPL and DGEMM) HplCheck measures with every BLAS (DGEMM just before HPL).
     every_blas = variable(typ.Bool, value=True)
+    #: False (quick mode): on the first MPI stack only. What an MPI changes, IMB and HPL
+    #: measure on every stack; HPCC's quick figures (HPL, StarDGEMM, StarSTREAM, PingPong,
+    #: RandomRing) are then a cross-check of the suite's own by another implementation.
+    every_mpi = variable(typ.Bool, value=True)
     #: What this run used, for the perflog and the results database.
     inputs = variable(str, value='')
     input_kinds = {'memory_fraction': 'fraction'}
@@ -55,8 +59,11 @@ class HpccCheck(BenchmarkRun, SiteTuning):
     @run_after('setup')
     def configure_run(self):
         self.skip_if(not self.every_blas and OTHER_BLAS in self.current_environ.features,
-                     'HPCC runs with the default BLAS only; HplCheck and DgemmCeiling measure '
-                     'this one (quick mode; MODE=full runs HPCC with every BLAS)')
+                     'HPCC runs with the default BLAS only; HplCheck measures this one, '
+                     'and its DGEMM (quick mode; MODE=full runs HPCC with every BLAS)')
+        if not self.every_mpi:
+            skip_unless_first_stack(self, 'HPCC runs on one MPI stack; IMB and HplCheck '
+                                          'compare the stacks')
         self.node = partition_node(self.current_partition)
         self.layout = partition_layout(self.current_partition, 'per-core')
         try:

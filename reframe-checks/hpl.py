@@ -5,9 +5,11 @@
   per node count: extras.hpl_tuning, cited), every distinct rank/thread layout of the
   node (T2K §3.2) with each rank bound by numactl, every node count of the partition;
   efficiency against nominal Rpeak, against the flop rate the node's cores sustain
-  (NodeCeilings, hpcbench.ceilings) and against the DGEMM rate of its BLAS measured on the
-  node (DgemmCeiling); on every MPI stack with the default BLAS and on one stack with each
-  other BLAS library (hpcbench.blas).
+  (NodeCeilings, hpcbench.ceilings) and against the DGEMM ceiling: the DGEMM rate of its
+  BLAS on the node (hpcbench.dgemm), measured in HPL's own job just before HPL, so that a
+  ceiling and the rate it divides come from the same minute (this VM's speed drifts, and a
+  ceiling measured minutes before under another load made HPL "118 %" of it); on every MPI
+  stack with the default BLAS and on one stack with each other BLAS library (hpcbench.blas).
 - HplTuningSweep (tag `sweep`): one setting at a time at 1/25 of the memory (T2K §4.4);
   `hpcbench hpl-tuning` prints the table of the best values (T2K Tables 2-4).
 - HplNodeScreen (tag `screen`): single-node HPL, one rank per node with threads, on every
@@ -22,7 +24,6 @@ from dataclasses import replace
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    run_before, sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
@@ -30,8 +31,8 @@ from reframe.core.exceptions import ReframeError, SanityError
 from hpcbench import dgemm, hpl, references
 from hpcbench.rfmconfig import OTHER_BLAS
 from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, NodeCeilings, bind_ranks,
-                          configured_layout_names, configured_node_counts, given_or_paper,
-                          job_output, measured_before, paper_settings,
+                          bound_command, configured_layout_names, configured_node_counts,
+                          given_or_paper, job_output, measured_before, paper_settings,
                           partition_layout, partition_layouts, partition_node,
                           skip_beyond_partition, skip_unless_node_count)
 
@@ -47,46 +48,21 @@ class DgemmRateBuild(BenchmarkBuild):
     needs_blas = True
 
 
-class DgemmCeiling(BenchmarkRun, SiteTuning):
-    """The DGEMM rate of one node through the BLAS HPL uses: one process, all cores."""
-    descr = 'DGEMM ceiling of one node (hpcbench dgemm-rate)'
-    valid_systems = ['*']
-    valid_prog_environs = ['*']
-    build = fixture(DgemmRateBuild, scope='environment')
-    repeats = variable(int, value=dgemm.REPEATS)
-    input_kinds = {'repeats': 'positive'}
-    num_tasks = 1
-    keep_files = ['bind-rank.sh']
-    time_limit = '10m'
+def read_solves(test):
+    """HPL's results in `test`'s job output, each proven by its residual check, as many as
+    HPL.dat asked for; every solve kept as the figures' sample."""
+    try:
+        test.runs = hpl.parse(job_output(test), test.plan.inputs.expected_results)
+    except hpl.HplOutputError as err:
+        raise SanityError(str(err)) from None
 
-    @run_after('setup')
-    def configure_run(self):
-        node = partition_node(self.current_partition)
-        self.order = dgemm.matrix_order(node.peak_flops, node.memory_bytes)
-        # One process on the whole node: its BLAS threads, bound like HPL's per-node layout.
-        self.job.launcher = getlauncher('local')()
-        bind_ranks(self, partition_layout(self.current_partition, 'per-node'),
-                   self.build.program('dgemm-rate'),
-                   self.order, self.repeats)
-
-    @sanity_function
-    def verified(self):
-        try:
-            self.result = dgemm.parse(job_output(self), self.repeats)
-        except dgemm.DgemmOutputError as err:
-            raise SanityError(str(err)) from None
-
-        self.record_samples(f'best of {self.repeats} repeats', gflops=self.result.rates)
-        self.record_aggregation(f'mean of {self.repeats} repeats', 'gflops_mean')
-        return True
-
-    @performance_function('GFLOP/s')
-    def gflops(self):
-        return self.result.best
-
-    @performance_function('GFLOP/s')
-    def gflops_mean(self):
-        return self.result.mean
+    test.summary = hpl.summarize(test.runs)
+    solves = f'{len(test.runs)} solve(s)'
+    test.record_samples(f'best of {solves}', gflops=[r.gflops for r in test.runs])
+    test.record_samples(f'shortest of {solves}', time=[r.seconds for r in test.runs])
+    test.record_aggregation(f'mean of {solves}', 'gflops_mean')
+    test.record_aggregation(f'(max - min) / mean of {solves}', 'spread')
+    test.record_aggregation(f'gflops (best of {solves}) / Rpeak', 'efficiency')
 
 
 class HplBase(BenchmarkRun, SiteTuning):
@@ -219,18 +195,7 @@ class HplBase(BenchmarkRun, SiteTuning):
 
     @sanity_function
     def residuals_passed(self):
-        try:
-            self.runs = hpl.parse(job_output(self), self.plan.inputs.expected_results)
-        except hpl.HplOutputError as err:
-            raise SanityError(str(err)) from None
-
-        self.summary = hpl.summarize(self.runs)
-        solves = f'{len(self.runs)} solve(s)'
-        self.record_samples(f'best of {solves}', gflops=[r.gflops for r in self.runs])
-        self.record_samples(f'shortest of {solves}', time=[r.seconds for r in self.runs])
-        self.record_aggregation(f'mean of {solves}', 'gflops_mean')
-        self.record_aggregation(f'(max - min) / mean of {solves}', 'spread')
-        self.record_aggregation(f'gflops (best of {solves}) / Rpeak', 'efficiency')
+        read_solves(self)
         return True
 
     # Every HPL job's figures (the tuning sweep replaces them by one per swept value).
@@ -251,9 +216,15 @@ class HplCheck(HplBase):
     num_nodes = parameter(configured_node_counts())
     # Also on the other BLAS libraries of the machine (hpcbench.blas), one MPI stack each.
     valid_prog_environs = ['+mpi +spack-builds', '+other-blas +spack-builds']
-    # The DGEMM of this environment's BLAS, measured in its own session beside its HPL cases.
-    ceiling = fixture(DgemmCeiling, scope='environment')
+    # The DGEMM ceiling's program, built with this environment's BLAS; it runs in HPL's job.
+    dgemm_build = fixture(DgemmRateBuild, scope='environment')
     node_ceilings = fixture(NodeCeilings, scope='partition')
+    #: Calls of DGEMM just before HPL (one process on all cores of the node); the best is
+    #: the DGEMM ceiling.
+    dgemm_repeats = variable(int, value=dgemm.REPEATS)
+    input_kinds = {**HplBase.input_kinds, 'dgemm_repeats': 'positive'}
+    # The DGEMM ceiling's wrapper (the job's own, bind-rank.sh, binds HPL's ranks).
+    DGEMM_BIND_SCRIPT = 'bind-dgemm.sh'
     #: False (quick mode): the other BLAS libraries run the node's one-rank layout only,
     #: where the BLAS's own threads do all the work; the default BLAS runs every layout.
     blas_every_layout = variable(typ.Bool, value=True)
@@ -283,7 +254,36 @@ class HplCheck(HplBase):
                          f'another BLAS than the default runs HPL in the one-rank layout '
                          f'({one_rank}) only (quick mode; MODE=full runs every layout)')
         self.plan_run(self.tuning(), self.repeats)
+        self.measure_dgemm_first()
         self.reference = references.reframe_reference(self)
+
+    def measure_dgemm_first(self):
+        """The job runs dgemm-rate before HPL: one process on all cores of the node the job
+        script runs on (the first of several), bound as the one-rank-per-node layout."""
+        node_ = partition_node(self.current_partition)
+        self.dgemm_order = dgemm.matrix_order(node_.peak_flops, node_.memory_bytes)
+        self.prerun_cmds = [*self.prerun_cmds, bound_command(
+            self, self.DGEMM_BIND_SCRIPT, partition_layout(self.current_partition, 'per-node'),
+            self.dgemm_build.program('dgemm-rate'), self.dgemm_order, self.dgemm_repeats)]
+
+    @sanity_function
+    def residuals_passed(self):
+        """HPL's results, each proven by its residual check, and the DGEMM ceiling's calls
+        before them, verified."""
+        try:
+            self.dgemm = dgemm.parse(job_output(self), self.dgemm_repeats)
+        except dgemm.DgemmOutputError as err:
+            raise SanityError(f'the DGEMM ceiling before HPL: {err}') from None
+
+        self.record_samples(f'best of {self.dgemm_repeats} calls just before HPL in its job',
+                            dgemm_ceiling=self.dgemm.rates)
+        read_solves(self)
+        return True
+
+    @performance_function('GFLOP/s')
+    def dgemm_ceiling(self):
+        """The node's DGEMM rate with this BLAS (one process, all cores), best of its calls."""
+        return self.dgemm.best
 
     @performance_function('GFLOP/s')
     def gflops_mean(self):
@@ -299,8 +299,8 @@ class HplCheck(HplBase):
 
     @performance_function('%')
     def ceiling_efficiency(self):
-        """Rmax / (nodes x the node's measured DGEMM rate)."""
-        return self.percent_of(self.ceiling.result.best)
+        """Rmax / (nodes x the node's DGEMM rate, measured just before HPL)."""
+        return self.percent_of(self.dgemm.best)
 
     @performance_function('%')
     def sustained_peak_efficiency(self):
@@ -312,22 +312,22 @@ class HplCheck(HplBase):
 
     @run_before('performance')
     def judge_the_ceilings(self):
-        """Say what each ratio divided by and how long before this job it was measured, and
-        withhold a ratio when HPL beat its ceiling: the ceiling was then measured low
-        (another load, another phase of a shared node), and the ratio is no result. (A dry
-        run measured nothing.)"""
+        """Say what each ratio divided by and when it was measured, and withhold a ratio
+        when HPL beat its ceiling: the ceiling was then measured low (another load, another
+        phase of a shared node), and the ratio is no result. (A dry run measured nothing.)"""
         if self.is_dry_run():
             return
 
-        self.judge_ratio('ceiling_efficiency', 'DGEMM ceiling', self.ceiling,
-                         self.ceiling.result.best, f'best of {self.ceiling.repeats}')
-        self.judge_ratio('sustained_peak_efficiency', 'sustained peak', self.node_ceilings,
+        self.judge_ratio('ceiling_efficiency', 'DGEMM ceiling', self.dgemm.best,
+                         f'best of {self.dgemm_repeats} calls',
+                         'measured in this job just before HPL')
+        self.judge_ratio('sustained_peak_efficiency', 'sustained peak',
                          max(self.node_ceilings.result.peak_gflops),
                          f'best of {self.node_ceilings.repeats} runs of '
-                         f'{self.node_ceilings.kernels.peak}')
+                         f'{self.node_ceilings.kernels.peak}',
+                         measured_before(self.node_ceilings, self.job))
 
-    def judge_ratio(self, variable, ceiling_name, measured_by, per_node_gflops, how):
-        when = measured_before(measured_by, self.job)
+    def judge_ratio(self, variable, ceiling_name, per_node_gflops, how, when):
         self.record_aggregation(f'gflops / ({self.num_nodes} x the {ceiling_name}, '
                                 f'{per_node_gflops:.1f} GFLOP/s {how}, {when})', variable)
         self.withhold_ratio_above_ceiling(

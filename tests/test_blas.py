@@ -279,16 +279,16 @@ def _linked(program):
 @pytest.mark.spack
 @requires_spack
 def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
-    """HPL (quick, one node, all cores in one rank) and its DGEMM ceiling on Open MPI with
-    every BLAS of the machine and on MPICH with the default: each build links the BLAS its
-    environment names, and compare-stacks shows them as BLAS x MPI."""
+    """HPL (quick, one node, all cores in one rank) and its DGEMM ceiling (in HPL's job) on
+    Open MPI with every BLAS of the machine and on MPICH with the default: each build links
+    the BLAS its environment names, and compare-stacks shows them as BLAS x MPI."""
     var = tmp_path / 'var'
     env = {'HPCBENCH_VAR': str(var)}
     kept, _ = layout.distinct_layouts(host.processor_info())
     one_rank = next(name for name, chosen in kept.items() if chosen.ranks_per_node == 1)
     proc = run_reframe('-r', '-n', f'HplCheck%layout_name={one_rank}%num_nodes=1',
                        '-p', 'openmpi', '-p', 'mpich$', '-S', 'sizing=tuning',
-                       '-S', 'HplCheck.repeats=1', '-S', 'DgemmCeiling.repeats=2',
+                       '-S', 'HplCheck.repeats=1', '-S', 'HplCheck.dgemm_repeats=2',
                        '--keep-stage-files',
                        env=env, timeout=1800)
     out = ANSI.sub('', proc.stdout)
@@ -320,7 +320,7 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
                 assert re.search(rf'\b{re.escape(mpi_library)} =>', linked), (environ, linked)
 
     compared = subprocess.run([str(BIN / 'hpcbench'), 'compare-stacks', '--check',
-                               'HplCheck|DgemmCeiling'], cwd=ROOT, capture_output=True,
+                               'HplCheck'], cwd=ROOT, capture_output=True,
                               text=True, env={**os.environ, **env})
     assert compared.returncode == 0, compared.stderr
     text = compared.stdout
@@ -328,12 +328,15 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
     grid = text[text.index('BLAS x MPI'):]
     for spec in ('intel-oneapi-mkl@', 'openblas@0.3.21', 'blis@'):
         assert spec in grid
+    # HPL's and, measured in its jobs, the DGEMM ceiling's.
+    for variable in ('gflops', 'dgemm_ceiling'):
+        assert f'{variable} [GFLOP/s]: BLAS \\ MPI' in grid
     # Ranked by the DGEMM ceilings' two calls each (2 against 2 cannot reach p <= 0.05: no
     # environment is said ahead of another; each is 'not told apart' from the next, within
     # 5 % or at p > 0.05, as the libraries' speeds on the machine have it).
     ranked = text[text.index('Ranked'):]
     assert re.search(r"^  1\. \S+: median [\d.]+ GFLOP/s \(its job's 2 repeats", ranked, re.M)
-    dgemm = ranked[ranked.index('DgemmCeiling'):].split('\n\n')[0].splitlines()[1:]
+    dgemm = ranked[ranked.index(': dgemm_ceiling\n'):].split('\n\n')[0].splitlines()[1:]
     assert len(dgemm) == len(builds), dgemm     # one line per environment
     assert ' ahead of ' not in ranked
     assert all('; not told apart from ' in line for line in dgemm[:-1]), dgemm

@@ -1,6 +1,7 @@
 """A benchmark does not measure a busy node, and an interrupted run leaves nothing running
 and nothing behind: with real processes (a busy loop, the orphaned MPI job of a killed
 ReFrame, a cancelled run) on this machine."""
+import json
 import os
 import re
 import shutil
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from conftest import BIN, ROOT
-from hpcbench import job_script, quiet_node, rfm
+from hpcbench import job_script, quiet_node, results, rfm
 
 
 def _busy_loop(seconds=120):
@@ -331,3 +332,31 @@ def test_each_run_keeps_its_log_and_a_dry_run_stores_nothing(tmp_path):
     assert query.returncode == 0, query.stderr
     assert logs[-1].stat().st_size == size
     assert (var / 'logs' / 'reframe-query.log').exists()
+
+
+@needs_registry_hpcc
+def test_a_load_at_the_start_of_a_run_delays_the_first_benchmark_and_no_build_runs_beside_it(
+        tmp_path):
+    """Issue 22: a real load when a run starts (a busy loop for 8 s, as the builds' tail
+    was) delays the first benchmark's launch until it has passed: the benchmark measures a
+    quiet node, says how long it waited, and its session shows that no build's job ran
+    beside a benchmark's."""
+    var = tmp_path / 'var'
+    busy = _busy_loop(seconds=8)
+    try:
+        proc = _reframe(var, '-n', 'HpccCheck', '-S', 'memory_fraction=0.001', '-r')
+    finally:
+        _stop(busy)
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
+    report, = (var / 'reports').glob('run-report-*.json')
+    session = json.loads(report.read_text())
+    hpcc, = [tc for run in session['runs'] for tc in run['testcases']
+             if tc['name'].startswith('HpccCheck')]
+    waited = re.match(r'quiet: after waiting (\d+) s for it, ', hpcc['node_state'])
+    assert waited and 3 <= int(waited.group(1)) <= 20, hpcc['node_state']
+    build, = [tc for run in session['runs'] for tc in run['testcases']
+              if tc['name'].startswith('HpccBuild')]
+    assert build['build_job_interval'][1] <= hpcc['job_submit_time']
+    assert results.builds_beside_benchmarks(session) == []
+    assert results.time_table(session).endswith('no build ran beside a benchmark job')

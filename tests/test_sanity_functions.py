@@ -242,15 +242,18 @@ def test_build_sanity_fails_without_an_install_prefix(check_classes, tmp_path, r
 
 
 HPL_OUTPUT = FIXTURES / 'hpl' / 'openmpi-1x2-nb-bcast.out'
+# A real HplCheck job's output (make run's quick mode, Open MPI, per-core layout): the node
+# check, the DGEMM ceiling's three calls, then HPL's three solves.
+HPL_CHECK_OUTPUT = FIXTURES / 'hpl' / 'hplcheck-openmpi-per-core-quick.out'
 
 
-def _hpl_test(stagedir, output, expected_results=8):
+def _hpl_test(stagedir, output, expected_results=8, **attrs):
     (stagedir / 'rfm_job.out').write_text(output)
     plan = types.SimpleNamespace(inputs=types.SimpleNamespace(expected_results=expected_results))
-    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', plan=plan)
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', plan=plan, **attrs)
 
 
-@pytest.mark.parametrize('check', ['HplCheck', 'HplTuningSweep', 'HplNodeScreen'])
+@pytest.mark.parametrize('check', ['HplTuningSweep', 'HplNodeScreen'])
 def test_hpl_sanity_passes_a_real_output(check_classes, tmp_path, check):
     test = _hpl_test(tmp_path, HPL_OUTPUT.read_text())
     assert sn.evaluate(check_classes[check].residuals_passed(test))
@@ -264,12 +267,54 @@ def test_hpl_sanity_passes_a_real_output(check_classes, tmp_path, check):
 def test_hpl_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
     test = _hpl_test(tmp_path, _hpl_mutations(HPL_OUTPUT.read_text())[mutation])
     with pytest.raises(SanityError):
-        sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
+        sn.evaluate(check_classes['HplTuningSweep'].residuals_passed(test))
 
 
 def test_hpl_sanity_fails_when_results_are_missing(check_classes, tmp_path):
     test = _hpl_test(tmp_path, HPL_OUTPUT.read_text(), expected_results=24)
     with pytest.raises(SanityError, match='asked for 24'):
+        sn.evaluate(check_classes['HplNodeScreen'].residuals_passed(test))
+
+
+def _hpl_check_test(stagedir, output):
+    return _hpl_test(stagedir, output, expected_results=3, dgemm_repeats=3)
+
+
+def test_hpl_check_sanity_passes_a_real_output_with_its_dgemm_ceiling(check_classes, tmp_path):
+    """HplCheck's job measures the DGEMM ceiling just before HPL: both are read, and the
+    ceiling's calls kept as its sample."""
+    test = _hpl_check_test(tmp_path, HPL_CHECK_OUTPUT.read_text())
+    assert sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
+    assert len(test.runs) == 3 and len(test.dgemm.rates) == 3
+    assert test.samples['dgemm_ceiling'] == list(test.dgemm.rates)
+    assert test.aggregation['dgemm_ceiling'] == \
+        'best of 3 calls just before HPL in its job'
+    assert test.samples['gflops'] == [r.gflops for r in test.runs]
+
+
+def _split_hpl_check_output():
+    """(the DGEMM ceiling's part, HPL's part) of the real HplCheck output."""
+    real = HPL_CHECK_OUTPUT.read_text()
+    start = real.index('dgemm-rate: ')
+    end = real.index('\n', real.index(': Result verified')) + 1
+    return real[:start], real[start:end], real[end:]
+
+
+def _hpl_check_mutations():
+    before, dgemm_part, hpl_part = _split_hpl_check_output()
+    dgemm_broken = {f'DGEMM {name}': before + broken + hpl_part
+                    for name, broken in _dgemm_mutations(dgemm_part).items()}
+    dgemm_broken['DGEMM missing'] = before + hpl_part
+    hpl_broken = {f'HPL {name}': before + dgemm_part + broken
+                  for name, broken in _hpl_mutations(hpl_part).items()}
+    return {**dgemm_broken, **hpl_broken}
+
+
+@pytest.mark.parametrize('mutation', list(_hpl_check_mutations()))
+def test_hpl_check_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
+    test = _hpl_check_test(tmp_path, _hpl_check_mutations()[mutation])
+    match = 'the DGEMM ceiling before HPL' if mutation.startswith('DGEMM') else None
+    with pytest.raises(SanityError, match=match):
         sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
 
 
@@ -297,12 +342,6 @@ def test_hpcc_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutatio
         sn.evaluate(check_classes['HpccCheck'].hpcc_succeeded(_hpcc_test(tmp_path, output)))
 
 
-DGEMM_OUTPUT = FIXTURES / 'dgemm' / 'local-2-cores.out'
-
-
-def _dgemm_test(stagedir, output):
-    (stagedir / 'rfm_job.out').write_text(output)
-    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', repeats=5)
 
 
 def _ceilings_test(stagedir, output):
@@ -323,20 +362,6 @@ def test_node_ceilings_sanity_fails_a_broken_real_output(check_classes, tmp_path
     test = _ceilings_test(tmp_path, CEILINGS_MUTATIONS[mutation](CEILINGS_OUTPUT))
     with pytest.raises(SanityError, match='likwid-bench'):
         sn.evaluate(check_classes['NodeCeilings'].every_kernel_ran(test))
-
-
-def test_dgemm_ceiling_sanity_passes_a_real_output(check_classes, tmp_path):
-    test = _dgemm_test(tmp_path, DGEMM_OUTPUT.read_text())
-    assert sn.evaluate(check_classes['DgemmCeiling'].verified(test))
-    assert test.result.best == 108.862
-    assert max(test.samples['gflops']) == 108.862 and len(test.samples['gflops']) == 5
-
-
-@pytest.mark.parametrize('mutation', list(_dgemm_mutations(DGEMM_OUTPUT.read_text())))
-def test_dgemm_ceiling_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation):
-    test = _dgemm_test(tmp_path, _dgemm_mutations(DGEMM_OUTPUT.read_text())[mutation])
-    with pytest.raises(SanityError):
-        sn.evaluate(check_classes['DgemmCeiling'].verified(test))
 
 
 def _imb_test(stagedir, output, benchmark, **attrs):

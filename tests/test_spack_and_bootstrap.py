@@ -198,6 +198,35 @@ def test_a_concretization_is_keyed_by_spacks_files_not_its_commits(tmp_path):
     assert key(other_rules) != key(first)
 
 
+def test_a_comment_in_an_included_yaml_keeps_the_lock_and_a_value_does_not(tmp_path,
+                                                                         monkeypatch):
+    """Issue 22: a changed comment in this-machine.yaml or host.yaml is no new input (it
+    cost a 13-minute concretization); a changed setting is."""
+    for name, where in (('PROJECT_ROOT', ''), ('SPACK_ENVS_DIR', 'spack-envs'),
+                        ('PACKAGES_REPO_DIR', 'packages/a'),
+                        ('HOST_PACKAGES_REPO_DIR', 'packages/b')):
+        monkeypatch.setattr(paths, name, tmp_path / where)
+    env = tmp_path / 'spack-envs' / 'local'
+    env.mkdir(parents=True)
+    (tmp_path / 'packages').mkdir()
+    (env / 'spack.yaml').write_text((ROOT / 'spack-envs' / 'local' / 'spack.yaml').read_text())
+    (env / 'host.yaml').write_text('definitions: []\n')
+    shared = (ROOT / 'spack-envs' / 'this-machine.yaml').read_text()
+    machine = tmp_path / 'spack-envs' / 'this-machine.yaml'
+    machine.write_text(shared)
+    found = _spack_copy(tmp_path / 'spack')
+    inputs = bootstrap.concretization_inputs(env)
+    before = bootstrap.concretization_key(inputs, found)
+    machine.write_text('# a note\n' + shared.replace('unify: false', 'unify: false  # why'))
+    (env / 'host.yaml').write_text('# written by hpcbench\ndefinitions:   []\n')
+    assert bootstrap.concretization_key(inputs, found) == before
+    machine.write_text(shared.replace('unify: false', 'unify: true'))
+    assert bootstrap.concretization_key(inputs, found) != before
+    machine.write_text('concretizer: [unclosed\n')
+    with pytest.raises(bootstrap.BootstrapError, match=r'this-machine\.yaml is not valid YAML'):
+        bootstrap.concretization_key(inputs, found)
+
+
 def test_a_spack_yaml_with_a_syntax_error_is_named_in_one_message(tmp_path):
     env = tmp_path / 'local'
     env.mkdir()

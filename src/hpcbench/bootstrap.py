@@ -431,21 +431,30 @@ def concretization_inputs(env):
                     for p in repo.rglob('*') if p.is_file() and '__pycache__' not in p.parts)]
 
 
+def _as_spack_reads_it(path):
+    """A YAML input parsed (its comments and layout do not change a concretization: a
+    changed comment in this-machine.yaml cost 13 minutes of concretizing), other files as
+    they are."""
+    if path.suffix != '.yaml':
+        return path.read_bytes()
+
+    try:
+        return json.dumps(yaml.safe_load(path.read_text()), sort_keys=True).encode()
+    except yaml.YAMLError as err:
+        raise BootstrapError(f'{path} is not valid YAML: {err}') from None
+
+
 def concretization_key(inputs, found):
     """A digest of what the concretization depends on: the environment as Spack reads it
     (spack.yaml parsed, so comments do not count; local and testbed are the same), the
-    other inputs' contents by their path in the project, and Spack's and spack-packages'
-    files (Spack.content_key: by content, not by commit)."""
+    other inputs' contents by their path in the project (YAML parsed too), and Spack's and
+    spack-packages' files (Spack.content_key: by content, not by commit)."""
     digest = hashlib.sha256()
     manifest, *others = inputs
-    try:
-        environment = yaml.safe_load(manifest.read_text())
-    except yaml.YAMLError as err:
-        raise BootstrapError(f'{manifest} is not valid YAML: {err}') from None
-    digest.update(json.dumps(environment, sort_keys=True).encode())
+    digest.update(_as_spack_reads_it(manifest))
     for path in others:
         name = path.name if path.parent == manifest.parent else path.relative_to(paths.PROJECT_ROOT)
-        digest.update(str(name).encode() + b'\0' + path.read_bytes())
+        digest.update(str(name).encode() + b'\0' + _as_spack_reads_it(path))
     digest.update(found.content_key().encode())
     return digest.hexdigest()
 

@@ -175,12 +175,13 @@ def _time_per_check(args):
 
 
 def _print_rankings(groups):
-    """Each case's environments ranked by its headline figure, where they have samples
-    (--repeat, or a job's own repeats), each against the next with a statistic."""
+    """Each case's environments ranked by its compared figures (its headline, HPL's DGEMM
+    ceiling), where they have samples (--repeat, or a job's own repeats), each against the
+    next with a statistic."""
     from hpcbench import results, verdicts
     ranked = [(heading, variable, verdicts.ranking_lines(group, variable))
               for heading, group in groups
-              for variable in [results.headline_variable(group)]]
+              for variable in results.compared_variables(group)]
     ranked = [entry for entry in ranked if entry[2]]
     if ranked:
         print(f'\nRanked (a one-sided Mann-Whitney U test of each against the next, at '

@@ -188,7 +188,7 @@ class ReferenceSet:
 # The benchmark each check measures, for counting and reports.
 BENCHMARK_OF_CHECK = {
     'HplCheck': 'HPL', 'HplTuningSweep': 'HPL', 'HplNodeScreen': 'HPL',
-    'DgemmCeiling': 'DGEMM', 'HpccCheck': 'HPCC',
+    'HpccCheck': 'HPCC',
     'StreamCheck': 'STREAM',
     'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB', 'ImbVariability': 'IMB',
     'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',

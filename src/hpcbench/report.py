@@ -132,13 +132,14 @@ def measured_as(case, variable):
 
 # What the report sets against the node's ceilings: per check, its figure and its ratios
 # (variable, what it divides by). The ceilings are measured on the node in the same session:
-# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench), the DGEMM rate
-# (DgemmCeiling); Rpeak is nominal, from the partition's description. STREAM's ratios divide
-# by ceilings measured in its own job, round by round.
+# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench); Rpeak is nominal,
+# from the partition's description. HPL's DGEMM ceiling is measured in its own job just
+# before HPL (sessions stored before: DgemmCeiling, a check of its own), STREAM's ceilings
+# in its own job, round by round.
 CEILING_RATIOS = {
     'HplCheck': ('gflops', (('efficiency', 'nominal Rpeak'),
                             ('sustained_peak_efficiency', 'sustained peak'),
-                            ('ceiling_efficiency', 'best DGEMM'))),
+                            ('ceiling_efficiency', 'DGEMM ceiling'))),
     'StreamCheck': ('triad', (('triad_ceiling_efficiency', 'bandwidth ceiling'),
                               ('triad_cached_store_efficiency', 'ordinary-store triad'))),
 }
@@ -174,8 +175,8 @@ def ceiling_rows(cases, ceilings):
 
 
 def blas_mpi_tables(cases, ceilings):
-    """The test cases measured with several BLAS libraries (HPL, HPCC, the DGEMM ceiling),
-    their first figure as BLAS x MPI: [(heading, header, rows)]."""
+    """The test cases measured with several BLAS libraries (HPL and its DGEMM ceiling, HPCC),
+    their compared figures as BLAS x MPI: [(heading, header, rows)]."""
     groups = results.side_by_side([*cases, *(c for c in ceilings
                                              if c['check'] == 'DgemmCeiling')])
     return [(heading, [f'{variable} [{unit}]', *grid[0]], results.grid_rows(grid, _fmt))

@@ -235,6 +235,14 @@ def headline_variable(group):
     return 'gflops' if 'gflops' in perfvalues else next(iter(perfvalues))
 
 
+def compared_variables(group):
+    """The figures a group's environments are set side by side by (BLAS x MPI grids,
+    rankings): its headline, then the DGEMM ceiling where its jobs measured one."""
+    perfvalues = next(iter(group.values()))['perfvalues']
+    return [headline_variable(group), *(v for v in DGEMM_FIGURES.values()
+                                        if v in perfvalues and v != 'gflops')]
+
+
 def time_per_check(session_data):
     """Where a session's wall time went: ({check: [test cases, seconds of their jobs,
     seconds of their builds]}, seconds of benchmark jobs, wall seconds). A job runs from
@@ -261,16 +269,44 @@ def time_per_check(session_data):
     return checks, benchmark, session_data['session_info'].get('time_elapsed') or 0.0
 
 
+def builds_beside_benchmarks(session_data):
+    """The builds whose job ran while a benchmark's job ran: [(build test case, benchmark
+    test case, seconds they shared)], longest first; None when the session recorded no
+    build job's times (builds run outside jobs, or a session stored before
+    BenchmarkBuild.build_job_interval)."""
+    builds, benchmarks = [], []
+    for run in session_data['runs']:
+        for tc in run['testcases']:
+            if tc.get('build_job_interval'):
+                builds.append((tc['name'], *tc['build_job_interval']))
+            start, end = tc.get('job_submit_time'), tc.get('job_completion_time_unix')
+            if start is not None and end is not None:
+                benchmarks.append((tc['name'], start, end))
+    if not builds:
+        return None
+
+    shared = [(build, bench, min(b_end, end) - max(b_start, start))
+              for build, b_start, b_end in builds for bench, start, end in benchmarks]
+    return sorted([s for s in shared if s[2] > 0], key=lambda s: -s[2])
+
+
 def time_table(session_data):
     """time_per_check as text: a row per check (the slowest first), then the share of the
-    wall time the benchmark jobs took."""
+    wall time the benchmark jobs took, and whether a build ran beside a benchmark."""
     checks, benchmark, wall = time_per_check(session_data)
     rows = [[name, str(cases), f'{jobs:.0f}' if jobs else '-', f'{builds:.0f}' if builds else '-']
             for name, (cases, jobs, builds) in sorted(checks.items(),
                                                        key=lambda kv: -kv[1][1] - kv[1][2])]
     share = f' ({100 * benchmark / wall:.0f} %)' if wall else ''
-    return (_text_table(['check', 'test cases', 'job seconds', 'build seconds'], rows)
+    text = (_text_table(['check', 'test cases', 'job seconds', 'build seconds'], rows)
             + f'\nbenchmark jobs {benchmark:.0f} s of {wall:.0f} s wall{share}')
+    beside = builds_beside_benchmarks(session_data)
+    if beside == []:
+        text += '\nno build ran beside a benchmark job'
+    elif beside:
+        text += f'\nbuilds beside benchmark jobs ({len(beside)}): ' + '; '.join(
+            f'{build} beside {bench} for {seconds:.1f} s' for build, bench, seconds in beside)
+    return text
 
 
 def stack_of(case):
@@ -283,16 +319,22 @@ def stack_of(case):
     return stack
 
 
+# Where a session holds DGEMM ceilings: HPL's jobs measure theirs just before HPL; sessions
+# stored before that have them as a check of their own.
+DGEMM_FIGURES = {'HplCheck': 'dgemm_ceiling', 'DgemmCeiling': 'gflops'}
+
+
 def dgemm_by_blas(session_data):
     """The DGEMM ceilings of a session per BLAS its build used: {provider (`openblas@0.3.28`):
     [GFLOP/s of every call]}, each case's calls (its job's repeats) pooled across the
-    environments that share a BLAS (the MPI stacks with the default one)."""
+    cases that share a BLAS (HPL's layouts, the MPI stacks with the default one)."""
     rates = {}
     for case in measured_cases(session_data, fixtures=True):
         provider = stack_of(case).get('blas')
-        if case['check'] == 'DgemmCeiling' and provider:
-            calls = (case['testcase'].get('samples') or {}).get('gflops') or [
-                case_figure(case, 'gflops')]
+        variable = DGEMM_FIGURES.get(case['check'])
+        if provider and variable in case['perfvalues']:
+            calls = (case['testcase'].get('samples') or {}).get(variable) or [
+                case_figure(case, variable)]
             rates.setdefault(provider, []).extend(calls)
     return rates
 
@@ -318,16 +360,16 @@ def blas_mpi_grid(group, variable):
 
 
 def blas_mpi_grids(groups):
-    """Of side_by_side's groups, those run with several BLAS libraries: their headline
-    figure (`gflops`: HPL's, HPCC's, DGEMM's; else the first) as BLAS x MPI:
-    [(heading, variable, unit, grid)]."""
+    """Of side_by_side's groups, those run with several BLAS libraries: their compared
+    figures (`gflops`: HPL's, HPCC's, DGEMM's, else the first; HPL's DGEMM ceiling) as
+    BLAS x MPI: [(heading, variable, unit, grid)]."""
     grids = []
     for heading, group in groups:
-        variable = headline_variable(group)
-        unit = next(iter(group.values()))['perfvalues'][variable][1]
-        grid = blas_mpi_grid(group, variable)
-        if grid:
-            grids.append((heading, variable, unit, grid))
+        for variable in compared_variables(group):
+            unit = next(iter(group.values()))['perfvalues'][variable][1]
+            grid = blas_mpi_grid(group, variable)
+            if grid:
+                grids.append((heading, variable, unit, grid))
     return grids
 
 

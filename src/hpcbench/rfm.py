@@ -156,20 +156,39 @@ def given_or_paper(test, name, paper, default=None):
     return paper.get(name, default)
 
 
+def _write_bind_script(test, name, chosen, rank_env=None):
+    script = os.path.join(test.stagedir, name)
+    with open(script, 'w') as fp:
+        fp.write(layout.bind_script(chosen, rank_env))
+
+    os.chmod(script, 0o755)
+    test.keep_files = list(dict.fromkeys([*test.keep_files, name]))
+
+
 def bind_ranks(test, chosen, program, *args, rank_env=None):
     """Run `program args` (`program`: a shell word, BenchmarkBuild.program) as `test`'s
     executable with each rank bound by `chosen`'s layout
     (the wrapper is written into the stage directory), with its thread variables and the
     MPI libraries' own binding off; `rank_env`: variables for the program only."""
-    script = os.path.join(test.stagedir, BIND_SCRIPT)
-    with open(script, 'w') as fp:
-        fp.write(layout.bind_script(chosen, rank_env))
-
-    os.chmod(script, 0o755)
+    _write_bind_script(test, BIND_SCRIPT, chosen, rank_env)
     test.executable = f'./{BIND_SCRIPT}'
     test.executable_opts = [program, *(shlex.quote(str(a)) for a in args)]
     test.env_vars.update(chosen.thread_environment())
     test.env_vars.update(layout.MPI_BINDING_OFF)
+
+
+def bound_command(test, name, chosen, program, *args):
+    """The job script line that runs `program args` once, outside the launcher, as the one
+    rank of `chosen`'s layout (a one-rank layout: its cores, memory and thread variables),
+    through the wrapper `name` written into the stage directory; the job exits with the
+    program's status when it fails."""
+    if chosen.ranks_per_node != 1:
+        raise ValueError(f'{chosen.name}: {chosen.ranks_per_node} ranks per node, one needed')
+
+    _write_bind_script(test, name, chosen)
+    threads = ' '.join(f'{k}={shlex.quote(v)}' for k, v in chosen.thread_environment().items())
+    return (f'env {threads} ./{name} {program} {" ".join(shlex.quote(str(a)) for a in args)} '
+            '|| exit $?')
 
 
 class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
@@ -197,6 +216,10 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
     build_system = 'CustomBuild'
     #: Whether Spack built it (else a registry's program).
     from_spack = variable(bool, value=True)
+    #: When its job ran: [submitted, completed], seconds since the epoch (ReFrame's report
+    #: times a run job only), so that a session shows that no benchmark job overlapped a
+    #: build (hpcbench.results.time_per_check).
+    build_job_interval = variable(typ.List[float], value=[])
 
     @run_after('init')
     def build_as_a_job_where_jobs_share_this_host(self):
@@ -251,6 +274,13 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
                          *([f"^{extras['spack_mpi']}"] if self.needs_mpi else []),
                          *([f"^{extras['spack_blas']}"]
                            if self.needs_blas and 'spack_blas' in extras else [])])
+
+    @run_before('sanity')
+    def record_build_job_interval(self):
+        # The build job has ended (a compile-only test's sanity follows its wait).
+        job = self.build_job
+        if job and job.submit_time and job.completion_time:
+            self.build_job_interval = [job.submit_time, job.completion_time]
 
     @sanity_function
     def prefix_found(self):
@@ -474,13 +504,20 @@ class StackCoverage(rfm.RegressionTestPlugin):
         if self.every_stack or self.depends_on_stack():
             return
 
-        valid = rt.valid_sysenv_comb(self.valid_systems, self.valid_prog_environs)
-        first = next(envs[0] for part, envs in valid.items()
-                     if part.fullname == self.current_partition.fullname)
-        mpi = self.current_environ.extras.get('spack_mpi')
-        self.skip_if(mpi != first.extras.get('spack_mpi'),
-                     f'its figures do not depend on the MPI stack: measured on {first.name} '
-                     '(quick mode; MODE=full runs it on every stack)')
+        skip_unless_first_stack(self, 'its figures do not depend on the MPI stack')
+
+
+def skip_unless_first_stack(test, why):
+    """Skip `test` unless its environment has the partition's first MPI stack (the MPI of
+    the first of its environments the check is valid for), saying `why` and where it is
+    measured (quick mode)."""
+    valid = rt.valid_sysenv_comb(test.valid_systems, test.valid_prog_environs)
+    first = next(envs[0] for part, envs in valid.items()
+                 if part.fullname == test.current_partition.fullname)
+    mpi = test.current_environ.extras.get('spack_mpi')
+    test.skip_if(mpi != first.extras.get('spack_mpi'),
+                 f'{why}: measured on {first.name} (quick mode; MODE=full runs it on every '
+                 'stack)')
 
 
 class Provenance(rfm.RegressionTestPlugin):
