@@ -12,7 +12,7 @@ VAR := $(or $(HPCBENCH_VAR),var)
 REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'
 RFM_OPTS ?=
-# quick: HPL and HPCC at 1/25 of the memory (minutes); full: at 80 % of it (hours here),
+# quick: HPL at 1/50 and HPCC at 1/100 of the memory (minutes); full: at 80 % of it (hours here),
 # or as the paper sized it. The default is quick on this machine and the testbed, full on
 # a paper's system (its paper's run: `make dry-run SYSTEM=t2k-tsukuba`).
 # ReFrame execution modes (hpcbench.rfmconfig.MODES), given as their options so that the

@@ -75,7 +75,8 @@ class HplBase(BenchmarkRun, SiteTuning):
     #: Solves of the same N in one job; the spread between them is reported.
     repeats = variable(int, value=3)
     #: `full`: N from 80 % of the memory on one node, 75 % on several (TSUBAME);
-    #: `tuning`: from 1/25 of it (T2K's tuning size), what `make run` uses by default.
+    #: `tuning`: from 1/25 of it (T2K's tuning size); `quick`: 1/50, what `make run` uses
+    #: by default (hpcbench.hpl.QUICK_MEMORY_FRACTION).
     sizing = variable(str, value='full')
     #: An explicit share of the nodes' memory for the matrix, instead of `sizing`.
     memory_fraction = variable(float, type(None), value=None)

@@ -70,6 +70,7 @@ def test_default_fraction_is_80_percent_on_one_node_and_75_on_several():
     assert hpl.default_memory_fraction(1) == 0.80
     assert hpl.default_memory_fraction(4) == 0.75
     assert hpl.memory_fraction('tuning', 1) == pytest.approx(0.04)
+    assert hpl.memory_fraction('quick', 1) == pytest.approx(0.02)
     with pytest.raises(hpl.HplInputError, match='unknown HPL sizing'):
         hpl.memory_fraction('huge', 1)
 

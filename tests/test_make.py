@@ -26,11 +26,11 @@ def test_the_users_options_win_over_the_modes(tmp_path):
 
 def test_a_paper_systems_dry_run_is_its_papers_run(tmp_path):
     """Without MODE=, a paper's system runs full size, as its paper did: T2K's HPL at 625
-    nodes is Table 5's N (1,508,000, from its huge pages), not the quick 1/25."""
+    nodes is Table 5's N (1,508,000, from its huge pages), not quick mode's 1/50."""
     var = tmp_path / 'var'
     proc = _make(var, 'dry-run', 'SYSTEM=t2k-tsukuba', 'RFM_OPTS=-n HplCheck -p openmpi')
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
-    assert 'sizing=tuning' not in proc.stdout
+    assert 'sizing=quick' not in proc.stdout
     dats = [p.read_text() for p in (var / 'stage').glob('**/HplCheck_*/HPL.dat')]
     assert any(re.search(r'^1508000 .*Ns$', d, re.M) and re.search(r'^232 +NBs$', d, re.M)
                for d in dats), len(dats)

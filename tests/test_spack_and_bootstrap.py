@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 import yaml
 
 from hpcbench import bootstrap, mpi_stacks, node, paths, spack
-from conftest import ROOT, needs_root, requires_spack
+from conftest import ROOT, needs_root, requires_spack, run_reframe
 
 
 @pytest.fixture
@@ -342,3 +343,38 @@ def test_a_build_cache_that_cannot_be_written_is_said_and_the_set_up_goes_on(
     said = capsys.readouterr().out
     assert f'builds not kept as binaries ({readonly})' in said
     assert not list(source.iterdir())
+
+
+def _startup_build_script(var):
+    script, = (var / 'output' / 'local' / 'default' / 'openmpi').glob(
+        'MpiStartupBuild_*/rfm_build.sh')
+    return script.read_text()
+
+
+@requires_spack
+def test_a_build_located_once_is_taken_from_there_while_it_is_installed(installed, tmp_path):
+    """Issue 22: each build fixture started Spack to locate its build, every run (84 s of a
+    warm make run). Spack's answer is remembered per lock; a second run does not start
+    Spack for it; a remembered prefix that is gone, or a store that is not JSON, is asked
+    of Spack again."""
+    var = tmp_path / 'var'
+    env = {'HPCBENCH_VAR': str(var)}
+
+    def run():
+        proc = run_reframe('-r', '-n', 'MpiStartupCheck', '-p', 'openmpi$', env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        return _startup_build_script(var)
+
+    assert ' location -i ' in run()
+    store, = (var / 'spack-locations').glob('*.json')
+    prefix, = json.loads(store.read_text()).values()
+    remembered = run()
+    assert 'spack -e' not in remembered and f'echo {prefix} > ' in remembered
+
+    store.write_text(json.dumps({spec: str(tmp_path / 'gone') for spec in
+                                 json.loads(store.read_text())}))
+    assert ' location -i ' in run()
+    assert list(json.loads(store.read_text()).values()) == [prefix]
+    store.write_text('{not json')
+    assert ' location -i ' in run()
+    assert list(json.loads(store.read_text()).values()) == [prefix]

@@ -249,7 +249,7 @@ def _provenance(args):
 
 
 def _default_mode(args):
-    """quick where the suite runs here (this machine, the testbed: HPL at 1/25 of the
+    """quick where the suite runs here (this machine, the testbed: HPL at 1/50 of the
     memory), full on a paper's system, whose default run is its paper's."""
     from hpcbench import bootstrap
     print('quick' if args.system in bootstrap.MACHINE_SYSTEMS else 'full')

@@ -22,8 +22,8 @@ _PTRANS_LINES = (
 # Quick mode's share of the node's memory for HPCC (hpcbench.rfmconfig.MODES): its
 # RandomAccess tables, FFT vectors and DGEMM and STREAM operands all scale with it. At T2K's
 # 1/25 (HPL's quick size) a case took 67-78 s here, 158 s on MVAPICH2, half of it or more in
-# the two MPI RandomAccess runs, which this suite does not report; HplCheck measures HPL at
-# 1/25 anyway.
+# the two MPI RandomAccess runs, which this suite does not report; HplCheck measures HPL
+# anyway.
 QUICK_MEMORY_FRACTION = 0.01
 
 # Summary keys the check reports, with what HPCC's summary calls them.

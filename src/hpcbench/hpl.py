@@ -33,6 +33,11 @@ MULTI_NODE_MEMORY_FRACTION = 0.75
 # The tuning sweep's size: T2K tuned at N = 300,000, about 1/25 of the memory of the full
 # run (N = 1,508,000: (300/1508)^2 = 0.04), §4.4.
 TUNING_MEMORY_FRACTION = 0.04
+# Quick mode's size (make run): half of T2K's tuning size. Measured here (2 cores, one
+# rank x 2 threads, OpenBLAS, one job each): N = 7872, 30 s a job of 3 solves, 89.1 % of
+# the DGEMM ceiling measured before it; at 1/25 (N = 11136) 65 s, 91.4 %. Its eight HPL jobs
+# were 484 s of a 1148-s quick run at 1/25.
+QUICK_MEMORY_FRACTION = 0.02
 # Memory each node keeps for the kernel and ordinary processes (T2K §4.5 left ~1 GB).
 OS_RESERVE_BYTES = 1 * GIB
 
@@ -120,8 +125,9 @@ def default_memory_fraction(num_nodes):
 
 
 # How big a run is, by name: `full` as a Top500 run (TSUBAME's fractions), `tuning` at T2K's
-# 1/25 of the memory (seconds to minutes per solve; what `make run` uses by default).
-SIZINGS = ('full', 'tuning')
+# 1/25 of the memory (seconds to minutes per solve; the tuning sweep's), `quick` at 1/50
+# (what `make run` uses by default).
+SIZINGS = ('full', 'tuning', 'quick')
 
 
 def memory_fraction(sizing, num_nodes):
@@ -130,6 +136,9 @@ def memory_fraction(sizing, num_nodes):
 
     if sizing == 'tuning':
         return TUNING_MEMORY_FRACTION
+
+    if sizing == 'quick':
+        return QUICK_MEMORY_FRACTION
 
     raise HplInputError(f'unknown HPL sizing {sizing!r}; known: {", ".join(SIZINGS)}')
 

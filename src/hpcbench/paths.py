@@ -88,3 +88,9 @@ def io_directory():
     directory = VAR_DIR / 'io'
     directory.mkdir(parents=True, exist_ok=True)
     return directory
+
+
+def locations_dir():
+    """Where the build fixtures remember the install prefixes Spack named, per lock
+    (hpcbench.rfm.BenchmarkBuild): ``var/spack-locations``."""
+    return VAR_DIR / 'spack-locations'

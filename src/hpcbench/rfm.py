@@ -16,7 +16,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench import (ceilings, debian, job_script, layout, node, provenance, quiet_node,
-                      references)
+                      references, spack)
 
 PREFIX_FILE = 'spack-prefix.txt'
 BIND_SCRIPT = 'bind-rank.sh'
@@ -197,9 +197,10 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
     against the ReFrame environment's MPI (the registry-only path).
 
     `hpcbench setup` (make run) installs the environment before ReFrame starts, so a build
-    job only asks Spack where its spec is (a second or two); only when it is not installed
-    (a bare `reframe -r` on a fresh install tree) does the job install the environment
-    first. Builds do not load the node while a benchmark runs (issue 22: 19 `spack install`
+    job only asks Spack where its spec is (a second or two), once per lock: the prefix is
+    remembered (`var/spack-locations`, hpcbench.spack.remembered_prefix) and later runs
+    take it from there while it is installed; only when it is not installed (a bare
+    `reframe -r` on a fresh install tree) does the job install the environment first. Builds do not load the node while a benchmark runs (issue 22: 19 `spack install`
     with nothing to do took 505-621 CPU-seconds beside the first benchmarks).
 
     The environment itself (spack-envs/<system>) names every build; this fixture never adds
@@ -255,13 +256,28 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
 
     @run_before('compile')
     def record_prefix(self):
-        # After the subclasses' setup hooks, which choose `spec`. Installed: located;
-        # else the environment installed, then located.
-        if self.from_spack:
-            env = shlex.quote(self.current_partition.extras['spack_env'])
-            locate = f'{self._location_command()} > {PREFIX_FILE}'
-            self.build_system.commands = [
-                f'{locate} 2>/dev/null || {{ spack -e {env} install --fail-fast && {locate}; }}']
+        # After the subclasses' setup hooks, which choose `spec`. Located before under this
+        # lock and still there: that prefix, without starting Spack (spack.remembered_prefix);
+        # installed: located; else the environment installed, then located.
+        if not self.from_spack:
+            return
+
+        env = self.current_partition.extras['spack_env']
+        known = None if self.is_dry_run() else spack.remembered_prefix(env, self.full_spec)
+        if known:
+            self.build_system.commands = [f'echo {shlex.quote(known)} > {PREFIX_FILE}']
+            return
+
+        locate = f'{self._location_command()} > {PREFIX_FILE}'
+        self.build_system.commands = [
+            f'{locate} 2>/dev/null || {{ spack -e {shlex.quote(env)} install --fail-fast && '
+            f'{locate}; }}']
+
+    @run_after('sanity')
+    def remember_prefix(self):
+        if self.from_spack and self.located():
+            spack.remember_prefix(self.current_partition.extras['spack_env'], self.full_spec,
+                                  self.install_prefix())
 
     def _location_command(self):
         env = self.current_partition.extras['spack_env']

@@ -146,7 +146,7 @@ def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
 # carries the mode into every job of the pipeline it writes). Sweeps and node screening are
 # runs of their own (make tune, make screen).
 MODES = [
-    # HPL at 1/25 of the memory (T2K's tuning size), HPCC at 1/100
+    # HPL at 1/50 of the memory (hpcbench.hpl.QUICK_MEMORY_FRACTION), HPCC at 1/100
     # (hpcbench.hpcc.QUICK_MEMORY_FRACTION), and what does not depend on the MPI stack on
     # the first stack only (hpcbench.rfm.StackCoverage), the other BLAS libraries' HPL in
     # the one-rank layout only and no HPCC with them (HplCheck and its DGEMM ceiling
@@ -154,7 +154,7 @@ MODES = [
     # stacks), the DGEMM ceilings in 3 calls, IMB's windowed benchmarks at a fifth of
     # IMB's volume per size (hpcbench.imb.QUICK_WINDOWED_VOLUME_MB): minutes.
     # (Each setting names its checks: ReFrame warns about a test that lacks the variable.)
-    {'name': 'quick', 'options': ['-S', 'HplCheck.sizing=tuning',
+    {'name': 'quick', 'options': ['-S', 'HplCheck.sizing=quick',
                                   '-S', f'HpccCheck.memory_fraction={hpcc.QUICK_MEMORY_FRACTION}',
                                   '-S', 'HplCheck.every_stack=false',
                                   '-S', 'HplCheck.blas_every_layout=false',
