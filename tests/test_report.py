@@ -225,6 +225,32 @@ def test_plots_label_one_node_keep_markers_apart_and_colour_the_ior_legend_as_it
         assert text.get_window_extent(renderer).x1 <= width
 
 
+def test_time_per_check_says_no_build_ran_beside_a_benchmark_and_names_one_that_did():
+    """Issue 22: a real quick make run (123 cases; its job times only): each of its 35
+    build jobs ended before the next benchmark job started. Moved 2 s into HPL's job (a
+    build run as a local job beside the partition's, as before this suite ran builds as
+    the partition's jobs), it is named with the seconds they shared."""
+    data = json.loads((FIXTURES / 'reframe' / 'quick-run-job-times.json').read_text())
+    assert results.builds_beside_benchmarks(data) == []
+    assert results.time_table(data).endswith('benchmark jobs 1055 s of 1148 s wall (92 %)\n'
+                                             'no build ran beside a benchmark job')
+    testcases = data['runs'][0]['testcases']
+    build = next(tc for tc in testcases if tc['name'].startswith('HplBuild'))
+    hpl = next(tc for tc in testcases if tc['name'].startswith('HplCheck')
+               and tc['job_submit_time'])
+    start = hpl['job_submit_time'] + 10
+    build['build_job_interval'] = [start, start + 2]
+    (named, beside, seconds), = results.builds_beside_benchmarks(data)
+    assert (named, beside) == (build['name'], hpl['name']) and seconds == pytest.approx(2)
+    assert results.time_table(data).endswith(
+        f'builds beside benchmark jobs (1): {build["name"]} beside {hpl["name"]} for 2.0 s')
+    # A session stored before build jobs were timed says nothing either way.
+    for tc in testcases:
+        tc.pop('build_job_interval')
+    assert results.builds_beside_benchmarks(data) is None
+    assert 'beside' not in results.time_table(data)
+
+
 def test_time_per_check_says_where_the_wall_time_went():
     """A real session (the BLAS libraries' HPL at N = 20000): HPL's four jobs took 951 s,
     the benchmark jobs 1017 s of 1027 s wall; builds that only located their prefix have

@@ -358,7 +358,8 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
                             'no reference', 'session'], summary,
                            ['fail' if row[4] else '' for row in summary]))
     out.append('<h2 id="ceilings">Against the node\'s ceilings</h2>')
-    out.append('<p>HPL against nominal Rpeak, the sustained peak and the best DGEMM; STREAM\'s '
+    out.append('<p>HPL against nominal Rpeak, the sustained peak and its DGEMM ceiling '
+               '(measured in HPL\'s job just before HPL); STREAM\'s '
                'all-core triad against the bandwidth ceiling (non-temporal stores) and against '
                'the same triad with the ordinary stores its compiled code makes (their '
                'write-allocate reads, uncounted, cap it near 3/4 of the ceiling; STREAM with '
@@ -369,9 +370,9 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
     out.append(_html_table(CEILING_HEADER, ceiling_rows(cases, ceilings)))
     out.append('<h2 id="blas">BLAS x MPI</h2>')
     tables = blas_mpi_tables(cases, ceilings)
-    out.append('<p>The test cases run with several BLAS libraries (HPL, HPCC and the DGEMM '
-               'ceiling: every MPI stack with the default BLAS, one stack with each other), '
-               'their GFLOP/s per BLAS and MPI, as each build\'s provenance names them.'
+    out.append('<p>The test cases run with several BLAS libraries (HPL and its DGEMM '
+               'ceiling, HPCC: every MPI stack with the default BLAS, one stack with each '
+               'other), their GFLOP/s per BLAS and MPI, as each build\'s provenance names them.'
                '</p>' if tables else '<p>No test case ran with more than one BLAS.</p>')
     for heading, header, rows in tables:
         out += [f'<h3>{_e(heading)}</h3>', _html_table(header, rows)]
