@@ -10,7 +10,9 @@ SYSTEM ?= local
 # Where runs put their products (HPCBENCH_VAR, else var/: hpcbench.paths).
 VAR := $(or $(HPCBENCH_VAR),var)
 REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
-# Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'
+# Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'. Recipes take its text as
+# given, $(value RFM_OPTS): make would expand a regex's `$'` (as in -p 'openmpi$') to
+# nothing and leave the shell an unbalanced quote.
 RFM_OPTS ?=
 # quick: HPL at 1/50 and HPCC at 1/100 of the memory (minutes); full: at 80 % of it (hours here),
 # or as the paper sized it. The default is quick on this machine and the testbed, full on
@@ -43,7 +45,7 @@ run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	$(BIN)/hpcbench setup --system $(SYSTEM)
 	before=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
 	$(REFRAME) $(MODE_OPTS) -r --performance-report \
-	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(RFM_OPTS); \
+	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(value RFM_OPTS); \
 	status=$$?; \
 	newest=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
 	if [ "$$newest" = "$$before" ]; then \
@@ -87,13 +89,13 @@ venv: $(VENV_STAMP)
 # HPL tuning sweep at 1/25 of the memory (T2K 4.4), then the table of the best values.
 tune: $(VENV_STAMP)
 	$(BIN)/hpcbench setup
-	$(REFRAME) -t '^sweep$$' -r $(RFM_OPTS)
+	$(REFRAME) -t '^sweep$$' -r $(value RFM_OPTS)
 	$(BIN)/hpcbench hpl-tuning
 
 # Single-node HPL on every node of each partition (T2K 4.2), then the slow nodes.
 screen: $(VENV_STAMP)
 	$(BIN)/hpcbench setup
-	$(REFRAME) -t '^screen$$' --distribute=all -r $(RFM_OPTS)
+	$(REFRAME) -t '^screen$$' --distribute=all -r $(value RFM_OPTS)
 	$(BIN)/hpcbench screen-nodes --threshold $(SCREEN_THRESHOLD)
 
 # Fails fast, before anything is installed, when no Spack can be found or cloned.
@@ -128,7 +130,7 @@ testbed-stop: $(VENV_STAMP)
 # per check, the mode carried into each), made runnable from the project.
 ci-pipeline: $(VENV_STAMP)
 	mkdir -p var/ci
-	$(REFRAME) --mode=$(MODE_NAME) $(RFM_OPTS) --ci-generate var/ci/reframe-pipeline.yml
+	$(REFRAME) --mode=$(MODE_NAME) $(value RFM_OPTS) --ci-generate var/ci/reframe-pipeline.yml
 	$(BIN)/hpcbench ci-pipeline var/ci/reframe-pipeline.yml var/ci/checks.yml
 
 # Run .gitlab-ci.yml's jobs here with gitlab-ci-local's shell executor, after it has
@@ -147,7 +149,7 @@ baseline: $(VENV_STAMP)
 	$(BIN)/hpcbench baseline --system $(SYSTEM) $(BASELINE_OPTS)
 
 dry-run: $(VENV_STAMP)
-	$(REFRAME) $(MODE_OPTS) --dry-run $(RFM_OPTS)
+	$(REFRAME) $(MODE_OPTS) --dry-run $(value RFM_OPTS)
 
 # Reference figures per system and benchmark (references/*.yaml).
 references: $(VENV_STAMP)

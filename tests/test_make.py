@@ -24,6 +24,21 @@ def test_the_users_options_win_over_the_modes(tmp_path):
     assert {p.name for p in (var / 'stage' / 'local' / 'default').iterdir()} == {'openmpi'}
 
 
+def test_rfm_opts_reach_reframe_as_written_with_quotes_and_dollars(tmp_path):
+    """README's own `-p 'openmpi$'` in RFM_OPTS: make expanded `$'` to nothing and the
+    shell met an unbalanced quote ('syntax error near unexpected token'); a name regex
+    with `|` needs its quotes too."""
+    var = tmp_path / 'var'
+    proc = _make(var, 'dry-run', "RFM_OPTS=-n 'StreamCheck|MpiStartupCheck' -p 'openmpi$'")
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-2000:] + proc.stderr
+    assert "--dry-run -n 'StreamCheck|MpiStartupCheck' -p 'openmpi$'" in out
+    staged = {p.name: {c.name.split('_')[0] for c in p.iterdir()}
+              for p in (var / 'stage' / 'local' / 'default').glob('*/')}
+    assert set(staged) == {'openmpi'}, staged
+    assert {'StreamCheck', 'MpiStartupCheck'} <= staged['openmpi']
+
+
 def test_a_paper_systems_dry_run_is_its_papers_run(tmp_path):
     """Without MODE=, a paper's system runs full size, as its paper did: T2K's HPL at 625
     nodes is Table 5's N (1,508,000, from its huge pages), not quick mode's 1/50."""
