@@ -86,6 +86,22 @@ def test_bad_reference_files_give_one_clear_error(tmp_path, mutate, message):
         references.select(refs, 'StreamCheck', 'compute', 'gcc', {'num_threads': 1})
 
 
+def test_a_reference_file_edited_between_two_loads_is_read_again(tmp_path):
+    """load() parses a file once per text (a dry run asks for it in every test case's setup):
+    an edit within one process, of the same size, gives the new figure; a broken edit is an
+    error, not the figure parsed before."""
+    path = _write(tmp_path, CHIC)
+    assert references.load('chic', path) is references.load('chic', path)
+    edited = json.loads(json.dumps(CHIC))
+    edited['figures'][2]['value'] = 4900.0
+    path.write_text(yaml.safe_dump(edited))
+    assert len(path.read_text()) == len(yaml.safe_dump(CHIC))
+    assert references.load('chic', path).figures[2].value == 4900.0
+    path.write_text(path.read_text().replace('where:', 'whre:', 1))
+    with pytest.raises(references.ReferenceError, match="'where' is a required property"):
+        references.load('chic', path)
+
+
 def test_a_figure_of_a_variable_the_test_does_not_report_fails_its_setup(tmp_path,
                                                                           monkeypatch):
     from reframe.core.exceptions import ReframeError
