@@ -1,5 +1,6 @@
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,13 @@ def load_on_every_core():
         for load in loads:
             load.kill()
             load.wait()
+
+
+def sigint_as_from_a_terminal():
+    """preexec_fn for a child that is to be interrupted as from a terminal: a test runner
+    started in the background (nohup, CI) ignores SIGINT, its children inherit that, Python
+    then installs no KeyboardInterrupt handler and bash cannot trap the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason='mounts need root')

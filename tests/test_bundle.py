@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from conftest import BIN, ROOT, needs_root, requires_spack
+from conftest import BIN, ROOT, needs_root, requires_spack, sigint_as_from_a_terminal
 from hpcbench import bundle, clean_root, paths, spack
 
 
@@ -250,7 +250,8 @@ def test_an_interrupted_unpack_leaves_nothing(archive, cache):
               'tarfile.TarFile.extractall = interrupted\n'
               f'bundle.unpack({str(archive)!r})\n')
     proc = subprocess.run([str(BIN / 'python'), '-c', script], capture_output=True,
-                          text=True, env={**os.environ, 'HPCBENCH_CACHE': str(cache)})
+                          text=True, env={**os.environ, 'HPCBENCH_CACHE': str(cache)},
+                          preexec_fn=sigint_as_from_a_terminal)
     assert proc.returncode != 0 and 'KeyboardInterrupt' in proc.stderr
     assert not cache.exists()
 

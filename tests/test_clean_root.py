@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, sigint_as_from_a_terminal
 from hpcbench import clean_root
 
 OUTCOMES = FIXTURES / 'clean-root'
@@ -180,7 +180,8 @@ def _start_check(tarball, workdir, shared, command='sleep 600', offline=False):
     check = subprocess.Popen([sys.executable, '-c', INTERRUPTED_CHECK, str(tarball),
                               str(workdir), str(shared), command,
                               'offline' if offline else 'online'],
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                             preexec_fn=sigint_as_from_a_terminal)
     root = Path(next(ln for ln in check.stdout if not ln.startswith('[')).strip())
     deadline = time.monotonic() + 60
     while not clean_root.processes_in(root) and time.monotonic() < deadline:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT
+from conftest import BIN, ROOT, sigint_as_from_a_terminal
 from hpcbench import job_script, quiet_node, results, rfm
 
 
@@ -158,10 +158,7 @@ def _start_long_hpcc(var):
         [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks',
          '-n', 'HpccCheck', '-S', 'memory_fraction=0.3', '-r'],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-        # As from a terminal: a runner started in the background (CI) ignores SIGINT, and
-        # so would ReFrame.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        start_new_session=True, preexec_fn=sigint_as_from_a_terminal)
 
 
 def _job_processes(stage):

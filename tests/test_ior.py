@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, sigint_as_from_a_terminal
 from hpcbench import ior
 
 OUTPUTS = {name: (FIXTURES / 'ior' / f'openmpi-2-tasks-{name}.out').read_text()
@@ -141,10 +141,8 @@ def test_a_drop_caches_job_combines_its_write_and_read_runs():
 def _prologue_then(tmp_path, body):
     """Run the job's own prologue (hpcbench.ior.job_prologue) then `body` in bash."""
     script = '\n'.join([*ior.job_prologue(tmp_path, -1, ior.MIB), body])
-    # As a job started from a terminal: bash cannot trap a signal that was ignored when it
-    # started, and a test runner started in the background (CI) may ignore SIGINT.
     return subprocess.Popen(['bash', '-c', script], stdout=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_as_from_a_terminal)
 
 
 def test_no_file_is_left_behind_after_a_failed_run(tmp_path):
