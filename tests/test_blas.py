@@ -287,7 +287,7 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
     kept, _ = layout.distinct_layouts(host.processor_info())
     one_rank = next(name for name, chosen in kept.items() if chosen.ranks_per_node == 1)
     proc = run_reframe('-r', '-n', f'HplCheck%layout_name={one_rank}%num_nodes=1',
-                       '-p', 'openmpi', '-p', 'mpich$', '-S', 'sizing=tuning',
+                       '-p', 'openmpi', '-p', 'mpich$', '-S', 'sizing=quick',
                        '-S', 'HplCheck.repeats=1', '-S', 'HplCheck.dgemm_repeats=2',
                        '--keep-stage-files',
                        env=env, timeout=1800)

@@ -18,6 +18,10 @@ import yaml
 from conftest import BIN
 from hpcbench import hpl, imb, ior, paths, references, spack
 
+# The paper systems' checks are described and dry-run, never built here: the same with or
+# without this machine's Spack (but for the re-concretization test, marked `spack`).
+pytestmark = pytest.mark.spack_free
+
 PAPER_SYSTEMS = ('tsubame', 'chic', 't2k-tsukuba', 'louhi', 'murska', 'oakforest-pacs')
 # Checks whose node counts are the partition's list (hpcbench.rfm.skip_unless_node_count).
 NODE_COUNT_CHECKS = {'HplCheck', 'MpiStartupCheck'}

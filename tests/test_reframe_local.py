@@ -133,6 +133,7 @@ def test_an_hpl_n_that_does_not_fit_is_refused_before_its_job_is_written(var):
     assert not list((var / 'stage').glob('**/HplCheck_*/rfm_job.sh'))
 
 
+@pytest.mark.spack_free
 def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_nothing(var):
     """What a fresh machine without Spack runs: Debian's hpcc on Debian's Open MPI and the
     IMB-MPI1 of Intel MPI's wheel, through the same checks as Spack's builds; nothing that

@@ -170,6 +170,7 @@ def _compare(var, new, old, threshold=5):
     return proc, verdict_of
 
 
+@pytest.mark.spack_free
 def test_a_busy_node_is_a_regression_and_an_unchanged_run_is_not(tmp_path, monkeypatch,
                                                                  capsys):
     """Six rounds, each of two sessions of four PingPong runs: quiet, then loaded (a
