@@ -22,7 +22,7 @@ RFM_OPTS ?=
 # --ci-generate needs --mode itself, which it carries into every job.
 MODE ?= $(shell $(BIN)/hpcbench default-mode --system $(SYSTEM))
 MODE_NAME = $(or $(filter quick full,$(MODE)),$(error MODE must be quick or full, not '$(MODE)'))
-MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME))
+MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME) --system $(SYSTEM))
 # Slow-node screening: flag nodes this many percent below the median.
 SCREEN_THRESHOLD ?= 5
 

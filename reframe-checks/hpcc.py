@@ -133,6 +133,10 @@ class HpccCheck(BenchmarkRun, SiteTuning):
             f'HPL reached {self.figures["hpl"] * 1e3:.1f} GFLOP/s, StarDGEMM '
             f'{self.figures["star_dgemm"]:.1f} GFLOP/s per process in the same job: the '
             'DGEMM was measured low')
+        self.withhold_ratio_to_nominal_peak(
+            'hpl_efficiency', self.hpl_efficiency(), self.plan.rpeak_flops / 1e9,
+            {'HPL run': self.figures['hpl'] * 1e3,
+             'StarDGEMM (x processes)': self.figures['star_dgemm'] * self.num_tasks})
 
     def figure(self, name, scale=1):
         return self.figures[name] * scale

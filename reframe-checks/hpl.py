@@ -48,16 +48,18 @@ class DgemmRateBuild(BenchmarkBuild):
     needs_blas = True
 
 
-def read_solves(test):
+def read_solves(test, sized=''):
     """HPL's results in `test`'s job output, each proven by its residual check, as many as
-    HPL.dat asked for; every solve kept as the figures' sample."""
+    HPL.dat asked for; every solve kept as the figures' sample, with its N (and, `sized`,
+    how the job chose it)."""
     try:
         test.runs = hpl.parse(job_output(test), test.plan.inputs.expected_results)
     except hpl.HplOutputError as err:
         raise SanityError(str(err)) from None
 
     test.summary = hpl.summarize(test.runs)
-    solves = f'{len(test.runs)} solve(s)'
+    sizes = ','.join(str(n) for n in sorted({r.n for r in test.runs}))
+    solves = f'{len(test.runs)} solve(s) of N={sizes}{sized}'
     test.record_samples(f'best of {solves}', gflops=[r.gflops for r in test.runs])
     test.record_samples(f'shortest of {solves}', time=[r.seconds for r in test.runs])
     test.record_aggregation(f'mean of {solves}', 'gflops_mean')
@@ -78,6 +80,9 @@ class HplBase(BenchmarkRun, SiteTuning):
     #: `tuning`: from 1/25 of it (T2K's tuning size); `quick`: 1/50, what `make run` uses
     #: by default (hpcbench.hpl.QUICK_MEMORY_FRACTION).
     sizing = variable(str, value='full')
+    #: `quick` in HplCheck: the seconds a solve takes at the DGEMM rate its job measures,
+    #: which sets N (hpcbench.hpl.QUICK_SOLVE_SECONDS).
+    solve_seconds = variable(float, value=hpl.QUICK_SOLVE_SECONDS)
     #: An explicit share of the nodes' memory for the matrix, instead of `sizing`.
     memory_fraction = variable(float, type(None), value=None)
     #: An explicit N instead of the memory fraction (still checked to fit).
@@ -103,7 +108,7 @@ class HplBase(BenchmarkRun, SiteTuning):
     keep_files = ['HPL.dat', 'bind-rank.sh']
     # The tuning's own ranges are hpcbench.hpl.Tuning's.
     input_kinds = {'repeats': 'positive', 'memory_fraction': 'fraction', 'n': 'positive',
-                   'num_nodes': 'positive'}
+                   'num_nodes': 'positive', 'solve_seconds': 'positive'}
 
     _LIST_SETTINGS = {'nb': 'nbs', 'pfact': 'pfacts', 'nbmin': 'nbmins', 'ndiv': 'ndivs',
                       'rfact': 'rfacts', 'bcast': 'bcasts', 'depth': 'depths'}
@@ -155,11 +160,22 @@ class HplBase(BenchmarkRun, SiteTuning):
         self.node = partition_node(part)
         self.layout = partition_layout(part, self.layout_name)
         hugepages = part.extras.get('hugepages')
-        grids, paper_n = self.paper_run(self.num_nodes * self.layout.ranks_per_node)
+        ranks = self.num_nodes * self.layout.ranks_per_node
+        grids, paper_n = self.paper_run(ranks)
+        n = self.n or paper_n
+        self.sizes = ()
+        if n is None and self.memory_fraction is None and self.sizes_in_job():
+            # The job picks N among these from the DGEMM rate it measures; HPL.dat starts
+            # with the one for the nominal peak (what a dry run shows).
+            p, q = (grids or [hpl.process_grid(ranks)])[0]
+            self.sizes = hpl.quick_sizes(self.node, self.num_nodes, max(tuning.nbs), p, q,
+                                         max(tuning.depths))
+            n = hpl.size_for_rate(self.sizes, self.node.peak_flops_of(self.num_nodes),
+                                  self.solve_seconds)
         try:
             # With huge pages, a full-size N is the largest they hold, as T2K's (§4.5).
             self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
-                                 tuning, self.memory_fraction, self.n or paper_n, repeats,
+                                 tuning, self.memory_fraction, n, repeats,
                                  grids=grids, sizing=self.sizing,
                                  huge_pages=hugepages and (int(hugepages['pages']),
                                                            int(hugepages['page_kib']) * 1024))
@@ -172,16 +188,31 @@ class HplBase(BenchmarkRun, SiteTuning):
             fp.write(self.input_files['HPL.dat'])
 
         (p, q), = inputs.grids
-        self.inputs = (f'N={inputs.ns[0]} NB={",".join(map(str, tuning.nbs))} P={p} Q={q} '
+        # What makes two runs the same test case: the sizing rule where the job sizes N
+        # (its N follows the node's DGEMM rate, and is kept with the solves).
+        size = (f'N={inputs.ns[0]}' if not self.sizes else
+                f'N for {self.solve_seconds:g} s a solve at the DGEMM ceiling '
+                f'({min(self.sizes)} to {max(self.sizes)})')
+        largest = max(self.sizes or inputs.ns)
+        self.inputs = (f'{size} NB={",".join(map(str, tuning.nbs))} P={p} Q={q} '
                        f'{self.layout.describe()} nodes={self.num_nodes} '
-                       f'memory={self.plan.memory_bytes / hpl.GIB:.1f}GiB')
-        self.num_tasks = self.num_nodes * self.layout.ranks_per_node
+                       f'memory={self.plan.memory_bytes / hpl.GIB:.1f}GiB'
+                       + (f' (at most {hpl.memory_needed(largest, max(tuning.nbs), p, q) / hpl.GIB:.1f}GiB)'
+                          if self.sizes else ''))
+        self.num_tasks = ranks
         self.num_tasks_per_node = self.layout.ranks_per_node
         self.num_cpus_per_task = self.layout.threads_per_rank
-        # Four times the solve at Rpeak (HPL rarely runs below 25 % of it) plus start-up.
-        self.time_limit = int(4 * self.plan.estimated_seconds + 300)
+        # Four times the solve at Rpeak (HPL rarely runs below 25 % of it) plus start-up;
+        # for the largest N the job may choose.
+        self.time_limit = int(4 * inputs.expected_results
+                              * hpl.estimated_seconds(largest, self.plan.rpeak_flops) + 300)
         bind_ranks(self, self.layout, self.build.program('xhpl'),
                    rank_env=self.use_huge_pages(part.extras.get('hugepages')))
+
+    def sizes_in_job(self):
+        """Whether the job sets N itself, in quick mode (HplCheck: from the DGEMM rate its
+        job measures first); else N comes from the memory (hpcbench.hpl.plan)."""
+        return False
 
     def use_huge_pages(self, hugepages):
         """The matrix on huge pages, as T2K did (§4.5), when the partition reserves them
@@ -207,7 +238,23 @@ class HplBase(BenchmarkRun, SiteTuning):
     @performance_function('%')
     def efficiency(self):
         """Rmax / Rpeak, Rpeak from the processor description (cores x clock x flop/cycle)."""
+        return self.percent_of_rpeak()
+
+    def percent_of_rpeak(self):
         return 100 * self.summary.best_gflops * 1e9 / self.plan.rpeak_flops
+
+    def measured_on_the_nodes(self):
+        """{what: GFLOP/s} this job measured on its nodes, each a floor of their real peak."""
+        return {'HPL run': self.summary.best_gflops}
+
+    @run_before('performance')
+    def judge_the_nominal_peak(self):
+        """No efficiency against a nominal peak the nodes exceed (a base clock): withheld
+        with the reason. (A dry run measured nothing.)"""
+        if not self.is_dry_run():
+            self.withhold_ratio_to_nominal_peak('efficiency', self.percent_of_rpeak(),
+                                                self.plan.rpeak_flops / 1e9,
+                                                self.measured_on_the_nodes())
 
 
 @rfm.simple_test
@@ -224,8 +271,10 @@ class HplCheck(HplBase):
     #: the DGEMM ceiling.
     dgemm_repeats = variable(int, value=dgemm.REPEATS)
     input_kinds = {**HplBase.input_kinds, 'dgemm_repeats': 'positive'}
-    # The DGEMM ceiling's wrapper (the job's own, bind-rank.sh, binds HPL's ranks).
+    # The DGEMM ceiling's wrapper (the job's own, bind-rank.sh, binds HPL's ranks), and the
+    # script that sets N from its rate in quick mode.
     DGEMM_BIND_SCRIPT = 'bind-dgemm.sh'
+    SIZE_SCRIPT = 'hpl-size.sh'
     #: False (quick mode): the other BLAS libraries run the node's one-rank layout only,
     #: where the BLAS's own threads do all the work; the default BLAS runs every layout.
     blas_every_layout = variable(typ.Bool, value=True)
@@ -258,14 +307,25 @@ class HplCheck(HplBase):
         self.measure_dgemm_first()
         self.reference = references.reframe_reference(self)
 
+    def sizes_in_job(self):
+        return self.sizing == 'quick'
+
     def measure_dgemm_first(self):
         """The job runs dgemm-rate before HPL: one process on all cores of the node the job
-        script runs on (the first of several), bound as the one-rank-per-node layout."""
+        script runs on (the first of several), bound as the one-rank-per-node layout; in
+        quick mode its rate then sets HPL's N (hpcbench.hpl.sizing_script)."""
         node_ = partition_node(self.current_partition)
         self.dgemm_order = dgemm.matrix_order(node_.peak_flops, node_.memory_bytes)
         self.prerun_cmds = [*self.prerun_cmds, bound_command(
             self, self.DGEMM_BIND_SCRIPT, partition_layout(self.current_partition, 'per-node'),
-            self.dgemm_build.program('dgemm-rate'), self.dgemm_order, self.dgemm_repeats)]
+            self.dgemm_build.program('dgemm-rate'), self.dgemm_order, self.dgemm_repeats,
+            output=hpl.DGEMM_OUTPUT)]
+        if self.sizes:
+            with open(os.path.join(self.stagedir, self.SIZE_SCRIPT), 'w') as fp:
+                fp.write(hpl.sizing_script(self.sizes, self.num_nodes, self.repeats,
+                                           self.solve_seconds))
+            self.keep_files = [*self.keep_files, self.SIZE_SCRIPT, hpl.DGEMM_OUTPUT]
+            self.prerun_cmds = [*self.prerun_cmds, f'sh {self.SIZE_SCRIPT} || exit $?']
 
     @sanity_function
     def residuals_passed(self):
@@ -278,8 +338,25 @@ class HplCheck(HplBase):
 
         self.record_samples(f'best of {self.dgemm_repeats} calls just before HPL in its job',
                             dgemm_ceiling=self.dgemm.rates)
-        read_solves(self)
+        read_solves(self, self.read_size() if self.sizes else '')
         return True
+
+    def read_size(self):
+        """The N the job chose (in quick mode), from its sizing line and the HPL.dat it
+        wrote, kept as the input file that ran; how it was chosen, in words."""
+        sized = hpl.parse_size(job_output(self))
+        if not sized:
+            raise SanityError(f'no "{hpl.SIZE_MARKER} N=..." line: the job did not size HPL')
+        n, seconds, rate = sized
+        if n not in self.sizes:
+            raise SanityError(f'the job sized HPL at N={n}, not one of its sizes')
+        with open(os.path.join(self.stagedir, 'HPL.dat')) as fp:
+            self.input_files = {**self.input_files, 'HPL.dat': fp.read()}
+        self.plan = replace(self.plan, inputs=replace(self.plan.inputs,
+                                                      ns=(n,) * len(self.plan.inputs.ns)))
+        return (f', sized in the job for {seconds:g} s a solve at its DGEMM ceiling, '
+                f'{rate:g} GFLOP/s a node')
+
 
     @performance_function('GFLOP/s')
     def dgemm_ceiling(self):
@@ -310,6 +387,11 @@ class HplCheck(HplBase):
 
     def percent_of(self, per_node_gflops):
         return 100 * self.summary.best_gflops / (self.num_nodes * per_node_gflops)
+
+    def measured_on_the_nodes(self):
+        return {**super().measured_on_the_nodes(),
+                'DGEMM ceiling': self.num_nodes * self.dgemm.best,
+                'sustained peak': self.num_nodes * max(self.node_ceilings.result.peak_gflops)}
 
     @run_before('performance')
     def judge_the_ceilings(self):

@@ -169,20 +169,42 @@ def test_the_default_blas_stays_when_it_is_the_fastest_or_alone():
     assert alone.order == ('mkl', 'blis') and 'fewer than two' in alone.reason
 
 
-def test_the_recorded_order_is_the_machines_and_a_damaged_one_is_said(monkeypatch, tmp_path,
-                                                                     capfd):
+def test_the_default_changes_only_when_the_user_says_and_the_change_is_recorded(
+        monkeypatch, tmp_path, capfd):
+    """A measurement only suggests (choose_default); `hpcbench blas --default` changes the
+    order, recorded with its history, which sessions name in their provenance."""
     monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
     monkeypatch.setenv('HPCBENCH_CACHE', str(tmp_path / 'cache'))
     monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path / 'no-mirror'))
-    choice = blas.choose_default(_dgemm_samples('dgemm-four-blas-amd-session.json'),
-                                 list(blas.BY_SPEED))
-    blas.record_order(choice, 'a-session')
+    assert blas.choice_provenance() == {'blas_default': 'mkl',
+                                        'blas_default_from': 'the built-in order'}
+    suggested = blas.choose_default(_dgemm_samples('dgemm-four-blas-amd-session.json'),
+                                    list(blas.BY_SPEED))
+    assert suggested.changed and not blas.order_path().exists()
+    assert _names(blas.local_libraries()) == list(blas.BY_SPEED)
+
+    assert blas.set_default('openblas', f'asked ({suggested.reason})') == ('mkl', 'openblas')
     recorded = json.loads(blas.order_path().read_text())
-    assert recorded['session'] == 'a-session' and recorded['reason'] == choice.reason
+    assert recorded['order'] == ['openblas', 'mkl', 'openblas-spack', 'blis']
+    (change,) = recorded['history']
+    assert (change['from'], change['to']) == ('mkl', 'openblas')
+    assert change['reason'].startswith('asked (openblas: the best DGEMM')
     assert _names(blas.local_libraries()) == ['openblas', 'mkl', 'openblas-spack', 'blis']
-    # HPCBENCH_BLAS still decides.
-    monkeypatch.setenv('HPCBENCH_BLAS', 'blis,mkl')
-    assert _names(blas.local_libraries()) == ['blis', 'mkl']
+    facts = blas.choice_provenance()
+    assert facts['blas_default'] == 'openblas'
+    assert facts['blas_default_from'] == f'chosen {change["time"]} in place of mkl'
+    assert not any(c in v for v in facts.values() for c in ',{}')
+    # The same default again changes nothing; another one is a second change.
+    assert blas.set_default('openblas', 'again') == ('openblas', 'openblas')
+    blas.set_default('blis', 'asked')
+    assert [c['to'] for c in blas.choice_history()] == ['openblas', 'blis']
+    with pytest.raises(ValueError, match="'atlas' is no BLAS library"):
+        blas.set_default('atlas', 'asked')
+
+    # HPCBENCH_BLAS still decides, for one run.
+    monkeypatch.setenv('HPCBENCH_BLAS', 'mkl,blis')
+    assert _names(blas.local_libraries()) == ['mkl', 'blis']
+    assert blas.choice_provenance()['blas_default_from'] == 'HPCBENCH_BLAS'
     monkeypatch.delenv('HPCBENCH_BLAS')
     # A library the record does not name (newer than it) comes last.
     blas.order_path().write_text(json.dumps({'order': ['blis', 'atlas']}))
@@ -191,6 +213,27 @@ def test_the_recorded_order_is_the_machines_and_a_damaged_one_is_said(monkeypatc
     assert _names(blas.local_libraries()) == list(blas.BY_SPEED)
     err = capfd.readouterr().err
     assert err.count('warning:') == 1 and 'is not a BLAS order' in err
+
+
+def test_hpcbench_blas_shows_and_changes_the_default_and_refuses_an_unknown_one(
+        monkeypatch, tmp_path, capsys):
+    from hpcbench import cli
+    monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
+    monkeypatch.setenv('HPCBENCH_CACHE', str(tmp_path / 'cache'))
+    monkeypatch.setenv('HPCBENCH_MIRROR', str(tmp_path / 'no-mirror'))
+    monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
+    monkeypatch.setattr(blas.paths, 'VAR_DIR', tmp_path / 'var')
+    assert cli.main(['blas']) == 0
+    assert "HPL's default BLAS: mkl (the built-in order)" in capsys.readouterr().out
+    assert cli.main(['blas', '--default', 'openblas-spack']) == 0
+    out = capsys.readouterr().out
+    assert "HPL's default BLAS: mkl -> openblas-spack" in out and 'stack changed' in out
+    assert cli.main(['blas']) == 0
+    out = capsys.readouterr().out
+    assert "HPL's default BLAS: openblas-spack (chosen " in out and ': mkl -> openblas-spack: asked' in out
+    assert cli.main(['blas', '--default', 'atlas']) == 1
+    assert '--default atlas: the BLAS libraries are mkl, openblas-spack' in capsys.readouterr().err
+    assert blas.recorded_order()[0] == 'openblas-spack'
 
 
 def test_the_blas_mpi_grid_of_a_real_session():
@@ -288,6 +331,7 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
     one_rank = next(name for name, chosen in kept.items() if chosen.ranks_per_node == 1)
     proc = run_reframe('-r', '-n', f'HplCheck%layout_name={one_rank}%num_nodes=1',
                        '-p', 'openmpi', '-p', 'mpich$', '-S', 'sizing=quick',
+                       '-S', 'HplCheck.solve_seconds=4',
                        '-S', 'HplCheck.repeats=1', '-S', 'HplCheck.dgemm_repeats=2',
                        '--keep-stage-files',
                        env=env, timeout=1800)
@@ -342,16 +386,18 @@ def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
     assert all('; not told apart from ' in line for line in dgemm[:-1]), dgemm
     print(text)
 
-    # `hpcbench setup` would choose HPL's default from this session's DGEMM ceilings: with
-    # two calls each none is ahead of the default, which stays, and is recorded as such.
+    # `hpcbench setup` reads this session's DGEMM ceilings: it never changes the default
+    # itself (nothing is recorded), and with two calls each suggests none.
     cache = tmp_path / 'cache'
     chosen = subprocess.run([str(BIN / 'python'), '-c', 'from hpcbench import bootstrap; '
-                             'bootstrap.choose_default_blas()'], cwd=ROOT, capture_output=True,
-                            text=True, env={**os.environ, **env, 'HPCBENCH_CACHE': str(cache),
-                                            'HPCBENCH_MIRROR': str(paths.mirror_dir())})
+                             'choice, uuid = bootstrap.suggested_blas(); '
+                             'print(uuid, choice.changed, sorted(choice.medians)); '
+                             'bootstrap.suggest_default_blas()'],
+                            cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, **env, 'HPCBENCH_CACHE': str(cache),
+                                 'HPCBENCH_MIRROR': str(paths.mirror_dir())})
     assert chosen.returncode == 0, chosen.stderr
-    recorded = json.loads((cache / 'blas' / 'order.json').read_text())
-    assert recorded['session'] == re.search(r'session (\S+)\)', chosen.stdout).group(1)
-    assert recorded['session'] in run_reframe('--list-stored-sessions', env=env).stdout
-    assert set(recorded['medians']) == set(_names(libraries))
-    assert recorded['order'] == list(blas.BY_SPEED) and 'stays' in recorded['reason']
+    uuid, changed, medians = chosen.stdout.split(' ', 2)
+    assert uuid in run_reframe('--list-stored-sessions', env=env).stdout
+    assert changed == 'False' and medians.strip() == str(sorted(_names(libraries)))
+    assert 'suggest' not in chosen.stdout and not (cache / 'blas' / 'order.json').exists()

@@ -152,33 +152,31 @@ import sys
 from pathlib import Path
 from hpcbench import clean_root
 clean_root._terminate_on_signal()
-tarball, workdir, shared = map(Path, sys.argv[1:4])
-command, offline = sys.argv[4], sys.argv[5] == 'offline'
-with clean_root.clean_root(clean_root.paths.PROJECT_ROOT, 'HEAD', shared, workdir, tarball) as root:
+tarball, workdir = map(Path, sys.argv[1:3])
+command, offline = sys.argv[3], sys.argv[4] == 'offline'
+with clean_root.clean_root(clean_root.paths.PROJECT_ROOT, 'HEAD', workdir, tarball) as root:
     print(root, flush=True)
     clean_root.run_inside(root, command, workdir / 'inside.log', 900, offline)
 """
 
 
 def _mini_tarball(tmp_path):
-    """A small root as a tarball, a workdir for roots and a `../shared`."""
+    """A small root as a tarball and a workdir for roots."""
     tarball = tmp_path / 'mini.tar'
     mini = _mini_root(tmp_path / 'mini')
     mini.chmod(0o700)   # as debootstrap's temporary directory: the tarball's `./` is 0700
     with tarfile.open(tarball, 'w') as tar:
         tar.add(mini, arcname='.')
-    workdir, shared = tmp_path / 'roots', tmp_path / 'shared'
+    workdir = tmp_path / 'roots'
     workdir.mkdir()
-    shared.mkdir()
-    (shared / 'seed.txt').write_text('shared\n')
-    return tarball, workdir, shared
+    return tarball, workdir
 
 
-def _start_check(tarball, workdir, shared, command='sleep 600', offline=False):
+def _start_check(tarball, workdir, command='sleep 600', offline=False):
     """A real check in a process of its own, running `command` in its root; returns the
     process, its root and the processes inside it."""
     check = subprocess.Popen([sys.executable, '-c', INTERRUPTED_CHECK, str(tarball),
-                              str(workdir), str(shared), command,
+                              str(workdir), command,
                               'offline' if offline else 'online'],
                              stdout=subprocess.PIPE, text=True, cwd=ROOT,
                              preexec_fn=sigint_as_from_a_terminal)
@@ -208,7 +206,8 @@ def test_an_interrupted_check_leaves_no_root_mount_or_process(tmp_path, sig):
 
 def _interrupt(check, sig, root, inside):
     workdir = root.parent
-    assert (root / 'work/main/README.md').exists() and (root / 'work/shared/seed.txt').exists()
+    # The clone alone, as a user has it: nothing beside it (no ../shared).
+    assert (root / 'work/main/README.md').exists() and sorted(os.listdir(root / 'work')) == ['main']
     # `/` inside is open to every user, as on a machine (munge's postinst runs as munge).
     assert root.stat().st_mode & 0o777 == 0o755
     assert inside, 'the command never started inside the root'
@@ -225,13 +224,13 @@ def _interrupt(check, sig, root, inside):
 @not_nested
 def test_a_root_left_by_a_killed_check_is_removed_by_the_next_one_a_running_one_s_kept(
         tmp_path):
-    tarball, workdir, shared = _mini_tarball(tmp_path)
+    tarball, workdir = _mini_tarball(tmp_path)
     # A check killed outright cleans nothing up: its root, mounts and command stay.
-    killed, stale, orphans = _start_check(tarball, workdir, shared)
+    killed, stale, orphans = _start_check(tarball, workdir)
     killed.kill()
     killed.wait(timeout=60)
     assert orphans and all(_alive(pid) for pid in orphans) and clean_root.mounts_under(stale)
-    running, live, inside = _start_check(tarball, workdir, shared)
+    running, live, inside = _start_check(tarball, workdir)
     try:
         clean_root.remove_stale_roots(workdir)
         assert not stale.exists() and not clean_root.mounts_under(stale)
@@ -245,9 +244,9 @@ def test_a_root_left_by_a_killed_check_is_removed_by_the_next_one_a_running_one_
 @as_root
 @not_nested
 def test_an_offline_command_has_the_loopback_and_no_other_network(tmp_path):
-    tarball, workdir, shared = _mini_tarball(tmp_path)
+    tarball, workdir = _mini_tarball(tmp_path)
     check, root, _ = _start_check(
-        tarball, workdir, shared, offline=True,
+        tarball, workdir, offline=True,
         command='echo "$(</proc/net/dev)" > /work/net.txt; '
                 'echo "$(</proc/net/route)" > /work/route.txt; sleep 600')
     route = root / 'work/route.txt'

@@ -2,6 +2,7 @@
 captured here (tests/fixtures/hpl) and broken copies of them."""
 import math
 import re
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -284,3 +285,78 @@ def test_t2k_sized_its_run_by_its_huge_pages():
     assert hpl.huge_page_problem_size(625, 14400, 2 << 20, 232, 50, 50) == 1_508_000
     with pytest.raises(hpl.HplInputError, match='less than the BLAS buffers'):
         hpl.huge_page_problem_size(1, 10, 2 << 20, 232, 1, 1)
+
+
+# --- quick mode: N sized in the job from the DGEMM rate ----------------------------------------
+
+def test_quick_sizes_are_steps_of_whole_granules_up_to_a_quarter_of_the_memory():
+    sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
+    assert list(sizes) == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+    assert all(n % 192 == 0 for n in sizes)
+    assert 8 * sizes[0] ** 2 <= hpl.QUICK_MAX_MEMORY_FRACTION * LOCAL.memory_bytes
+    assert sizes[0] == hpl.problem_size(LOCAL.memory_bytes, 192, 1, 2,
+                                        hpl.QUICK_MAX_MEMORY_FRACTION)
+    # Each a step below the one before, rounded down to its granule (NB x lcm(P, Q) = 384),
+    # and one more where that would alias (below).
+    assert all(a / hpl.QUICK_SIZE_STEP - 2 * 384 < b < a for a, b in zip(sizes, sizes[1:]))
+    assert sizes[-1] >= 8 * 192 * 2
+
+
+def test_the_size_for_a_rate_is_the_largest_within_the_time_and_a_faster_node_gets_more():
+    sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
+    slow, fast = (hpl.size_for_rate(sizes, rate * 1e9) for rate in (100, 215))
+    for n, rate in ((slow, 100e9), (fast, 215e9)):
+        assert hpl.flop_count(n) / rate <= hpl.QUICK_SOLVE_SECONDS
+        bigger = [s for s in sizes if s > n]
+        assert not bigger or hpl.flop_count(min(bigger)) / rate > hpl.QUICK_SOLVE_SECONDS
+    assert fast > slow
+    # A rate too small for any size gets the smallest; a small change keeps the same N.
+    assert hpl.size_for_rate(sizes, 1e6) == min(sizes)
+    assert hpl.size_for_rate(sizes, 101e9) == slow
+
+
+def _sized(tmp_path, dgemm_output, sizes, nodes=1, repeats=3):
+    (tmp_path / 'dgemm-rate.out').write_text(dgemm_output)
+    (tmp_path / 'HPL.dat').write_text(hpl.hpl_dat(hpl.Inputs((min(sizes),) * repeats,
+                                                             ((1, 2),))))
+    (tmp_path / 'hpl-size.sh').write_text(hpl.sizing_script(sizes, nodes, repeats))
+    return subprocess.run(['sh', 'hpl-size.sh'], cwd=tmp_path, capture_output=True, text=True)
+
+
+def test_the_jobs_sizing_script_chooses_as_python_does_and_writes_hpl_dat(tmp_path):
+    """The script the job runs (awk) against size_for_rate, on a real dgemm-rate output
+    (best 108.862 GFLOP/s), on one node and on four."""
+    real = (FIXTURES / 'dgemm' / 'local-2-cores.out').read_text()
+    sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
+    for nodes in (1, 4):
+        done = _sized(tmp_path, real, sizes, nodes)
+        assert done.returncode == 0, done.stderr
+        n = hpl.size_for_rate(sizes, nodes * 108.862e9)
+        assert hpl.parse_size(done.stdout) == (n, hpl.QUICK_SOLVE_SECONDS, 108.862)
+        lines = (tmp_path / 'HPL.dat').read_text().splitlines()
+        assert lines[5] == f'{n} {n} {n}  Ns'
+        # Only the Ns line changed: every other line is what the check wrote.
+        written = hpl.hpl_dat(hpl.Inputs((n,) * 3, ((1, 2),))).splitlines()
+        assert lines[:5] + lines[6:] == written[:5] + written[6:]
+
+
+@pytest.mark.parametrize('broken', ['', 'dgemm-rate: N=4352 repeats=3\n',
+                                    'repeat 1: 1.5 s nan GFLOP/s\n'])
+def test_the_jobs_sizing_script_refuses_to_size_without_a_rate(tmp_path, broken):
+    sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
+    done = _sized(tmp_path, broken, sizes)
+    assert done.returncode == 1 and 'no DGEMM rate in dgemm-rate.out' in done.stderr
+    assert hpl.parse_size(done.stdout) is None
+    assert (tmp_path / 'HPL.dat').read_text().splitlines()[5].startswith(f'{min(sizes)} ')
+
+
+@pytest.mark.parametrize('p, q', [(1, 1), (1, 2), (2, 4), (4, 8)])
+def test_quick_sizes_avoid_a_leading_dimension_of_a_multiple_of_4_kib(p, q):
+    """BLIS ran HPL at N = 13824 (27 x 512) at 64 GFLOP/s and at 13632 at 90 here: no quick
+    size but the smallest gives a process row a leading dimension of 512 doubles' multiple."""
+    assert hpl.aliased(13824, 192, 1) and not hpl.aliased(13632, 192, 1)
+    sizes = hpl.quick_sizes(LOCAL, 4, 192, p, q)
+    assert not any(hpl.aliased(n, 192, p) for n in sizes[:-1])
+    for n in (13824, 13632, 1508000, 1000):
+        rows = hpl.local_rows(n, 232, p)
+        assert sum(rows) == n and max(rows) - min(rows) <= 232

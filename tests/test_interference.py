@@ -68,7 +68,20 @@ def test_busy_exits_with_its_status_only_when_told_to_fail():
     assert warn.returncode == 0 and 'BUSY' in warn.stdout and warn_seconds < 10
 
 
+def _skip_unless_quiet(when):
+    """Skip unless no other process loads this machine (`when`: before or during the test):
+    a test that times a wait for its own load assumes it is the only one."""
+    check, _ = _quiet_node('--wait', '0')
+    if check.returncode != 0:
+        pytest.skip(f'another process loads this machine {when} the test, and the test times '
+                    f'a wait for a load of its own alone: {check.stdout.strip()}')
+
+
 def test_a_passing_load_delays_the_launch_and_the_wait_is_recorded():
+    """A 4-s busy loop delays the launch by about its life: the wait (3 to 10 s) is bounded
+    when nothing else loads the machine; a machine loaded by others before or during the
+    test is said, not measured (CI once waited 35 s behind another process)."""
+    _skip_unless_quiet('before')
     busy = _busy_loop(seconds=4)
     try:
         time.sleep(0.3)
@@ -77,8 +90,10 @@ def test_a_passing_load_delays_the_launch_and_the_wait_is_recorded():
         _stop(busy)
     assert done.returncode == 0, done.stdout
     waited = re.match(rf'{quiet_node.MARKER} quiet: after waiting (\d+) s for it, ', done.stdout)
-    assert waited and 3 <= int(waited.group(1)) <= 10, done.stdout
-    assert 3 <= seconds < 20
+    assert waited and int(waited.group(1)) >= 3, done.stdout
+    if int(waited.group(1)) > 10 or seconds >= 20:
+        _skip_unless_quiet('during')
+    assert int(waited.group(1)) <= 10 and 3 <= seconds < 20, done.stdout
 
 
 def test_a_load_that_stays_fails_once_the_wait_is_over_naming_it():

@@ -46,6 +46,8 @@ def test_a_paper_systems_dry_run_is_its_papers_run(tmp_path):
     proc = _make(var, 'dry-run', 'SYSTEM=t2k-tsukuba', 'RFM_OPTS=-n HplCheck -p openmpi')
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     assert 'sizing=quick' not in proc.stdout
+    # Its paper screened every node first (§4.2): its run keeps the screening, not the sweep.
+    assert "-T '^(sweep)$' --dry-run -n HplCheck" in proc.stdout
     dats = [p.read_text() for p in (var / 'stage').glob('**/HplCheck_*/HPL.dat')]
     assert any(re.search(r'^1508000 .*Ns$', d, re.M) and re.search(r'^232 +NBs$', d, re.M)
                for d in dats), len(dats)

@@ -158,7 +158,8 @@ def test_real_runs_on_mvapich2_pass_under_both_launchers_and_compare_with_the_ot
     proc = run_reframe('-r', '-n', r'HplCheck%layout_name=per-core|'
                        r'ImbPairCheck%benchmark=PingPong$|MpiStartupCheck',
                        '-p', 'mvapich2', '-p', 'mvapich2-rsh', '-p', 'openmpi$',
-                       '-S', 'sizing=quick', '-S', 'HplCheck.dgemm_repeats=1',
+                       '-S', 'sizing=quick', '-S', 'HplCheck.solve_seconds=4',
+                       '-S', 'HplCheck.dgemm_repeats=1',
                        '-S', 'max_msglog=16', '-S', 'launches=2', '-S', 'repeats=1',
                        timeout=1800)
     out = _plain(proc.stdout)

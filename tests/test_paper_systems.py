@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import BIN
-from hpcbench import hpl, imb, ior, paths, references, spack
+from hpcbench import hpl, imb, ior, node, paths, references, rfmconfig, spack
 
 # The paper systems' checks are described and dry-run, never built here: the same with or
 # without this machine's Spack (but for the re-concretization test, marked `spack`).
@@ -61,11 +61,15 @@ def described(tmp_path_factory):
 
 @pytest.fixture(scope='session')
 def dry_runs(tmp_path_factory):
-    """`reframe --dry-run` of every check on every partition of every system (two at a
-    time): {system: (completed process, stage directory)}."""
+    """`make dry-run` of every system (two at a time), with exactly the options it gives
+    ReFrame (its paper's run: the mode's), serially: {system: (completed process, stage
+    directory)}."""
     def run(system):
         var = tmp_path_factory.mktemp(f'dry-{system}')
-        done = _reframe(system, var, '--dry-run', '--exec-policy=serial')
+        done = subprocess.run(['make', '-s', '--no-print-directory', 'dry-run',
+                               f'SYSTEM={system}', 'RFM_OPTS=--exec-policy=serial'],
+                              capture_output=True, text=True, cwd=paths.PROJECT_ROOT,
+                              env=dict(os.environ, HPCBENCH_VAR=str(var)))
         return system, (done, var / 'stage' / system)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -149,24 +153,6 @@ def test_cited_figures_agree_with_the_values_kept(system):
             f'{fig.cited!r}')
 
 
-@pytest.mark.parametrize('system', PAPER_SYSTEMS)
-def test_every_figure_is_printed_in_its_seed(system):
-    """A figure's number (its `cited` text's, when the unit was converted) appears in the
-    seed file it cites: no figure without a source, no typo."""
-    refs = references.load(system)
-    for fig in refs.figures:
-        text = (paths.SEEDS_DIR / refs.sources[fig.source]['seed']).read_text()
-        if fig.cited:
-            numbers = re.findall(r'\d[\d,]*(?:\.\d+)?', fig.cited)
-        else:
-            v = fig.value
-            numbers = [n for n in {str(v), f'{v:.1f}', f'{v:.2f}', f'{v:.3f}',
-                                   str(int(v)) if v == int(v) else ''} if n]
-        assert any(re.search(rf'(?<![\d.]){re.escape(n)}(?![\d])', text) for n in numbers), (
-            f'{system}: {fig.check} {fig.variable} {fig.value} ({fig.where}) is not in '
-            f'{refs.sources[fig.source]["seed"]}')
-
-
 def test_reference_counts_cover_every_system_and_refuse_an_unknown_one(capsys):
     from hpcbench import cli
     assert cli.main(['references']) == 0
@@ -229,11 +215,15 @@ def test_every_check_on_every_partition_writes_its_job(system, dry_runs):
             assert re.search(launchers[environ], text, re.M), f'{script}: {launchers[environ]}'
             seen.add((partition, environ, test.split('_')[0]))
 
-    # Every MPI check ran on every partition in every environment.
+    # Every MPI check ran on every partition in every environment; node screening where
+    # the paper's run screened nodes (T2K), and nowhere else.
+    screens = 'screen' in rfmconfig.paper_run_tags(system)
+    assert screens == (system == 't2k-tsukuba')
+    assert any(check == 'HplNodeScreen' for _, _, check in seen) == screens
     for partition, part in partitions(system).items():
         for environ in part['environs']:
             for check in ('HplCheck', 'ImbPairCheck', 'ImbVariability', 'IorCheck',
-                          'MpiStartupCheck', 'HplNodeScreen'):
+                          'MpiStartupCheck', *(['HplNodeScreen'] if screens else [])):
                 if check == 'ImbPairCheck' and part['extras']['num_nodes'] < 2:
                     continue
                 assert (partition, environ, check) in seen, (system, partition, environ, check)
@@ -255,6 +245,17 @@ def test_tsubame_jobs_carry_its_pe_voltaire_variables_and_taskset_ring(dry_runs)
     assert 'numactl' not in binder and 'exec taskset -c "$cpus" "$@"' in binder
     job, _ = _one(stage, 'grid', 'openmpi', 'HplCheck_*', '-np 5184 ')
     assert '--map-by ppr:8:node -x ' in job and '#$ -pe mpi 10368' in job
+
+
+def test_tsubame_grid_rpeak_counts_its_16_nodes_at_2_6_ghz():
+    """Table 3-6: the 648-node run's Rpeak, 49,868.8 GFLOPS = 16 x 83.2 + 632 x 76.8 (not
+    648 x 76.8 = 49,766.4); its efficiency, 76.56 %, is against it."""
+    grid = partitions('tsubame')['grid']
+    described = node.from_partition(grid['processor'], grid['extras'], 'tsubame:grid')
+    rpeak = hpl.plan(described, 648, 8, grids=[(36, 144)], n=1334160).rpeak_flops
+    assert rpeak == pytest.approx(49868.8e9)
+    assert 100 * 38180e9 / rpeak == pytest.approx(76.56, abs=0.005)
+    assert described.peak_flops_of(4) == pytest.approx(4 * 83.2e9)
 
 
 def test_t2k_runs_its_table_5_hpl_by_default(dry_runs):

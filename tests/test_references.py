@@ -16,15 +16,16 @@ CHIC = {
     'figures': [
         {'check': 'StreamCheck', 'partition': 'compute', 'match': {'num_threads': 1},
          'variable': 'triad', 'value': 3731.0, 'unit': 'MB/s', 'tolerance': [-0.1, None],
-         'source': 'chic2007', 'where': 'Table 1',
+         'source': 'chic2007', 'where': 'Table 1', 'quote': '8 DIMMs 3731.0 11.1',
          'configuration': '1 thread, 8 DIMMs, gcc-4.2 -O3, Opteron 2.6 GHz'},
         {'check': 'StreamCheck', 'partition': 'compute', 'match': {'num_threads': 1},
          'variable': 'triad', 'value': 5769.8, 'unit': 'MB/s', 'source': 'chic2007',
-         'where': 'Table 1', 'use': 'comparison',
+         'where': 'Table 1', 'use': 'comparison', 'quote': '5769.8 7.2 3959.6 16.2',
          'configuration': '1 thread, 8 DIMMs, pathscale-3.0 -O3, Opteron 2.6 GHz'},
         {'check': 'StreamCheck', 'partition': 'compute', 'match': {'num_threads': 2},
          'variable': 'triad', 'value': 4854.7, 'unit': 'MB/s', 'source': 'chic2007',
-         'where': 'Table 1', 'configuration': '2 threads, 8 DIMMs, gcc-4.2 -O3'},
+         'where': 'Table 1', 'quote': '8 DIMMs 4854.7 17.1',
+         'configuration': '2 threads, 8 DIMMs, gcc-4.2 -O3'},
     ],
 }
 
@@ -74,6 +75,8 @@ def test_a_system_without_references_has_none(tmp_path, monkeypatch):
     (lambda d: d['figures'][0].update(source='nope'), "unknown source 'nope'"),
     (lambda d: d['sources']['chic2007'].update(seed='paper.pdf'), 'does not match'),
     (lambda d: d['figures'][0].update(value='fast'), "'fast' is not of type 'number'"),
+    (lambda d: d['figures'][1].pop('quote'), r"figures/1: a figure from a seed \(chic2007\) "
+                                             "needs `quote`"),
     (lambda d: d['figures'][2].update(match={'num_threads': 1}), 'two reference figures'),
     (lambda d: d['figures'][1].update(check='StreamChek'), "figures/1: unknown check "
                                                            "'StreamChek'; the checks: "),
@@ -133,12 +136,62 @@ def test_file_for_another_system_is_refused(tmp_path):
         references.load('t2k', _write(tmp_path, CHIC, 't2k'))
 
 
-def test_every_seed_cited_exists():
-    for path in references.paths.REFERENCES_DIR.glob('*.yaml'):
+def _printed_numbers(fig):
+    """The figure's number as its paper may print it: its `cited` text's numbers (when the
+    unit was converted: 76.46 TFlops), else its value in the usual precisions."""
+    if fig.cited:
+        return re.findall(r'\d[\d,]*(?:\.\d+)?', fig.cited)
+    v = fig.value
+    return [n for n in {str(v), f'{v:.1f}', f'{v:.2f}', f'{v:.3f}',
+                        str(int(v)) if v == int(v) else ''} if n]
+
+
+def _prints(text, numbers):
+    return any(re.search(rf'(?<![\d.]){re.escape(n)}(?![\d])', text) for n in numbers)
+
+
+def _seed_figures():
+    for path in sorted(references.paths.REFERENCES_DIR.glob('*.yaml')):
         refs = references.load(path.stem, path)
-        for src in refs.sources.values():
-            if 'seed' in src:
-                assert (references.paths.SEEDS_DIR / src['seed']).exists(), src
+        for fig in refs.figures:
+            if 'seed' in refs.sources[fig.source]:
+                yield path.stem, refs.sources[fig.source]['seed'], fig
+
+
+def _words(text):
+    return ' '.join(text.split())
+
+
+def test_every_paper_figure_is_printed_in_the_quote_stored_with_it():
+    """What the repository itself holds: each paper figure's number (its `cited` text's,
+    when the unit was converted) stands in the seed's words stored with it. A clone alone
+    has no seeds: this is its check; test_every_quote_is_in_its_seed checks the quotes."""
+    figures = list(_seed_figures())
+    assert len(figures) > 150
+    wrong = [f'{system}: {fig.check} {fig.variable} {fig.value} ({fig.where}): {fig.quote!r}'
+             for system, _, fig in figures if not _prints(fig.quote, _printed_numbers(fig))]
+    assert not wrong, '\n'.join(wrong)
+
+
+_NO_SEEDS = (f'no seed papers at {references.paths.SEEDS_DIR} (a clone alone; HPCBENCH_SEEDS '
+             'names another place): the paper figures were checked against the quotes stored '
+             'with them only (test_every_paper_figure_is_printed_in_the_quote_stored_with_it)')
+
+
+@pytest.mark.skipif(not references.paths.SEEDS_DIR.is_dir(), reason=_NO_SEEDS)
+def test_every_quote_is_in_its_seed():
+    """Where the papers' texts are at hand: every seed cited exists, and every figure's quote
+    is the seed's own words (its whitespace aside): no figure without a source, no typo."""
+    texts, wrong = {}, []
+    for system, seed, fig in _seed_figures():
+        if seed not in texts:
+            path = references.paths.SEEDS_DIR / seed
+            assert path.is_file(), f'{system}: seed {seed} cited, not in {path.parent}'
+            texts[seed] = _words(path.read_text())
+        if _words(fig.quote) not in texts[seed]:
+            wrong.append(f'{system}: {fig.check} {fig.variable} ({fig.where}): {fig.quote!r} '
+                         f'is not in {seed}')
+    assert not wrong, '\n'.join(wrong)
 
 
 def _session():
@@ -246,6 +299,29 @@ def test_a_baseline_of_two_real_sessions_keeps_every_run_and_its_provenance(tmp_
     assert both and all(f.sample['min'] <= f.value <= f.sample['max'] for f in both)
     assert all(f.sample['first'] < f.sample['last'] for f in both)
     assert 'alias' not in path.read_text() and '&id' not in path.read_text()
+
+
+def test_a_baseline_judges_only_the_build_it_measured_and_the_newest_stack():
+    """Of two real sessions whose HPL builds differ in their BLAS (the older one's changed
+    in a copy), the baseline keeps the newer stack's runs alone, and its figure matches
+    that build: a build with another BLAS gets no reference from it."""
+    new, old = [json.loads((FIXTURES / 'report' / f'session-{name}.json').read_text())
+                for name in ('new', 'old')]
+    for run in old['runs']:
+        for tc in run['testcases']:
+            tc['build_spec'] = re.sub(r'\^blas=\S+', '^blas=intel-oneapi-mkl@2025.3.0',
+                                      tc.get('build_spec') or '')
+    refs = _baseline([new, old])
+    hpl = [f for f in refs.figures if f.check == 'HplCheck' and f.variable == 'gflops']
+    assert hpl and all(f.sample['sessions'] == 1 for f in hpl)
+    assert all(f.match['build_spec'].endswith('^blas=openblas@0.3.21') for f in hpl)
+    fig = hpl[0]
+    attrs = {**{k: v for k, v in fig.match.items()}}
+    assert references.select(refs, 'HplCheck', fig.partition, fig.environ, attrs)
+    other = {**attrs, 'build_spec': attrs['build_spec'].replace('openblas@0.3.21',
+                                                                'intel-oneapi-mkl@2025.3.0')}
+    assert 'gflops' not in references.select(refs, 'HplCheck', fig.partition, fig.environ,
+                                             other)
 
 
 def _imb_session():

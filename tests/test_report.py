@@ -129,6 +129,33 @@ def test_a_ratio_above_its_ceiling_is_shown_withheld_with_why():
     assert rows['ceiling_efficiency']['measured_as'] == why
 
 
+def test_a_stored_ratio_above_100_percent_is_never_shown_without_its_reason():
+    """Sessions stored before the checks withheld such ratios hold them as figures (NodeCeilings'
+    peak_of_rpeak: 126.1 % of a nominal peak from this VM's base clock): every reader of the
+    database (report, compare-stacks, compare, baselines, trends) gets it withheld, saying
+    why; the stored session itself is left as it is."""
+    data = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
+    stored = json.dumps(data)
+    case = next(c for c in results.measured_cases(data, fixtures=True)
+                if c['check'] == 'NodeCeilings')
+    assert 'peak_of_rpeak' not in case['perfvalues'] and 'peak_gflops' in case['perfvalues']
+    why = case['testcase']['flagged']['peak_of_rpeak']
+    assert why.startswith('126.1 % of its peak or ceiling, stored without a reason')
+    assert 'the peak is wrong (a nominal clock below the one the cores run at' in why
+    row = next(r for r in report.reference_rows(case, None) if r['variable'] == 'peak_of_rpeak')
+    assert (row['result'], row['value'], row['measured_as']) == ('withheld', None, why)
+    assert json.dumps(data) == stored
+    # No ratio above 100 % is left among any fixture session's figures.
+    for path in sorted([*(FIXTURES / 'reframe').glob('*session*.json'),
+                        *REPORT_FIXTURES.glob('session-*.json')]):
+        loaded = json.loads(path.read_text())
+        for session in loaded if isinstance(loaded, list) else [loaded]:
+            for case in results.measured_cases(session, fixtures=True):
+                above = {name: value for name, (value, unit) in case['perfvalues'].items()
+                         if name in results.PEAK_RATIOS and value and value > 100}
+                assert not above, (path.name, case['check'], above)
+
+
 def test_report_without_results_of_the_system_says_so(tmp_path):
     with pytest.raises(RuntimeError, match='no stored session has results of testbed'):
         report.write(tmp_path, 'testbed', _sessions())

@@ -1,5 +1,6 @@
 """The checks' sanity functions themselves, on real outputs and broken copies of them: the
 check files are loaded through ReFrame's loader under the local site config."""
+import json
 import re
 import types
 
@@ -10,7 +11,9 @@ from reframe.core.exceptions import SanityError
 from reframe.frontend.loader import RegressionCheckLoader
 
 from conftest import FIXTURES, ROOT
-from hpcbench import ceilings, imb, stream
+from hpcbench import ceilings, hpl, imb, stream
+from hpcbench.node import Node
+from hpcbench import rfm
 from hpcbench.rfm import Samples
 from test_hpcc_and_dgemm import HPCC_MUTATIONS, _dgemm_mutations, _hpcc_mutations
 from test_ceilings import MUTATIONS as CEILINGS_MUTATIONS
@@ -46,6 +49,10 @@ class CheckUnderTest(types.SimpleNamespace):
     record_samples = Samples.record_samples
     record_aggregation = Samples.record_aggregation
     withhold_ratio_above_ceiling = Samples.withhold_ratio_above_ceiling
+    withhold_ratio_to_nominal_peak = Samples.withhold_ratio_to_nominal_peak
+
+    def is_dry_run(self):
+        return False
 
     def __init__(self, **attrs):
         super().__init__(samples={}, aggregation={}, flagged={}, unique_name='under test',
@@ -250,7 +257,8 @@ HPL_CHECK_OUTPUT = FIXTURES / 'hpl' / 'hplcheck-openmpi-per-core-quick.out'
 def _hpl_test(stagedir, output, expected_results=8, **attrs):
     (stagedir / 'rfm_job.out').write_text(output)
     plan = types.SimpleNamespace(inputs=types.SimpleNamespace(expected_results=expected_results))
-    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', plan=plan, **attrs)
+    return CheckUnderTest(stagedir=str(stagedir), stdout='rfm_job.out', plan=plan,
+                          **{'sizes': (), **attrs})
 
 
 @pytest.mark.parametrize('check', ['HplTuningSweep', 'HplNodeScreen'])
@@ -260,7 +268,7 @@ def test_hpl_sanity_passes_a_real_output(check_classes, tmp_path, check):
     assert len(test.runs) == 8 and test.summary.best_gflops == 79.439
     # Every solve is kept beside the best, and how the figure came from them.
     assert test.samples['gflops'] == [r.gflops for r in test.runs]
-    assert test.aggregation['gflops'] == 'best of 8 solve(s)'
+    assert test.aggregation['gflops'] == 'best of 8 solve(s) of N=4608'
 
 
 @pytest.mark.parametrize('mutation', HPL_MUTATIONS)
@@ -290,6 +298,46 @@ def test_hpl_check_sanity_passes_a_real_output_with_its_dgemm_ceiling(check_clas
     assert test.aggregation['dgemm_ceiling'] == \
         'best of 3 calls just before HPL in its job'
     assert test.samples['gflops'] == [r.gflops for r in test.runs]
+
+
+# A real quick-mode HplCheck job (OpenBLAS 0.3.28, one rank of 2 threads): its DGEMM ceiling,
+# then the line of its sizing script (N = 14400 for 20 s a solve at 107.4 GFLOP/s), then HPL.
+HPL_SIZED_OUTPUT = FIXTURES / 'hpl' / 'hplcheck-openblas-per-socket-quick-sized.out'
+# The node it ran on: 2 cores, 24 GiB.
+LOCAL_NODE = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 << 20,
+                  memory_bytes=24 * 2**30, clock_hz=2.596e9, flops_per_cycle=32)
+
+
+def _sized_test(check_classes, stagedir, output, sizes=None):
+    (stagedir / 'HPL.dat').write_text(hpl.hpl_dat(hpl.Inputs((14400,) * 3, ((1, 1),))))
+    plan = hpl.Plan(hpl.Inputs((13248,) * 3, ((1, 1),)), 1, 0, 166.1e9, 0)
+    test = _hpl_test(stagedir, output, expected_results=3, dgemm_repeats=3,
+                     sizes=sizes or hpl.quick_sizes(LOCAL_NODE, 1, 192, 1, 1))
+    test.plan, test.input_files = plan, {'HPL.dat': 'as written at set-up'}
+    test.read_size = types.MethodType(check_classes['HplCheck'].read_size, test)
+    return test
+
+
+def test_a_quick_hpl_check_reads_the_n_its_job_chose(check_classes, tmp_path):
+    test = _sized_test(check_classes, tmp_path, HPL_SIZED_OUTPUT.read_text())
+    assert sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
+    assert test.plan.inputs.ns == (14400,) * 3 and {r.n for r in test.runs} == {14400}
+    assert test.aggregation['gflops'] == (
+        'best of 3 solve(s) of N=14400, sized in the job for 20 s a solve at its DGEMM '
+        'ceiling, 107.399 GFLOP/s a node')
+    assert test.input_files['HPL.dat'].splitlines()[5] == '14400 14400 14400  Ns'
+
+
+@pytest.mark.parametrize('broken, message', [
+    (lambda out: re.sub(r'(?m)^hpl-size: .*\n', '', out), 'the job did not size HPL'),
+    (lambda out: out.replace('hpl-size: N=14400', 'hpl-size: N=14401'),
+     'sized HPL at N=14401, not one of its sizes'),
+])
+def test_a_quick_hpl_check_fails_a_job_that_did_not_size_it(check_classes, tmp_path, broken,
+                                                            message):
+    test = _sized_test(check_classes, tmp_path, broken(HPL_SIZED_OUTPUT.read_text()))
+    with pytest.raises(SanityError, match=message):
+        sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
 
 
 def _split_hpl_check_output():
@@ -355,6 +403,53 @@ def test_node_ceilings_sanity_passes_a_real_output(check_classes, tmp_path):
     assert sn.evaluate(check_classes['NodeCeilings'].every_kernel_ran(test))
     assert len(test.samples['peak_gflops']) == len(test.samples['bandwidth']) == 5
     assert test.aggregation['bandwidth'] == 'stream_mem_avx512, best of 5 runs'
+
+
+def _partition(clock_hz, source):
+    """This machine's partition as its site config describes it, at `clock_hz`."""
+    processor = json.loads((FIXTURES / 'reframe' / 'local-processor.json').read_text())
+    return types.SimpleNamespace(
+        fullname='local:default', processor=types.SimpleNamespace(info=processor),
+        extras={'memory_bytes': 24 * 2**30, 'clock_hz': clock_hz, 'clock_source': source,
+                'flops_per_cycle': 32})
+
+
+def _judged_ceilings(tmp_path, check_classes, clock, source):
+    """NodeCeilings' sanity and its judgement of the nominal peak on the real output, with
+    the partition described at `clock`."""
+    test = _ceilings_test(tmp_path, CEILINGS_OUTPUT)
+    test.rpeak_gflops = 2 * clock * 32 / 1e9
+    test.current_partition = _partition(clock, source)
+    test.perf_variables = {'peak_of_rpeak': None, 'peak_gflops': None}
+    assert sn.evaluate(check_classes['NodeCeilings'].every_kernel_ran(test))
+    check_classes['NodeCeilings'].judge_the_nominal_peak(test)
+    return test
+
+
+def test_a_ratio_to_a_nominal_peak_below_what_the_node_did_is_withheld_with_why(
+        check_classes, tmp_path, monkeypatch):
+    """The real likwid-bench output sustained 116.8 GFLOP/s on 2 cores: against a nominal
+    peak from a 1.5 GHz clock (96 GFLOP/s), peak_of_rpeak would be 121.7 %: withheld, the
+    reason naming the clock and where it came from; against this VM's 2.596 GHz (166.1
+    GFLOP/s) it is 70.3 %, kept."""
+    low = _judged_ceilings(tmp_path, check_classes, 1.5e9,
+                           "/proc/cpuinfo's cpu MHz: possibly the base clock")
+    assert 'peak_of_rpeak' not in low.perf_variables and 'peak_gflops' in low.perf_variables
+    assert low.flagged['peak_of_rpeak'] == (
+        '121.6 % of the nominal peak, which is wrong: the sustained peak measured 116.8 '
+        'GFLOP/s, 121.6 % of it; nominal peak 2 cores x 1.5 GHz (/proc/cpuinfo\'s cpu MHz: '
+        'possibly the base clock) x 32 flop/cycle = 96.0 GFLOP/s a node')
+    kept = _judged_ceilings(tmp_path, check_classes, 2.596e9, 'cpufreq maximum')
+    assert 'peak_of_rpeak' in kept.perf_variables and not kept.flagged
+    # The run's log says it once per partition, however many tests withhold such a ratio.
+    said = []
+    monkeypatch.setattr(rfm, 'getlogger', lambda: types.SimpleNamespace(warning=said.append))
+    monkeypatch.setattr(rfm, '_SAID', set())
+    for _ in range(3):
+        _judged_ceilings(tmp_path, check_classes, 1.5e9, 'a base clock')
+    assert len(said) == 1 and said[0].startswith('local:default: the nominal peak is below '
+                                                 'what its nodes do (sustained peak: 121.6 %')
+    assert 'x 1.5 GHz (a base clock) x 32 flop/cycle = 96.0 GFLOP/s a node' in said[0]
 
 
 @pytest.mark.parametrize('mutation', CEILINGS_MUTATIONS)

@@ -138,6 +138,53 @@ def test_two_real_sessions_of_unchanged_code_give_no_regression(capsys):
     assert tally['inconclusive'] > 0 and tally['no change'] > 0
 
 
+def _built_with(session, blas):
+    """A copy of a real session whose BLAS builds name another BLAS provider."""
+    data = json.loads(json.dumps(session))
+    for run in data['runs']:
+        for tc in run['testcases']:
+            tc['build_spec'] = re.sub(r'\^blas=\S+', f'^blas={blas}', tc.get('build_spec') or '')
+    return data
+
+
+def test_figures_of_another_stack_are_never_judged_as_the_machines():
+    """The old session's HPL built on MKL, the new one's on OpenBLAS 0.3.21 (the BLAS of a
+    real session changed in a copy): no HPL row is judged, each says what changed; the
+    figures of builds without a BLAS are judged as ever; --across-stacks judges them."""
+    new, old = _sessions()
+    old = _built_with(old, 'intel-oneapi-mkl@2025.3.0')
+    rows = verdicts.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
+    blas_rows = [r for r in rows if '^blas=' in r.stack]
+    assert {r.check for r in blas_rows} >= {'HplCheck', 'HpccCheck'}
+    for row in blas_rows:
+        v = row.verdict
+        assert v.verdict == 'stack changed' and v.p_value is None and v.change_percent is None
+        assert v.reason.startswith('stack changed: blas intel-oneapi-mkl@2025.3.0 -> '
+                                   'openblas@0.3.21 (median '), v.reason
+    others = [r for r in rows if '^blas=' not in r.stack]
+    assert others and not any(r.verdict.verdict == 'stack changed' for r in others)
+    assert verdicts.counts(rows)['stack changed'] == len(blas_rows)
+
+    across = verdicts.compare([new, old], 'local', [_uuid(new)], [_uuid(old)],
+                              across_stacks=True)
+    judged = [r for r in across if '^blas=' in r.stack]
+    assert len(judged) == len(blas_rows)
+    assert not any(r.verdict.verdict == 'stack changed' for r in judged)
+    assert all(r.verdict.reason.startswith('across stacks (blas intel-oneapi-mkl@2025.3.0 -> '
+                                           'openblas@0.3.21): ') for r in judged)
+
+
+def test_a_stack_change_is_told_by_what_changed():
+    old = ('hpl@2.3 +openmp arch=linux-debian12-x86_64_v4 /5vtt4bg ^c=gcc@12.2.0 '
+           '^mpi=openmpi@4.1.4 ^blas=intel-oneapi-mkl@2025.3.0')
+    new = old.replace('/5vtt4bg', '/kq2x7fa').replace('intel-oneapi-mkl@2025.3.0',
+                                                      'openblas@0.3.28')
+    assert results.stack_change(old, new) == ('hash /5vtt4bg -> /kq2x7fa, blas '
+                                              'intel-oneapi-mkl@2025.3.0 -> openblas@0.3.28')
+    assert results.stack_change('', new) == f'(not recorded) -> {new}'
+    assert results.stack_change(old, old) == 'the same'
+
+
 # --- real runs: an injected slowdown is found, unchanged runs are not called slower --------
 
 def _imb_pingpong(*extra, env=None):
@@ -319,3 +366,25 @@ def test_change_points_mark_a_change_of_level_not_noise():
                                                              (7, 'improvement')]
     # Fewer than 3 values on a side: no test can tell.
     assert verdicts.change_points('triad', 'MB/s', [100, 100, 50, 50]) == []
+
+
+def test_two_real_sessions_across_a_change_of_the_default_blas_judge_no_hpl_figure():
+    """Two real quick sessions of HplCheck on this machine: the first on MKL (the built-in
+    order), the second after `hpcbench blas --default openblas-spack`, as their provenance
+    says. No HPL row judges the MKL build against the OpenBLAS 0.3.28 build: each says
+    what changed; the libraries that ran in both (BLIS, OpenBLAS 0.3.21, on Open MPI) are
+    judged as ever."""
+    new, old = json.loads((FIXTURES / 'reframe' /
+                           'blas-default-changed-sessions.json').read_text())
+    assert (old['session_info']['blas_default'], new['session_info']['blas_default']) == (
+        'mkl', 'openblas-spack')
+    assert new['session_info']['blas_default_from'].endswith(' in place of mkl')
+    rows = verdicts.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
+    mkl_to_openblas = [r for r in rows if r.environ in ('openmpi', 'mpich', 'intelmpi')]
+    assert {r.environ for r in mkl_to_openblas} == {'openmpi', 'mpich', 'intelmpi'}
+    for row in mkl_to_openblas:
+        assert row.verdict.verdict == 'stack changed', row
+        assert 'blas intel-oneapi-mkl@2025.3.0 -> openblas@0.3.28' in row.verdict.reason
+    same = [r for r in rows if r.environ in ('openmpi-blis', 'openmpi-openblas')]
+    assert same and not any(r.verdict.verdict == 'stack changed' for r in same)
+    assert verdicts.counts(rows)['stack changed'] == len(mkl_to_openblas)

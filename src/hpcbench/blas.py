@@ -3,13 +3,16 @@ from PyPI, and a newer OpenBLAS Spack builds from source. One description serves
 bootstrap (prefixes, Spack externals, host.yaml) and the local site config (a ReFrame
 environment per BLAS for the checks that depend on one: HPL, HPCC and the DGEMM ceiling).
 
-The default BLAS (the one every MPI stack's HPL and HPCC are built with) is the fastest the
-machine has: `hpcbench setup` ranks the libraries by the DGEMM ceilings of the newest session
-that measured them (choose_default) and records the order in the per-user cache; until a run
-has measured them, the order measured when this was written (BY_SPEED). The others run on
-one MPI stack only (the first the machine has), as a BLAS does not change how an MPI moves
-data.
+The default BLAS (the one every MPI stack's HPL and HPCC are built with) is the one the
+machine's order names first: the order measured when this was written (BY_SPEED), until
+the user chooses another. A benchmark environment measures the same stack until the user
+changes it: `hpcbench setup` ranks the libraries by the DGEMM ceilings of the newest session
+that measured them (choose_default) and, when another is ahead, only suggests it; `hpcbench
+blas --default NAME` makes the change, recorded with the old order in the per-user cache
+(the history every later session's provenance names). The others run on one MPI stack only
+(the first the machine has), as a BLAS does not change how an MPI moves data.
 """
+import datetime
 import json
 import os
 import statistics
@@ -211,20 +214,67 @@ def order_path():
     return paths.cache_dir() / 'blas' / 'order.json'
 
 
-def recorded_order():
-    """The BLAS names, fastest first, as recorded by the last choose_default (libraries it
-    did not measure after, in BY_SPEED's order), else BY_SPEED."""
+def _recorded():
+    """The recorded choice ({'order', 'reason', 'time', 'history'}), {} without one; a
+    damaged record is said and ignored."""
     path = order_path()
     try:
-        recorded = json.loads(path.read_text())['order']
+        recorded = json.loads(path.read_text())
+        if not isinstance(recorded['order'], list):
+            raise TypeError('its order is no list')
     except FileNotFoundError:
-        return list(BY_SPEED)
+        return {}
     except (OSError, ValueError, KeyError, TypeError) as err:
         print(f'warning: {path} is not a BLAS order ({err}): using the order measured when '
               f'hpcbench.blas was written', file=sys.stderr)
-        return list(BY_SPEED)
-    known = [name for name in recorded if name in BY_SPEED]
+        return {}
+    return recorded
+
+
+def recorded_order():
+    """The BLAS names, the default first, as the user last chose them (set_default;
+    libraries the record does not name after, in BY_SPEED's order), else BY_SPEED."""
+    known = [name for name in _recorded().get('order', []) if name in BY_SPEED]
     return known + [name for name in BY_SPEED if name not in known]
+
+
+def choice_history():
+    """The changes of the default so far, oldest first: [{'time', 'from', 'to', 'reason'}]."""
+    return list(_recorded().get('history', []))
+
+
+def set_default(name, reason):
+    """Make `name` HPL's default BLAS (the user's explicit change of the stack), keeping the
+    others' order, and record it with the change (atomically). Returns (old, new) default."""
+    if name not in BY_SPEED:
+        raise ValueError(f'{name!r} is no BLAS library of this suite: {", ".join(BY_SPEED)}')
+    order = recorded_order()
+    old = order[0]
+    new_order = [name, *(n for n in order if n != name)]
+    history = choice_history()
+    now = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
+    if old != name:
+        history.append({'time': now, 'from': old, 'to': name, 'reason': reason})
+    path = order_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix('.tmp')
+    temporary.write_text(json.dumps({'order': new_order, 'reason': reason, 'time': now,
+                                     'history': history}, indent=1) + '\n')
+    temporary.replace(path)
+    return old, name
+
+
+def choice_provenance():
+    """What a session records of the BLAS choice: `<default>` and how it became the
+    default (`the built-in order`, or the time of the user's change), for
+    --session-extras (no ',' '{' '}')."""
+    history = choice_history()
+    default = recorded_order()[0]
+    how = (f'chosen {history[-1]["time"]} in place of {history[-1]["from"]}' if history
+           else 'the built-in order')
+    if os.environ.get('HPCBENCH_BLAS'):
+        default, how = os.environ['HPCBENCH_BLAS'].split(',')[0].strip(), 'HPCBENCH_BLAS'
+    return {'blas_default': default, 'blas_default_from': how.replace(',', ' ')}
 
 
 @dataclass(frozen=True)
@@ -236,9 +286,9 @@ class DefaultChoice:
 
 
 def choose_default(samples, order):
-    """The default BLAS from DGEMM ceilings measured in one session: `samples` {library
-    name: [GFLOP/s, ...]}, `order` the current order (its first: the default). The default
-    changes only when the library with the best median is ahead of it by compare's rule
+    """The default BLAS the DGEMM ceilings measured in one session suggest: `samples`
+    {library name: [GFLOP/s, ...]}, `order` the current order (its first: the default). It
+    is never applied by itself (set_default is the user's). Another is suggested only when the library with the best median is ahead of it by compare's rule
     (hpcbench.verdicts.judge: more than 5 % and a one-sided Mann-Whitney U test at p <= 0.05),
     so that two libraries a run cannot tell apart do not swap the build at every run."""
     from hpcbench import verdicts
@@ -279,14 +329,3 @@ def library_of(provider, libraries):
     package, _, version = provider.partition('@')
     return next((library.name for library in libraries
                  if library.package == package and library.version() == version), None)
-
-
-def record_order(choice, session):
-    """Keep a choice (atomically): the order local_libraries reads, and why."""
-    path = order_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix('.tmp')
-    temporary.write_text(json.dumps({'order': list(choice.order), 'reason': choice.reason,
-                                     'session': session, 'medians': choice.medians},
-                                    indent=1) + '\n')
-    temporary.replace(path)

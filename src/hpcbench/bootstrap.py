@@ -339,43 +339,48 @@ def setup(refresh=False, system='local'):
         registry_only()
         return None
 
-    choose_default_blas()
+    suggest_default_blas()
     found = bootstrap(refresh, found)
     install_environment(found, system)
     return found
 
 
-def choose_default_blas():
-    """Make the fastest BLAS measured on this machine HPL's default (hpcbench.blas.
-    choose_default), from the newest stored session whose DGEMM ceilings cover two libraries
-    or more; without one, the order stays as it is."""
-    if os.environ.get('HPCBENCH_BLAS') or not (paths.VAR_DIR / 'results.db').exists():
-        return
+def suggested_blas():
+    """(DefaultChoice, session UUID) of the newest stored session whose DGEMM ceilings cover
+    two libraries or more (hpcbench.blas.choose_default), else (None, None)."""
+    if not (paths.VAR_DIR / 'results.db').exists():
+        return None, None
 
     from hpcbench import results
     libraries = blas.local_libraries()
-    try:
-        sessions = results.stored_sessions(results.site_config('local'))
-    except RuntimeError as err:
-        say(f"HPL's default BLAS stays {libraries[0].name}: {err}")
-        return
-
-    for session in sessions:
+    for session in results.stored_sessions(results.site_config('local')):
         samples = {}
         for provider, rates in results.dgemm_by_blas(session).items():
             name = blas.library_of(provider, libraries)
             if name:
                 samples[name] = rates
         if len(samples) > 1:
-            break
-    else:
-        return
+            return (blas.choose_default(samples, [lib.name for lib in libraries]),
+                    session['session_info']['uuid'])
+    return None, None
 
-    uuid = session['session_info']['uuid']
-    choice = blas.choose_default(samples, blas.recorded_order())
-    blas.record_order(choice, uuid)
-    say(f"HPL's default BLAS (DGEMM ceilings of session {uuid}): {choice.reason}"
-        + (' (a new default: the environment is concretized again)' if choice.changed else ''))
+
+def suggest_default_blas():
+    """Say when another BLAS measured faster than HPL's default, and how to make it the
+    default: the stack a run measures never changes by itself (hpcbench.blas)."""
+    if os.environ.get('HPCBENCH_BLAS'):
+        return
+    try:
+        choice, uuid = suggested_blas()
+    except RuntimeError as err:
+        say(f"HPL's default BLAS stays {blas.local_libraries()[0].name}: {err}")
+        return
+    if choice and choice.changed:
+        say(f"HPL's default BLAS stays {blas.local_libraries()[0].name} (the stack changes "
+            f'only when you change it); the DGEMM ceilings of session {uuid} suggest '
+            f'{choice.reason}. To build HPL on it: hpcbench blas --default {choice.order[0]} '
+            '(then make run: one concretization; compare reports the change as a stack '
+            'change, never as the machine\'s)')
 
 
 def install_environment(found, system='local'):

@@ -6,7 +6,8 @@ and kept as a tarball in the per-user cache (`<cache>/clean-root/`). Every check
 fresh copy of it, adds only what a fresh machine has (python3 with venv, make, git, gcc, g++,
 ca-certificates: the root's packages) and the host's registry settings (apt sources, the CA
 bundle, pip's and npm's configuration, the registry variables), so that the same registries
-answer the same way; then a clean clone of the commit and `../shared`. It mounts proc, sys,
+answer the same way; then a clean clone of the commit, alone, as a user clones it (no
+`../shared` beside it: the project passes its tests without it). It mounts proc, sys,
 dev, run and dev/shm, runs each command as README says, and on exit, failure or interrupt
 kills what still runs inside, unmounts and removes the root. Logs and the report of the run
 are copied to `var/clean-root/<time>/`.
@@ -353,10 +354,10 @@ def mount_system(root):
 
 
 @contextlib.contextmanager
-def clean_root(project, commit, shared, workdir=None, tarball=None, bundle=None):
+def clean_root(project, commit, workdir=None, tarball=None, bundle=None):
     """A fresh root (from `tarball`, default: the pristine Debian root) with a clean clone
-    of `commit` at /work/main, `shared` at /work/shared and an offline `bundle` (hpcbench.
-    bundle) in /work/bundle; removed whatever happens."""
+    of `commit` at /work/main, nothing beside it, and an offline `bundle` (hpcbench.bundle)
+    in /work/bundle; removed whatever happens."""
     if tarball is None:
         tarball = pristine_tarball(debian_archive_uri([p.read_text() for p in host_sources()]))
     roots = workdir or tarball.parent
@@ -378,8 +379,6 @@ def clean_root(project, commit, shared, workdir=None, tarball=None, bundle=None)
                         str(work / 'main')], check=True)
         subprocess.run(['git', '-C', str(work / 'main'), 'checkout', '--quiet', '--detach',
                         commit], check=True)
-        if shared.is_dir():
-            shutil.copytree(shared, work / 'shared', symlinks=True)
         if bundle:
             (root / BUNDLE_DIR).mkdir(parents=True)
             shutil.copyfile(bundle, root / BUNDLE_DIR / bundle.name)
@@ -508,7 +507,7 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
     _terminate_on_signal()
     outcomes = []
     start = time.monotonic()
-    with clean_root(project, sha, project.parent / 'shared', workdir, bundle=bundle) as root:
+    with clean_root(project, sha, workdir, bundle=bundle) as root:
         if offline:
             install_site_packages(root)
         for _, run, log_name in runs:

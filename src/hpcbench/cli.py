@@ -157,6 +157,8 @@ def _compare_stacks(args):
         inputs = {c['inputs'] for c in group.values()}
         print(f'\n{heading}' + (f'\n  inputs: {inputs.pop()}' if len(inputs) == 1 else ''))
         print(results.stacks_table(group))
+        for line in results.withheld_lines(group):
+            print(f'  {line}')
     grids = results.blas_mpi_grids(groups)
     if grids:
         print('\nBLAS x MPI')
@@ -240,10 +242,13 @@ def _ci_pipeline(args):
 
 def _provenance(args):
     """The session's provenance as ReFrame --session-extras (what `make run` passes)."""
-    from hpcbench import paths, provenance
+    from hpcbench import blas, paths, provenance
+    facts = provenance.session_facts(str(paths.SPACK_ENVS_DIR / args.system))
+    if args.system in MACHINE_SYSTEMS:
+        # Which BLAS this machine's HPL is built with, and since when (the user's change).
+        facts = {**facts, **blas.choice_provenance()}
     try:
-        print(provenance.session_extras(
-            provenance.session_facts(str(paths.SPACK_ENVS_DIR / args.system))))
+        print(provenance.session_extras(facts))
     except ValueError as err:
         raise RuntimeError(str(err)) from None
 
@@ -262,7 +267,7 @@ def _mode_options(args):
     import shlex
 
     from hpcbench import rfmconfig
-    print(shlex.join(rfmconfig.mode_options(args.mode)))
+    print(shlex.join(rfmconfig.mode_options(args.mode, args.system)))
 
 
 def _report(args):
@@ -319,7 +324,8 @@ def _compare(args):
     if not compared:
         raise RuntimeError(f'nothing to compare: no stored session of {args.system} has '
                            f'an earlier one (within {args.days} days) to judge it against')
-    rows = verdicts.compare(stored, args.system, *compared, threshold=args.threshold)
+    rows = verdicts.compare(stored, args.system, *compared, threshold=args.threshold,
+                            across_stacks=args.across_stacks)
     comparison = report.Comparison(*compared, rows, args.threshold)
     print(comparison.describe())
     shown = [r for r in rows if args.all or r.verdict.verdict != 'no change']
@@ -327,6 +333,43 @@ def _compare(args):
                             [report.comparison_cells(r) for r in shown]))
     if comparison.regressions:
         raise RuntimeError(f'{len(comparison.regressions)} regression(s)')
+
+
+def _blas(args):
+    """HPL's default BLAS on this machine: shown (where it came from, its changes, what the
+    newest measurement suggests), or changed by the user (--default): the one way the stack
+    a run measures changes."""
+    from hpcbench import blas, bootstrap
+    if args.default:
+        if args.default not in blas.BY_SPEED:
+            raise RuntimeError(f'--default {args.default}: the BLAS libraries are '
+                               f'{", ".join(blas.BY_SPEED)}')
+        choice, uuid = bootstrap.suggested_blas()
+        why = 'asked: hpcbench blas --default' + (
+            f' (session {uuid} measured: {choice.reason})'
+            if choice and choice.order[0] == args.default else '')
+        old, new = blas.set_default(args.default, why)
+        if old == new:
+            print(f"HPL's default BLAS is {new} already: nothing changes")
+            return
+        print(f"HPL's default BLAS: {old} -> {new} (recorded in {blas.order_path()}). The "
+              'next make run concretizes spack-envs/local again and builds HPL and HPCC with '
+              f'{new} on every MPI stack; its sessions name the change in their provenance, '
+              "and compare reports figures across it as 'stack changed', not as the "
+              "machine's. HPCBENCH_BLAS still overrides it for one run.")
+        return
+
+    order = blas.recorded_order()
+    history = blas.choice_history()
+    print(f"HPL's default BLAS: {order[0]} ({blas.choice_provenance()['blas_default_from']}); "
+          f'the others, each on the first MPI stack: {", ".join(order[1:])}')
+    for change in history:
+        print(f'  {change["time"]}: {change["from"]} -> {change["to"]}: {change["reason"]}')
+    choice, uuid = bootstrap.suggested_blas()
+    if choice:
+        print(f'DGEMM ceilings of session {uuid}: {choice.reason}'
+              + (f' (to make it the default: hpcbench blas --default {choice.order[0]})'
+                 if choice.changed else ''))
 
 
 def _shell(args):
@@ -439,6 +482,12 @@ def main(argv=None):
                          help='no build cache: the receiving machine builds everything from '
                               "the mirror's sources (binaries that do not fit its CPUs)")
     offline.set_defaults(func=_bundle)
+    choose = sub.add_parser('blas', help="show HPL's default BLAS on this machine, or change "
+                                         'it (--default): the one way the stack changes')
+    choose.add_argument('--default', metavar='NAME',
+                        help='make this library the default (mkl, openblas-spack, openblas, '
+                             'blis): the next make run builds HPL with it')
+    choose.set_defaults(func=_blas)
     env_shell = sub.add_parser('shell', help="print the shell code that puts a system's "
                                              'Spack-built benchmarks and one MPI on PATH: '
                                              'eval "$(.venv/bin/hpcbench shell)"')
@@ -456,6 +505,8 @@ def main(argv=None):
     mode = sub.add_parser('mode-options', help="print a ReFrame mode's options (make run "
                                                'puts them before RFM_OPTS)')
     mode.add_argument('mode', help='quick or full (hpcbench.rfmconfig.MODES)')
+    mode.add_argument('--system', help="the system whose mode (full: its paper's run, node "
+                                       'screening included where its paper screened)')
     mode.set_defaults(func=_mode_options)
     default_mode = sub.add_parser('default-mode', help="the mode make uses without MODE= "
                                                        '(quick here, full on a paper system)')
@@ -475,6 +526,9 @@ def main(argv=None):
                               'made from')
     _judging_options(judge)
     judge.add_argument('--all', action='store_true', help="list the 'no change' figures too")
+    judge.add_argument('--across-stacks', action='store_true',
+                       help='judge figures whose stack changed (another build, BLAS or MPI) '
+                            "too, instead of saying 'stack changed': compares two stacks")
     judge.set_defaults(func=_compare)
     rep = sub.add_parser('report', help='write the HTML report and Markdown summary of the '
                                         "stored results (ReFrame's results database)")

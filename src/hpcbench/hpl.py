@@ -33,11 +33,28 @@ MULTI_NODE_MEMORY_FRACTION = 0.75
 # The tuning sweep's size: T2K tuned at N = 300,000, about 1/25 of the memory of the full
 # run (N = 1,508,000: (300/1508)^2 = 0.04), §4.4.
 TUNING_MEMORY_FRACTION = 0.04
-# Quick mode's size (make run): half of T2K's tuning size. Measured here (2 cores, one
-# rank x 2 threads, OpenBLAS, one job each): N = 7872, 30 s a job of 3 solves, 89.1 % of
-# the DGEMM ceiling measured before it; at 1/25 (N = 11136) 65 s, 91.4 %. Its eight HPL jobs
-# were 484 s of a 1148-s quick run at 1/25.
+# Quick mode's size where no DGEMM rate sizes it (an HPL job without one, -S sizing=quick
+# on HplNodeScreen): half of T2K's tuning size.
 QUICK_MEMORY_FRACTION = 0.02
+# Quick mode's size in HplCheck's job (make run): the N whose solve takes QUICK_SOLVE_SECONDS
+# at the DGEMM rate measured in the job just before HPL, so that a fast node gets the N that
+# measures it and a slow one stays quick (a fixed 1/50 of the memory, N = 7872 here, gave
+# OpenBLAS 0.3.28 at 215 GFLOP/s 81 % of its ceiling against 90 to 94 % for the slower
+# libraries). HPL's share of the DGEMM rate grows with N, and faster a BLAS needs a larger
+# N for the same share (its non-DGEMM work does not speed up). Measured here, 2026-11-26,
+# one rank of 2 threads, one solve each, DGEMM 97 to 111 GFLOP/s: OpenBLAS 0.3.28 83.5, 85.9,
+# 87.3, 90.3, 92.9 % at N = 7872, 9600, 12672, 14400, 16128 (3.6 to 27.9 s a solve); 0.3.21
+# 83.3, 85.8, 87.6, 90.1 %; MKL 87.6, 87.8, 92.3, 91.9 %; BLIS 90.2, 90.0, 85.3, 88.5 % up
+# to N = 14400. Two make runs at 20 s a solve (best of 3) gave the four libraries 89.1 to
+# 92.9 %: at 30 s (N near 17,000 at 110 GFLOP/s) none is at the edge. Chosen among sizes
+# QUICK_SIZE_STEP apart (quick_sizes: the same N run after run unless the rate moves by a
+# step), at most QUICK_MAX_MEMORY_FRACTION of the memory.
+QUICK_SOLVE_SECONDS = 30.0
+# Solves of that N in one quick job (three otherwise): the spread still shows, and the job
+# takes as long as three solves of 20 s did (seven quick HPL jobs: 596 to 641 s here).
+QUICK_REPEATS = 2
+QUICK_SIZE_STEP = 1.04
+QUICK_MAX_MEMORY_FRACTION = 0.25
 # Memory each node keeps for the kernel and ordinary processes (T2K §4.5 left ~1 GB).
 OS_RESERVE_BYTES = 1 * GIB
 
@@ -238,6 +255,95 @@ def fitting_size(n, nb, p, q, depth, num_nodes, node_memory_bytes):
     return n
 
 
+# A process's local matrix whose leading dimension is a multiple of this many doubles (4 KiB)
+# maps its columns onto the same cache sets: measured here with BLIS (one rank of 2 threads),
+# N = 12288 and 13824 (24 and 27 x 512) ran at 64.6 and 63.9 to 66.8 GFLOP/s, N = 13632 and
+# 14016 at 90.3 and 94.6.
+ALIASED_LEADING_DIMENSION = 512
+
+
+def local_rows(n, nb, p):
+    """The rows of the local matrix of each process row (ScaLAPACK's numroc): its leading
+    dimension."""
+    blocks, rest = divmod(n, nb)
+    return [blocks // p * nb + (nb if row < blocks % p else rest if row == blocks % p else 0)
+            for row in range(p)]
+
+
+def aliased(n, nb, p):
+    """Whether some process row's leading dimension is a multiple of 4 KiB."""
+    return any(rows and rows % ALIASED_LEADING_DIMENSION == 0 for rows in local_rows(n, nb, p))
+
+
+def quick_sizes(node, num_nodes, nb, p, q, depth=1):
+    """The Ns quick mode chooses from in the job (size_for_rate), largest first: from
+    QUICK_MAX_MEMORY_FRACTION of the nodes' memory (fitting beside the OS) down by
+    QUICK_SIZE_STEP, each a multiple of its granule (block_granule), the next granule down
+    where a process's leading dimension would be a multiple of 4 KiB (aliased), down to 8
+    blocks per process row or column."""
+    total = num_nodes * node.memory_bytes
+    n = fitting_size(problem_size(total, nb, p, q, QUICK_MAX_MEMORY_FRACTION), nb, p, q, depth,
+                     num_nodes, node.memory_bytes)
+    smallest = 8 * nb * max(p, q)
+    sizes = []
+    while n >= smallest and (not sizes or n < sizes[-1]):
+        granule = block_granule(n, nb, p, q)
+        while aliased(n, nb, p) and n - granule >= smallest:
+            n -= granule
+        sizes.append(n)
+        n = int(n / QUICK_SIZE_STEP)
+        n -= n % block_granule(n, nb, p, q)
+    return tuple(sizes) or (n,)
+
+
+def size_for_rate(sizes, rate_flops, seconds=QUICK_SOLVE_SECONDS):
+    """The largest of `sizes` whose solve takes at most `seconds` at `rate_flops`, else the
+    smallest (what the job's sizing script computes: sizing_script)."""
+    fitting = [n for n in sizes if flop_count(n) / rate_flops <= seconds]
+    return max(fitting) if fitting else min(sizes)
+
+
+# The job's files of the in-job sizing: the DGEMM ceiling's output, read back.
+DGEMM_OUTPUT = 'dgemm-rate.out'
+SIZE_MARKER = 'hpl-size:'
+
+
+def sizing_script(sizes, num_nodes, repeats, seconds=QUICK_SOLVE_SECONDS,
+                  dgemm_output=DGEMM_OUTPUT, hpl_dat='HPL.dat'):
+    """A POSIX shell script that sets HPL.dat's N from the DGEMM rate the job just measured
+    (the best of dgemm-rate's calls on one node, times `num_nodes`): size_for_rate over
+    `sizes`, as awk does it, `repeats` times on HPL.dat's Ns line (its 6th). It prints
+    `hpl-size: N=<n> ...`; without a rate it says so and exits 1 (HPL does not run)."""
+    listed = ' '.join(map(str, sizes))
+    return f'''#!/bin/sh
+# HPL's N in quick mode: the largest of the sizes below whose solve takes at most
+# {seconds:g} s at the DGEMM rate measured just before (hpcbench.hpl.size_for_rate).
+rate=$(awk '$1 == "repeat" && $6 == "GFLOP/s" && $5 + 0 > best {{ best = $5 + 0 }}
+            END {{ print best + 0 }}' {dgemm_output})
+n=$(awk -v rate="$rate" -v nodes={num_nodes} -v seconds={seconds!r} -v sizes="{listed}" 'BEGIN {{
+    count = split(sizes, n, " "); chosen = n[count]; flops = rate * 1e9 * nodes
+    for (i = count; i >= 1; i--)
+        if (flops > 0 && (2 / 3 * n[i] ^ 3 + 2 * n[i] ^ 2) / flops <= seconds) chosen = n[i]
+    print (flops > 0) ? chosen : 0 }}')
+if [ "$n" -eq 0 ]; then
+    echo "{SIZE_MARKER} no DGEMM rate in {dgemm_output}: HPL is not sized, not run" >&2
+    exit 1
+fi
+awk -v n="$n" -v repeats={repeats} 'NR == 6 {{
+    line = n; for (i = 2; i <= repeats; i++) line = line " " n; print line "  Ns"; next }}
+    {{ print }}' {hpl_dat} > {hpl_dat}.sized && mv {hpl_dat}.sized {hpl_dat}
+echo "{SIZE_MARKER} N=$n for {seconds:g} s a solve at $rate GFLOP/s a node (the DGEMM ceiling) x {num_nodes} node(s)"
+'''
+
+
+def parse_size(output):
+    """(N, seconds a solve, GFLOP/s a node) the job's sizing script chose and printed; None
+    when it did not run (an N given, or not quick mode)."""
+    match = re.search(rf'^{re.escape(SIZE_MARKER)} N=(\d+) for (\S+) s a solve at (\S+) '
+                      'GFLOP/s', output, re.M)
+    return (int(match.group(1)), float(match.group(2)), float(match.group(3))) if match else None
+
+
 def flop_count(n):
     """Floating-point operations of an HPL solve of order n (HPL's own count)."""
     return 2 / 3 * n ** 3 + 2 * n ** 2
@@ -361,7 +467,7 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
     needed = max(check_fits(n, nb, p, q, depth, num_nodes, node.memory_bytes)
                  for p, q in grids)
     inputs = Inputs(ns=(n,) * repeats, grids=grids, tuning=tuning)
-    rpeak = num_nodes * node.peak_flops
+    rpeak = node.peak_flops_of(num_nodes)
     return Plan(inputs, num_nodes, needed, rpeak,
                 inputs.expected_results * estimated_seconds(n, rpeak))
 

@@ -20,6 +20,9 @@ class Node:
     memory_bytes: int
     clock_hz: float
     flops_per_cycle: int        # double precision, per core
+    # A partition of mixed clocks (TSUBAME's grid: 16 nodes at 2.6 GHz among 2.4-GHz ones):
+    # ((nodes, clock_hz), ...) in the order a run takes them; () when all run at clock_hz.
+    node_clocks: tuple = ()
 
     @property
     def core_peak_flops(self):
@@ -28,6 +31,17 @@ class Node:
     @property
     def peak_flops(self):
         return self.num_cores * self.core_peak_flops
+
+    def peak_flops_of(self, num_nodes):
+        """The nominal peak of a run on `num_nodes` nodes: each at its own clock where the
+        partition's clocks are mixed (node_clocks: the first groups first; nodes beyond
+        them at clock_hz), else num_nodes x peak_flops."""
+        total, left = 0.0, num_nodes
+        for count, hz in self.node_clocks:
+            taken = min(count, left)
+            total += taken * self.num_cores * hz * self.flops_per_cycle
+            left -= taken
+        return total + left * self.peak_flops
 
 
 def last_level_cache_total(topology):
@@ -64,4 +78,21 @@ def from_partition(processor, extras, where='partition'):
         memory_bytes=int(extras['memory_bytes']),
         clock_hz=float(extras['clock_hz']),
         flops_per_cycle=int(extras['flops_per_cycle']),
+        node_clocks=_node_clocks(extras.get('node_clocks'), where),
     )
+
+
+def _node_clocks(groups, where):
+    """extras.node_clocks ([[nodes, clock_hz], ...]) as a tuple, each checked."""
+    checked = []
+    for group in groups or ():
+        try:
+            count, hz = group
+            ok = int(count) == count and count > 0 and float(hz) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise NodeDescriptionError(f'{where}: extras.node_clocks: {group!r} is no '
+                                       '[nodes, clock_hz] pair of positive numbers')
+        checked.append((int(count), float(hz)))
+    return tuple(checked)

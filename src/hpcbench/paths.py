@@ -24,7 +24,10 @@ HOST_PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench_ho
 REFERENCES_DIR = Path(os.environ.get('HPCBENCH_REFERENCES', PROJECT_ROOT / 'references'))
 CHECKS_DIR = PROJECT_ROOT / 'reframe-checks'
 SITE_CONFIGS_DIR = PROJECT_ROOT / 'site-configs'
-SEEDS_DIR = PROJECT_ROOT.parent / 'shared' / 'seeds'
+# The seed papers' texts, where a developer's checkout has them beside it (../shared/seeds,
+# HPCBENCH_SEEDS): not part of the project. A clone alone checks each paper figure against
+# the quote stored with it (references/<system>.yaml).
+SEEDS_DIR = Path(os.environ.get('HPCBENCH_SEEDS', PROJECT_ROOT.parent / 'shared' / 'seeds'))
 
 
 def cache_dir():

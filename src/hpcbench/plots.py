@@ -397,7 +397,7 @@ def trend(samples, baseline, system, check, variable, wanted, title,
     range as a band, its change points (verdicts.change_points) marked."""
     fig, ax = plt.subplots(figsize=(10, 4))
     colours, cases_of = {}, {}
-    shown, unit, changes = 0, '', 0
+    shown, unit, changes, stack_changes = 0, '', 0, 0
     for (c, partition, environ, parameters, inputs), figures in sorted(samples.items(),
                                                                         key=str):
         params = dict(parameters)
@@ -418,16 +418,28 @@ def trend(samples, baseline, system, check, variable, wanted, title,
                                           [hi - m for m, hi in zip(medians, highs)]],
                     color=colour, linestyle=style, marker='o', markersize=4, capsize=2,
                     linewidth=1.5, label=label)
+        # Each stack (the build, its BLAS and MPI) on its own: a change of the software is
+        # marked as such, and change points are sought within one stack only.
+        parts = results.by_stack(figure)
         band = _baseline_band(baseline, check, partition, environ,
-                              {**params, **({'inputs': inputs} if inputs else {})})
+                              {**params, **({'inputs': inputs} if inputs else {}),
+                               'build_spec': list(parts)[-1]})
         if band:
             ax.axhspan(band[0], band[2], color=colour, alpha=0.12)
             ax.axhline(band[1], color=colour, linestyle=(0, (1, 3)), linewidth=1)
-        for index, kind in verdicts.change_points(variable, unit, list(medians), threshold):
-            changes += 1
-            ax.axvline(times[index], color=colour, linestyle='--', linewidth=1)
-            ax.annotate(kind, (times[index], medians[index]), fontsize=7, color=colour,
-                        xytext=(3, 3), textcoords='offset points')
+        for number, part in enumerate(parts.values()):
+            part_times, part_medians = zip(*[(t, m) for t, m, _, _ in _session_points(part)])
+            if number:
+                stack_changes += 1
+                ax.axvline(part_times[0], color=colour, linestyle=':', linewidth=1.5)
+                ax.annotate('stack changed', (part_times[0], part_medians[0]), fontsize=7,
+                            color=colour, xytext=(3, -10), textcoords='offset points')
+            for index, kind in verdicts.change_points(variable, unit, list(part_medians),
+                                                      threshold):
+                changes += 1
+                ax.axvline(part_times[index], color=colour, linestyle='--', linewidth=1)
+                ax.annotate(kind, (part_times[index], part_medians[index]), fontsize=7,
+                            color=colour, xytext=(3, 3), textcoords='offset points')
         shown += 1
 
     if not shown:
@@ -450,7 +462,9 @@ def trend(samples, baseline, system, check, variable, wanted, title,
                 f'accepted range (make baseline), dotted line its median. Dashed vertical '
                 f'lines: change points, where the sessions before and after differ by more '
                 f'than {threshold:g} % with a one-sided Mann-Whitney U p <= '
-                f'{verdicts.ALPHA:g} ({changes} found).')
+                f'{verdicts.ALPHA:g} ({changes} found), sought within one software stack '
+                f'only. Dotted vertical lines: the stack changed (another build, BLAS or '
+                f'MPI: {stack_changes} found), a change of the software, not of the machine.')
 
 
 def trends(samples, baseline, system, threshold=verdicts.THRESHOLD):

@@ -18,6 +18,9 @@ Shared code turns the figures that apply to a test into its ReFrame `reference`.
       unit: MB/s
       cited: 3294.2               # optional: as the paper prints it when the unit differs
                                   # (76.46 TFlops; checked against value by the tests)
+      quote: 1 Thread 2 DIMMs 3294.2 12.6 ...  # a seed's figure: the seed's own words that
+                                  # print it (its sentence or table row), so that a clone
+                                  # without the seeds still shows where the number stands
       tolerance: [-0.10, null]    # fractions of value; null = unbounded
       source: chic2007
       where: Table 1
@@ -101,6 +104,7 @@ SCHEMA = {
                     'where': {'type': 'string'},
                     'configuration': {'type': 'string'},
                     'cited': {'type': 'string'},
+                    'quote': {'type': 'string', 'minLength': 1},
                     'use': {'enum': ['reference', 'comparison']},
                     # A baseline figure's provenance: the runs it was made from.
                     'sample': {
@@ -155,6 +159,7 @@ class Figure:
     tolerance: tuple = (None, None)
     use: str = 'reference'
     cited: str = None
+    quote: str = None
     sample: dict = field(default_factory=dict)
 
     def applies_to(self, check, partition, environ, attrs):
@@ -235,6 +240,10 @@ def parse(data, where):
 
     machines = data.get('comparison_machines', {})
     for i, item in enumerate(data['figures']):
+        if 'seed' in data['sources'][item['source']] and 'quote' not in item:
+            raise ReferenceError(f'{where}: figures/{i}: a figure from a seed '
+                                 f'({item["source"]}) needs `quote`: the seed\'s words that '
+                                 'print it')
         if item['partition'] in machines and item.get('use') != 'comparison':
             raise ReferenceError(f'{where}: figures/{i}: {item["partition"]} is a comparison '
                                  'machine, not a partition: its figures are `use: comparison`')
@@ -459,13 +468,17 @@ def baseline_from_samples(system, samples, started, margin=MARGIN, guess=GUESS, 
         match = {**dict(parameters), **({'inputs': inputs} if inputs else {})}
         params = ', '.join(f'{k}={v}' for k, v in parameters)
         for variable, figure in sorted(by_variable.items()):
+            # The runs of the newest stack only (another build, BLAS or MPI is another
+            # figure), and the figure judges that stack's builds alone.
+            stack, figure = list(results.by_stack(figure).items())[-1]
             values, uuids = figure['values'], figure['sessions']
             dates = sorted(started[u] for u in uuids)
             bounds, rule = baseline_bounds(variable, figure['unit'], values, len(set(uuids)),
                                            margin, guess)
             used.update(uuids)
             figures.append(Figure(
-                check=check, partition=partition, environ=environ, match=match,
+                check=check, partition=partition, environ=environ,
+                match={**match, **({'build_spec': stack} if stack else {})},
                 variable=variable, value=float(statistics.median(values)), unit=figure['unit'],
                 tolerance=bounds, source='baseline',
                 where=f'median of {len(values)} run(s) in {len(set(uuids))} session(s), '

@@ -23,7 +23,8 @@ from pathlib import Path
 from hpcbench import plots, references, results, verdicts
 
 # Session extras recorded by `make run` (hpcbench provenance), in display order.
-SESSION_FACTS = ('project_commit', 'spack_commit', 'spack_lock', 'host')
+SESSION_FACTS = ('project_commit', 'spack_commit', 'spack_lock', 'host', 'blas_default',
+                 'blas_default_from')
 # Per test case (hpcbench.rfm.Provenance and the checks' `inputs`).
 CASE_FACTS = ('inputs', 'build_spec', 'topology', 'project_commit', 'spack_commit',
               'spack_lock')
@@ -49,7 +50,9 @@ class Comparison:
                 f'U test gives p <= {verdicts.ALPHA:g}, over the sessions\' medians where '
                 f'each side has {verdicts.MIN_SESSIONS} sessions, else over the runs (and '
                 f'then outside the earlier sessions\' medians when there are '
-                f'{verdicts.MIN_SESSIONS}). {tally or "no figure in common"}.')
+                f'{verdicts.MIN_SESSIONS}); the runs of a build only against runs of the same '
+                f'build (another BLAS, MPI or recipe: \'stack changed\', not judged). '
+                f'{tally or "no figure in common"}.')
 
 
 def system_cases(session_data, system):

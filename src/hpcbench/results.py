@@ -76,12 +76,40 @@ def with_added_parameters(check, match):
     return {**ADDED_PARAMETERS.get(check, {}), **match}
 
 
+# Figures that are ratios to a peak or a ceiling (percent): above 100 % the peak or the
+# ceiling is wrong, never the figure a result. The checks withhold such a ratio with its
+# reason (hpcbench.rfm.Samples); one stored without (a session from before they did) is
+# withheld here, saying so.
+PEAK_RATIOS = ('efficiency', 'ceiling_efficiency', 'sustained_peak_efficiency',
+               'peak_of_rpeak', 'hpl_efficiency', 'hpl_ceiling_efficiency',
+               'triad_ceiling_efficiency', 'triad_cached_store_efficiency')
+UNEXPLAINED_RATIO = ('{value:.1f} % of its peak or ceiling, stored without a reason (a '
+                     'session from before the suite withheld such ratios): above 100 % the '
+                     'peak is wrong (a nominal clock below the one the cores run at, a '
+                     'ceiling measured low), so it is no result')
+
+
+def _withhold_unexplained_ratios(tc, perf, refs):
+    """perf and refs without the ratios above 100 % a test case stored without a reason,
+    and the test case with those in its `flagged` figures."""
+    above = {name: value for name, (value, unit) in perf.items()
+             if name in PEAK_RATIOS and unit == '%' and value is not None and value > 100}
+    if not above:
+        return tc, perf, refs
+
+    flagged = {**{name: UNEXPLAINED_RATIO.format(value=value) for name, value in above.items()},
+               **(tc.get('flagged') or {})}
+    return ({**tc, 'flagged': flagged}, {k: v for k, v in perf.items() if k not in above},
+            {k: v for k, v in refs.items() if k not in above})
+
+
 def measured_runs(session_data, fixtures=False):
     """Every valid run of the session's test cases, in order (ReFrame's --repeat and
     --reruns give a case several): those that passed, and those that failed only against
     their references (their figures are real; re-baselining is how a new level is
     accepted). A case that failed anything else (build, run, sanity) measured nothing.
-    `fixtures`: the fixtures' too (the ceilings the checks divide by)."""
+    `fixtures`: the fixtures' too (the ceilings the checks divide by). A ratio to a peak
+    above 100 % is never among the figures: it is withheld, with its reason (PEAK_RATIOS)."""
     for run in session_data['runs']:
         for tc in run['testcases']:
             valid = tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'
@@ -96,6 +124,7 @@ def measured_runs(session_data, fixtures=False):
             for key, (value, ref, lower, upper, unit, result) in tc['perfvalues'].items():
                 perf[key.rsplit(':', 1)[1]] = (value, unit)
                 refs[key.rsplit(':', 1)[1]] = (ref, lower, upper, result)
+            tc, perf, refs = _withhold_unexplained_ratios(tc, perf, refs)
 
             yield {
                 'check': check, 'system': tc['system'], 'partition': tc['partition'],
@@ -133,9 +162,11 @@ def measured_cases(session_data, fixtures=False):
 def figure_samples(sessions, system):
     """Every figure of `system` measured in `sessions`, as a sample over their runs:
     {(check, partition, environ, parameters, inputs): {variable: {'unit', 'values',
-    'sessions', 'times'}}}, one entry of each list per run: its figure, its session's UUID
-    and start (Unix time). Runs of other inputs (a quick run and a full one, another -S)
-    are other samples: a figure is compared only with itself."""
+    'sessions', 'times', 'stacks'}}}, one entry of each list per run: its figure, its
+    session's UUID and start (Unix time), and the software that produced it (run_stack).
+    Runs of other inputs (a quick run and a full one, another -S) are other samples: a
+    figure is compared only with itself; runs of another stack are told apart by
+    by_stack."""
     samples = {}
     for data in sessions:
         uuid = data['session_info']['uuid']
@@ -148,10 +179,12 @@ def figure_samples(sessions, system):
                 if value is None:
                     continue
                 figure = figures.setdefault(variable, {'unit': unit, 'values': [],
-                                                       'sessions': [], 'times': []})
+                                                       'sessions': [], 'times': [],
+                                                       'stacks': []})
                 figure['values'].append(value)
                 figure['sessions'].append(uuid)
                 figure['times'].append(started)
+                figure['stacks'].append(run_stack(case))
     return samples
 
 
@@ -163,6 +196,58 @@ def by_session(figure):
         sessions.setdefault((started, uuid), []).append(value)
     return [(started, uuid, values) for (started, uuid), values
             in sorted(sessions.items(), key=lambda item: item[0][0] or 0)]
+
+
+def run_stack(case):
+    """The software that produced a case's figures: its build's spec as recorded (hpcbench.
+    provenance.build_spec: package, variants, target, hash, compiler, MPI and BLAS with
+    versions; a registry binary's package and version); '' where none was recorded."""
+    return case['testcase'].get('build_spec') or ''
+
+
+def by_stack(figure):
+    """A figure (a figure_samples entry) split by the stack of its runs: {stack: the same
+    entry of those runs only}, in the order the stacks first ran."""
+    parts = {}
+    stacks = figure.get('stacks') or [''] * len(figure['values'])
+    for i, stack in sorted(enumerate(stacks), key=lambda item: (figure['times'][item[0]] or 0,
+                                                                item[0])):
+        part = parts.setdefault(stack, {'unit': figure['unit'], 'values': [], 'sessions': [],
+                                        'times': [], 'stacks': []})
+        for name in ('values', 'sessions', 'times', 'stacks'):
+            part[name].append((figure.get(name) or stacks)[i])
+    return parts
+
+
+def _stack_parts(stack):
+    """A build spec's parts by what they are: {'build': name@version, 'variants', 'target',
+    'hash', and each named virtual (mpi, blas, c, ...): its provider}."""
+    parts = {}
+    for token in stack.split():
+        if token.startswith('^') and '=' in token:
+            virtuals, provider = token[1:].split('=', 1)
+            parts[virtuals] = provider
+        elif token.startswith('/'):
+            parts['hash'] = token
+        elif token.startswith('arch='):
+            parts['target'] = token[5:]
+        elif token[0] in '+~':
+            parts['variants'] = f'{parts.get("variants", "")} {token}'.strip()
+        else:
+            parts['build'] = f'{parts.get("build", "")} {token}'.strip()
+    return parts
+
+
+def stack_change(old, new):
+    """What changed from stack `old` to `new`, in words: `blas intel-oneapi-mkl@2025.3.0 ->
+    openblas@0.3.28, hash /5vtt4bg -> /kq2x7fa`; the whole stacks where either was not
+    recorded."""
+    if not old or not new:
+        return f'{old or "(not recorded)"} -> {new or "(not recorded)"}'
+    before, after = _stack_parts(old), _stack_parts(new)
+    changed = [f'{key} {before.get(key, "(none)")} -> {after.get(key, "(none)")}'
+               for key in dict.fromkeys([*before, *after]) if before.get(key) != after.get(key)]
+    return ', '.join(changed) or 'the same'
 
 
 def site_config(system):
@@ -393,23 +478,36 @@ def _value(number):
 
 def stacks_table(group):
     """One case's figures as a table: a row per performance variable, a column per
-    environment; '-' where an environment did not report the variable."""
+    environment; '-' where an environment did not report the variable, `withheld` where it
+    withheld it (withheld_lines says why)."""
     environs = list(group)
     units = {}
     for case in group.values():
         for name, (_, unit) in case['perfvalues'].items():
             units.setdefault(name, unit)
+        for name in case['testcase'].get('flagged') or {}:
+            units.setdefault(name, '%')
 
     header = ['figure', *environs]
     # What each environment built with, where its provenance says (Spack builds).
     stacks = {env: stack_of(case) for env, case in group.items()}
     rows = [[virtual, *(stacks[env].get(virtual, '-') for env in environs)]
             for virtual in ('mpi', 'blas') if any(virtual in s for s in stacks.values())]
-    rows += [[f'{name} [{unit}]',
-              *(_figure_text(group[env], name) if name in group[env]['perfvalues'] else '-'
-                for env in environs)]
+    rows += [[f'{name} [{unit}]', *(_cell(group[env], name) for env in environs)]
              for name, unit in units.items()]
     return _text_table(header, rows)
+
+
+def withheld_lines(group):
+    """Why each figure a group's environments withheld was withheld: `env variable: why`."""
+    return [f'{env} {name} withheld: {why}' for env, case in group.items()
+            for name, why in sorted((case['testcase'].get('flagged') or {}).items())]
+
+
+def _cell(case, name):
+    if name in case['perfvalues']:
+        return _figure_text(case, name)
+    return 'withheld' if name in (case['testcase'].get('flagged') or {}) else '-'
 
 
 def _figure_text(case, variable):

@@ -177,18 +177,24 @@ def bind_ranks(test, chosen, program, *args, rank_env=None):
     test.env_vars.update(layout.MPI_BINDING_OFF)
 
 
-def bound_command(test, name, chosen, program, *args):
+def bound_command(test, name, chosen, program, *args, output=None):
     """The job script line that runs `program args` once, outside the launcher, as the one
     rank of `chosen`'s layout (a one-rank layout: its cores, memory and thread variables),
     through the wrapper `name` written into the stage directory; the job exits with the
-    program's status when it fails."""
+    program's status when it fails. `output`: a file of the stage that keeps its standard
+    output too (for a later step of the job), which still goes to the job's."""
     if chosen.ranks_per_node != 1:
         raise ValueError(f'{chosen.name}: {chosen.ranks_per_node} ranks per node, one needed')
 
     _write_bind_script(test, name, chosen)
     threads = ' '.join(f'{k}={shlex.quote(v)}' for k, v in chosen.thread_environment().items())
-    return (f'env {threads} ./{name} {program} {" ".join(shlex.quote(str(a)) for a in args)} '
-            '|| exit $?')
+    command = f'env {threads} ./{name} {program} {" ".join(shlex.quote(str(a)) for a in args)}'
+    if not output:
+        return f'{command} || exit $?'
+
+    output = shlex.quote(output)
+    return (f'{command} > {output}; status=$?; cat {output}; '
+            '[ "$status" -eq 0 ] || exit "$status"')
 
 
 class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
@@ -553,16 +559,21 @@ class Provenance(rfm.RegressionTestPlugin):
     #: Input files the check wrote (HPL.dat, hpccinf.txt), by name.
     input_files = variable(typ.Dict[str, str], value={})
 
+    @run_after('setup')
+    def record_build(self):
+        # In setup, before the checks' own hooks (a base class's run first): the build is
+        # known once its fixture ran, and a baseline figure matches on it (it judges the
+        # build it measured, not another one's figures).
+        self.build_spec = self._build_description()
+
     @run_before('run')
     def record_provenance(self):
-        # Before the run, after every setup hook: the build and the executable are known.
+        # Before the run, after every setup hook: the executable is known.
         part = self.current_partition
         facts = provenance.session_facts(part.extras.get('spack_env'))
         self.project_commit = facts['project_commit']
         self.spack_commit = facts['spack_commit']
         self.spack_lock = facts['spack_lock']
-
-        self.build_spec = self._build_description()
         try:
             self.topology = provenance.topology(part.processor.info, partition_node(part))
         except node.NodeDescriptionError:
@@ -613,6 +624,54 @@ class Samples(rfm.RegressionTestPlugin):
         del self.perf_variables[name]
         getlogger().warning(f'{self.unique_name}: {name} withheld: {self.flagged[name]}')
         return True
+
+    def withhold_ratio_to_nominal_peak(self, name, percent, nominal_gflops, measured):
+        """Withhold the ratio `name` (percent of the nominal peak, `nominal_gflops` for the
+        nodes the test used) when the nodes did more than that peak: any of `measured`
+        ({what: GFLOP/s on those nodes}: HPL itself, the DGEMM ceiling, the sustained peak)
+        above it, or the ratio above 100 %. Then the nominal clock is not the one the cores
+        run at (a VM's base clock), and every ratio to it is no result: the figure carries
+        the reason, and the partition's log says it once (say_once)."""
+        above = {what: gflops for what, gflops in measured.items() if gflops > nominal_gflops}
+        if (percent <= 100 and not above) or name not in self.perf_variables:
+            return False
+
+        what, gflops = max(above.items(), key=lambda item: item[1]) if above else (
+            name, nominal_gflops * percent / 100)
+        self.flagged = {**self.flagged, name: (
+            f'{percent:.1f} % of the nominal peak, which is wrong: the {what} measured '
+            f'{gflops:.1f} GFLOP/s, {100 * gflops / nominal_gflops:.1f} % of it; '
+            f'{nominal_peak(self.current_partition)}')}
+        del self.perf_variables[name]
+        say_once(self.current_partition.fullname,
+                 f'{self.current_partition.fullname}: the nominal peak is below what its '
+                 f'nodes do ({what}: {100 * gflops / nominal_gflops:.1f} % of it): '
+                 f'{nominal_peak(self.current_partition)}. Ratios to it are withheld, each '
+                 'with this reason; HPL is judged against the ceilings measured on the node '
+                 '(ceiling_efficiency, sustained_peak_efficiency). Give the partition its '
+                 'real clock (extras clock_hz; on this machine HPCBENCH_CLOCK_HZ)')
+        return True
+
+
+def nominal_peak(partition):
+    """The nominal peak of one node of `partition` and where its clock comes from, in words:
+    `2 cores x 2.596 GHz (/proc/cpuinfo's cpu MHz: ...) x 32 flop/cycle = 166.1 GFLOP/s`."""
+    node_ = partition_node(partition)
+    source = partition.extras.get('clock_source') or "the partition's clock_hz"
+    return (f'nominal peak {node_.num_cores} cores x {node_.clock_hz / 1e9:g} GHz ({source}) '
+            f'x {node_.flops_per_cycle} flop/cycle = {node_.peak_flops / 1e9:.1f} GFLOP/s a '
+            'node')
+
+
+_SAID = set()
+
+
+def say_once(about, message):
+    """A warning a run prints once about `about` (a partition), however many of its tests
+    find it."""
+    if about not in _SAID:
+        _SAID.add(about)
+        getlogger().warning(message)
 
 
 class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, QuietNode, Provenance,
@@ -679,6 +738,13 @@ class NodeCeilings(BenchmarkRun):
         self.record_aggregation(f'best {self.kernels.peak} / nominal Rpeak '
                                 f'({self.rpeak_gflops:.1f} GFLOP/s)', 'peak_of_rpeak')
         return True
+
+    @run_before('performance')
+    def judge_the_nominal_peak(self):
+        if not self.is_dry_run():
+            self.withhold_ratio_to_nominal_peak(
+                'peak_of_rpeak', 100 * max(self.result.peak_gflops) / self.rpeak_gflops,
+                self.rpeak_gflops, {'sustained peak': max(self.result.peak_gflops)})
 
     @performance_function('GFLOP/s')
     def peak_gflops(self):

@@ -2,7 +2,7 @@
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
 import sys
 
-from hpcbench import backends, dgemm, hpcc, imb, paths, run_lock, spack
+from hpcbench import backends, dgemm, hpcc, hpl, imb, paths, run_lock, spack
 
 VAR = str(paths.VAR_DIR)
 
@@ -146,7 +146,8 @@ def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
 # carries the mode into every job of the pipeline it writes). Sweeps and node screening are
 # runs of their own (make tune, make screen).
 MODES = [
-    # HPL at 1/50 of the memory (hpcbench.hpl.QUICK_MEMORY_FRACTION), HPCC at 1/100
+    # HPL sized in its job for 30-s solves at its DGEMM rate (hpcbench.hpl.
+    # QUICK_SOLVE_SECONDS), two of them (QUICK_REPEATS), HPCC at 1/100
     # (hpcbench.hpcc.QUICK_MEMORY_FRACTION), and what does not depend on the MPI stack on
     # the first stack only (hpcbench.rfm.StackCoverage), the other BLAS libraries' HPL in
     # the one-rank layout only and no HPCC with them (HplCheck and its DGEMM ceiling
@@ -161,11 +162,13 @@ MODES = [
                                   '-S', 'HpccCheck.every_blas=false',
                                   '-S', 'HpccCheck.every_mpi=false',
                                   '-S', f'HplCheck.dgemm_repeats={dgemm.QUICK_REPEATS}',
+                                  '-S', f'HplCheck.repeats={hpl.QUICK_REPEATS}',
                                   '-S', 'ImbPairCheck.windowed_volume_mb='
                                         f'{imb.QUICK_WINDOWED_VOLUME_MB}',
                                   '-S', 'IorCheck.every_stack=false',
                                   '-T', '^(sweep|screen)$']},
-    # At 80 % of it, as a Top500 run would: hours on a small machine.
+    # At 80 % of it, as a Top500 run would: hours on a small machine. On a paper's system,
+    # its paper's run: node screening too where the paper screened (modes()).
     {'name': 'full', 'options': ['-T', '^(sweep|screen)$']},
 ]
 
@@ -180,13 +183,40 @@ def _log_file():
     return {'name': f'{VAR}/logs/reframe-query.log'}
 
 
-def mode_options(name):
-    """The options of the mode called `name`."""
-    modes = {m['name']: m['options'] for m in MODES}
-    if name not in modes:
-        raise RuntimeError(f'mode {name!r}: one of {", ".join(modes)}')
+# Runs of their own (make tune, make screen), left out of both modes: a tag and its check.
+RUNS_OF_THEIR_OWN = {'sweep': 'HplTuningSweep', 'screen': 'HplNodeScreen'}
 
-    return modes[name]
+
+def paper_run_tags(system):
+    """The runs of their own that are part of a system's paper run (`full` there): those
+    whose check the paper gives reference figures of (T2K screened every node with
+    single-node HPL before its 625-node run, §4.2: its HplNodeScreen figures)."""
+    from hpcbench import references
+    measured = {fig.check for fig in references.load(system).figures if fig.use == 'reference'}
+    return [tag for tag, check in RUNS_OF_THEIR_OWN.items() if check in measured]
+
+
+def modes(system=None):
+    """MODES as they apply to `system`: its full mode includes what its paper's run did
+    (paper_run_tags); for no system, MODES."""
+    included = paper_run_tags(system) if system else []
+    left_out = [tag for tag in RUNS_OF_THEIR_OWN if tag not in included]
+    result = []
+    for mode in MODES:
+        options = list(mode['options'])
+        if mode['name'] == 'full':
+            options = ['-T', f'^({"|".join(left_out)})$'] if left_out else []
+        result.append({**mode, 'options': options})
+    return result
+
+
+def mode_options(name, system=None):
+    """The options of the mode called `name` (on `system`: modes())."""
+    known = {m['name']: m['options'] for m in modes(system)}
+    if name not in known:
+        raise RuntimeError(f'mode {name!r}: one of {", ".join(known)}')
+
+    return known[name]
 
 
 # How often, at least, ReFrame looks whether a job of this machine ended (per second). Its
@@ -215,7 +245,9 @@ def site(systems, environments):
     return {
         'systems': systems,
         'environments': environments,
-        'modes': MODES,
+        # Each system's own (its paper's run: modes()), for --mode and --ci-generate.
+        'modes': [{**mode, 'target_systems': [system['name']]}
+                  for system in systems for mode in modes(system['name'])],
         'general': [{
             **({'poll_rate_min': LOCAL_POLL_RATE_MIN} if schedulers == {'local'} else {}),
             'topology_prefix': str(paths.TOPOLOGY_DIR),

@@ -13,7 +13,9 @@ by more than 10 % in many figures. A verdict therefore compares two samples of a
 Verdicts: `regression` and `improvement` (both hold), `no change` (the medians differ by
 at most the threshold), `inconclusive` (beyond the threshold, but too few values or too
 much spread to tell), `not judged` (a figure with no better direction: a protocol switch
-point, a coefficient of variation).
+point, a coefficient of variation), `stack changed` (the figure's software differs: another
+build, BLAS or MPI; never judged as the machine's change, unless asked: compare's
+across_stacks).
 
 The runs of one session share the machine's phase (a shared VM drifts between phases), so
 sets of sessions are judged with the session as the unit when they allow it (compare):
@@ -23,7 +25,7 @@ tested, and a change must also leave the range of the old sessions' medians.
 """
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scipy.stats import mannwhitneyu
 
@@ -33,7 +35,8 @@ from hpcbench import references, results
 ALPHA = 0.05
 # The default threshold (percent) below which a change of the median does not matter.
 THRESHOLD = 5.0
-VERDICTS = ('regression', 'improvement', 'no change', 'inconclusive', 'not judged')
+VERDICTS = ('regression', 'improvement', 'no change', 'inconclusive', 'not judged',
+            'stack changed')
 
 
 @dataclass(frozen=True)
@@ -231,11 +234,28 @@ class Row:
     parameters: tuple      # ((name, value), ...)
     inputs: str
     verdict: Verdict
+    stack: str = ''        # the software of the new runs (hpcbench.results.run_stack)
 
 
-def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA):
+def stack_changed(variable, old, new, old_stack, new_stack):
+    """The verdict on a figure (old and new: results.figure_samples entries) whose software
+    changed: not judged, what changed said."""
+    unit = new['unit']
+    old, new = Sample(tuple(old['values'])), Sample(tuple(new['values']))
+    return Verdict(variable, unit, references.better(variable, unit), old, new,
+                   None, None, 'stack changed',
+                   f'stack changed: {results.stack_change(old_stack, new_stack)} (median '
+                   f'{old.median:.4g} -> {new.median:.4g}): not judged as the machine\'s '
+                   'change; compare --across-stacks judges the two stacks')
+
+
+def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA, across_stacks=False):
     """Rows for every figure of `system` both sets of sessions (UUIDs) measured with the
-    same inputs: their values over all runs of those sessions, judged (judge_figure)."""
+    same inputs: their values over all runs of those sessions, judged (judge_figure), the
+    new runs of each stack against the old runs of the same stack. Where the old sessions
+    never ran the new runs' stack (another build, BLAS or MPI), the row says `stack
+    changed` instead of a verdict; `across_stacks` judges such runs against the old ones
+    all the same, the stacks named in the reason."""
     by_uuid = {d['session_info']['uuid']: d for d in sessions}
     missing = [u for u in (*new, *old) if u not in by_uuid]
     if missing:
@@ -249,8 +269,21 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA):
             new_figure, old_figure = new_samples[key][variable], old_samples[key][variable]
             if new_figure['unit'] != old_figure['unit']:
                 continue        # not the same figure
-            rows.append(Row(check, partition, environ, parameters, inputs,
-                            judge_figure(variable, old_figure, new_figure, threshold, alpha)))
+            old_stacks = results.by_stack(old_figure)
+            for stack, new_part in results.by_stack(new_figure).items():
+                last_old = list(old_stacks)[-1]
+                if stack in old_stacks:
+                    verdict = judge_figure(variable, old_stacks[stack], new_part, threshold,
+                                           alpha)
+                elif across_stacks:
+                    verdict = judge_figure(variable, old_figure, new_part, threshold, alpha)
+                    verdict = replace(verdict, reason=f'across stacks '
+                                      f'({results.stack_change(last_old, stack)}): '
+                                      f'{verdict.reason}')
+                else:
+                    verdict = stack_changed(variable, old_stacks[last_old], new_part,
+                                            last_old, stack)
+                rows.append(Row(check, partition, environ, parameters, inputs, verdict, stack))
     return rows
 
 
