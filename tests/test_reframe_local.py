@@ -111,7 +111,8 @@ def test_dry_run_writes_hpl_jobs_per_layout_with_binding_and_a_fitting_hpl_dat(v
             before, after = job.split(launch.group(0))
             dgemm_line = re.search(
                 r"^env (.*) \./bind-dgemm\.sh (\S+/bin/dgemm-rate|\"\$\(spack -e \S+ location -i "
-                r"'dgemm-rate \^([^']+)'\)/bin/dgemm-rate\") (\d+) (\d+) \|\| exit \$\?$",
+                r"'dgemm-rate \^([^']+)'\)/bin/dgemm-rate\") (\d+) (\d+) > dgemm-rate\.out; "
+                r'status=\$\?; cat dgemm-rate\.out; \[ "\$status" -eq 0 \] \|\| exit "\$status"$',
                 before, re.M)
             assert dgemm_line.group(3) == library.spack_spec, job
             assert f'OMP_NUM_THREADS={one_rank.threads_per_rank} ' in dgemm_line.group(1)
@@ -286,9 +287,14 @@ def test_quick_mode_runs_what_the_mpi_does_not_change_on_the_first_stack_only(va
         assert re.search(rf'SKIP.*HpccCheck /\w+ @local:default\+{other} \[HPCC runs on one '
                          rf'MPI stack; IMB and HplCheck compare the stacks: measured on {first} ',
                          out)
-    dgemm_calls = {re.search(r'dgemm-rate\S* (\d+) (\d+) \|\| exit \$\?$', job, re.M).group(2)
-                   for jobs in hpl.values() for job in jobs}
+    dgemm_calls = {re.search(r'dgemm-rate\S* (\d+) (\d+) > dgemm-rate\.out;', job,
+                             re.M).group(2) for jobs in hpl.values() for job in jobs}
     assert dgemm_calls == {str(dgemm.QUICK_REPEATS)}
+    # Then the job sizes HPL from that rate (its own HPL.dat's N), and runs two solves.
+    for jobs in hpl.values():
+        for job in jobs:
+            assert job.index('dgemm-rate.out; status') < job.index('\nsh hpl-size.sh || exit $?\n') \
+                < job.index('\nmpirun ')
     for job in _jobs_by_environment(var, 'ImbPairCheck')[first]:
         benchmark = re.search(r' -msglog \S+ (\w+)$', job, re.M).group(1)
         windowed = f' -iter {imb.DEFAULT_REPETITIONS},{imb.QUICK_WINDOWED_VOLUME_MB} '

@@ -40,8 +40,9 @@ SPACK_OPENBLAS_SHA256 = 'f1003466ad074e9b0c8d421a204121100b0751c96fc6fcf3d1456bd
 # blas-hpl-n20000-session.json, `hpcbench compare-stacks`): DGEMM medians of 5 calls MKL
 # 173.3, OpenBLAS 0.3.21 129.9, 0.3.28 126.9, BLIS 62.8; MKL ahead of both OpenBLAS at
 # p = 0.004, the two OpenBLAS not told apart (0.3.28 stays second: it knows this CPU).
-# The order until a run has measured the machine (choose_default): the same VM presenting
-# an AMD EPYC later gave OpenBLAS 0.3.21 and 0.3.28 108.2 and 107.6, BLIS 103.8, MKL 99.4.
+# The order until the user chooses another (set_default, which a measurement only suggests:
+# choose_default): the same VM presenting an AMD EPYC later gave OpenBLAS 0.3.21 and 0.3.28
+# 108.2 and 107.6, BLIS 103.8, MKL 99.4.
 BY_SPEED = ('mkl', 'openblas-spack', 'openblas', 'blis')
 
 
@@ -179,9 +180,9 @@ def debian_openblas():
 
 
 def local_libraries():
-    """Every BLAS this machine can have, fastest first: as measured on it (recorded_order),
-    else BY_SPEED. `HPCBENCH_BLAS` (a comma-separated list of names) keeps only those, in
-    its order; the first is then the default."""
+    """Every BLAS this machine can have, the default first: in the order the user chose
+    (recorded_order), else BY_SPEED. `HPCBENCH_BLAS` (a comma-separated list of names) keeps
+    only those, in its order; the first is then the default."""
     cache = paths.cache_dir()
     libraries = {
         'mkl': PypiMkl('mkl', 'intel-oneapi-mkl', cache / 'mkl' / MKL_VERSION),
