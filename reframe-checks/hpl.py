@@ -34,7 +34,7 @@ from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, NodeCeilings
                           bound_command, configured_layout_names, configured_node_counts,
                           given_or_paper, job_output, measured_before, paper_settings,
                           partition_layout, partition_layouts, partition_node,
-                          skip_beyond_partition, skip_unless_node_count)
+                          skip_beyond_partition, skip_unless_node_count, suite_module_command)
 
 
 class HplBuild(BenchmarkBuild):
@@ -190,15 +190,14 @@ class HplBase(BenchmarkRun, SiteTuning):
         (p, q), = inputs.grids
         # What makes two runs the same test case: the sizing rule where the job sizes N
         # (its N follows the node's DGEMM rate, and is kept with the solves).
-        size = (f'N={inputs.ns[0]}' if not self.sizes else
-                f'N for {self.solve_seconds:g} s a solve at the DGEMM ceiling '
-                f'({min(self.sizes)} to {max(self.sizes)})')
         largest = max(self.sizes or inputs.ns)
+        size, memory = ((f'N={inputs.ns[0]}', f'memory={self.plan.memory_bytes / hpl.GIB:.1f}GiB')
+                        if not self.sizes else
+                        (f'N for {self.solve_seconds:g} s a solve at the DGEMM ceiling '
+                         f'({min(self.sizes)} to {largest})', 'memory<='
+                         f'{hpl.memory_needed(largest, max(tuning.nbs), p, q) / hpl.GIB:.1f}GiB'))
         self.inputs = (f'{size} NB={",".join(map(str, tuning.nbs))} P={p} Q={q} '
-                       f'{self.layout.describe()} nodes={self.num_nodes} '
-                       f'memory={self.plan.memory_bytes / hpl.GIB:.1f}GiB'
-                       + (f' (at most {hpl.memory_needed(largest, max(tuning.nbs), p, q) / hpl.GIB:.1f}GiB)'
-                          if self.sizes else ''))
+                       f'{self.layout.describe()} nodes={self.num_nodes} {memory}')
         self.num_tasks = ranks
         self.num_tasks_per_node = self.layout.ranks_per_node
         self.num_cpus_per_task = self.layout.threads_per_rank
@@ -271,10 +270,8 @@ class HplCheck(HplBase):
     #: the DGEMM ceiling.
     dgemm_repeats = variable(int, value=dgemm.REPEATS)
     input_kinds = {**HplBase.input_kinds, 'dgemm_repeats': 'positive'}
-    # The DGEMM ceiling's wrapper (the job's own, bind-rank.sh, binds HPL's ranks), and the
-    # script that sets N from its rate in quick mode.
+    # The DGEMM ceiling's wrapper (the job's own, bind-rank.sh, binds HPL's ranks).
     DGEMM_BIND_SCRIPT = 'bind-dgemm.sh'
-    SIZE_SCRIPT = 'hpl-size.sh'
     #: False (quick mode): the other BLAS libraries run the node's one-rank layout only,
     #: where the BLAS's own threads do all the work; the default BLAS runs every layout.
     blas_every_layout = variable(typ.Bool, value=True)
@@ -313,7 +310,7 @@ class HplCheck(HplBase):
     def measure_dgemm_first(self):
         """The job runs dgemm-rate before HPL: one process on all cores of the node the job
         script runs on (the first of several), bound as the one-rank-per-node layout; in
-        quick mode its rate then sets HPL's N (hpcbench.hpl.sizing_script)."""
+        quick mode its rate then sets HPL's N (hpcbench.hpl.size_in_job)."""
         node_ = partition_node(self.current_partition)
         self.dgemm_order = dgemm.matrix_order(node_.peak_flops, node_.memory_bytes)
         self.prerun_cmds = [*self.prerun_cmds, bound_command(
@@ -321,11 +318,10 @@ class HplCheck(HplBase):
             self.dgemm_build.program('dgemm-rate'), self.dgemm_order, self.dgemm_repeats,
             output=hpl.DGEMM_OUTPUT)]
         if self.sizes:
-            with open(os.path.join(self.stagedir, self.SIZE_SCRIPT), 'w') as fp:
-                fp.write(hpl.sizing_script(self.sizes, self.num_nodes, self.repeats,
-                                           self.solve_seconds))
-            self.keep_files = [*self.keep_files, self.SIZE_SCRIPT, hpl.DGEMM_OUTPUT]
-            self.prerun_cmds = [*self.prerun_cmds, f'sh {self.SIZE_SCRIPT} || exit $?']
+            self.keep_files = [*self.keep_files, hpl.DGEMM_OUTPUT]
+            self.prerun_cmds = [*self.prerun_cmds, suite_module_command(
+                self.current_partition, 'hpcbench.hpl', 'size', hpl.DGEMM_OUTPUT, 'HPL.dat',
+                *self.sizes, '--nodes', self.num_nodes, '--seconds', self.solve_seconds)]
 
     @sanity_function
     def residuals_passed(self):

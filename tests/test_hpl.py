@@ -3,6 +3,7 @@ captured here (tests/fixtures/hpl) and broken copies of them."""
 import math
 import re
 import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -316,16 +317,18 @@ def test_the_size_for_a_rate_is_the_largest_within_the_time_and_a_faster_node_ge
 
 
 def _sized(tmp_path, dgemm_output, sizes, nodes=1, repeats=3):
+    """The job's sizing step, as the job runs it (python -m hpcbench.hpl size), on an
+    HPL.dat written at set-up with the smallest size."""
     (tmp_path / 'dgemm-rate.out').write_text(dgemm_output)
     (tmp_path / 'HPL.dat').write_text(hpl.hpl_dat(hpl.Inputs((min(sizes),) * repeats,
                                                              ((1, 2),))))
-    (tmp_path / 'hpl-size.sh').write_text(hpl.sizing_script(sizes, nodes, repeats))
-    return subprocess.run(['sh', 'hpl-size.sh'], cwd=tmp_path, capture_output=True, text=True)
+    return subprocess.run([sys.executable, '-m', 'hpcbench.hpl', 'size', 'dgemm-rate.out',
+                           'HPL.dat', *map(str, sizes), '--nodes', str(nodes)],
+                          cwd=tmp_path, capture_output=True, text=True)
 
 
-def test_the_jobs_sizing_script_chooses_as_python_does_and_writes_hpl_dat(tmp_path):
-    """The script the job runs (awk) against size_for_rate, on a real dgemm-rate output
-    (best 108.862 GFLOP/s), on one node and on four."""
+def test_the_jobs_sizing_step_chooses_by_the_dgemm_rate_and_rewrites_only_the_ns(tmp_path):
+    """On a real dgemm-rate output (best 108.862 GFLOP/s), on one node and on four."""
     real = (FIXTURES / 'dgemm' / 'local-2-cores.out').read_text()
     sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
     for nodes in (1, 4):
@@ -333,19 +336,21 @@ def test_the_jobs_sizing_script_chooses_as_python_does_and_writes_hpl_dat(tmp_pa
         assert done.returncode == 0, done.stderr
         n = hpl.size_for_rate(sizes, nodes * 108.862e9)
         assert hpl.parse_size(done.stdout) == (n, hpl.QUICK_SOLVE_SECONDS, 108.862)
-        lines = (tmp_path / 'HPL.dat').read_text().splitlines()
-        assert lines[5] == f'{n} {n} {n}  Ns'
+        assert f'x {nodes} node(s)' in done.stdout
         # Only the Ns line changed: every other line is what the check wrote.
-        written = hpl.hpl_dat(hpl.Inputs((n,) * 3, ((1, 2),))).splitlines()
-        assert lines[:5] + lines[6:] == written[:5] + written[6:]
+        written = (tmp_path / 'HPL.dat').read_text()
+        assert written == hpl.hpl_dat(hpl.Inputs((n,) * 3, ((1, 2),)))
 
 
 @pytest.mark.parametrize('broken', ['', 'dgemm-rate: N=4352 repeats=3\n',
-                                    'repeat 1: 1.5 s nan GFLOP/s\n'])
-def test_the_jobs_sizing_script_refuses_to_size_without_a_rate(tmp_path, broken):
+                                    'repeat 1: 1.5 s nan GFLOP/s\n', 'unverified'])
+def test_the_jobs_sizing_step_refuses_to_size_without_a_verified_rate(tmp_path, broken):
+    real = (FIXTURES / 'dgemm' / 'local-2-cores.out').read_text()
+    if broken == 'unverified':
+        broken = real.replace(': Result verified', ': Result NOT verified')
     sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
     done = _sized(tmp_path, broken, sizes)
-    assert done.returncode == 1 and 'no DGEMM rate in dgemm-rate.out' in done.stderr
+    assert done.returncode == 1 and 'no verified DGEMM rate in dgemm-rate.out' in done.stderr
     assert hpl.parse_size(done.stdout) is None
     assert (tmp_path / 'HPL.dat').read_text().splitlines()[5].startswith(f'{min(sizes)} ')
 

@@ -293,8 +293,10 @@ def test_quick_mode_runs_what_the_mpi_does_not_change_on_the_first_stack_only(va
     # Then the job sizes HPL from that rate (its own HPL.dat's N), and runs two solves.
     for jobs in hpl.values():
         for job in jobs:
-            assert job.index('dgemm-rate.out; status') < job.index('\nsh hpl-size.sh || exit $?\n') \
-                < job.index('\nmpirun ')
+            sizing = re.search(r'^PYTHONPATH=\S+ \S+ -m hpcbench\.hpl size dgemm-rate\.out '
+                               r'HPL\.dat [\d ]+ --nodes 1 --seconds 30\.0 \|\| exit \$\?$',
+                               job, re.M)
+            assert job.index('dgemm-rate.out; status') < sizing.start() < job.index('\nmpirun ')
     for job in _jobs_by_environment(var, 'ImbPairCheck')[first]:
         benchmark = re.search(r' -msglog \S+ (\w+)$', job, re.M).group(1)
         windowed = f' -iter {imb.DEFAULT_REPETITIONS},{imb.QUICK_WINDOWED_VOLUME_MB} '

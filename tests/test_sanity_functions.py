@@ -50,6 +50,7 @@ class CheckUnderTest(types.SimpleNamespace):
     record_aggregation = Samples.record_aggregation
     withhold_ratio_above_ceiling = Samples.withhold_ratio_above_ceiling
     withhold_ratio_to_nominal_peak = Samples.withhold_ratio_to_nominal_peak
+    _withhold = Samples._withhold
 
     def is_dry_run(self):
         return False

@@ -326,11 +326,12 @@ def test_each_figure_keeps_the_values_its_job_measured_and_how_they_were_aggrega
 
 def _figure(values_by_session, unit='MB/s'):
     """A figure as results.figure_samples gives it, from {session: [values]}."""
-    figure = {'unit': unit, 'values': [], 'sessions': [], 'times': []}
+    figure = {'unit': unit, 'values': [], 'sessions': [], 'times': [], 'stacks': []}
     for started, (session, values) in enumerate(values_by_session.items()):
         figure['values'] += values
         figure['sessions'] += [session] * len(values)
         figure['times'] += [started] * len(values)
+        figure['stacks'] += [''] * len(values)
     return figure
 
 

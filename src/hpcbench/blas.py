@@ -282,16 +282,17 @@ def choice_provenance():
 class DefaultChoice:
     order: tuple        # library names, the default first
     medians: dict       # {name: median GFLOP/s} of those measured
-    changed: bool       # whether the default is not the one before
+    changed: bool       # whether it names another default (a suggestion: set_default applies)
     reason: str
 
 
 def choose_default(samples, order):
     """The default BLAS the DGEMM ceilings measured in one session suggest: `samples`
     {library name: [GFLOP/s, ...]}, `order` the current order (its first: the default). It
-    is never applied by itself (set_default is the user's). Another is suggested only when the library with the best median is ahead of it by compare's rule
-    (hpcbench.verdicts.judge: more than 5 % and a one-sided Mann-Whitney U test at p <= 0.05),
-    so that two libraries a run cannot tell apart do not swap the build at every run."""
+    is never applied by itself (set_default is the user's). Another is suggested only when
+    the library with the best median is ahead of it by compare's rule (hpcbench.verdicts.
+    judge: more than 5 % and a one-sided Mann-Whitney U test at p <= 0.05), so that two
+    libraries a run cannot tell apart are not suggested in turn."""
     from hpcbench import verdicts
     medians = {name: statistics.median(values) for name, values in samples.items() if values}
     current = order[0]

@@ -344,7 +344,10 @@ def _blas(args):
         if args.default not in blas.BY_SPEED:
             raise RuntimeError(f'--default {args.default}: the BLAS libraries are '
                                f'{", ".join(blas.BY_SPEED)}')
-        choice, uuid = bootstrap.suggested_blas()
+        try:
+            choice, uuid = bootstrap.suggested_blas()
+        except RuntimeError:        # a results database that cannot be read: still the user's
+            choice = None
         why = 'asked: hpcbench blas --default' + (
             f' (session {uuid} measured: {choice.reason})'
             if choice and choice.order[0] == args.default else '')

@@ -11,10 +11,13 @@ lines). The rules come from the papers:
 - 2/3 N^3 + 2 N^2 floating-point operations. TSUBAME §3 prints (2 N^3) / (3 + 2 N^2), a
   misprint of 2 N^3 / 3 + 2 N^2, the count HPL itself reports its Gflops with.
 """
+import argparse
 import math
 import re
+import sys
 from dataclasses import dataclass, field, replace
 
+from hpcbench import dgemm
 from hpcbench.parsing import any_newlines
 
 GIB = 1 << 30
@@ -298,50 +301,62 @@ def quick_sizes(node, num_nodes, nb, p, q, depth=1):
 
 def size_for_rate(sizes, rate_flops, seconds=QUICK_SOLVE_SECONDS):
     """The largest of `sizes` whose solve takes at most `seconds` at `rate_flops`, else the
-    smallest (what the job's sizing script computes: sizing_script)."""
+    smallest (what the job computes from its DGEMM rate: size_in_job)."""
     fitting = [n for n in sizes if flop_count(n) / rate_flops <= seconds]
     return max(fitting) if fitting else min(sizes)
 
 
-# The job's files of the in-job sizing: the DGEMM ceiling's output, read back.
+# The in-job sizing (quick mode): the DGEMM ceiling's output it reads, the line it prints.
 DGEMM_OUTPUT = 'dgemm-rate.out'
 SIZE_MARKER = 'hpl-size:'
 
 
-def sizing_script(sizes, num_nodes, repeats, seconds=QUICK_SOLVE_SECONDS,
-                  dgemm_output=DGEMM_OUTPUT, hpl_dat='HPL.dat'):
-    """A POSIX shell script that sets HPL.dat's N from the DGEMM rate the job just measured
-    (the best of dgemm-rate's calls on one node, times `num_nodes`): size_for_rate over
-    `sizes`, as awk does it, `repeats` times on HPL.dat's Ns line (its 6th). It prints
-    `hpl-size: N=<n> ...`; without a rate it says so and exits 1 (HPL does not run)."""
-    listed = ' '.join(map(str, sizes))
-    return f'''#!/bin/sh
-# HPL's N in quick mode: the largest of the sizes below whose solve takes at most
-# {seconds:g} s at the DGEMM rate measured just before (hpcbench.hpl.size_for_rate).
-rate=$(awk '$1 == "repeat" && $6 == "GFLOP/s" && $5 + 0 > best {{ best = $5 + 0 }}
-            END {{ print best + 0 }}' {dgemm_output})
-n=$(awk -v rate="$rate" -v nodes={num_nodes} -v seconds={seconds!r} -v sizes="{listed}" 'BEGIN {{
-    count = split(sizes, n, " "); chosen = n[count]; flops = rate * 1e9 * nodes
-    for (i = count; i >= 1; i--)
-        if (flops > 0 && (2 / 3 * n[i] ^ 3 + 2 * n[i] ^ 2) / flops <= seconds) chosen = n[i]
-    print (flops > 0) ? chosen : 0 }}')
-if [ "$n" -eq 0 ]; then
-    echo "{SIZE_MARKER} no DGEMM rate in {dgemm_output}: HPL is not sized, not run" >&2
-    exit 1
-fi
-awk -v n="$n" -v repeats={repeats} 'NR == 6 {{
-    line = n; for (i = 2; i <= repeats; i++) line = line " " n; print line "  Ns"; next }}
-    {{ print }}' {hpl_dat} > {hpl_dat}.sized && mv {hpl_dat}.sized {hpl_dat}
-echo "{SIZE_MARKER} N=$n for {seconds:g} s a solve at $rate GFLOP/s a node (the DGEMM ceiling) x {num_nodes} node(s)"
-'''
+def size_in_job(dgemm_output, hpl_dat, sizes, num_nodes, seconds=QUICK_SOLVE_SECONDS):
+    """What HplCheck's job runs between its DGEMM ceiling and HPL (`python -m hpcbench.hpl
+    size ...`): the DGEMM rate from dgemm-rate's output (verified: hpcbench.dgemm.parse),
+    times `num_nodes`, chooses N (size_for_rate), which replaces the Ns line of the HPL.dat
+    text `hpl_dat`. Returns (the new HPL.dat, the line to print: parse_size reads it)."""
+    rate = dgemm.parse(dgemm_output).best
+    n = size_for_rate(sizes, num_nodes * rate * 1e9, seconds)
+    lines = hpl_dat.splitlines()
+    lines[5] = _line(_list((n,) * int(lines[4].split()[0])), 'Ns')
+    return ('\n'.join(lines) + '\n',
+            f'{SIZE_MARKER} N={n} for {seconds:g} s a solve at {rate:g} GFLOP/s a node (the DGEMM '
+            f'ceiling) x {num_nodes} node(s)')
 
 
 def parse_size(output):
-    """(N, seconds a solve, GFLOP/s a node) the job's sizing script chose and printed; None
-    when it did not run (an N given, or not quick mode)."""
+    """(N, seconds a solve, GFLOP/s a node) the job's sizing chose and printed; None when
+    it did not run (an N given, or not quick mode)."""
     match = re.search(rf'^{re.escape(SIZE_MARKER)} N=(\d+) for (\S+) s a solve at (\S+) '
                       'GFLOP/s', output, re.M)
     return (int(match.group(1)), float(match.group(2)), float(match.group(3))) if match else None
+
+
+def main(argv=None):
+    """`python -m hpcbench.hpl size DGEMM_OUTPUT HPL.DAT --nodes N --seconds S SIZE...`:
+    size_in_job, HPL.dat rewritten in place; exit 1, saying why, without a verified rate."""
+    parser = argparse.ArgumentParser(prog='python -m hpcbench.hpl')
+    commands = parser.add_subparsers(dest='command', required=True)
+    size = commands.add_parser('size', help="set HPL.dat's N from the DGEMM rate just measured")
+    size.add_argument('dgemm_output')
+    size.add_argument('hpl_dat')
+    size.add_argument('sizes', nargs='+', type=int)
+    size.add_argument('--nodes', type=int, default=1)
+    size.add_argument('--seconds', type=float, default=QUICK_SOLVE_SECONDS)
+    args = parser.parse_args(argv)
+    try:
+        with open(args.dgemm_output) as measured, open(args.hpl_dat) as written:
+            dat, line = size_in_job(measured.read(), written.read(), args.sizes, args.nodes,
+                                    args.seconds)
+    except (OSError, dgemm.DgemmOutputError) as err:
+        print(f'{SIZE_MARKER} no verified DGEMM rate in {args.dgemm_output} ({err}): HPL is '
+              'not sized, not run', file=sys.stderr)
+        return 1
+    with open(args.hpl_dat, 'w') as fp:
+        fp.write(dat)
+    print(line, flush=True)
+    return 0
 
 
 def flop_count(n):
@@ -703,3 +718,7 @@ def huge_pages_check(pages, page_kib):
             'END { if (size != kib || total < need) { printf "huge pages: %d of %d kB '
             'reserved, the run needs %d of %d kB\\n", total, size, need, kib > "/dev/stderr"; '
             "exit 1 } }' /proc/meminfo || exit 1")
+
+
+if __name__ == '__main__':
+    sys.exit(main())

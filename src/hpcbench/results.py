@@ -208,14 +208,13 @@ def run_stack(case):
 def by_stack(figure):
     """A figure (a figure_samples entry) split by the stack of its runs: {stack: the same
     entry of those runs only}, in the order the stacks first ran."""
+    fields = ('values', 'sessions', 'times', 'stacks')
+    runs = sorted(zip(*(figure[name] for name in fields)), key=lambda run: run[2] or 0)
     parts = {}
-    stacks = figure.get('stacks') or [''] * len(figure['values'])
-    for i, stack in sorted(enumerate(stacks), key=lambda item: (figure['times'][item[0]] or 0,
-                                                                item[0])):
-        part = parts.setdefault(stack, {'unit': figure['unit'], 'values': [], 'sessions': [],
-                                        'times': [], 'stacks': []})
-        for name in ('values', 'sessions', 'times', 'stacks'):
-            part[name].append((figure.get(name) or stacks)[i])
+    for run in runs:
+        part = parts.setdefault(run[3], {'unit': figure['unit'], **{n: [] for n in fields}})
+        for name, value in zip(fields, run):
+            part[name].append(value)
     return parts
 
 

@@ -348,6 +348,22 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
         return provenance.registry_package(self.registry_program())
 
 
+def job_python(partition):
+    """The Python a job of `partition` runs the suite's own steps with (the node check, HPL's
+    sizing), shell-quoted: this machine's jobs the suite's, elsewhere the node's python3."""
+    return shlex.quote(sys.executable if partition.scheduler.registered_name == 'local'
+                       else 'python3')
+
+
+def suite_module_command(partition, module, *args):
+    """The job script line that runs `python -m <module> args` of the suite's own (stdlib
+    only) modules on a node of `partition`, from the project's sources; the job ends with
+    its status when it fails."""
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return (f'PYTHONPATH={shlex.quote(source)} {job_python(partition)} -m {module} '
+            f'{" ".join(shlex.quote(str(a)) for a in args)} || exit $?')
+
+
 def run_script(test, name, text):
     """Have `test`'s job run the shell script `text`, written to its stage as `name` (kept
     with its output)."""
@@ -480,10 +496,8 @@ class QuietNode(rfm.RegressionTestPlugin):
         if self.quiet_node_settings['action'] == 'off':
             return
 
-        # This machine's jobs use the suite's Python; elsewhere the node's python3.
-        python = (sys.executable if self.current_partition.scheduler.registered_name == 'local'
-                  else 'python3')
-        line = quiet_node.command_line(shlex.quote(python), shlex.quote(quiet_node.__file__),
+        line = quiet_node.command_line(job_python(self.current_partition),
+                                       shlex.quote(quiet_node.__file__),
                                        self.quiet_node_settings)
         self.prerun_cmds = [line, *self.prerun_cmds]
 
@@ -620,37 +634,38 @@ class Samples(rfm.RegressionTestPlugin):
         if percent <= 100 or name not in self.perf_variables:
             return False
 
-        self.flagged = {**self.flagged, name: f'{percent:.1f} % of the ceiling: {why}'}
-        del self.perf_variables[name]
+        self._withhold(name, f'{percent:.1f} % of the ceiling: {why}')
         getlogger().warning(f'{self.unique_name}: {name} withheld: {self.flagged[name]}')
         return True
 
     def withhold_ratio_to_nominal_peak(self, name, percent, nominal_gflops, measured):
         """Withhold the ratio `name` (percent of the nominal peak, `nominal_gflops` for the
         nodes the test used) when the nodes did more than that peak: any of `measured`
-        ({what: GFLOP/s on those nodes}: HPL itself, the DGEMM ceiling, the sustained peak)
-        above it, or the ratio above 100 %. Then the nominal clock is not the one the cores
-        run at (a VM's base clock), and every ratio to it is no result: the figure carries
-        the reason, and the partition's log says it once (say_once)."""
+        ({what: GFLOP/s on those nodes}: what the ratio divides, and the ceilings measured
+        beside it) above it. Then the nominal clock is not the one the cores run at (a VM's
+        base clock), and every ratio to it is no result: the figure carries the reason, and
+        the partition's log says it once (say_once)."""
         above = {what: gflops for what, gflops in measured.items() if gflops > nominal_gflops}
-        if (percent <= 100 and not above) or name not in self.perf_variables:
+        if not above or name not in self.perf_variables:
             return False
 
-        what, gflops = max(above.items(), key=lambda item: item[1]) if above else (
-            name, nominal_gflops * percent / 100)
-        self.flagged = {**self.flagged, name: (
-            f'{percent:.1f} % of the nominal peak, which is wrong: the {what} measured '
-            f'{gflops:.1f} GFLOP/s, {100 * gflops / nominal_gflops:.1f} % of it; '
-            f'{nominal_peak(self.current_partition)}')}
-        del self.perf_variables[name]
+        what, gflops = max(above.items(), key=lambda item: item[1])
+        share = f'{100 * gflops / nominal_gflops:.1f} % of it'
+        peak = nominal_peak(self.current_partition)
+        self._withhold(name, f'{percent:.1f} % of the nominal peak, which is wrong: the {what} '
+                             f'measured {gflops:.1f} GFLOP/s, {share}; {peak}')
         say_once(self.current_partition.fullname,
                  f'{self.current_partition.fullname}: the nominal peak is below what its '
-                 f'nodes do ({what}: {100 * gflops / nominal_gflops:.1f} % of it): '
-                 f'{nominal_peak(self.current_partition)}. Ratios to it are withheld, each '
+                 f'nodes do ({what}: {share}): {peak}. Ratios to it are withheld, each '
                  'with this reason; HPL is judged against the ceilings measured on the node '
                  '(ceiling_efficiency, sustained_peak_efficiency). Give the partition its '
                  'real clock (extras clock_hz; on this machine HPCBENCH_CLOCK_HZ)')
         return True
+
+    def _withhold(self, name, why):
+        """Take the figure `name` out of the reported ones, kept in `flagged` with why."""
+        self.flagged = {**self.flagged, name: why}
+        del self.perf_variables[name]
 
 
 def nominal_peak(partition):

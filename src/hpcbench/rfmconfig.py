@@ -144,7 +144,7 @@ def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
 
 # How much of the suite a run covers (`reframe --mode`, `make run MODE=`; `--ci-generate`
 # carries the mode into every job of the pipeline it writes). Sweeps and node screening are
-# runs of their own (make tune, make screen).
+# runs of their own (make tune, make screen): modes() leaves them out.
 MODES = [
     # HPL sized in its job for 30-s solves at its DGEMM rate (hpcbench.hpl.
     # QUICK_SOLVE_SECONDS), two of them (QUICK_REPEATS), HPCC at 1/100
@@ -165,11 +165,10 @@ MODES = [
                                   '-S', f'HplCheck.repeats={hpl.QUICK_REPEATS}',
                                   '-S', 'ImbPairCheck.windowed_volume_mb='
                                         f'{imb.QUICK_WINDOWED_VOLUME_MB}',
-                                  '-S', 'IorCheck.every_stack=false',
-                                  '-T', '^(sweep|screen)$']},
+                                  '-S', 'IorCheck.every_stack=false']},
     # At 80 % of it, as a Top500 run would: hours on a small machine. On a paper's system,
     # its paper's run: node screening too where the paper screened (modes()).
-    {'name': 'full', 'options': ['-T', '^(sweep|screen)$']},
+    {'name': 'full', 'options': []},
 ]
 
 
@@ -197,16 +196,16 @@ def paper_run_tags(system):
 
 
 def modes(system=None):
-    """MODES as they apply to `system`: its full mode includes what its paper's run did
-    (paper_run_tags); for no system, MODES."""
+    """MODES as they apply to `system`, each leaving out the runs of their own
+    (RUNS_OF_THEIR_OWN) but, in full mode, those its paper's run did (paper_run_tags)."""
     included = paper_run_tags(system) if system else []
-    left_out = [tag for tag in RUNS_OF_THEIR_OWN if tag not in included]
     result = []
     for mode in MODES:
-        options = list(mode['options'])
-        if mode['name'] == 'full':
-            options = ['-T', f'^({"|".join(left_out)})$'] if left_out else []
-        result.append({**mode, 'options': options})
+        left_out = [tag for tag in RUNS_OF_THEIR_OWN
+                    if mode['name'] != 'full' or tag not in included]
+        result.append({**mode, 'options': [*mode['options'],
+                                           *(['-T', f'^({"|".join(left_out)})$']
+                                             if left_out else [])]})
     return result
 
 

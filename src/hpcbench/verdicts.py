@@ -270,8 +270,8 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA, across
             if new_figure['unit'] != old_figure['unit']:
                 continue        # not the same figure
             old_stacks = results.by_stack(old_figure)
+            last_old = list(old_stacks)[-1]
             for stack, new_part in results.by_stack(new_figure).items():
-                last_old = list(old_stacks)[-1]
                 if stack in old_stacks:
                     verdict = judge_figure(variable, old_stacks[stack], new_part, threshold,
                                            alpha)
