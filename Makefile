@@ -8,7 +8,22 @@ VENV_STAMP := $(VENV)/.installed
 # The system: local (this machine) or a paper's (on such a machine; here: make dry-run).
 SYSTEM ?= local
 # Where runs put their products (HPCBENCH_VAR, else var/: hpcbench.paths).
-VAR := $(or $(HPCBENCH_VAR),var)
+VAR := $(or $(value HPCBENCH_VAR),var)
+# Values that reach the recipes' shell unquoted are checked before anything expands them, read
+# with $(value) so that make never expands what a user typed: SYSTEM is one of the
+# systems (site-configs/<name>.py), the results directory a path of plain characters (no
+# spaces, quotes or shell syntax: its path also reaches job scripts and Spack), the
+# screening threshold a number. BUNDLE is quoted where it is used.
+SYSTEMS := $(sort $(basename $(notdir $(wildcard site-configs/*.py))))
+_PLAIN := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P \
+	Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 _ . / - + @ : ~ =
+# What is left of $(1) once every character of $(2) is taken out of it.
+_left = $(if $(2),$(call _left,$(subst $(firstword $(2)),,$(1)),$(wordlist 2,$(words $(2)),$(2))),$(1))
+$(if $(filter-out 1,$(words $(value SYSTEM)))$(filter-out $(SYSTEMS),$(value SYSTEM)),\
+  $(error SYSTEM '$(value SYSTEM)' is not a system; the systems: $(SYSTEMS)))
+$(if $(word 2,$(VAR))$(call _left,$(VAR),$(_PLAIN)),\
+  $(error HPCBENCH_VAR '$(VAR)': a results directory's path has letters, digits and _ . / - + @ : ~ = only (no spaces or shell syntax); give the run another one))
+_quoted = '$(subst ','\'',$(1))'
 REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'. Recipes take its text as
 # given, $(value RFM_OPTS): make would expand a regex's `$'` (as in -p 'openmpi$') to
@@ -25,6 +40,8 @@ MODE_NAME = $(or $(filter quick full,$(MODE)),$(error MODE must be quick or full
 MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME) --system $(SYSTEM))
 # Slow-node screening: flag nodes this many percent below the median.
 SCREEN_THRESHOLD ?= 5
+$(if $(word 2,$(value SCREEN_THRESHOLD))$(call _left,$(value SCREEN_THRESHOLD),0 1 2 3 4 5 6 7 8 9 .),\
+  $(error SCREEN_THRESHOLD '$(value SCREEN_THRESHOLD)' is not a number of percent (e.g. 5)))
 
 .PHONY: run report test lint venv bootstrap install setup spack baseline dry-run references tune screen \
 	testbed-start testbed-stop buildcache bundle unpack-bundle ci-pipeline gitlab-ci-local test-clean-root clean
@@ -36,6 +53,9 @@ SCREEN_THRESHOLD ?= 5
 # results database as session extras; the report is written whatever the checks' outcome.
 # A ReFrame that stops before running (a bad option, a broken site config, another run in
 # the same var/) stores no session: then nothing after it runs, and its error stands alone.
+# A run whose session did not reach the results database (it stopped taking writes, the
+# file system filled) fails there, saying why (hpcbench stored-run): nothing after it shows
+# an older session as this run's; the summaries show this run's session by its UUID.
 # No $(MAKE) in its recipe: make -n runs every recipe line that names it, so `make -n run`
 # would run the benchmarks instead of printing what it would do.
 # BUNDLE=<archive> (make bundle, on another machine): unpacked into the per-user cache first
@@ -51,8 +71,9 @@ run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	if [ "$$newest" = "$$before" ]; then \
 	    echo "make run: ReFrame stopped before running (exit $$status, see above): nothing" \
 	         "was measured or stored" >&2; exit $$status; fi; \
-	$(BIN)/hpcbench compare-stacks --system $(SYSTEM); \
-	$(BIN)/hpcbench time-per-check --system $(SYSTEM); \
+	session=$$($(BIN)/hpcbench stored-run --system $(SYSTEM) --report "$$newest") || exit 1; \
+	$(BIN)/hpcbench compare-stacks --system $(SYSTEM) --session "$$session"; \
+	$(BIN)/hpcbench time-per-check --system $(SYSTEM) --session "$$session"; \
 	echo "Results: perflogs in $(VAR)/perflogs/, ReFrame's results database" \
 	     "$(VAR)/results.db, run reports in $(VAR)/reports/ (this run's: $$newest)," \
 	     "logs in $(VAR)/logs/"; \
@@ -157,22 +178,22 @@ references: $(VENV_STAMP)
 
 # With BUNDLE=, the bundle is unpacked (by python3 alone) before the venv is made, and the
 # venv's packages come from its wheels with no index.
-$(VENV_STAMP): requirements.txt pyproject.toml | $(if $(BUNDLE),unpack-bundle)
+$(VENV_STAMP): requirements.txt pyproject.toml | $(if $(value BUNDLE),unpack-bundle)
 	@if ! $(PYTHON) -m venv $(VENV) 2>/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q >/dev/null && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null && \
 	    $(PYTHON) -m venv $(VENV); \
 	  else echo "error: cannot create a venv; as root run: apt-get install python3-venv" >&2; \
 	    exit 1; fi; fi
-	$(BIN)/pip install -q --disable-pip-version-check $(if $(BUNDLE),--no-index --find-links \
+	$(BIN)/pip install -q --disable-pip-version-check $(if $(value BUNDLE),--no-index --find-links \
 	    "$$(PYTHONPATH=src $(PYTHON) -m hpcbench.bundle wheels)") -r requirements.txt -e .
 	touch $@
 
 # The offline bundle BUNDLE=<archive>, verified and unpacked into the per-user cache
 # (hpcbench.bundle; refused whole when damaged).
 unpack-bundle:
-	$(if $(BUNDLE),,$(error unpack-bundle: give the archive, BUNDLE=<archive>))
-	PYTHONPATH=src $(PYTHON) -m hpcbench.bundle unpack '$(BUNDLE)'
+	$(if $(value BUNDLE),,$(error unpack-bundle: give the archive, BUNDLE=<archive>))
+	PYTHONPATH=src $(PYTHON) -m hpcbench.bundle unpack $(call _quoted,$(value BUNDLE))
 
 # Scratch only: stage directories, detected topologies, generated pipelines and the venv.
 # Results (results.db, perflogs, reports, output, logs) are never deleted by a target, nor

@@ -207,8 +207,12 @@ def _archive_with(tmp_path, name, linkname=None):
     ('../outside', None, "member '../outside' is outside hpcbench-bundle/"),
     ('/etc/cron.d/x', None, "member '/etc/cron.d/x' is outside hpcbench-bundle/"),
     (f'{bundle.TOP}/../../x', None, 'is outside hpcbench-bundle/'),
-    (f'{bundle.TOP}/spack/bin/sh', '/bin/sh', 'points out of the bundle (/bin/sh)'),
-    (f'{bundle.TOP}/mirror/up', '../../..', 'points out of the bundle (../../..)'),
+    (f'{bundle.TOP}/spack/bin/sh', '/bin/sh', 'points out of the bundle (/bin/sh: it is '
+                                              'absolute)'),
+    (f'{bundle.TOP}/mirror/up', '../../..', 'points out of the bundle (../../..: it leaves '
+                                            'the bundle)'),
+    (f'{bundle.TOP}/mirror/spack', '../spack/bin', 'it leads to hpcbench-bundle/spack/bin, '
+                                                   'outside its part hpcbench-bundle/mirror/'),
 ])
 def test_members_that_would_land_outside_the_bundle_are_refused(
         tmp_path, cache, monkeypatch, python_filters, name, linkname, reason):
@@ -221,6 +225,109 @@ def test_members_that_would_land_outside_the_bundle_are_refused(
     message = _refused_and_nothing_left(_archive_with(tmp_path, name, linkname), cache,
                                         'refused')
     assert reason in message
+
+
+def _link_chain_archive(tmp_path, outside):
+    """A real crafted archive: `x -> .` makes `x/x/x/...` the part's own directory, so
+    `evil -> x/x/.../../../..` stays inside the bundle by its name (normpath) while the
+    kernel, following the links, reaches /; a later member `evil/<outside>/pwned` would then
+    be written at `outside`/pwned."""
+    up = '/'.join(['x'] * 30 + ['..'] * 30)  # 30 links: under the kernel's 40
+    members = [(f'{bundle.TOP}/mirror', None), (f'{bundle.TOP}/mirror/x', '.'),
+               (f'{bundle.TOP}/mirror/evil', up),
+               (f'{bundle.TOP}/mirror/evil{outside}/pwned', b'written outside\n')]
+    output = tmp_path / 'link-chain.tar.gz'
+    with tarfile.open(output, 'w:gz') as tar:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if content is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif isinstance(content, str):
+                info.type, info.linkname = tarfile.SYMTYPE, content
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    assert os.path.normpath(f'{bundle.TOP}/mirror/{up}').startswith(bundle.TOP)
+    return output
+
+
+def test_the_crafted_link_chain_really_writes_outside_when_links_are_trusted(tmp_path):
+    """The fault is real: tarfile without a filter (Debian 12's python3 3.11.2 has none)
+    writes the member outside its target."""
+    outside = tmp_path / 'outside'
+    outside.mkdir()
+    archive = _link_chain_archive(tmp_path, outside)
+    with tarfile.open(archive) as tar:
+        options = {'filter': 'fully_trusted'} if hasattr(tarfile, 'data_filter') else {}
+        tar.extractall(tmp_path / 'target', **options)
+    assert (outside / 'pwned').read_text() == 'written outside\n'
+
+
+@pytest.mark.parametrize('python3_alone', [False, True], ids=['suite', 'debian-python3'])
+def test_a_link_chain_that_leads_out_of_the_bundle_is_refused_before_anything_is_written(
+        tmp_path, cache, python3_alone):
+    outside = tmp_path / 'outside'
+    outside.mkdir()
+    archive = _link_chain_archive(tmp_path, outside)
+    if python3_alone:
+        # What make run BUNDLE= runs on a stock Debian 12: its python3, no filters.
+        proc = _unpack_with_python3_alone(archive, cache)
+        assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
+        message = proc.stderr
+        assert not cache.exists()
+    else:
+        message = _refused_and_nothing_left(archive, cache, 'refused')
+    assert "symlink 'hpcbench-bundle/mirror/evil' points out of the bundle" in message \
+        and 'it leaves the bundle' in message, message
+    assert not (outside / 'pwned').exists()
+
+
+def test_a_member_below_a_link_is_refused(tmp_path, cache):
+    """Even a link that stays inside: nothing is ever written through one."""
+    output = tmp_path / 'below-link.tar.gz'
+    with tarfile.open(output, 'w:gz') as tar:
+        link = tarfile.TarInfo(f'{bundle.TOP}/mirror/here')
+        link.type, link.linkname = tarfile.SYMTYPE, '.'
+        tar.addfile(link)
+        info = tarfile.TarInfo(f'{bundle.TOP}/mirror/here/file')
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b'x\n'))
+    message = _refused_and_nothing_left(output, cache, 'refused')
+    assert "lies below 'hpcbench-bundle/mirror/here', which is not a directory" in message
+
+
+@pytest.mark.parametrize('manifest, reason', [
+    ([], 'its MANIFEST.json is not an object'),
+    ({'format': bundle.FORMAT, 'files': [], 'lock': {'sha256': '0'}},
+     'its MANIFEST.json has no "files" object'),
+    ({'format': bundle.FORMAT, 'files': {}}, 'its MANIFEST.json has no "lock"'),
+    ('{not json', 'its MANIFEST.json does not read'),
+])
+def test_a_malformed_manifest_is_refused_in_one_message(tmp_path, cache, manifest, reason):
+    tree = _small_bundle(tmp_path / 'made')
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    (tree / bundle.MANIFEST).write_text(text)
+    output = tmp_path / 'malformed.tar.gz'
+    bundle.write_archive(tree, output)
+    proc = _unpack_with_python3_alone(output, cache)
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1, proc.stderr
+    assert reason in proc.stderr and 'nothing was unpacked' in proc.stderr
+    assert not cache.exists()
+
+
+def test_a_link_of_another_target_than_its_manifest_s_is_refused(tmp_path, cache):
+    tree = _small_bundle(tmp_path / 'made')
+    manifest = json.loads((tree / bundle.MANIFEST).read_text())
+    link = tree / 'mirror/hpl/hpl-2.3.tar.gz'
+    link.unlink()
+    link.symlink_to('../buildcache-like')
+    bundle.write_archive(tree, tmp_path / 'relinked.tar.gz')
+    assert json.loads((tree / bundle.MANIFEST).read_text()) == manifest
+    _refused_and_nothing_left(tmp_path / 'relinked.tar.gz', cache,
+                              r'1 file\(s\) of another kind or link target than the manifest says: '
+                              r'mirror/hpl/hpl-2.3.tar.gz')
 
 
 def test_a_cache_with_another_spack_is_left_as_it_is(tmp_path, archive, cache):
@@ -247,7 +354,7 @@ def test_an_interrupted_unpack_leaves_nothing(archive, cache):
               'from hpcbench import bundle\n'
               'def interrupted(self, *a, **k):\n'
               '    signal.raise_signal(signal.SIGINT)\n'
-              'tarfile.TarFile.extractall = interrupted\n'
+              'bundle._write_members = interrupted\n'
               f'bundle.unpack({str(archive)!r})\n')
     proc = subprocess.run([str(BIN / 'python'), '-c', script], capture_output=True,
                           text=True, env={**os.environ, 'HPCBENCH_CACHE': str(cache)},

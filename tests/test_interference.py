@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, sigint_as_from_a_terminal
+from conftest import BIN, ROOT, needs_root, sigint_as_from_a_terminal
 from hpcbench import job_script, quiet_node, results, rfm
 
 
@@ -274,17 +274,30 @@ def test_the_orphaned_job_of_a_killed_run_fails_the_next_run_naming_it(tmp_path,
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
         assert proc.returncode != 0
-        reason = re.search(r'Reason: sanity error: the node was not quiet before the launch: '
-                           r'BUSY: ([\d.]+) core.*', out)
-        assert reason and float(reason.group(1)) > 0.25, out[-3000:]
-        assert any(f'PID {pid} ' in reason.group(0) for pid in ranks)
-        assert 'hpcc' in reason.group(0)
+        # The orphaned job still holds the node's launch lock: named, its ranks too.
+        reason = re.search(r"Reason: sanity error: the node was not quiet before the launch: "
+                           r"BUSY: the node's launch lock is held by another hpcbench job, "
+                           r"orphaned \(the run that started it is gone\): not waited for: "
+                           r"the job of PID \d+ .*", out)
+        assert reason, out[-3000:]
+        # In full in the job's output: the orphaned job, by its script's PID and directory,
+        # and its processes (Open MPI's launcher keeps the lock's descriptor from the ranks).
+        line, = [ln for path in second.rglob('HpccCheck*/rfm_job.out')
+                 for ln in path.read_text().splitlines() if ln.startswith(quiet_node.MARKER)]
+        job_script, = [pid for pid in orphans if 'rfm_job.sh' in _command_of(pid)]
+        assert f'the job of PID {job_script} ' in line and str(first / 'stage') in line, line
+        assert 'hpcc' in line
         # The busy node was found before the launch: nothing was measured.
         assert not re.search(r'^P: hpl:', out, re.M)
     finally:
         if reframe.poll() is None:
             reframe.kill()
         _kill_all(orphans or _job_processes(first / 'stage'))
+
+
+def _command_of(pid):
+    with open(f'/proc/{pid}/cmdline', 'rb') as fp:
+        return fp.read().replace(b'\0', b' ').decode()
 
 
 def _reframe(var, *args, timeout=600):
@@ -372,3 +385,259 @@ def test_a_load_at_the_start_of_a_run_delays_the_first_benchmark_and_no_build_ru
     assert build['build_job_interval'][1] <= hpcc['job_submit_time']
     assert results.builds_beside_benchmarks(session) == []
     assert results.time_table(session).endswith('no build ran beside a benchmark job')
+
+
+# --- The node's launch lock (issue 38): two runs on one node never measure together -------
+
+def _job(tmp_path, name, lock, seconds, lock_wait=60):
+    """A real job script as the suite writes it (quiet_node.job_lines), whose measurement
+    is `seconds` of a busy core; it records when it measured."""
+    chosen = quiet_node.settings({'max_busy_cores': 4, 'lock_wait': lock_wait})
+    script = tmp_path / f'{name}.sh'
+    script.write_text('\n'.join([
+        '#!/bin/bash',
+        *quiet_node.job_lines(sys.executable, quiet_node.__file__, chosen),
+        f'date +%s.%N > {name}.start',
+        f'timeout {seconds} sh -c "while :; do :; done"',
+        f'date +%s.%N > {name}.end', '']))
+    script.chmod(0o755)
+    return subprocess.Popen([str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, quiet_node.LAUNCH_LOCK_ENV: str(lock)})
+
+
+def _window(tmp_path, name):
+    return tuple(float((tmp_path / f'{name}.{end}').read_text()) for end in ('start', 'end'))
+
+
+def test_two_jobs_started_together_measure_one_after_the_other_and_the_second_says_so(
+        tmp_path):
+    lock = tmp_path / 'launch.lock'
+    first = _job(tmp_path, 'first', lock, 3)
+    time.sleep(0.5)
+    second = _job(tmp_path, 'second', lock, 1)
+    out_first, out_second = first.communicate(timeout=60)[0], second.communicate(timeout=60)[0]
+    assert first.returncode == 0 and second.returncode == 0, out_first + out_second
+    # The second measured after the first had ended, not beside it.
+    assert _window(tmp_path, 'second')[0] >= _window(tmp_path, 'first')[1]
+    line, = [ln for ln in out_second.splitlines() if ln.startswith(quiet_node.MARKER)]
+    waited = re.match(rf'{quiet_node.MARKER} quiet: launched after waiting (\d+) s for '
+                      rf'another hpcbench job \(the job of PID {first.pid} \(user \S+, since '
+                      rf'[^)]*\) in {re.escape(str(tmp_path))}, held by PID {first.pid}: ',
+                      line)
+    assert waited and 2 <= int(waited.group(1)) <= 10, line
+    assert 'launched after waiting' not in out_first
+    # The lock file is every user's: a second user's job opens it too.
+    assert lock.stat().st_mode & 0o666 == 0o666
+
+
+def test_a_lock_held_past_its_wait_makes_the_node_busy_naming_the_holder(tmp_path):
+    lock = tmp_path / 'launch.lock'
+    first = _job(tmp_path, 'first', lock, 6)
+    time.sleep(0.5)
+    second = _job(tmp_path, 'second', lock, 1, lock_wait=1)
+    out_second = second.communicate(timeout=60)[0]
+    first.communicate(timeout=60)
+    assert second.returncode == quiet_node.BUSY_EXIT, out_second
+    assert re.search(rf"BUSY: the node's launch lock is held by another hpcbench job, waited "
+                     rf"for 1 s: the job of PID {first.pid} .*held by PID {first.pid}: ",
+                     out_second), out_second
+    assert not (tmp_path / 'second.start').exists()
+
+
+@needs_registry_hpcc
+def test_two_runs_from_two_results_directories_measure_one_after_the_other(tmp_path):
+    """The issue's case for real: two ReFrame runs started together, each with its own
+    HPCBENCH_VAR (as a second checkout has), on this node: the benchmark jobs run one
+    after the other and the one that waited says so in its stored node_state."""
+    env = {**os.environ, 'HPCBENCH_NO_SPACK': '1',
+           quiet_node.LAUNCH_LOCK_ENV: str(tmp_path / 'launch.lock')}
+    runs = [subprocess.Popen(
+        [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks', '-n',
+         'HpccCheck', '-S', 'memory_fraction=0.001', '-r'], cwd=ROOT,
+        env={**env, 'HPCBENCH_VAR': str(tmp_path / name)}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True) for name in ('a', 'b')]
+    outputs = [run.communicate(timeout=600)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    cases = {}
+    for name in ('a', 'b'):
+        report, = (tmp_path / name / 'reports').glob('run-report-*.json')
+        cases[name], = [tc for run in json.loads(report.read_text())['runs']
+                        for tc in run['testcases'] if tc['name'].startswith('HpccCheck')]
+    later, earlier = sorted(cases, key=lambda n: cases[n]['job_completion_time_unix'],
+                            reverse=True)
+    assert re.match(rf'quiet: launched after waiting \d+ s for another hpcbench job \(the '
+                    rf'job of PID \d+ .* in {re.escape(str(tmp_path / earlier))}/stage/',
+                    cases[later]['node_state']), cases[later]['node_state']
+    assert 'launched after waiting' not in cases[earlier]['node_state']
+
+
+# --- A var/ that cannot keep a run's results (issue 38) ------------------------------------
+
+def _read_only_bind(path):
+    """`path` made read-only for root too: a read-only bind mount of it over itself."""
+    subprocess.run(['mount', '--bind', str(path), str(path)], check=True)
+    subprocess.run(['mount', '-o', 'remount,ro,bind', str(path)], check=True)
+
+
+def _stored_session_count(database):
+    import sqlite3
+    with sqlite3.connect(database) as connection:
+        return connection.execute('SELECT COUNT(*) FROM sessions').fetchone()[0]
+
+
+@needs_root
+@needs_registry_hpcc
+def test_a_results_database_that_takes_no_write_is_refused_before_anything_runs(tmp_path):
+    var = tmp_path / 'var'
+    first = _reframe(var, '-n', 'HpccCheck', '-S', 'memory_fraction=0.001', '-r')
+    assert first.returncode == 0, first.stdout[-2000:]
+    database = var / 'results.db'
+    _read_only_bind(database)
+    try:
+        stages = sorted((var / 'stage').rglob('*'))
+        proc = _reframe(var, '-n', 'HpccCheck', '-S', 'memory_fraction=0.001', '-r')
+    finally:
+        subprocess.run(['umount', str(database)], check=True)
+    assert proc.returncode == 1
+    assert proc.stderr.count('\n') == 1 and re.match(
+        rf'error: the results database {re.escape(str(database))} does not take a write '
+        r'\(attempt to write a readonly database\): the run would measure and store nothing',
+        proc.stderr), proc.stderr
+    assert 'Traceback' not in proc.stdout + proc.stderr
+    assert sorted((var / 'stage').rglob('*')) == stages
+    assert _stored_session_count(database) == 1
+
+
+@needs_root
+@needs_registry_hpcc
+def test_a_run_whose_session_was_not_stored_fails_and_shows_no_other_as_its(tmp_path):
+    """The fault mid-run, for real: the database stops taking writes (mounted read-only)
+    while the benchmark runs, after the run's own check passed. ReFrame only warns;
+    make run then fails, naming the session that was not stored, and shows nothing (no
+    stack table, no report) of the older session the database holds."""
+    var = tmp_path / 'var'
+    options = 'RFM_OPTS=-n HpccCheck -S memory_fraction=0.001'
+    env = {**os.environ, 'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'}
+    make = ['make', '--no-print-directory', 'run', options]
+    older = subprocess.run(make, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert older.returncode == 0, older.stdout[-2000:] + older.stderr[-2000:]
+    older_uuid, = [json.loads(p.read_text())['session_info']['uuid']
+                   for p in (var / 'reports').glob('*.json')]
+    reports_before = set((var / 'reports').glob('*.json'))
+    run = subprocess.Popen(make, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    database = var / 'results.db'
+    mounted = False
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not mounted:
+            jobs = list((var / 'stage').rglob('HpccCheck*/rfm_job.out'))
+            if jobs and jobs[0].stat().st_mtime > database.stat().st_mtime:
+                _read_only_bind(database)
+                mounted = True
+            time.sleep(0.1)
+        out, err = run.communicate(timeout=900)
+    finally:
+        if mounted:
+            subprocess.run(['umount', str(database)], check=True)
+    assert mounted, 'the benchmark job never started'
+    new_report, = set((var / 'reports').glob('*.json')) - reports_before
+    uuid = json.loads(new_report.read_text())['session_info']['uuid']
+    assert run.returncode != 0
+    assert err.count(f"error: this run's session {uuid} is not in the results database "
+                     f'{database}') == 1, err[-3000:]
+    assert older_uuid not in out + err and 'Traceback' not in out + err
+    assert 'MPI stacks and BLAS libraries side by side' not in out
+    assert _stored_session_count(database) == 1
+
+
+def _full_file_system(mounted):
+    """A real tmpfs, filled until the kernel refuses another byte."""
+    point = mounted('-t', 'tmpfs', '-o', 'size=2m', 'hpcbench-full')
+    subprocess.run(['dd', 'if=/dev/zero', f'of={point}/filler', 'bs=64k'],
+                   capture_output=True)
+    assert os.statvfs(point).f_bavail == 0
+    return point
+
+
+@needs_root
+@needs_registry_hpcc
+def test_a_full_results_directory_is_refused_in_one_message_before_anything_runs(
+        tmp_path, mounted):
+    point = _full_file_system(mounted)
+    var = point / 'var'
+    # Made before it was full, as a results directory in use is.
+    subprocess.run(['rm', f'{point}/filler'], check=True)
+    (var / 'logs').mkdir(parents=True)
+    subprocess.run(['dd', 'if=/dev/zero', f'of={point}/filler', 'bs=64k'],
+                   capture_output=True)
+    env = {**os.environ, 'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'}
+    proc = subprocess.run(['make', '--no-print-directory', 'run',
+                           'RFM_OPTS=-n HpccCheck -S memory_fraction=0.001'],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert proc.stderr.count(f'error: the file system of {var} is full (mounted at {point}, '
+                             '0 MiB free)') == 1, proc.stderr[-3000:]
+    assert 'Traceback' not in said and 'MPI stacks and BLAS libraries' not in said
+    assert not (var / 'stage').exists() and not (var / 'reports').exists()
+
+
+@needs_root
+def test_a_full_cache_is_said_to_be_full_not_missing_a_spack(tmp_path, mounted):
+    point = _full_file_system(mounted)
+    env = {**os.environ, 'HPCBENCH_CACHE': str(point / 'cache'),
+           'HPCBENCH_VAR': str(tmp_path / 'var')}
+    for name in ('SPACK_ROOT', 'HPCBENCH_SPACK_PACKAGES'):
+        env.pop(name, None)
+    proc = subprocess.run([str(BIN / 'hpcbench'), 'setup'], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.count('\n') == 1 and proc.stderr.startswith(
+        f'error: the file system of {point / "cache"} is full (mounted at {point}, 0 MiB '
+        'free): the per-user cache holds Spack'), proc.stderr
+    assert 'No Spack found' not in proc.stdout + proc.stderr
+
+
+@needs_root
+def test_a_read_only_results_directory_is_refused_in_one_message(tmp_path, mounted):
+    """A real read-only file system as HPCBENCH_VAR (a results directory on a mount that
+    went read-only)."""
+    var = mounted('-t', 'tmpfs', '-o', 'ro,size=1m', 'hpcbench-ro')
+    proc = subprocess.run([str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c',
+                           'reframe-checks', '-n', 'StreamCheck', '-r'], cwd=ROOT,
+                          env={**os.environ, 'HPCBENCH_VAR': str(var)}, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == (f'error: {var} cannot be written (Read-only file system: '
+                           f'{var}/run.lock): give the run a writable results directory with '
+                           'HPCBENCH_VAR=<directory>\n'), proc.stderr
+    assert 'Traceback' not in proc.stdout
+
+
+def test_ctrl_c_during_setup_says_so_in_one_line(tmp_path):
+    # A real SIGINT in the middle of `hpcbench setup`.
+    script = ('import signal\n'
+              'from hpcbench import bootstrap, cli\n'
+              'def interrupted(*a, **k):\n'
+              '    signal.raise_signal(signal.SIGINT)\n'
+              'bootstrap.setup = interrupted\n'
+              'raise SystemExit(cli.main(["setup"]))\n')
+    proc = subprocess.run([str(BIN / 'python'), '-c', script], capture_output=True, text=True,
+                          env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')},
+                          preexec_fn=sigint_as_from_a_terminal, timeout=120)
+    assert proc.returncode == 130
+    assert proc.stderr == 'hpcbench setup: interrupted; run it again to go on\n', proc.stderr
+
+
+def test_run_wide_quiet_node_settings_give_the_builds_no_warning(tmp_path):
+    proc = subprocess.run([str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c',
+                           'reframe-checks', '-n', 'StreamCheck', '-S', 'quiet_node_action=warn',
+                           '-S', 'quiet_node_wait=0', '-S', 'quiet_node_lock_wait=5',
+                           '--dry-run'], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')},
+                          timeout=300)
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout + proc.stderr)
+    assert proc.returncode == 0, out[-2000:]
+    assert 'were not set' not in out and 'WARNING' not in out, out[-2000:]

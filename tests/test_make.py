@@ -92,3 +92,47 @@ def test_make_n_prints_a_run_and_runs_nothing(tmp_path):
     assert 'reframe -C site-configs/local.py' in proc.stdout
     assert 'hpcbench report --system local' in proc.stdout
     assert not var.exists() or not any(var.iterdir()), sorted(p.name for p in var.iterdir())
+
+
+# --- Values given to make that reach a shell (issue 38) ------------------------------------
+
+def test_a_system_that_is_not_one_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / 'ran'
+    for system in (f'local; touch {marker}', f'$(shell touch {marker})', f'`touch {marker}`'):
+        proc = _make(tmp_path / 'var', 'dry-run', f'SYSTEM={system}', timeout=60)
+        assert proc.returncode != 0
+        assert "is not a system; the systems: chic local louhi" in proc.stderr, proc.stderr
+        assert not marker.exists(), system
+
+
+def test_a_bundle_path_reaches_the_unpacker_as_written(tmp_path):
+    marker = tmp_path / 'ran'
+    archive = f"{tmp_path}/it's; touch {marker}"
+    proc = _make(tmp_path / 'var', 'unpack-bundle', f'BUNDLE={archive}', timeout=60)
+    assert proc.returncode != 0
+    assert f'error: {archive}: no such file' in proc.stderr, proc.stderr
+    assert not marker.exists()
+
+
+def test_a_screening_threshold_must_be_a_number(tmp_path):
+    marker = tmp_path / 'ran'
+    proc = _make(tmp_path / 'var', 'screen', f'SCREEN_THRESHOLD=5; touch {marker}', timeout=60)
+    assert proc.returncode != 0 and 'is not a number of percent' in proc.stderr
+    assert not marker.exists()
+
+
+def test_a_results_directory_with_a_space_is_refused_up_front_with_one_message(tmp_path):
+    var = tmp_path / 'v w'
+    proc = _make(var, 'run', 'RFM_OPTS=-n StreamCheck', timeout=60)
+    assert proc.returncode != 0
+    assert proc.stderr.count(f"HPCBENCH_VAR '{var}': a results directory's path has") == 1
+    # ReFrame run directly refuses it too, before making anything there.
+    direct = subprocess.run([str(ROOT / '.venv/bin/reframe'), '-C', 'site-configs/local.py',
+                             '-c', 'reframe-checks', '-n', 'StreamCheck', '--dry-run'],
+                            cwd=ROOT, env={**os.environ, 'HPCBENCH_VAR': str(var)},
+                            capture_output=True, text=True, timeout=120)
+    assert direct.returncode == 1 and direct.stderr == (
+        f"error: '{var}': a results directory's path has no spaces or shell syntax (it "
+        'reaches job scripts, Spack and make); give the run another one with '
+        'HPCBENCH_VAR=<directory>\n'), direct.stderr
+    assert not var.exists()

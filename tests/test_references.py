@@ -438,3 +438,68 @@ def test_a_comparison_machine_has_comparisons_only(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(references.ReferenceError, match='woodcrest is a comparison machine'):
         references.load('chic', path)
+
+
+# --- Hostile references files (issue 38): refused when the file loads, one message each ----
+
+_BOMB = '''a: &a ["x","x","x","x","x","x","x","x","x"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+system: [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+'''
+
+
+@pytest.mark.parametrize('text, message', [
+    (_BOMB, r'an alias \(\*a\): a references file is plain data'),
+    (yaml.safe_dump(CHIC) + 'system: chic\n', "the key 'system' is given twice"),
+    (yaml.safe_dump(CHIC).replace('- -0.1\n  - null', '- 0.1\n  - -0.1'),
+     r'figures/0: tolerance \[0.1, -0.1\]: \(lower, upper\) fractions of the value'),
+    (yaml.safe_dump(CHIC).replace('3731.0', '.nan'), r'figures/0: value nan: a figure is a '
+                                                     'finite number, 0 or more'),
+    (yaml.safe_dump(CHIC).replace('3731.0', '.inf'), 'figures/0: value inf'),
+    (yaml.safe_dump(CHIC).replace('3731.0', '-3731.0'), 'figures/0: value -3731.0'),
+    (yaml.safe_dump(CHIC).replace('- -0.1\n  - null', '- .nan\n  - null'),
+     r'tolerance \[nan, None\]: each bound is a finite fraction'),
+])
+def test_a_hostile_references_file_is_refused_when_it_loads_in_one_message(
+        tmp_path, text, message):
+    path = tmp_path / 'chic.yaml'
+    path.write_text(text)
+    with pytest.raises(references.ReferenceError, match=message) as raised:
+        references.load('chic', path)
+    assert '\n' not in str(raised.value) and len(str(raised.value)) < 1000
+
+
+def test_a_huge_references_file_is_refused_before_it_is_parsed(tmp_path):
+    path = tmp_path / 'chic.yaml'
+    figure = yaml.safe_dump(CHIC['figures'][:1])
+    path.write_text(yaml.safe_dump({k: v for k, v in CHIC.items() if k != 'figures'})
+                    + 'figures:\n' + figure * (2 * references.MAX_FILE_BYTES // len(figure)))
+    with pytest.raises(references.ReferenceError, match=r'chic.yaml: 2.0 MiB, a references '
+                                                        r'file is at most 1 MiB'):
+        references.load('chic', path)
+
+
+def test_a_schema_error_shows_a_huge_value_cut_short(tmp_path):
+    data = json.loads(json.dumps(CHIC))
+    data['figures'][0]['value'] = 'x' * 100_000
+    with pytest.raises(references.ReferenceError) as raised:
+        references.load('chic', _write(tmp_path, data))
+    assert len(str(raised.value)) < 1000 and 'is not of type' in str(raised.value)
+
+
+def test_hpcbench_references_refuses_a_bad_file_in_one_line(tmp_path):
+    import os
+    import subprocess
+    from conftest import BIN, ROOT
+    (tmp_path / 'chic.yaml').write_text(_BOMB)
+    proc = subprocess.run([str(BIN / 'hpcbench'), 'references'], cwd=ROOT, timeout=60,
+                          env={**os.environ, 'HPCBENCH_REFERENCES': str(tmp_path)},
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.startswith('error: ') \
+        and 'an alias (*a)' in proc.stderr and 'Traceback' not in proc.stderr, proc.stderr

@@ -54,10 +54,9 @@ def test_verdicts_say_why():
                           threshold=25).verdict == 'no change'
 
 
-@pytest.mark.parametrize('values', [[], [1.0, float('nan')], [float('inf')]])
-def test_a_sample_of_no_or_non_finite_values_is_refused(values):
-    with pytest.raises(ValueError, match='finite values'):
-        verdicts.Sample(tuple(values))
+def test_a_sample_of_no_values_is_refused():
+    with pytest.raises(ValueError, match='a sample needs values'):
+        verdicts.Sample(())
 
 
 def test_a_negative_threshold_is_refused():
@@ -389,3 +388,89 @@ def test_two_real_sessions_across_a_change_of_the_default_blas_judge_no_hpl_figu
     same = [r for r in rows if r.environ in ('openmpi-blis', 'openmpi-openblas')]
     assert same and not any(r.verdict.verdict == 'stack changed' for r in same)
     assert verdicts.counts(rows)['stack changed'] == len(mkl_to_openblas)
+
+
+# --- A figure that is no number, stored (issue 38) -----------------------------------------
+
+def test_a_sample_keeps_what_is_no_number_apart_and_judges_nothing_with_it():
+    sample = verdicts.Sample((10.0, float('nan'), 12.0))
+    assert sample.values == (10.0, 12.0) and sample.n == 2 and sample.median == 11.0
+    assert str(sample.not_finite) == '(nan,)'
+    verdict = verdicts.judge('triad', 'MB/s', [10.0, 11.0], [float('inf')])
+    assert verdict.verdict == 'not judged' and verdict.change_percent is None
+    assert verdict.reason == 'a figure that is no number (new: inf) is not judged'
+
+
+@pytest.mark.spack_free
+def test_a_stored_figure_that_is_no_number_is_shown_as_it_is_and_the_rest_reported(tmp_path):
+    """Two real sessions of HPCC; the newest's HPL figure and one ratio then made NaN and
+    infinite in the results database itself, as a broken parser or an old suite could have
+    stored them: compare and the report still work, show them as they are, judge them
+    'not judged', and judge every other figure."""
+    import math
+    import sqlite3
+    var = tmp_path / 'var'
+    env = {'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'}
+    for _ in range(2):
+        proc = run_reframe('-r', '-n', 'HpccCheck', '-S', 'memory_fraction=0.001', env=env)
+        if re.search(r'Ran 0/0 test case|Found 0 check', proc.stdout):
+            pytest.skip('no HPCC from the registry (make test installs it)')
+        assert proc.returncode == 0, proc.stdout[-2000:]
+    with sqlite3.connect(var / 'results.db') as db:
+        uuid, blob = db.execute('SELECT uuid, json_blob FROM sessions '
+                                'ORDER BY session_start_unix DESC LIMIT 1').fetchone()
+        data = json.loads(blob)
+        case, = [tc for run in data['runs'] for tc in run['testcases']
+                 if tc['name'].startswith('HpccCheck')]
+        hpl_key = next(k for k in case['perfvalues'] if k.endswith(':hpl'))
+        stream_key = next(k for k in case['perfvalues'] if k.endswith(':star_stream_triad'))
+        case['perfvalues'][hpl_key][0] = math.nan
+        case['perfvalues'][stream_key][0] = math.inf
+        db.execute('UPDATE sessions SET json_blob = ? WHERE uuid = ?', (json.dumps(data), uuid))
+    env = {**os.environ, 'HPCBENCH_VAR': str(var)}
+    compared = subprocess.run([str(BIN / 'hpcbench'), 'compare', '--system', 'local', '--all'],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    said = compared.stdout + compared.stderr
+    assert 'Traceback' not in said, said[-3000:]
+    hpl, = [ln for ln in compared.stdout.splitlines() if re.search(r'\shpl\s', ln)]
+    assert 'nan (no number)' in hpl and 'not judged' in hpl, hpl
+    assert re.search(r'\sstar_stream_triad\s.*inf \(no number\).*not judged', compared.stdout)
+    assert re.search(r'\s(no change|inconclusive|regression|improvement)\s', compared.stdout)
+    report = subprocess.run([str(BIN / 'hpcbench'), 'report', '--system', 'local'], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0 and 'Traceback' not in report.stdout + report.stderr, \
+        report.stderr[-3000:]
+    summary = (var / 'report' / 'local' / 'summary.md').read_text()
+    assert re.search(r'\| hpl \| nan GFLOP/s \|', summary), summary[:3000]
+
+
+def test_session_ids_are_taken_whole_or_by_a_prefix_that_names_one():
+    stored = [json.loads((FIXTURES / 'report' / f'session-{name}.json').read_text())
+              for name in ('new', 'old')]
+    new, old = (d['session_info']['uuid'] for d in stored)
+    assert results.resolve(stored, [new[:8], old]) == [new, old]
+    with pytest.raises(RuntimeError, match=r"--old 'f00': no stored session of the last year "
+                                           r'is so named \(the newest: '):
+        results.resolve(stored, ['f00'], '--old')
+    with pytest.raises(RuntimeError, match=r"--new '': 2 stored sessions begin so"):
+        results.resolve(stored, [''], '--new')
+
+
+@pytest.mark.spack_free
+@pytest.mark.parametrize('options, message', [
+    (['--old', 'f00'], "error: --old 'f00': no stored session of the last year is so named"),
+    (['--new', 'f00'], "error: --new 'f00': no stored session of the last year is so named"),
+    (['--days', '-1'], "argument --days: '-1': a number of days, 1 or more"),
+    (['--threshold', 'inf'], 'argument --threshold: threshold inf: a change in percent'),
+])
+def test_compare_refuses_bad_options_in_one_message(tmp_path, options, message):
+    var = tmp_path / 'var'
+    proc = run_reframe('-r', '-n', 'HpccCheck', '-S', 'memory_fraction=0.001',
+                       env={'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'})
+    if re.search(r'Ran 0/0 test case|Found 0 check', proc.stdout):
+        pytest.skip('no HPCC from the registry (make test installs it)')
+    proc = subprocess.run([str(BIN / 'hpcbench'), 'compare', '--system', 'local', *options],
+                          cwd=ROOT, env={**os.environ, 'HPCBENCH_VAR': str(var)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (1, 2) and message in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr and 'no earlier session' not in proc.stderr

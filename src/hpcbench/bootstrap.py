@@ -330,6 +330,12 @@ def setup(refresh=False, system='local'):
     """What `make run` needs: the Spack path when a Spack is found or can be cloned
     (`system`'s environment installed), else the registry-only path, saying so. Returns the
     Spack or None."""
+    cache = paths.cache_dir()
+    if paths.free_bytes(cache) < paths.MIN_FREE_BYTES:
+        # Not "no Spack found": a clone, a build or the registry path's files all fail there.
+        raise BootstrapError(f'{paths.full(cache)}: the per-user cache holds Spack, its '
+                             'builds and the source mirror; free some space there or set '
+                             'HPCBENCH_CACHE to a directory on a file system with room')
     try:
         found = spack.locate_or_clone()
     except spack.SpackNotFound as err:

@@ -11,8 +11,11 @@ concretized with, and MANIFEST.json: every file's SHA-256, the lock's hash and t
 The same inputs give the same archive, byte for byte: files in name order, no owners, no
 times (MANIFEST.json first, so that a reader meets it before anything it describes).
 
-Unpacking verifies the whole archive in a scratch directory of the per-user cache before
-anything is put in place; a damaged or truncated archive is refused with one message and
+Unpacking checks every member before it writes anything (names inside the bundle, files,
+directories and links only, each link leading inside its own part however the kernel
+follows it, the manifest's list), writes links last so that no write passes through one,
+verifies every checksum in a scratch directory of the per-user cache, and only then puts
+anything in place; a damaged, truncated or crafted archive is refused with one message and
 leaves nothing behind. It needs python3 alone (`python3 -m hpcbench.bundle unpack`), so that
 a machine without internet unpacks the bundle before it makes the suite's venv from its
 wheels.
@@ -261,27 +264,45 @@ def _refuse(archive, reason):
                        'was unpacked')
 
 
-def verify(tree, archive):
-    """The manifest of an unpacked bundle, once every file it lists is there with its
-    checksum and nothing else is."""
+def _manifest(text):
+    """MANIFEST.json's content, once it has the shape this suite writes (a damaged or
+    crafted one is refused in the one message, never a traceback)."""
     try:
-        manifest = json.loads((tree / MANIFEST).read_text())
-    except (OSError, ValueError) as err:
-        raise _refuse(archive, f'its {MANIFEST} does not read: {err}') from None
+        manifest = json.loads(text)
+    except ValueError as err:
+        raise BundleError(f'its {MANIFEST} does not read: {err}') from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f'its {MANIFEST} is not an object')
     if manifest.get('format') != FORMAT:
-        raise _refuse(archive, f'format {manifest.get("format")!r}, this suite reads {FORMAT}')
-    listed = manifest.get('files') or {}
+        raise BundleError(f'format {manifest.get("format")!r}, this suite reads {FORMAT}')
+    files, lock = manifest.get('files'), manifest.get('lock')
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in files.items()):
+        raise BundleError(f'its {MANIFEST} has no "files" object of path: checksum')
+    if not isinstance(lock, dict) or not isinstance(lock.get('sha256'), str):
+        raise BundleError(f'its {MANIFEST} has no "lock" with its "sha256"')
+    return manifest
+
+
+def _differences(listed, present, differ_as):
+    """BundleError naming the first paths missing, extra or different between the
+    manifest's `listed` and the archive's or tree's `present` ({path: what})."""
+    for what, names in (('missing', set(listed) - set(present)),
+                        ('not in the manifest', set(present) - set(listed)),
+                        (differ_as, {r for r in set(listed) & set(present)
+                                     if listed[r] != present[r]})):
+        if names:
+            names = sorted(names)
+            raise BundleError(f'{len(names)} file(s) {what}: {", ".join(names[:3])}'
+                              f'{", ..." if len(names) > 3 else ""}')
+
+
+def verify(tree, manifest):
+    """Every file `manifest` lists is under the unpacked `tree` with its checksum, and
+    nothing else is."""
     present = file_digests(tree)
     present.pop(MANIFEST, None)
-    missing = sorted(set(listed) - set(present))
-    extra = sorted(set(present) - set(listed))
-    altered = sorted(r for r in set(listed) & set(present) if listed[r] != present[r])
-    for what, names in (('missing', missing), ('not in the manifest', extra),
-                        ('with another checksum than the manifest', altered)):
-        if names:
-            raise _refuse(archive, f'{len(names)} file(s) {what}: {", ".join(names[:3])}'
-                                   f'{", ..." if len(names) > 3 else ""}')
-    return manifest
+    _differences(manifest['files'], present, 'with another checksum than the manifest')
 
 
 def _place(tree, cache):
@@ -319,28 +340,127 @@ def _place(tree, cache):
         say(f'{directory}: {added} file(s) added')
 
 
+# Links a path may pass through before it is refused as a loop (the kernel's own limit).
+_MAX_LINKS_FOLLOWED = 40
+
+
+def _resolved(name, members, followed=0):
+    """Where the path `name` (normalized, inside the archive) leads once every link member
+    on its way is followed, as the kernel will follow them after unpacking: a tuple of
+    components. Raises BundleError when it leaves the archive's tree or loops."""
+    resolved = []
+    for part in name.split('/'):
+        if part in ('', '.'):
+            continue
+        if part == '..':
+            if not resolved:
+                raise BundleError('leaves the bundle')
+            resolved.pop()
+            continue
+        resolved.append(part)
+        member = members.get('/'.join(resolved))
+        if member is not None and member.issym():
+            if followed >= _MAX_LINKS_FOLLOWED:
+                raise BundleError('is a loop of symlinks')
+            if os.path.isabs(member.linkname):
+                raise BundleError(f'passes through an absolute symlink ({member.linkname})')
+            resolved = list(_resolved('/'.join([*resolved[:-1], member.linkname]), members,
+                                      followed + 1))
+    return tuple(resolved)
+
+
 def _checked_members(tar):
-    """The archive's members, once each is a file, directory or symlink inside TOP, every
-    symlink pointing inside it too (no absolute paths, no '..' out of it, no devices)."""
-    members = tar.getmembers()
-    for member in members:
+    """The archive's members, every one checked before anything is written: a file,
+    directory or symlink, named inside TOP/<part>/ once, none below a symlink member (so no
+    write ever passes through a link), and every symlink leading, through any links on its
+    way, to a path inside its own part (the parts go to different directories). The kernel
+    follows links by their targets, not by their names: checking a name by `normpath` alone
+    let `x -> .` and `evil -> x/x/../../..` stay 'inside' and point at /."""
+    members = {}
+    for member in tar.getmembers():
         name = os.path.normpath(member.name)
-        if os.path.isabs(member.name) or name.split(os.sep)[0] != TOP or '..' in name.split(os.sep):
+        parts = name.split(os.sep)
+        if os.path.isabs(member.name) or parts[0] != TOP or '..' in parts or len(parts) < 2:
             raise BundleError(f'member {member.name!r} is outside {TOP}/')
         if not (member.isfile() or member.isdir() or member.issym()):
             raise BundleError(f'member {member.name!r} is not a file, directory or symlink')
+        if name in members and not (member.isdir() and members[name].isdir()):
+            raise BundleError(f'member {member.name!r} is in the archive twice')
+        members[name] = member
+    for name, member in members.items():
+        parents = name.split('/')[:-1]
+        for depth in range(2, len(parents) + 1):
+            above = members.get('/'.join(parents[:depth]))
+            if above is not None and not above.isdir():
+                raise BundleError(f'member {member.name!r} lies below {above.name!r}, '
+                                  'which is not a directory')
         if member.issym():
-            target = os.path.normpath(os.path.join(os.path.dirname(name), member.linkname))
-            if os.path.isabs(member.linkname) or target.split(os.sep)[0] != TOP:
+            try:
+                if os.path.isabs(member.linkname):
+                    raise BundleError('is absolute')
+                target = _resolved(f'{os.path.dirname(name)}/{member.linkname}', members)
+            except BundleError as err:
                 raise BundleError(f'symlink {member.name!r} points out of the bundle '
-                                  f'({member.linkname})')
+                                  f'({member.linkname}: it {err})') from None
+            part = name.split('/')[:2]
+            if list(target[:2]) != part:
+                raise BundleError(f'symlink {member.name!r} points out of the bundle '
+                                  f'({member.linkname}: it leads to {"/".join(target)}, '
+                                  f'outside its part {"/".join(part)}/)')
     return members
+
+
+def _kind(digest):
+    """What a manifest entry says a path is: a link to its target, or a file."""
+    return digest if digest.startswith('-> ') else 'a file'
+
+
+def _check_against_manifest(members, manifest):
+    """Before anything is written: the archive holds the manifest's files and links, each of
+    its kind (a link to the target listed), and nothing else."""
+    present = {name[len(TOP) + 1:]: f'-> {m.linkname}' if m.issym() else 'a file'
+               for name, m in members.items() if not m.isdir() and name != f'{TOP}/{MANIFEST}'}
+    listed = {rel: _kind(digest) for rel, digest in manifest['files'].items()}
+    _differences(listed, present, 'of another kind or link target than the manifest says')
+
+
+def _write_members(tar, members, scratch):
+    """The checked members under `scratch`: directories, then files (created, never opened
+    through a link: there is none yet), then the links, last."""
+    ordered = sorted(members.values(), key=lambda m: (not m.isdir(), m.issym()))
+    for member in ordered:
+        path = scratch / os.path.normpath(member.name)
+        if member.isdir():
+            path.mkdir(parents=True, exist_ok=True)
+        elif member.isfile():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            mode = 0o755 if member.mode & 0o111 else 0o644
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            with os.fdopen(fd, 'wb') as out:
+                shutil.copyfileobj(tar.extractfile(member), out, 1 << 20)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(member.linkname, path)
+
+
+def _read(archive, scratch):
+    """The archive's manifest, once every member was checked (names, kinds, where its links
+    lead, the manifest's list) and only then written under `scratch`."""
+    with tarfile.open(archive, 'r:gz') as tar:
+        members = _checked_members(tar)
+        manifest_member = members.get(f'{TOP}/{MANIFEST}')
+        if manifest_member is None or not manifest_member.isfile():
+            raise BundleError(f'no {TOP}/{MANIFEST}')
+        manifest = _manifest(tar.extractfile(manifest_member).read().decode('utf-8', 'replace'))
+        _check_against_manifest(members, manifest)
+        _write_members(tar, members, scratch)
+    return manifest
 
 
 def unpack(archive):
     """Unpack `archive` into the per-user cache after verifying all of it; returns its
-    manifest. Refused (BundleError) when it is damaged, truncated or not a bundle: then
-    nothing of it is left anywhere."""
+    manifest. Refused (BundleError) when it is damaged, truncated, crafted or not a bundle:
+    then nothing of it is left anywhere."""
     archive = Path(archive)
     if not archive.is_file():
         raise BundleError(f'{archive}: no such file')
@@ -355,24 +475,18 @@ def unpack(archive):
                           'unpacked') from None
     try:
         try:
-            with tarfile.open(archive, 'r:gz') as tar:
-                members = _checked_members(tar)
-                # Python's own checks too where it has them (Debian 12's first python3.11
-                # has no extraction filters; later point releases do).
-                options = {'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}
-                tar.extractall(scratch, members=members, **options)
+            manifest = _read(archive, scratch)
+            verify(scratch / TOP, manifest)
         except (tarfile.TarError, EOFError, zlib.error, OSError, BundleError) as err:
             reason = str(err) if isinstance(err, BundleError) else f'{type(err).__name__}: {err}'
             raise _refuse(archive, reason) from None
-        tree = scratch / TOP
-        manifest = verify(tree, archive)
         say(f'{archive}: {len(manifest["files"])} files verified against {MANIFEST} '
             f'(spack.lock sha256 {manifest["lock"]["sha256"][:12]})')
         if manifest.get('python', python_tag()) != python_tag():
             say(f'note: its wheels are for {manifest.get("python")}, this python3 is '
                 f'{python_tag()}: the suite\'s venv needs PyPI (or a bundle made with this '
                 'Python version)')
-        _place(tree, cache)
+        _place(scratch / TOP, cache)
         return manifest
     except BaseException:
         if created:

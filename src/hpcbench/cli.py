@@ -167,6 +167,12 @@ def _compare_stacks(args):
     _print_rankings(groups)
 
 
+def _stored_run(args):
+    """This run's session UUID (make run), once the results database holds it."""
+    from hpcbench import results
+    print(results.this_run(results.site_config(args.system), args.report))
+
+
 def _time_per_check(args):
     """Each check's test cases and the seconds of their jobs in a stored session, and the
     share of its wall time that benchmark jobs took."""
@@ -295,9 +301,19 @@ def _judging_options(parser):
     parser.add_argument('--threshold', type=_threshold, default=verdicts.THRESHOLD,
                         help='percent a median must get worse by to count as a regression '
                              f'(default {verdicts.THRESHOLD:g})')
-    parser.add_argument('--days', type=int, default=verdicts.DAYS,
+    parser.add_argument('--days', type=_days, default=verdicts.DAYS,
                         help='judge against the sessions of this many days before '
                              f'(default {verdicts.DAYS})')
+
+
+def _days(text):
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if days < 1:
+        raise argparse.ArgumentTypeError(f'{text!r}: a number of days, 1 or more')
+    return days
 
 
 def _threshold(text):
@@ -313,14 +329,18 @@ def _compare(args):
     status 1 on a regression."""
     from hpcbench import references, report, results, verdicts
     stored = results.stored_sessions(results.site_config(args.system))
-    old = args.old
+    new = results.resolve(stored, args.new, '--new')
+    old = results.resolve(stored, args.old, '--old')
     if args.baseline:
         recorded = references.load(args.system).sources.get('baseline')
         if not recorded:
             raise RuntimeError(f'{references.reference_file(args.system)} is no baseline: '
                                'record one with make baseline')
-        old = [u for u in recorded['baseline_sessions'] if u not in (args.new or [])]
-    compared = verdicts.sessions_to_judge(stored, args.system, args.new, old, args.days)
+        old = [u for u in results.resolve(stored, recorded['baseline_sessions'],
+                                          f'the baseline\'s session (in '
+                                          f'{references.reference_file(args.system)})')
+               if u not in new]
+    compared = verdicts.sessions_to_judge(stored, args.system, new, old, args.days)
     if not compared:
         raise RuntimeError(f'nothing to compare: no stored session of {args.system} has '
                            f'an earlier one (within {args.days} days) to judge it against')
@@ -457,6 +477,13 @@ def main(argv=None):
     timing.add_argument('--system', default='local')
     timing.add_argument('--session', help='session UUID (default: the newest)')
     timing.set_defaults(func=_time_per_check)
+    stored = sub.add_parser('stored-run',
+                            help="print the session UUID of a run's report once the results "
+                                 'database holds it; fail saying why when it does not (make '
+                                 'run, before it shows anything as the run\'s)')
+    stored.add_argument('--system', default='local')
+    stored.add_argument('--report', required=True, help='the run report the run wrote')
+    stored.set_defaults(func=_stored_run)
     counts = sub.add_parser('references',
                             help='count the reference figures per system and benchmark')
     counts.add_argument('--system', action='append',
@@ -553,6 +580,11 @@ def main(argv=None):
             RuntimeError) as err:
         print(f'error: {err}', file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # What each step leaves is whole or gone (clones and unpacking into temporary
+        # directories renamed at the end, Spack's own installs): no traceback to read.
+        print(f'hpcbench {args.command}: interrupted; run it again to go on', file=sys.stderr)
+        return 130
 
     return 0
 

@@ -97,3 +97,34 @@ def locations_dir():
     """Where the build fixtures remember the install prefixes Spack named, per lock
     (hpcbench.rfm.BenchmarkBuild): ``var/spack-locations``."""
     return VAR_DIR / 'spack-locations'
+
+
+# Below this, a file system is full for the suite: the room a run needs besides its
+# benchmarks' I/O (which IOR checks itself: stage directories, job outputs, perflogs, a run
+# report, the database's new rows; a quick run here writes about 30 MiB), and the least a
+# set-up needs to write anything at all into the per-user cache.
+MIN_FREE_BYTES = 64 << 20
+
+
+def free_bytes(path):
+    """Bytes an unprivileged writer may still use on the file system of `path` (or of its
+    nearest existing parent)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def mount_point(path):
+    path = os.path.realpath(path)
+    while not os.path.ismount(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def full(path):
+    """`path`'s file system and its free space, in words: what a message about a full disk
+    names."""
+    return (f'the file system of {path} is full (mounted at {mount_point(path)}, '
+            f'{free_bytes(path) >> 20} MiB free)')

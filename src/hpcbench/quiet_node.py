@@ -10,11 +10,26 @@ command). The load average is printed, not judged: it lags a minute behind. A bu
 surveyed again for up to `wait` seconds (the tail of another job, a build finishing), so
 that a passing load delays the measurement instead of failing it; a load that stays fails.
 
+Before it surveys the node, the job takes the node's launch lock (LAUNCH_LOCK, in the
+node's memory file system: every checkout, every results directory and every user of the
+node takes the same one) and holds it to its end: two runs started together, from two
+checkouts or two HPCBENCH_VARs, would each see the other idle at the survey and then
+measure under each other's load. The job script opens the lock file on a descriptor of its
+own (job_lines) and this check locks that descriptor, so that the lock lasts as long as the
+job script, not this process; the kernel releases it however the job ends. A job that
+waited for another says so in its line, naming it; one that waited `lock_wait` seconds in
+vain is busy.
+
 Standard library only: the job runs it with the node's python3, outside the project's venv.
 Prints one line beginning with MARKER; exits BUSY_EXIT when busy and the action is `fail`.
 """
 import argparse
+import datetime
+import errno
+import fcntl
+import getpass
 import os
+import re
 import sys
 import time
 
@@ -25,8 +40,14 @@ ACTIONS = ('fail', 'warn', 'off')
 # memory (a full-size HPL takes 80 % of it); a minute's wait for a passing load (a job's
 # clean-up, a build's last link), short against a benchmark and paid in full only where a
 # load stays.
+# The launch lock is waited for an hour: another run's job ends within that on a node a
+# person shares (a paper system's full HPL holds a node of its own, from its scheduler).
 DEFAULTS = {'action': 'fail', 'max_busy_cores': 0.25, 'max_memory_in_use': 0.5,
-            'sample': 0.5, 'wait': 60}
+            'sample': 0.5, 'wait': 60, 'lock_wait': 3600}
+# Node-wide (tmpfs, one per node, every user's); HPCBENCH_LAUNCH_LOCK in a job's
+# environment moves it (a node without /dev/shm, a test's own).
+LAUNCH_LOCK = '/dev/shm/hpcbench-launch.lock'
+LAUNCH_LOCK_ENV = 'HPCBENCH_LAUNCH_LOCK'
 # Culprits named on a busy verdict.
 NAMED = 5
 
@@ -35,7 +56,7 @@ class QuietNodeSettingsError(ValueError):
     pass
 
 
-def settings(partition_setting, action=None, wait=None):
+def settings(partition_setting, action=None, wait=None, lock_wait=None):
     """The check's settings from a partition's `extras.quiet_node` (a dict of DEFAULTS'
     keys, or None) and an action and a wait given for the run (None: the partition's);
     validated."""
@@ -44,6 +65,8 @@ def settings(partition_setting, action=None, wait=None):
         merged['action'] = action
     if wait is not None:
         merged['wait'] = wait
+    if lock_wait is not None:
+        merged['lock_wait'] = lock_wait
     unknown = set(merged) - set(DEFAULTS)
     if unknown:
         raise QuietNodeSettingsError(f'quiet_node: unknown setting(s) {", ".join(sorted(unknown))}'
@@ -55,9 +78,10 @@ def settings(partition_setting, action=None, wait=None):
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise QuietNodeSettingsError(f'quiet_node {key}={value!r}: a positive number')
-    wait = merged['wait']
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < 1e6:
-        raise QuietNodeSettingsError(f'quiet_node wait={wait!r}: seconds, 0 or more')
+    for key in ('wait', 'lock_wait'):
+        wait = merged[key]
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < 1e6:
+            raise QuietNodeSettingsError(f'quiet_node {key}={wait!r}: seconds, 0 or more')
     if merged['max_memory_in_use'] > 1:
         raise QuietNodeSettingsError(f'quiet_node max_memory_in_use='
                                      f'{merged["max_memory_in_use"]}: a fraction of memory, '
@@ -65,11 +89,107 @@ def settings(partition_setting, action=None, wait=None):
     return merged
 
 
-def command_line(python, script, chosen):
-    """The job script line that runs this check with `chosen` settings (settings())."""
-    return (f'{python} {script} --action {chosen["action"]} --max-busy-cores '
-            f'{chosen["max_busy_cores"]} --max-memory-in-use {chosen["max_memory_in_use"]} '
-            f'--sample {chosen["sample"]} --wait {chosen["wait"]} || exit $?')
+def job_lines(python, script, chosen):
+    """The job script's lines that take the node's launch lock and run this check with
+    `chosen` settings (settings()). The shell opens the lock file (created readable and
+    writable by every user, once) on a descriptor it keeps to its end; `python` is a shell
+    word, `script` a quoted path."""
+    return [
+        f'hpcbench_launch_lock="${{{LAUNCH_LOCK_ENV}:-{LAUNCH_LOCK}}}"',
+        '[ -e "$hpcbench_launch_lock" ] || (umask 0 && set -C && : > "$hpcbench_launch_lock") '
+        '2>/dev/null',
+        'exec {hpcbench_launch_lock_fd}<"$hpcbench_launch_lock" || { echo "hpcbench: the '
+        'node\'s launch lock $hpcbench_launch_lock cannot be opened: set '
+        f'{LAUNCH_LOCK_ENV} to a file on the node every user can read" >&2; exit 1; }}',
+        f'{python} {script} --launch-lock "$hpcbench_launch_lock" --launch-lock-fd '
+        f'"$hpcbench_launch_lock_fd" --lock-wait {chosen["lock_wait"]} --action '
+        f'{chosen["action"]} --max-busy-cores {chosen["max_busy_cores"]} --max-memory-in-use '
+        f'{chosen["max_memory_in_use"]} --sample {chosen["sample"]} --wait {chosen["wait"]} '
+        '|| exit $?']
+
+
+def _holders(path):
+    """Who has the lock file open besides this process and its ancestors: [(pid, command)]
+    (the processes of another job: its script, its launcher, its ranks; those of other
+    users are seen by root only)."""
+    try:
+        wanted = os.stat(path)
+    except OSError:
+        return []
+    own = ancestors(os.getpid(), _snapshot())
+    found = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit() or int(entry) in own:
+            continue
+        try:
+            for fd in os.listdir(f'/proc/{entry}/fd'):
+                held = os.stat(f'/proc/{entry}/fd/{fd}')
+                if (held.st_dev, held.st_ino) == (wanted.st_dev, wanted.st_ino):
+                    found.append((int(entry), _command(int(entry))))
+                    break
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def _holder(path):
+    """(the lock's holder in words: what it wrote into the lock file and the processes that
+    have it open; whether it is orphaned: the process that started its job script (ReFrame,
+    the scheduler's step) is gone, as when ReFrame was killed with SIGKILL)."""
+    try:
+        with open(path, errors='replace') as fp:
+            written = fp.read(500).strip()
+    except OSError:
+        written = ''
+    holders = _holders(path)
+    # A job's script, launcher and ranks: twice the culprits of a busy verdict.
+    processes = '; '.join(f'PID {pid}: {command}' for pid, command in holders[:2 * NAMED])
+    recorded = re.match(r'PID (\d+) .*started by PID (\d+)', written)
+    orphaned = False
+    if recorded and int(recorded.group(1)) in dict(holders):
+        job = _stat(int(recorded.group(1)))
+        orphaned = job is not None and job[2] != int(recorded.group(2))
+    words = ', '.join(part for part in (written and f'the job of {written}',
+                                        processes and f'held by {processes}') if part)
+    return (words or 'a job that has not yet said who it is'), orphaned
+
+
+def take_launch_lock(fd, path, lock_wait):
+    """Lock the node's launch lock, open on descriptor `fd` (the job script's), waiting at
+    most `lock_wait` seconds for another job, not at all for an orphaned one (its run was
+    killed: nobody will end it). Returns (seconds waited or None when the lock was not had,
+    the holder in words or '' when it was free at once, whether the holder is orphaned)."""
+    start = time.monotonic()
+    holder = ''
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as err:
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+        if not holder:
+            holder, orphaned = _holder(path)
+            if orphaned:
+                return None, holder, True
+            print(f'hpcbench launch lock: another hpcbench job runs on this node ({holder}); '
+                  f'waiting up to {lock_wait:g} s', flush=True)
+        if time.monotonic() - start >= lock_wait:
+            return None, _holder(path)[0], False
+        time.sleep(0.2)
+    waited = time.monotonic() - start
+    # Who holds it now, for a job that will wait for this one (the file is every user's;
+    # not writable, it names nobody). The job script is this process's parent.
+    job = os.getppid()
+    try:
+        with open(path, 'r+') as fp:
+            started = datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M:%S %Z')
+            fp.write(f'PID {job} (user {getpass.getuser()}, since {started}, started by PID '
+                     f'{(_stat(job) or (0, 0, 0))[2]}) in {os.getcwd()}')
+            fp.truncate()
+    except OSError:
+        pass
+    return waited, holder, False
 
 
 def _stat(pid):
@@ -174,11 +294,12 @@ def survey(sample):
     return busy_cores, others, used_memory, total_memory, load
 
 
-def verdict(chosen, busy_cores, others, used_memory, total_memory, load, waited=0.0):
+def verdict(chosen, busy_cores, others, used_memory, total_memory, load, waited=0.0,
+            lock_note=''):
     """(busy?, the line to print); `waited`: seconds the node was busy before this
-    survey."""
+    survey; `lock_note`: how the launch lock was taken, when it had to be waited for."""
     gib = 1 << 30
-    figures = (f'{f"after waiting {waited:.0f} s for it, " if waited else ""}'
+    figures = (f'{lock_note}{f"after waiting {waited:.0f} s for it, " if waited else ""}'
                f'{busy_cores:.2f} core(s) busy besides this job over {chosen["sample"]} s '
                f'(at most {chosen["max_busy_cores"]}), memory in use '
                f'{used_memory / gib:.1f} of {total_memory / gib:.1f} GiB '
@@ -208,23 +329,46 @@ def main(argv=None):
                         default=DEFAULTS['max_memory_in_use'])
     parser.add_argument('--sample', type=float, default=DEFAULTS['sample'])
     parser.add_argument('--wait', type=float, default=DEFAULTS['wait'])
+    parser.add_argument('--lock-wait', type=float, default=DEFAULTS['lock_wait'])
+    parser.add_argument('--launch-lock', default=LAUNCH_LOCK,
+                        help='the lock file open on --launch-lock-fd (named when waited for)')
+    parser.add_argument('--launch-lock-fd', type=int,
+                        help="the job script's descriptor of the node's launch lock")
     args = parser.parse_args(argv)
     try:
         chosen = settings({'max_busy_cores': args.max_busy_cores,
                            'max_memory_in_use': args.max_memory_in_use,
-                           'sample': args.sample, 'wait': args.wait}, args.action)
+                           'sample': args.sample, 'wait': args.wait,
+                           'lock_wait': args.lock_wait}, args.action)
     except QuietNodeSettingsError as err:
         parser.error(str(err))
+
+    lock_note = ''
+    if args.launch_lock_fd is not None:
+        waited, holder, orphaned = take_launch_lock(args.launch_lock_fd, args.launch_lock,
+                                                    chosen['lock_wait'])
+        if waited is None:
+            how = ('orphaned (the run that started it is gone): not waited for'
+                   if orphaned else f'waited for {chosen["lock_wait"]:g} s')
+            line = (f'{MARKER} BUSY: the node\'s launch lock is held by another hpcbench job, '
+                    f'{how}: {holder}')
+            print(line, flush=True)
+            return BUSY_EXIT if chosen['action'] == 'fail' else 0
+        if holder:
+            lock_note = (f'launched after waiting {waited:.0f} s for another hpcbench job '
+                         f'({holder}), ')
     if chosen['action'] == 'off':
+        if lock_note:
+            print(f'{MARKER} not checked: {lock_note.rstrip(", ")}', flush=True)
         return 0
 
     # Only a check that would fail waits: `warn` measures under the load by request.
     start = time.monotonic()
     deadline = start + (chosen['wait'] if chosen['action'] == 'fail' else 0)
-    busy, line = verdict(chosen, *survey(chosen['sample']))
+    busy, line = verdict(chosen, *survey(chosen['sample']), lock_note=lock_note)
     while busy and time.monotonic() < deadline:
         busy, line = verdict(chosen, *survey(chosen['sample']),
-                             waited=time.monotonic() - start)
+                             waited=time.monotonic() - start, lock_note=lock_note)
     print(line, flush=True)
     return BUSY_EXIT if busy and chosen['action'] == 'fail' else 0
 

@@ -38,6 +38,7 @@ a made-up figure; `notes` record the paper's inconsistencies that matter.
 """
 import datetime
 import json
+import math
 import socket
 import statistics
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,65 @@ from hpcbench import paths, results
 
 class ReferenceError(ValueError):
     pass
+
+
+# A references file is data a person reads and reviews: the largest, chic.yaml, is 36 KB.
+# Far larger is no such file (a 50 MB one took 91 s and 2.5 GB to load).
+MAX_FILE_BYTES = 1 << 20
+# Of a value a schema error shows (an expanded value can be huge).
+SHOWN_CHARACTERS = 200
+
+
+class _DataLoader(yaml.SafeLoader):
+    """YAML as plain data: no aliases (a few lines of them expand to gigabytes) and no key
+    given twice (YAML itself would keep the last, silently)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f'an alias (*{event.anchor}): a references file is plain data, '
+                'each value written out', event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f'the key {key!r} is given twice in one mapping',
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _shown(value):
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else f'{text[:SHOWN_CHARACTERS]}...'
+
+
+def _check_numbers(item, where):
+    """A figure's numbers as ReFrame and the verdicts need them: a finite value, not
+    negative (every figure the checks report is a rate, a size, a time or a share), and a
+    tolerance ReFrame reads as (lower, upper) fractions of it: lower in [-1, 0], upper 0 or
+    more, each finite or null."""
+    value = item['value']
+    if not math.isfinite(value) or value < 0:
+        raise ReferenceError(f'{where}: value {value}: a figure is a finite number, 0 or more')
+    lower, upper = item.get('tolerance', (None, None))
+    for bound in (lower, upper):
+        if bound is not None and not math.isfinite(bound):
+            raise ReferenceError(f'{where}: tolerance {[lower, upper]}: each bound is a finite '
+                                 'fraction of the value, or null')
+    if (lower is not None and not -1 <= lower <= 0) or (upper is not None and upper < 0):
+        raise ReferenceError(f'{where}: tolerance {[lower, upper]}: (lower, upper) fractions '
+                             'of the value, lower in [-1, 0] and upper 0 or more, e.g. '
+                             '[-0.1, 0.1] for 10 % either way')
+    for key in ('min', 'max'):
+        bound = item.get('sample', {}).get(key)
+        if bound is not None and not math.isfinite(bound):
+            raise ReferenceError(f'{where}: sample {key} {bound}: a finite number')
 
 
 _SCALAR = {'type': ['string', 'number', 'boolean']}
@@ -225,7 +285,8 @@ def parse(data, where):
         jsonschema.validate(data, SCHEMA)
     except jsonschema.ValidationError as err:
         location = '/'.join(str(p) for p in err.absolute_path) or 'top level'
-        raise ReferenceError(f'{where}: {location}: {err.message}') from None
+        message = err.message.replace(repr(err.instance), _shown(err.instance))
+        raise ReferenceError(f'{where}: {location}: {message[:2 * SHOWN_CHARACTERS]}') from None
 
     figures = []
     for section in ('figures', 'qualitative', 'notes'):
@@ -240,6 +301,7 @@ def parse(data, where):
 
     machines = data.get('comparison_machines', {})
     for i, item in enumerate(data['figures']):
+        _check_numbers(item, f'{where}: figures/{i}')
         if 'seed' in data['sources'][item['source']] and 'quote' not in item:
             raise ReferenceError(f'{where}: figures/{i}: a figure from a seed '
                                  f'({item["source"]}) needs `quote`: the seed\'s words that '
@@ -271,9 +333,13 @@ def load(system, path=None):
     """The references of a system; an empty set when it has no file."""
     path = Path(path) if path else reference_file(system)
     try:
-        text = path.read_text()
+        size = path.stat().st_size
     except FileNotFoundError:
         return ReferenceSet(system, {}, [], path)
+    if size > MAX_FILE_BYTES:
+        raise ReferenceError(f'{path}: {size / 2**20:.1f} MiB, a references file is at most '
+                             f'{MAX_FILE_BYTES >> 20} MiB of reviewed figures')
+    text = path.read_text()
 
     key = (system, str(path.resolve()))
     if _LOADED.get(key, (None,))[0] != text:
@@ -283,9 +349,13 @@ def load(system, path=None):
 
 def _parse_file(system, path, text):
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_DataLoader)
     except yaml.YAMLError as err:
-        raise ReferenceError(f'{path}: not valid YAML: {err}') from None
+        mark = getattr(err, 'problem_mark', None)
+        where = f'line {mark.line + 1}, column {mark.column + 1}: ' if mark else ''
+        problem = getattr(err, 'problem', None) or str(err)
+        raise ReferenceError(f'{path}: not valid YAML: {where}{" ".join(problem.split())}') \
+            from None
 
     refs = parse(data, str(path))
     if refs.system != system:
@@ -471,7 +541,13 @@ def baseline_from_samples(system, samples, started, margin=MARGIN, guess=GUESS, 
             # The runs of the newest stack only (another build, BLAS or MPI is another
             # figure), and the figure judges that stack's builds alone.
             stack, figure = list(results.by_stack(figure).items())[-1]
-            values, uuids = figure['values'], figure['sessions']
+            # A stored value that is no number (NaN, infinite) is no run's figure: left out,
+            # and a figure with no other is no reference.
+            kept = [(v, u) for v, u in zip(figure['values'], figure['sessions'])
+                    if math.isfinite(v) and v >= 0]
+            if not kept:
+                continue
+            values, uuids = [v for v, _ in kept], [u for _, u in kept]
             dates = sorted(started[u] for u in uuids)
             bounds, rule = baseline_bounds(variable, figure['unit'], values, len(set(uuids)),
                                            margin, guess)

@@ -15,6 +15,7 @@ them); `from_database` fetches them.
 import datetime
 import html
 import itertools
+import math
 import shutil
 import statistics
 from dataclasses import dataclass, field
@@ -114,7 +115,13 @@ def reference_rows(case, reference_set):
 
 def distribution(values):
     """Values as the report shows a sample: `median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`,
-    the spread being (max - min) / median."""
+    the spread being (max - min) / median; values that are no number (NaN, infinite) as
+    they are, beside the others."""
+    broken = [v for v in values if not math.isfinite(v)]
+    if broken:
+        values = [v for v in values if math.isfinite(v)]
+        shown = ', '.join(map(str, broken))
+        return f'{distribution(values)}; not finite: {shown}' if values else f'{shown} (no number)'
     median = statistics.median(values)
     if len(values) == 1:
         return f'{_fmt(median)} (n=1)'
@@ -281,7 +288,8 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated, c
 def comparison_cells(row):
     v = row.verdict
     return [title(row.check, row.parameters), row.environ, v.variable,
-            distribution(v.old.values), distribution(v.new.values), v.unit,
+            distribution(v.old.values + v.old.not_finite),
+            distribution(v.new.values + v.new.not_finite), v.unit,
             _fmt_margin(v.change_percent),
             '-' if v.p_value is None else f'{v.p_value:.3g}', v.verdict,
             v.reason if v.basis == 'runs' else f'{v.reason} ({v.basis})']
@@ -508,11 +516,8 @@ def from_database(system, directory, session=None, against=None,
         claim_directory(directory)      # refused before the database is even read
     config = results.site_config(system)
     stored = results.stored_sessions(config)
-    known = {s['session_info']['uuid'] for s in stored}
-    for uuid in filter(None, (session, against)):
-        if uuid not in known:
-            raise RuntimeError(f'no stored session {uuid} (hpcbench report lists sessions '
-                               f'of the last year; reframe --list-stored-sessions=all)')
+    session = session and results.resolve(stored, [session], '--session')[0]
+    against = against and results.resolve(stored, [against], '--against')[0]
 
     compared = verdicts.sessions_to_judge(stored, system, session and [session],
                                           against and [against], days)

@@ -57,12 +57,52 @@ def stored_sessions(config, period='now-365d:now'):
                   key=lambda s: s['session_info']['time_start_unix'], reverse=True)
 
 
+def resolve(stored, ids, what='session'):
+    """The full UUIDs of `ids` among the `stored` sessions, each given whole or by a prefix
+    that names one session alone (as git takes an abbreviated commit); RuntimeError in one
+    sentence for an unknown or ambiguous one."""
+    known = [d['session_info']['uuid'] for d in stored]
+    resolved = []
+    for given in ids or []:
+        matches = [u for u in known if u == given] or [u for u in known if u.startswith(given)]
+        if len(matches) != 1:
+            listed = ', '.join(u[:8] for u in known[:5]) or 'none'
+            raise RuntimeError(
+                f'{what} {given!r}: ' + (f'{len(matches)} stored sessions begin so; give more '
+                                         'of it' if matches else 'no stored session of the last '
+                                         f'year is so named (the newest: {listed})'))
+        resolved.append(matches[0])
+    return resolved
+
+
 def session(config, uuid):
     found = reframe_json(config, f'--describe-stored-sessions={uuid}')
     if not found:
         raise RuntimeError(f'no stored session {uuid}')
 
     return found[0]
+
+
+def this_run(config, report):
+    """The UUID of the session whose run report is `report` (the file a run just wrote),
+    once the results database holds that session; else RuntimeError in one sentence: the
+    report is empty or not ReFrame's (a full file system, an interrupted write), or the
+    session was not stored. Nothing after a run may take an older session for it."""
+    report = Path(report)
+    why = (f'; {paths.full(paths.VAR_DIR)}'
+           if paths.free_bytes(report.parent) < paths.MIN_FREE_BYTES else '')
+    try:
+        uuid = json.loads(report.read_text())['session_info']['uuid']
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RuntimeError(f"this run's report {report} does not read ({type(err).__name__}: "
+                           f'{err}){why}: the run was not stored, and no other session is '
+                           'shown as its') from None
+    if not reframe_json(config, f'--describe-stored-sessions={uuid}'):
+        raise RuntimeError(f"this run's session {uuid} is not in the results database "
+                           f'{paths.VAR_DIR / "results.db"} (ReFrame warned why above){why}: '
+                           f'its figures are in {report} only, and no other session is shown '
+                           'as its')
+    return uuid
 
 
 # Parameters a check gained after sessions were stored, with the value that ran before it

@@ -197,7 +197,20 @@ def bound_command(test, name, chosen, program, *args, output=None):
             '[ "$status" -eq 0 ] || exit "$status"')
 
 
-class BenchmarkBuild(rfm.CompileOnlyRegressionTest):
+class QuietNodeSettings(rfm.RegressionTestPlugin):
+    """The quiet-node check's settings for a run (`-S quiet_node_action=warn`, ...). The
+    builds have them too, without effect: a run-wide -S reaches every test, and ReFrame
+    would warn on each build that lacks the variable."""
+    #: fail, warn or off; None: the partition's (hpcbench.quiet_node.DEFAULTS).
+    quiet_node_action = variable(str, type(None), value=None)
+    #: Seconds a busy node is waited for; None: the partition's.
+    quiet_node_wait = variable(int, float, type(None), value=None)
+    #: Seconds the node's launch lock (another hpcbench job on the node) is waited for;
+    #: None: the partition's.
+    quiet_node_lock_wait = variable(int, float, type(None), value=None)
+
+
+class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings):
     """Locates a benchmark's build and records its prefix: with a Spack, one of the roots of
     the partition's Spack environment; without one, the program a registry ships built
     against the ReFrame environment's MPI (the registry-only path).
@@ -460,7 +473,7 @@ class CheckedInputs(rfm.RegressionTestPlugin):
                                'was run')
 
 
-class QuietNode(rfm.RegressionTestPlugin):
+class QuietNode(QuietNodeSettings):
     """A benchmark measures a quiet node, and a failed job never passes.
 
     - Just before its launch, the job checks the node it runs on (hpcbench.quiet_node): the
@@ -471,12 +484,13 @@ class QuietNode(rfm.RegressionTestPlugin):
       launch; one that stays fails the test (or, with `warn`, which does not wait, warns)
       naming the culprits. The check's line is kept as `node_state` (perflog, results
       database), with the seconds waited.
+    - Before that check, the job takes the node's launch lock and keeps it to its end
+      (hpcbench.quiet_node.LAUNCH_LOCK: one per node, for every checkout and user), so that
+      two runs never measure at the same time; a job that waited for another says so in
+      `node_state`, naming it. Waited for `lock_wait` seconds (an hour; `-S
+      quiet_node_lock_wait=`), then the node is busy.
     - The job's exit status must be 0 (IOR, for one, returns the count of data errors).
     """
-    #: fail, warn or off; None: the partition's (hpcbench.quiet_node.DEFAULTS).
-    quiet_node_action = variable(str, type(None), value=None)
-    #: Seconds a busy node is waited for; None: the partition's.
-    quiet_node_wait = variable(int, float, type(None), value=None)
     #: The node check's verdict and figures, from the job's output.
     node_state = variable(str, value='')
 
@@ -486,20 +500,18 @@ class QuietNode(rfm.RegressionTestPlugin):
         try:
             self.quiet_node_settings = quiet_node.settings(part.extras.get('quiet_node'),
                                                            self.quiet_node_action,
-                                                           self.quiet_node_wait)
+                                                           self.quiet_node_wait,
+                                                           self.quiet_node_lock_wait)
         except quiet_node.QuietNodeSettingsError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None
 
     @run_before('run')
     def check_node_before_launch(self):
-        # Before every other line of the job (its own set-up, the launch).
-        if self.quiet_node_settings['action'] == 'off':
-            return
-
-        line = quiet_node.command_line(job_python(self.current_partition),
-                                       shlex.quote(quiet_node.__file__),
-                                       self.quiet_node_settings)
-        self.prerun_cmds = [line, *self.prerun_cmds]
+        # Before every other line of the job (its own set-up, the launch); the node's launch
+        # lock is taken with the check off too: it is what keeps two runs apart.
+        lines = quiet_node.job_lines(job_python(self.current_partition),
+                                     shlex.quote(quiet_node.__file__), self.quiet_node_settings)
+        self.prerun_cmds = [*lines, *self.prerun_cmds]
 
     @run_before('sanity')
     def measured_on_a_quiet_node(self):

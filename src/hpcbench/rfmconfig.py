@@ -1,10 +1,23 @@
 """What every site config shares: where results go (perflogs, results database, stage and
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
 import sys
+from pathlib import Path
 
 from hpcbench import backends, dgemm, hpcc, hpl, imb, paths, run_lock, spack
 
 VAR = str(paths.VAR_DIR)
+
+
+def take_var_for_this_run():
+    """A ReFrame run (hpcbench.run_lock) locks var/ and checks that it can keep the run's
+    results (room, a database that takes a write) before anything is written there: the
+    site configs detect the host into var/ before they call config()."""
+    dry_run = '--dry-run' in sys.argv
+    run_lock.acquire_for_this_run(VAR, None if dry_run else f'{VAR}/results.db')
+
+
+if Path(sys.argv[0]).name == 'reframe':
+    take_var_for_this_run()
 
 # One line per test case: where and what it ran (its inputs, the build, the node, the
 # project and Spack commits and the lock: hpcbench.rfm.Provenance; the node's state before
@@ -228,17 +241,20 @@ LOCAL_POLL_RATE_MIN = 1
 
 def site(systems, environments):
     """A complete ReFrame configuration around the given systems and environments."""
+    # A dry run measures nothing: no perflog line, no stored session, no run report among
+    # the runs' (its report, of the job scripts it wrote, is var/dry-run-report.json).
+    dry_run = '--dry-run' in sys.argv
+    take_var_for_this_run()
     # ReFrame opens its log file in VAR before it creates any directory of its own.
-    (paths.VAR_DIR / 'logs').mkdir(parents=True, exist_ok=True)
-    run_lock.acquire_for_this_run(VAR)
+    try:
+        (paths.VAR_DIR / 'logs').mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        sys.exit(f'error: {run_lock.unusable(paths.VAR_DIR, err)}')
     for system in systems:
         system.setdefault('prefix', VAR)
         system.setdefault('stagedir', f'{VAR}/stage')
         system.setdefault('outputdir', f'{VAR}/output')
 
-    # A dry run measures nothing: no perflog line, no stored session, no run report among
-    # the runs' (its report, of the job scripts it wrote, is var/dry-run-report.json).
-    dry_run = '--dry-run' in sys.argv
     schedulers = {part.get('scheduler') for system in systems
                   for part in system.get('partitions', [])}
     return {

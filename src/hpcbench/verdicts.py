@@ -41,14 +41,18 @@ VERDICTS = ('regression', 'improvement', 'no change', 'inconclusive', 'not judge
 
 @dataclass(frozen=True)
 class Sample:
-    """The values of one figure (in one unit) over runs."""
+    """The values of one figure (in one unit) over runs. A value that is no number (NaN, or
+    infinite: a broken figure stored all the same) is kept, to be shown as what it is, and
+    left out of every statistic (`values` are the finite ones, `not_finite` the others)."""
     values: tuple
+    not_finite: tuple = ()
 
     def __post_init__(self):
-        values = tuple(float(v) for v in self.values)
-        if not values or not all(math.isfinite(v) for v in values):
-            raise ValueError(f'a sample needs finite values, not {self.values!r}')
-        object.__setattr__(self, 'values', values)
+        given = tuple(float(v) for v in (*self.values, *self.not_finite))
+        if not given:
+            raise ValueError('a sample needs values')
+        object.__setattr__(self, 'values', tuple(v for v in given if math.isfinite(v)))
+        object.__setattr__(self, 'not_finite', tuple(v for v in given if not math.isfinite(v)))
 
     @property
     def n(self):
@@ -56,7 +60,7 @@ class Sample:
 
     @property
     def median(self):
-        return statistics.median(self.values)
+        return statistics.median(self.values) if self.values else math.nan
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,8 @@ class Verdict:
 
 
 def check_threshold(threshold):
-    """A threshold is a change in percent, 0 or more (NaN is refused too)."""
-    if not threshold >= 0:
+    """A threshold is a change in percent, 0 or more and finite (NaN is refused too)."""
+    if not 0 <= threshold < math.inf:
         raise ValueError(f'threshold {threshold}: a change in percent, 0 or more')
     return threshold
 
@@ -88,6 +92,11 @@ def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA, basis='run
     check_threshold(threshold)
     old, new = (s if isinstance(s, Sample) else Sample(tuple(s)) for s in (old, new))
     better = references.better(variable, unit)
+    broken = [(side, s.not_finite) for side, s in (('old', old), ('new', new)) if s.not_finite]
+    if broken:
+        said = '; '.join(f'{side}: {", ".join(map(str, values))}' for side, values in broken)
+        return Verdict(variable, unit, better, old, new, None, None, 'not judged',
+                       f'a figure that is no number ({said}) is not judged', basis)
     change = (100 * (new.median - old.median) / abs(old.median)) if old.median else None
 
     def verdict(name, reason, p=None):
