@@ -107,12 +107,16 @@ def test_a_reference_file_edited_between_two_loads_is_read_again(tmp_path):
 
 def test_a_figure_of_a_variable_the_test_does_not_report_fails_its_setup(tmp_path,
                                                                           monkeypatch):
+    """A variable the check reports in some test cases, not this one (STREAM's ratio to the
+    node's ceiling, measured at the node's every core only): lint cannot know, the test's
+    setup does."""
     from reframe.core.exceptions import ReframeError
     monkeypatch.setattr(references.paths, 'REFERENCES_DIR', tmp_path)
     data = json.loads(json.dumps(CHIC))
-    data['figures'][2]['variable'] = 'triadd'
+    data['figures'][2].update(variable='triad_ceiling_efficiency', unit='%', value=80.0)
     _write(tmp_path, data)
-    with pytest.raises(ReframeError, match=r'StreamCheck reports no variable triadd \(Table 1\); '
+    with pytest.raises(ReframeError, match=r'StreamCheck reports no variable '
+                                           r'triad_ceiling_efficiency \(Table 1\); '
                                            r'its variables: add, balance, copy, scale, triad'):
         references.reframe_reference(_test('chic', 'compute', 'gcc', num_threads=2))
     # A test the figure does not apply to is not concerned.
@@ -503,3 +507,85 @@ def test_hpcbench_references_refuses_a_bad_file_in_one_line(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.startswith('error: ') \
         and 'an alias (*a)' in proc.stderr and 'Traceback' not in proc.stderr, proc.stderr
+
+
+def _reported_by_the_checks():
+    """{check class: (its performance functions and the variables its code names as
+    literals, whether that is all of them)} read from reframe-checks/ (ast): a class's own
+    and its bases' in the same file."""
+    import ast
+    from conftest import ROOT
+    found = {}
+    for path in sorted((ROOT / 'reframe-checks').glob('*.py')):
+        classes = {node.name: node for node in ast.parse(path.read_text()).body
+                   if isinstance(node, ast.ClassDef)}
+
+        def names(cls):
+            own, literal_only, replaces = set(), True, False
+            for node in ast.walk(cls):
+                if isinstance(node, ast.FunctionDef) and any(
+                        isinstance(d, ast.Call) and getattr(d.func, 'id', '') ==
+                        'performance_function' for d in node.decorator_list):
+                    own.add(node.name)
+                if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        if getattr(target, 'attr', '') == 'perf_variables':
+                            replaces = True
+                            if isinstance(node.value, ast.Dict):
+                                own |= {k.value for k in node.value.keys
+                                        if isinstance(k, ast.Constant)}
+                            else:
+                                literal_only = False
+                        if (isinstance(target, ast.Subscript)
+                                and getattr(target.value, 'attr', '') == 'perf_variables'):
+                            if isinstance(target.slice, ast.Constant):
+                                own.add(target.slice.value)
+                            else:
+                                literal_only = False
+            # A class that sets its perf_variables whole reports those, not its bases'.
+            for base in cls.bases:
+                if getattr(base, 'id', None) in classes and not replaces:
+                    inherited, whole = names(classes[base.id])
+                    own |= inherited
+                    literal_only &= whole
+            return own, literal_only
+
+        for name, cls in classes.items():
+            if name in references.BENCHMARK_OF_CHECK:
+                found[name] = names(cls)
+    return found
+
+
+def test_lint_knows_every_variable_a_check_reports_and_no_other():
+    """What references.reported_variables declares (make lint checks figures against it)
+    is what the checks' code reports: every performance function and literal name is
+    declared, and a check that names its variables by literals alone declares exactly
+    those."""
+    found = _reported_by_the_checks()
+    assert set(found) == set(references.BENCHMARK_OF_CHECK)
+    # The two IMB checks share ImbBenchmark's code (switch_size where PingPong or PingPing
+    # shows the switch): each is held to what either declares.
+    imb = references.reported_variables('ImbPairCheck') | references.reported_variables(
+        'ImbGroupCheck')
+    for check, (names, literal_only) in found.items():
+        declared = references.reported_variables(check)
+        assert names <= (imb if check.startswith('ImbP') or check.startswith('ImbG')
+                         else declared), (check, names - declared)
+        if literal_only:
+            assert names == declared, (check, declared - names)
+
+
+def test_a_figure_of_a_variable_its_check_never_reports_is_refused_by_lint(tmp_path):
+    data = json.loads(json.dumps(CHIC))
+    data['figures'][0]['variable'] = 'triad_bandwith'
+    with pytest.raises(references.ReferenceError,
+                       match=r"figures/0: StreamCheck reports no 'triad_bandwith'; it reports: "
+                             r'add, balance, copy, scale, triad, '):
+        references.load('chic', _write(tmp_path, data))
+    imb = {**json.loads(json.dumps(CHIC)), 'figures': [{
+        **CHIC['figures'][0], 'check': 'ImbPairCheck', 'match': {'benchmark': 'PingPong'},
+        'variable': 'message_rate', 'unit': 'msg/s'}]}
+    with pytest.raises(references.ReferenceError, match="ImbPairCheck reports no "
+                                                        "'message_rate'"):
+        references.load('chic', _write(tmp_path, imb))

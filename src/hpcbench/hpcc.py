@@ -42,6 +42,9 @@ PINGPONG_LATENCY_BYTES, PINGPONG_BANDWIDTH_BYTES = 8, 2_000_000
 # Pairs of processes are needed for these.
 COMMUNICATION_FIGURES = ('pingpong_latency', 'pingpong_bandwidth', 'random_ring_latency',
                          'random_ring_bandwidth')
+# HpccCheck's performance variables: the communication figures where it runs several ranks.
+VARIABLES = ('hpl', 'hpl_efficiency', 'hpl_ceiling_efficiency', 'star_dgemm',
+             'star_stream_triad') + COMMUNICATION_FIGURES
 
 
 class HpccOutputError(ValueError):

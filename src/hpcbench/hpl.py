@@ -60,6 +60,12 @@ QUICK_SIZE_STEP = 1.04
 QUICK_MAX_MEMORY_FRACTION = 0.25
 # Memory each node keeps for the kernel and ordinary processes (T2K §4.5 left ~1 GB).
 OS_RESERVE_BYTES = 1 * GIB
+# The performance variables of every HPL job (HplBase: HplNodeScreen reports these), and
+# of HplCheck, which measures its DGEMM ceiling in the job too (reframe-checks/hpl.py; the
+# tuning sweep reports sweep_variables()).
+RUN_VARIABLES = ('gflops', 'efficiency')
+CHECK_VARIABLES = RUN_VARIABLES + ('dgemm_ceiling', 'gflops_mean', 'spread', 'time',
+                                   'ceiling_efficiency', 'sustained_peak_efficiency')
 
 
 class HplInputError(ValueError):

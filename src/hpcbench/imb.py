@@ -360,6 +360,14 @@ def performance_units(benchmark, sizes):
     return units
 
 
+def reported_variables(benchmark):
+    """Every variable a check of `benchmark` may report, whatever its sizes (PingPong and
+    PingPing add `switch_size` when the curve shows the switch)."""
+    every_size = {BANDWIDTH_SIZE, *COLLECTIVE_SIZES.values()}
+    switch = ('switch_size',) if benchmark in ('PingPong', 'PingPing') else ()
+    return (*performance_units(benchmark, every_size), *switch)
+
+
 def figures(table):
     """The values of performance_units() measured in a complete table; for PingPong and
     PingPing also `switch_size` (bytes) when the bandwidth curve shows the switch."""

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from hpcbench.parsing import any_newlines
 
 # The job script's record of one launch (hpcbench.rfm.repeat_launch).
+# MpiStartupCheck's performance variables.
+VARIABLES = ('mpi_init', 'launch_to_init', 'hello_world', 'hello_world_max')
 _LAUNCH = re.compile(r'^launch (\d+): wall_ns=(\d+)\s*$', re.M)
 _HELLO = re.compile(r'^hello from rank (\d+) of (\d+) on (\S+)\s*$', re.M)
 _SUMMARY = re.compile(r'^mpi-startup: ranks=(\d+) hosts=(\d+) init_max_s=(\S+) '

@@ -260,6 +260,30 @@ BENCHMARK_OF_CHECK = {
 }
 
 
+def reported_variables(check, match=None):
+    """Every performance variable `check` may report, whatever its inputs; for an IMB check
+    whose figure names its benchmark (`match`), that benchmark's own. What `hpcbench
+    references` (make lint) checks a figure's variable against, before any run: the checks
+    report these and no others (tests/test_references.py reads their performance functions
+    to keep the two one)."""
+    from hpcbench import hpcc, hpl, imb, ior, mpi_startup, stream
+    if check in ('ImbPairCheck', 'ImbGroupCheck'):
+        benchmarks = (imb.PAIR_BENCHMARKS if check == 'ImbPairCheck' else imb.GROUP_BENCHMARKS)
+        named = (match or {}).get('benchmark')
+        return {v for b in benchmarks if named in (None, b) for v in imb.reported_variables(b)}
+    return set({
+        'HplCheck': hpl.CHECK_VARIABLES,
+        'HplNodeScreen': hpl.RUN_VARIABLES,
+        'HplTuningSweep': [v for setting in (*hpl.SWEEP, 'swap_threshold')
+                           for v in hpl.sweep_variables(setting)],
+        'HpccCheck': hpcc.VARIABLES,
+        'StreamCheck': stream.CHECK_VARIABLES,
+        'ImbVariability': imb.VARIABILITY_VARIABLES,
+        'IorCheck': ior.PERFORMANCE_VARIABLES,
+        'MpiStartupCheck': mpi_startup.VARIABLES,
+    }[check])
+
+
 def systems_with_references():
     return sorted(p.stem for p in paths.REFERENCES_DIR.glob('*.yaml'))
 
@@ -302,6 +326,10 @@ def parse(data, where):
     machines = data.get('comparison_machines', {})
     for i, item in enumerate(data['figures']):
         _check_numbers(item, f'{where}: figures/{i}')
+        known = reported_variables(item['check'], item.get('match'))
+        if item['variable'] not in known:
+            raise ReferenceError(f'{where}: figures/{i}: {item["check"]} reports no '
+                                 f'{item["variable"]!r}; it reports: {", ".join(sorted(known))}')
         if 'seed' in data['sources'][item['source']] and 'quote' not in item:
             raise ReferenceError(f'{where}: figures/{i}: a figure from a seed '
                                  f'({item["source"]}) needs `quote`: the seed\'s words that '
@@ -538,6 +566,8 @@ def baseline_from_samples(system, samples, started, margin=MARGIN, guess=GUESS, 
         match = {**dict(parameters), **({'inputs': inputs} if inputs else {})}
         params = ', '.join(f'{k}={v}' for k, v in parameters)
         for variable, figure in sorted(by_variable.items()):
+            if variable not in reported_variables(check, match):
+                continue    # stored by a check that since renamed it: no figure of today's
             # The runs of the newest stack only (another build, BLAS or MPI is another
             # figure), and the figure judges that stack's builds alone.
             stack, figure = list(results.by_stack(figure).items())[-1]

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from hpcbench.parsing import any_newlines
 
 KERNELS = ('Copy', 'Scale', 'Add', 'Triad')
+# StreamCheck's performance variables (the two ratios where it measures the node's
+# bandwidth ceilings).
+CHECK_VARIABLES = ('copy', 'scale', 'add', 'triad', 'balance', 'triad_ceiling_efficiency',
+                   'triad_cached_store_efficiency')
 
 # STREAM's rule: each array at least 4x the total last-level cache, so no kernel runs from
 # cache. (The CHiC paper's 2 M elements were enough in 2007; 16 MiB per array is not today.)
