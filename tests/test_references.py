@@ -589,3 +589,38 @@ def test_a_figure_of_a_variable_its_check_never_reports_is_refused_by_lint(tmp_p
     with pytest.raises(references.ReferenceError, match="ImbPairCheck reports no "
                                                         "'message_rate'"):
         references.load('chic', _write(tmp_path, imb))
+
+
+# --- One form for every references file (issue 39) -----------------------------------------
+
+@pytest.mark.parametrize('system', references.systems_with_references())
+def test_every_references_file_is_in_its_one_form(system):
+    """Written again with no change, each file is byte for byte what it was; loaded, written
+    and loaded again, the same figures."""
+    path = references.reference_file(system)
+    text = path.read_text()
+    data = yaml.load(text, Loader=references._DataLoader)
+    assert references.to_text(data, str(path)) == text
+    again = references.parse(yaml.safe_load(references.to_text(data)), 'again')
+    assert again.figures == references.load(system).figures
+    assert '&id' not in text and '*id' not in text
+
+
+def test_a_hand_edit_is_put_back_in_the_one_form_and_nothing_invalid_is_written(tmp_path):
+    import os
+    import subprocess
+    from conftest import BIN, ROOT
+    path = tmp_path / 'chic.yaml'
+    path.write_text(yaml.safe_dump(CHIC, sort_keys=True))     # another order, block lists
+    run = subprocess.run([str(BIN / 'hpcbench'), 'references', '--rewrite'], cwd=ROOT,
+                         env={**os.environ, 'HPCBENCH_REFERENCES': str(tmp_path)},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and 'rewritten in its one form' in run.stdout, run.stderr
+    assert path.read_text().startswith('system: chic\nsources:\n')
+    assert 'match: {num_threads: 1}' in path.read_text()
+    assert "tolerance: [-0.1, null]" in path.read_text()
+    assert references.load('chic', path).figures == references.parse(CHIC, 'x').figures
+    broken = json.loads(json.dumps(CHIC))
+    broken['figures'][0]['value'] = float('nan')
+    with pytest.raises(references.ReferenceError, match='value nan'):
+        references.to_text(broken)

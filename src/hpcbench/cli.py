@@ -210,6 +210,12 @@ def _reference_counts(args):
                            f'references: {", ".join(known)}')
 
     systems = args.system or known
+    if args.rewrite:
+        for system in systems:
+            changed = references.rewrite(system)
+            print(f'{references.reference_file(system)}: '
+                  f'{"rewritten in its one form" if changed else "unchanged"}')
+        return
     rows = [(system, *row) for system in systems
             for row in references.counts(references.load(system))]
     header = ('system', 'benchmark', 'references', 'comparisons', 'qualitative')
@@ -488,6 +494,9 @@ def main(argv=None):
                             help='count the reference figures per system and benchmark')
     counts.add_argument('--system', action='append',
                         help='only this system (repeatable; default: every references file)')
+    counts.add_argument('--rewrite', action='store_true',
+                        help='write each file in its one form (key order, one-line match and '
+                             'tolerance, folded strings) after a hand edit')
     counts.set_defaults(func=_reference_counts)
     changed = sub.add_parser('changed-checks',
                              help='the check files changed since a base commit (merge '
