@@ -641,3 +641,44 @@ def test_run_wide_quiet_node_settings_give_the_builds_no_warning(tmp_path):
     out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout + proc.stderr)
     assert proc.returncode == 0, out[-2000:]
     assert 'were not set' not in out and 'WARNING' not in out, out[-2000:]
+
+
+@needs_root
+@needs_registry_hpcc
+def test_a_results_directory_that_fills_during_the_run_fails_it_naming_the_full_disk(
+        tmp_path, mounted):
+    """The file system of var/ fills while the benchmark runs (a real tmpfs, filled with dd
+    once the job has started, after the run's own check passed): ReFrame cannot write its
+    report or store the session; make run fails, saying the disk is full, and shows no
+    other session as this run's."""
+    point = mounted('-t', 'tmpfs', '-o', 'size=96m', 'hpcbench-filling')
+    var = point / 'var'
+    env = {**os.environ, 'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'}
+    make = ['make', '--no-print-directory', 'run', 'RFM_OPTS=-n HpccCheck -S memory_fraction=0.001']
+    older = subprocess.run(make, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert older.returncode == 0, older.stdout[-2000:] + older.stderr[-2000:]
+    older_uuid, = [json.loads(p.read_text())['session_info']['uuid']
+                   for p in (var / 'reports').glob('*.json')]
+    run = subprocess.Popen(make, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    filled = False
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not filled and run.poll() is None:
+        jobs = [p for p in (var / 'stage').rglob('HpccCheck*/rfm_job.out')
+                if p.stat().st_mtime > (var / 'results.db').stat().st_mtime]
+        if jobs:
+            subprocess.run(['dd', 'if=/dev/zero', f'of={point}/filler', 'bs=64k'],
+                           capture_output=True)
+            filled = True
+        time.sleep(0.1)
+    out, err = run.communicate(timeout=900)
+    assert filled, 'the benchmark job never started'
+    assert run.returncode != 0
+    final = [ln for ln in err.splitlines() if ln.startswith('error: ')]
+    assert final and f'the file system of {var} is full (mounted at {point}' in final[-1], \
+        err[-3000:]
+    assert older_uuid not in out + err
+    assert 'MPI stacks and BLAS libraries side by side' not in out
+    # A log that cannot be written is said once, not a traceback per record.
+    assert 'Traceback' not in out + err and 'Logging error' not in err, err[-3000:]
+    assert err.count('hpcbench: a log of this run cannot be written') <= 1

@@ -1,5 +1,6 @@
 """What every site config shares: where results go (perflogs, results database, stage and
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
+import logging
 import sys
 from pathlib import Path
 
@@ -16,8 +17,34 @@ def take_var_for_this_run():
     run_lock.acquire_for_this_run(VAR, None if dry_run else f'{VAR}/results.db')
 
 
+def say_an_unwritable_log_once():
+    """A log record ReFrame cannot write (its file system filled during the run) is said
+    once, in one line, then such records are dropped: Python's logging prints a traceback
+    per record otherwise (125 in one short run whose var/ filled). What ReFrame could not
+    keep it says in its own warnings, and `make run` fails saying why."""
+    said = []
+
+    def handle_error(handler, record):
+        if not said:
+            said.append(True)
+            where = getattr(handler, 'baseFilename', None) or type(handler).__name__
+            print(f'hpcbench: a log of this run cannot be written ({where}: '
+                  f'{sys.exc_info()[1]}); its records are dropped from here', file=sys.stderr)
+
+    def close(handler, close_file=logging.FileHandler.close):
+        # Closing flushes too: at exit, a traceback of its own.
+        try:
+            close_file(handler)
+        except OSError:
+            handle_error(handler, None)
+
+    logging.Handler.handleError = handle_error
+    logging.FileHandler.close = close
+
+
 if Path(sys.argv[0]).name == 'reframe':
     take_var_for_this_run()
+    say_an_unwritable_log_once()
 
 # One line per test case: where and what it ran (its inputs, the build, the node, the
 # project and Spack commits and the lock: hpcbench.rfm.Provenance; the node's state before
