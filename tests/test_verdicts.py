@@ -474,3 +474,21 @@ def test_compare_refuses_bad_options_in_one_message(tmp_path, options, message):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode in (1, 2) and message in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr and 'no earlier session' not in proc.stderr
+
+
+@pytest.mark.spack_free
+def test_every_command_taking_a_session_takes_a_prefix_of_it(tmp_path):
+    """hpcbench.results.session, under compare-stacks, time-per-check, baseline and the
+    rest: a prefix names the session as in compare; an unknown one is one message."""
+    var = tmp_path / 'var'
+    proc = run_reframe('-r', '-n', 'HpccCheck', '-S', 'HpccCheck.memory_fraction=0.001',
+                       env={'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'})
+    if re.search(r'Ran 0/0 test case|Found 0 check', proc.stdout):
+        pytest.skip('no HPCC from the registry (make test installs it)')
+    uuid = re.search(r'session stored with UUID: (\S+)', proc.stdout).group(1)
+    env = {**os.environ, 'HPCBENCH_VAR': str(var)}
+    for given, said in ((uuid[:8], f'Time per check, session {uuid}'),
+                        ('f00', "error: --session 'f00': no stored session of the last year")):
+        run = subprocess.run([str(BIN / 'hpcbench'), 'time-per-check', '--session', given],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert said in run.stdout + run.stderr and 'Traceback' not in run.stderr, run.stderr

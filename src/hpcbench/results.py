@@ -76,11 +76,16 @@ def resolve(stored, ids, what='session'):
 
 
 def session(config, uuid):
-    found = reframe_json(config, f'--describe-stored-sessions={uuid}')
-    if not found:
-        raise RuntimeError(f'no stored session {uuid}')
-
-    return found[0]
+    """The stored session `uuid` names, whole (of any age) or by a prefix (resolve: of the
+    last year; ReFrame takes whole UUIDs only)."""
+    if re.fullmatch(r'[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}', uuid):
+        found = reframe_json(config, f'--describe-stored-sessions={uuid}')
+        if not found:
+            raise RuntimeError(f'no stored session {uuid}')
+        return found[0]
+    stored = stored_sessions(config)
+    return next(d for d in stored
+                if d['session_info']['uuid'] == resolve(stored, [uuid], '--session')[0])
 
 
 def this_run(config, report):
