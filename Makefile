@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
 # The system: local (this machine) or a paper's (on such a machine; here: make dry-run).
 SYSTEM ?= local
-# Where runs put their products (HPCBENCH_VAR, else var/: hpcbench.paths).
+# Where runs put their products (HPCBENCH_VAR, else var/: hpcbench.core.paths).
 VAR := $(or $(value HPCBENCH_VAR),var)
 # Values that reach the recipes' shell unquoted are checked before anything expands them, read
 # with $(value) so that make never expands what a user typed: SYSTEM is one of the
@@ -32,7 +32,7 @@ RFM_OPTS ?=
 # quick: HPL at 1/50 and HPCC at 1/100 of the memory (minutes); full: at 80 % of it (hours here),
 # or as the paper sized it. The default is quick on this machine and the testbed, full on
 # a paper's system (its paper's run: `make dry-run SYSTEM=t2k-tsukuba`).
-# ReFrame execution modes (hpcbench.rfmconfig.MODES), given as their options so that the
+# ReFrame execution modes (hpcbench.rfm.site_config.MODES), given as their options so that the
 # user's RFM_OPTS, after them, win (ReFrame's --mode would merge -p with its default);
 # --ci-generate needs --mode itself, which it carries into every job.
 MODE ?= $(shell $(BIN)/hpcbench default-mode --system $(SYSTEM))
@@ -94,11 +94,11 @@ test: $(VENV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_OPTS)
 
 # README's two commands (make test, then make run) in a clean Debian 12 root made with
-# debootstrap, as on a fresh machine (as root; hpcbench.clean_root). CLEAN_ROOT_OPTS: e.g.
+# debootstrap, as on a fresh machine (as root; hpcbench.devtools.clean_root). CLEAN_ROOT_OPTS: e.g.
 # --commit <sha>, --command 'make test', --timeout 1800.
 CLEAN_ROOT_OPTS ?=
 test-clean-root: $(VENV_STAMP)
-	$(BIN)/python -m hpcbench.clean_root $(CLEAN_ROOT_OPTS)
+	$(BIN)/python -m hpcbench.devtools.clean_root $(CLEAN_ROOT_OPTS)
 
 # Python errors (pyflakes) and reference files that do not load.
 lint: $(VENV_STAMP)
@@ -121,7 +121,7 @@ screen: $(VENV_STAMP)
 
 # Fails fast, before anything is installed, when no Spack can be found or cloned.
 spack:
-	@PYTHONPATH=src $(PYTHON) -m hpcbench.spack locate >/dev/null
+	@PYTHONPATH=src $(PYTHON) -m hpcbench.stack.spack locate >/dev/null
 
 bootstrap: spack $(VENV_STAMP)
 	$(BIN)/hpcbench bootstrap
@@ -130,7 +130,7 @@ install: spack $(VENV_STAMP)
 	$(BIN)/hpcbench install --system $(SYSTEM)
 
 # One archive with all a machine without internet needs for $(SYSTEM)'s Spack stack
-# (hpcbench.bundle), in var/bundles/; there: make run BUNDLE=<archive>.
+# (hpcbench.stack.bundle), in var/bundles/; there: make run BUNDLE=<archive>.
 # BUNDLE_OPTS: e.g. --sources-only (no build cache), --output DIR.
 BUNDLE_OPTS ?=
 bundle: spack $(VENV_STAMP)
@@ -160,7 +160,7 @@ ci-pipeline: $(VENV_STAMP)
 # the runner. E.g. PIPELINE_OPTS='--job lint'.
 PIPELINE_OPTS ?= --concurrency 1 --variable CI_PIPELINE_SOURCE=schedule
 gitlab-ci-local: $(VENV_STAMP)
-	$(BIN)/python -m hpcbench.gitlab_ci_local $(PIPELINE_OPTS)
+	$(BIN)/python -m hpcbench.devtools.gitlab_ci_local $(PIPELINE_OPTS)
 
 # Record this machine's baseline (references/local.yaml) from the stored sessions of the
 # last 30 days: each figure the median of its runs, bounded by their spread.
@@ -186,14 +186,14 @@ $(VENV_STAMP): requirements.txt pyproject.toml | $(if $(value BUNDLE),unpack-bun
 	  else echo "error: cannot create a venv; as root run: apt-get install python3-venv" >&2; \
 	    exit 1; fi; fi
 	$(BIN)/pip install -q --disable-pip-version-check $(if $(value BUNDLE),--no-index --find-links \
-	    "$$(PYTHONPATH=src $(PYTHON) -m hpcbench.bundle wheels)") -r requirements.txt -e .
+	    "$$(PYTHONPATH=src $(PYTHON) -m hpcbench.stack.bundle_unpack wheels)") -r requirements.txt -e .
 	touch $@
 
 # The offline bundle BUNDLE=<archive>, verified and unpacked into the per-user cache
-# (hpcbench.bundle; refused whole when damaged).
+# (hpcbench.stack.bundle_unpack; refused whole when damaged).
 unpack-bundle:
 	$(if $(value BUNDLE),,$(error unpack-bundle: give the archive, BUNDLE=<archive>))
-	PYTHONPATH=src $(PYTHON) -m hpcbench.bundle unpack $(call _quoted,$(value BUNDLE))
+	PYTHONPATH=src $(PYTHON) -m hpcbench.stack.bundle_unpack unpack $(call _quoted,$(value BUNDLE))
 
 # Scratch only: stage directories, detected topologies, generated pipelines and the venv.
 # Results (results.db, perflogs, reports, output, logs) are never deleted by a target, nor

@@ -1,10 +1,11 @@
 """HPC Challenge: HPL, StarDGEMM, StarSTREAM, PingPong and RandomRing in one run (CHiC §4).
 
 One rank per core (HPCC's Star figures are per process), bound like HPL's per-core layout;
-hpccinf.txt is written by the same logic as HPL.dat (hpcbench.hpl, hpcbench.hpcc).
+hpccinf.txt is written by the same logic as HPL.dat (hpcbench.benchmarks.hpl,
+hpcbench.benchmarks.hpcc).
 
 HpccCheck runs Spack's hpcc from the partition's environment, for every MPI stack with the
-default BLAS and on one stack with each other BLAS (hpcbench.blas); without a
+default BLAS and on one stack with each other BLAS (hpcbench.stack.blas); without a
 Spack (the registry-only path), Debian's `hpcc` binary, built against Debian's Open MPI, so on
 the environments that list it (feature `registry-hpcc`): the same check, inputs and sanity.
 """
@@ -16,10 +17,13 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import hpcc, hpl, references
-from hpcbench.rfmconfig import OTHER_BLAS
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
-                          partition_layout, partition_node, skip_unless_first_stack)
+from hpcbench.benchmarks import hpcc, hpl
+from hpcbench.results import references
+from hpcbench.rfm.site_config import OTHER_BLAS
+from hpcbench.rfm.partition import bind_ranks, partition_layout, partition_node
+from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.rfm.plugins import SiteTuning, skip_unless_first_stack
+from hpcbench.rfm.run import BenchmarkRun
 
 OUTPUT = 'hpccoutf.txt'
 

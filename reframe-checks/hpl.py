@@ -1,22 +1,23 @@
 """HPL: the headline benchmark of all five papers, with inputs derived from the partition.
 
 - HplCheck: N from the nodes' memory (80 % on one node, 75 % on several; TSUBAME §3), a
-  near-square P x Q (or, where the partition's paper gives them, its HPL.dat, grid and N
-  per node count: extras.hpl_tuning, cited), every distinct rank/thread layout of the
-  node (T2K §3.2) with each rank bound by numactl, every node count of the partition;
-  efficiency against nominal Rpeak, against the flop rate the node's cores sustain
-  (NodeCeilings, hpcbench.ceilings) and against the DGEMM ceiling: the DGEMM rate of its
-  BLAS on the node (hpcbench.dgemm), measured in HPL's own job just before HPL, so that a
+  near-square P x Q (or, where the partition's paper gives them, its HPL.dat, grid and N per
+  node count: extras.hpl_tuning, cited), every distinct rank/thread layout of the node (T2K
+  §3.2) with each rank bound by numactl, every node count of the partition; efficiency
+  against nominal Rpeak, against the flop rate the node's cores sustain (NodeCeilings,
+  hpcbench.benchmarks.ceilings) and against the DGEMM ceiling: the DGEMM rate of its BLAS on
+  the node (hpcbench.benchmarks.dgemm), measured in HPL's own job just before HPL, so that a
   ceiling and the rate it divides come from the same minute (this VM's speed drifts, and a
   ceiling measured minutes before under another load made HPL "118 %" of it); on every MPI
-  stack with the default BLAS and on one stack with each other BLAS library (hpcbench.blas).
+  stack with the default BLAS and on one stack with each other BLAS library
+  (hpcbench.stack.blas).
 - HplTuningSweep (tag `sweep`): one setting at a time at 1/25 of the memory (T2K §4.4);
   `hpcbench hpl-tuning` prints the table of the best values (T2K Tables 2-4).
 - HplNodeScreen (tag `screen`): single-node HPL, one rank per node with threads, on every
   node with `--distribute` (T2K §4.2); `hpcbench screen-nodes` flags the slow ones.
 
-The math (sizes, grid, memory, HPL.dat, parsing) is hpcbench.hpl; layouts and binding are
-hpcbench.layout.
+The math (sizes, grid, memory, HPL.dat, parsing) is hpcbench.benchmarks.hpl; layouts and
+binding are hpcbench.core.layout.
 """
 import os
 from dataclasses import replace
@@ -28,13 +29,17 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import dgemm, hpl, references
-from hpcbench.rfmconfig import OTHER_BLAS
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, NodeCeilings, bind_ranks,
-                          bound_command, configured_layout_names, configured_node_counts,
-                          given_or_paper, job_output, measured_before, paper_settings,
-                          partition_layout, partition_layouts, partition_node,
-                          skip_beyond_partition, skip_unless_node_count, suite_module_command)
+from hpcbench.benchmarks import dgemm, hpl, hpl_output, hpl_quick_size, hpl_sweep
+from hpcbench.results import references
+from hpcbench.rfm.site_config import OTHER_BLAS
+from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout_names,
+                                    configured_node_counts, given_or_paper, job_output,
+                                    measured_before, paper_settings, partition_layout,
+                                    partition_layouts, partition_node, skip_beyond_partition,
+                                    skip_unless_node_count, suite_module_command)
+from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.rfm.plugins import SiteTuning
+from hpcbench.rfm.run import BenchmarkRun, NodeCeilings
 
 
 class HplBuild(BenchmarkBuild):
@@ -53,11 +58,11 @@ def read_solves(test, sized=''):
     HPL.dat asked for; every solve kept as the figures' sample, with its N (and, `sized`,
     how the job chose it)."""
     try:
-        test.runs = hpl.parse(job_output(test), test.plan.inputs.expected_results)
-    except hpl.HplOutputError as err:
+        test.runs = hpl_output.parse(job_output(test), test.plan.inputs.expected_results)
+    except hpl_output.HplOutputError as err:
         raise SanityError(str(err)) from None
 
-    test.summary = hpl.summarize(test.runs)
+    test.summary = hpl_output.summarize(test.runs)
     sizes = ','.join(str(n) for n in sorted({r.n for r in test.runs}))
     solves = f'{len(test.runs)} solve(s) of N={sizes}{sized}'
     test.record_samples(f'best of {solves}', gflops=[r.gflops for r in test.runs])
@@ -72,22 +77,23 @@ class HplBase(BenchmarkRun, SiteTuning):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']
     build = fixture(HplBuild, scope='environment')
-    # Subclasses define `layout_name` (hpcbench.layout.LAYOUT_NAMES) and `num_nodes`.
+    # Subclasses define `layout_name` (hpcbench.core.layout.LAYOUT_NAMES) and `num_nodes`.
 
     #: Solves of the same N in one job; the spread between them is reported.
     repeats = variable(int, value=3)
     #: `full`: N from 80 % of the memory on one node, 75 % on several (TSUBAME);
     #: `tuning`: from 1/25 of it (T2K's tuning size); `quick`: 1/50, what `make run` uses
-    #: by default (hpcbench.hpl.QUICK_MEMORY_FRACTION).
+    #: by default (hpcbench.benchmarks.hpl.QUICK_MEMORY_FRACTION).
     sizing = variable(str, value='full')
     #: `quick` in HplCheck: the seconds a solve takes at the DGEMM rate its job measures,
-    #: which sets N (hpcbench.hpl.QUICK_SOLVE_SECONDS).
+    #: which sets N (hpcbench.benchmarks.hpl.QUICK_SOLVE_SECONDS).
     solve_seconds = variable(float, value=hpl.QUICK_SOLVE_SECONDS)
     #: An explicit share of the nodes' memory for the matrix, instead of `sizing`.
     memory_fraction = variable(float, type(None), value=None)
     #: An explicit N instead of the memory fraction (still checked to fit).
     n = variable(int, type(None), value=None)
-    # The papers' tunings, one value each (None: hpcbench.hpl.Tuning's documented default).
+    # The papers' tunings, one value each (None: hpcbench.benchmarks.hpl.Tuning's documented
+    # default).
     nb = variable(int, type(None), value=None)
     pmap = variable(int, type(None), value=None)
     pfact = variable(int, type(None), value=None)
@@ -106,7 +112,7 @@ class HplBase(BenchmarkRun, SiteTuning):
     #: What this run used (N, NB, grid, layout), for the perflog and the results database.
     inputs = variable(str, value='')
     keep_files = ['HPL.dat', 'bind-rank.sh']
-    # The tuning's own ranges are hpcbench.hpl.Tuning's.
+    # The tuning's own ranges are hpcbench.benchmarks.hpl.Tuning's.
     input_kinds = {'repeats': 'positive', 'memory_fraction': 'fraction', 'n': 'positive',
                    'num_nodes': 'positive', 'solve_seconds': 'positive'}
 
@@ -126,7 +132,7 @@ class HplBase(BenchmarkRun, SiteTuning):
 
     def tuning(self):
         """HPL.dat's settings: those given (-S), else the paper's for the partition and node
-        count (extras.hpl_tuning), else hpcbench.hpl.Tuning's defaults."""
+        count (extras.hpl_tuning), else hpcbench.benchmarks.hpl.Tuning's defaults."""
         paper = self.paper()
         chosen = {name: given_or_paper(self, name, paper)
                   for name in (*self._LIST_SETTINGS, *self._SCALAR_SETTINGS)}
@@ -170,8 +176,9 @@ class HplBase(BenchmarkRun, SiteTuning):
             p, q = (grids or [hpl.process_grid(ranks)])[0]
             self.sizes = hpl.quick_sizes(self.node, self.num_nodes, max(tuning.nbs), p, q,
                                          max(tuning.depths))
-            n = hpl.size_for_rate(self.sizes, self.node.peak_flops_of(self.num_nodes),
-                                  self.solve_seconds)
+            n = hpl_quick_size.size_for_rate(self.sizes,
+                                             self.node.peak_flops_of(self.num_nodes),
+                                             self.solve_seconds)
         try:
             # With huge pages, a full-size N is the largest they hold, as T2K's (§4.5).
             self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
@@ -210,7 +217,7 @@ class HplBase(BenchmarkRun, SiteTuning):
 
     def sizes_in_job(self):
         """Whether the job sets N itself, in quick mode (HplCheck: from the DGEMM rate its
-        job measures first); else N comes from the memory (hpcbench.hpl.plan)."""
+        job measures first); else N comes from the memory (hpcbench.benchmarks.hpl.plan)."""
         return False
 
     def use_huge_pages(self, hugepages):
@@ -261,7 +268,7 @@ class HplCheck(HplBase):
     descr = 'HPL with inputs derived from the partition, per layout and node count'
     layout_name = parameter(configured_layout_names())
     num_nodes = parameter(configured_node_counts())
-    # Also on the other BLAS libraries of the machine (hpcbench.blas), one MPI stack each.
+    # Also on the other BLAS libraries of the machine (hpcbench.stack.blas), one MPI stack each.
     valid_prog_environs = ['+mpi +spack-builds', '+other-blas +spack-builds']
     # The DGEMM ceiling's program, built with this environment's BLAS; it runs in HPL's job.
     dgemm_build = fixture(DgemmRateBuild, scope='environment')
@@ -310,18 +317,20 @@ class HplCheck(HplBase):
     def measure_dgemm_first(self):
         """The job runs dgemm-rate before HPL: one process on all cores of the node the job
         script runs on (the first of several), bound as the one-rank-per-node layout; in
-        quick mode its rate then sets HPL's N (hpcbench.hpl.size_in_job)."""
+        quick mode its rate then sets HPL's N
+        (hpcbench.benchmarks.hpl_quick_size.size_in_job)."""
         node_ = partition_node(self.current_partition)
         self.dgemm_order = dgemm.matrix_order(node_.peak_flops, node_.memory_bytes)
         self.prerun_cmds = [*self.prerun_cmds, bound_command(
             self, self.DGEMM_BIND_SCRIPT, partition_layout(self.current_partition, 'per-node'),
             self.dgemm_build.program('dgemm-rate'), self.dgemm_order, self.dgemm_repeats,
-            output=hpl.DGEMM_OUTPUT)]
+            output=hpl_quick_size.DGEMM_OUTPUT)]
         if self.sizes:
-            self.keep_files = [*self.keep_files, hpl.DGEMM_OUTPUT]
+            self.keep_files = [*self.keep_files, hpl_quick_size.DGEMM_OUTPUT]
             self.prerun_cmds = [*self.prerun_cmds, suite_module_command(
-                self.current_partition, 'hpcbench.hpl', 'size', hpl.DGEMM_OUTPUT, 'HPL.dat',
-                *self.sizes, '--nodes', self.num_nodes, '--seconds', self.solve_seconds)]
+                self.current_partition, 'hpcbench.benchmarks.hpl_quick_size', 'size',
+                hpl_quick_size.DGEMM_OUTPUT, 'HPL.dat', *self.sizes, '--nodes', self.num_nodes,
+                '--seconds', self.solve_seconds)]
 
     @sanity_function
     def residuals_passed(self):
@@ -340,9 +349,10 @@ class HplCheck(HplBase):
     def read_size(self):
         """The N the job chose (in quick mode), from its sizing line and the HPL.dat it
         wrote, kept as the input file that ran; how it was chosen, in words."""
-        sized = hpl.parse_size(job_output(self))
+        sized = hpl_quick_size.parse_size(job_output(self))
         if not sized:
-            raise SanityError(f'no "{hpl.SIZE_MARKER} N=..." line: the job did not size HPL')
+            raise SanityError(
+                f'no "{hpl_quick_size.SIZE_MARKER} N=..." line: the job did not size HPL')
         n, seconds, rate = sized
         if n not in self.sizes:
             raise SanityError(f'the job sized HPL at N={n}, not one of its sizes')
@@ -416,8 +426,8 @@ class HplCheck(HplBase):
 
 
 def _sweep_settings():
-    return [(name,) for name in hpl.SWEEP] + [('swap_threshold', t)
-                                               for t in hpl.SWAP_THRESHOLDS]
+    return [(name,) for name in hpl_sweep.SWEEP] + [('swap_threshold', t)
+                                                    for t in hpl_sweep.SWAP_THRESHOLDS]
 
 
 @rfm.simple_test
@@ -433,14 +443,14 @@ class HplTuningSweep(HplBase):
     @run_after('setup')
     def configure_run(self):
         setting, *values = self.sweep
-        tuning = hpl.sweep_tuning(self.tuning(), setting, values or None)
+        tuning = hpl_sweep.sweep_tuning(self.tuning(), setting, values or None)
         self.plan_run(tuning, self.repeats)
         self.setting = setting
         swept = values if setting == 'swap_threshold' else getattr(tuning,
-                                                                   hpl.SWEEP[setting][0])
+                                                                   hpl_sweep.SWEEP[setting][0])
         # One figure per swept value, named like `bcast=2ringM`.
         self.perf_variables = {
-            hpl.sweep_variable(setting, value): sn.make_performance_function(
+            hpl_sweep.sweep_variable(setting, value): sn.make_performance_function(
                 self.rate_of, 'GFLOP/s', value)
             for value in swept
         }
@@ -449,7 +459,7 @@ class HplTuningSweep(HplBase):
         if self.setting == 'swap_threshold':
             return self.summary.best_gflops
 
-        return hpl.sweep_rates(self.runs, self.setting)[value]
+        return hpl_sweep.sweep_rates(self.runs, self.setting)[value]
 
 
 @rfm.simple_test

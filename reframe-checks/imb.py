@@ -14,7 +14,7 @@ and the run-to-run variability of collectives (Oakforest-PACS).
 
 Each job runs one benchmark; the placement is in `inputs` (perflog, results database).
 `hpcbench compare-stacks` prints each benchmark's figures side by side per MPI stack (what
-`make run` ends with). Parsing and sizes are hpcbench.imb.
+`make run` ends with). Parsing and sizes are hpcbench.benchmarks.imb.
 """
 import os
 
@@ -26,11 +26,14 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import imb, references
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, bind_ranks,
-                          given_or_paper, job_output, paper_settings, partition_layout,
-                          partition_node, partition_num_nodes, repeat_launch,
-                          skip_beyond_partition, skip_known_failure)
+from hpcbench.benchmarks import imb
+from hpcbench.results import references
+from hpcbench.rfm.partition import (bind_ranks, given_or_paper, job_output, paper_settings,
+                                    partition_layout, partition_node, partition_num_nodes,
+                                    repeat_launch, skip_beyond_partition, skip_known_failure)
+from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.rfm.plugins import SiteTuning
+from hpcbench.rfm.run import BenchmarkRun
 
 
 class ImbBuild(BenchmarkBuild):
@@ -110,20 +113,22 @@ class ImbBase(BenchmarkRun, SiteTuning):
 class ImbBenchmark(ImbBase):
     """One IMB benchmark over the whole message-size range (subclasses: `benchmark`),
     launched `repeats` times in the job; the figures come from the fastest run at each
-    size (hpcbench.imb.best_of)."""
-    #: IMB launches in the job (None: hpcbench.imb.BEST_OF, three for the curves whose
-    #: shape is read, PingPong and PingPing; one for the others).
+    size (hpcbench.benchmarks.imb.best_of)."""
+    #: IMB launches in the job (None: hpcbench.benchmarks.imb.BEST_OF, three for the curves
+    #: whose shape is read, PingPong and PingPing; one for the others).
     repeats = variable(int, type(None), value=None)
     #: IMB's overall volume per message size (MB) for the benchmarks that send a window of
-    #: messages per repetition (hpcbench.imb.WINDOWED); None: IMB's 40 (quick mode: less).
+    #: messages per repetition (hpcbench.benchmarks.imb.WINDOWED); None: IMB's 40 (quick mode:
+    #: less).
     windowed_volume_mb = variable(int, type(None), value=None)
     input_kinds = {**ImbBase.input_kinds, 'repeats': 'positive',
                    'windowed_volume_mb': 'positive'}
-    #: The measured table (the fastest run at each size) by column (hpcbench.imb.curve):
-    #: the curves of the report's IMB plots, kept in the results database.
+    #: The measured table (the fastest run at each size) by column
+    #: (hpcbench.benchmarks.imb.curve): the curves of the report's IMB plots, kept in the
+    #: results database.
     curve = variable(typ.Dict[str, typ.List[float]], value={})
     #: Variables reported only when the measured curve shows them (references may name
-    #: them: hpcbench.references.reframe_reference).
+    #: them: hpcbench.results.references.reframe_reference).
     measured_only_variables = ('switch_size',)
 
     def volume_mb(self):

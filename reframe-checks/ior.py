@@ -6,7 +6,7 @@ POSIX, MPI-IO independent and MPI-IO collective, safe on a production file syste
   IOR writes nowhere else. On Lustre the job stripes it first (`io_stripe_count`,
   `io_stripe_size`, default 1 MiB as CHiC) with `lfs setstripe`; elsewhere it says so.
 - Sizes: transfer = the stripe size; block per task from the policy that keeps reads out of
-  the page cache (hpcbench.ior.READ_CACHE_POLICIES; the partition's
+  the page cache (hpcbench.benchmarks.ior.READ_CACHE_POLICIES; the partition's
   `io_read_cache_policy`, else `reorder` on several nodes and `size` on one).
 - The free space of the directory is checked in the setup phase: a run whose data would not
   fit with a margin is refused before its job is written.
@@ -24,10 +24,16 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import bootstrap, ior, layout, references
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, given_or_paper,
-                          job_output, paper_settings, partition_layout, partition_node,
-                          partition_num_nodes, repeat_launch, skip_beyond_partition)
+from hpcbench.benchmarks import ior
+from hpcbench.core import layout
+from hpcbench.results import reference_schema, references
+from hpcbench.stack import bootstrap
+from hpcbench.rfm.partition import (given_or_paper, job_output, paper_settings,
+                                    partition_layout, partition_node, partition_num_nodes,
+                                    repeat_launch, skip_beyond_partition)
+from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.rfm.plugins import SiteTuning
+from hpcbench.rfm.run import BenchmarkRun
 
 
 # What a paper's IOR run may set (extras.ior); tasks_per_node is a list there, one test
@@ -54,7 +60,7 @@ def _configured_tasks_per_node():
                         system.name, 'ior', part.extras.get('ior'), PAPER_SETTINGS,
                         {'pattern': pattern, 'api': api})
                     values.update(_partition_tasks_per_node(part, paper))
-                except (references.ReferenceError, layout.LayoutError):
+                except (reference_schema.ReferenceError, layout.LayoutError):
                     continue
 
     return sorted(values) or [1]
@@ -89,7 +95,7 @@ class IorCheck(BenchmarkRun, SiteTuning):
     #: io_stripe_count; CHiC measured file per process on 1 OST and on all 20).
     stripe_count = variable(int, type(None), value=None)
     repetitions = variable(int, value=3)
-    #: IOR's data verification (hpcbench.ior.verify_options).
+    #: IOR's data verification (hpcbench.benchmarks.ior.verify_options).
     verify = variable(typ.Bool, value=False)
     #: More IOR options, appended as given.
     extra_options = variable(typ.List[str], value=[])

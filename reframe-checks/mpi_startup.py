@@ -6,7 +6,7 @@ MPI of the environment) `launches` times in one job, one rank per core on every 
 of the partition, and reports the means over the launches of: MPI_Init's duration on the
 slowest rank, the time from the launcher's start to the last rank leaving MPI_Init, and the
 wall time of the whole hello world. Ranks are not wrapped or bound: the launch is measured
-as users launch. Parsing is hpcbench.mpi_startup.
+as users launch. Parsing is hpcbench.benchmarks.mpi_startup.
 """
 
 import reframe as rfm
@@ -14,10 +14,14 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import mpi_startup, references
-from hpcbench.rfm import (BenchmarkRun, SiteTuning, BenchmarkBuild, configured_node_counts,
-                          given_or_paper, job_output, paper_settings, partition_layout,
-                          repeat_launch, skip_unless_node_count)
+from hpcbench.benchmarks import mpi_startup
+from hpcbench.results import references
+from hpcbench.rfm.partition import (configured_node_counts, given_or_paper, job_output,
+                                    paper_settings, partition_layout, repeat_launch,
+                                    skip_unless_node_count)
+from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.rfm.plugins import SiteTuning
+from hpcbench.rfm.run import BenchmarkRun
 
 
 class MpiStartupBuild(BenchmarkBuild):

@@ -1,17 +1,18 @@
 """STREAM: memory bandwidth of one node over an OpenMP thread sweep (CHiC 2007, Table 1).
 
 Inputs come from the partition: the array size from its last-level caches and memory
-(hpcbench.stream.array_size), the thread counts from its cores, the peak for the machine
-balance from its clock and flop/cycle. `stores=nontemporal` runs the same STREAM with
-streaming stores in its kernels (the recipe's stream_nontemporal_c.exe, x86-64 only): no
-write-allocate reads, so its triad can reach the memory's bandwidth, as STREAM built by a
+(hpcbench.benchmarks.stream.array_size), the thread counts from its cores, the peak for the
+machine balance from its clock and flop/cycle. `stores=nontemporal` runs the same STREAM
+with streaming stores in its kernels (the recipe's stream_nontemporal_c.exe, x86-64 only):
+no write-allocate reads, so its triad can reach the memory's bandwidth, as STREAM built by a
 compiler that emits streaming stores does (CHiC's PathScale figures).
 
 The all-core run is also judged against the node's bandwidth ceilings, measured in the same
-job: `ceiling_rounds` rounds, each running likwid-bench's kernels (hpcbench.ceilings) and
-then STREAM, so that a ceiling and the triad it divides come from the same seconds (this
-VM's memory rate swings by half within seconds). Two ratios, each the median over the
-rounds of STREAM's mean triad rate over the fastest of two implementations of one triad:
+job: `ceiling_rounds` rounds, each running likwid-bench's kernels
+(hpcbench.benchmarks.ceilings) and then STREAM, so that a ceiling and the triad it divides
+come from the same seconds (this VM's memory rate swings by half within seconds). Two
+ratios, each the median over the rounds of STREAM's mean triad rate over the fastest of two
+implementations of one triad:
 - `triad_ceiling_efficiency`: the triad with non-temporal stores, likwid-bench's kernel and
   STREAM's own streaming-store program: how far the method is from the memory's bandwidth;
 - `triad_cached_store_efficiency` (the compiled program only): the triad with ordinary
@@ -19,8 +20,9 @@ rounds of STREAM's mean triad rate over the fastest of two implementations of on
   STREAM does not count, cap it near 3/4 of the first): how well the build and the thread
   placement do.
 It uses no MPI, so it runs once per partition, in the environment for OpenMP programs
-(feature `openmp`: on this machine's systems the first MPI stack's, hpcbench.rfmconfig.
-OPENMP_ONLY). Parsing and the math live in hpcbench.stream and hpcbench.ceilings.
+(feature `openmp`: on this machine's systems the first MPI stack's,
+hpcbench.rfm.site_config.OPENMP_ONLY). Parsing and the math live in
+hpcbench.benchmarks.stream and hpcbench.benchmarks.ceilings.
 """
 
 import statistics
@@ -31,9 +33,11 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench import ceilings, references, stream
-from hpcbench.rfm import (BenchmarkRun, BenchmarkBuild, configured_nodes, job_output,
-                          partition_node, run_script)
+from hpcbench.benchmarks import ceilings, stream
+from hpcbench.results import references
+from hpcbench.rfm.partition import configured_nodes, job_output, partition_node, run_script
+from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.rfm.run import BenchmarkRun
 
 
 def _array_size(partition):

@@ -18,8 +18,8 @@ Assumed where the paper is silent (change them for a real machine):
 - Caches from AMD's data sheets (Opteron 2218 and 285: 64 KiB L1d, 1 MiB L2 per core).
 - MVAPICH 0.9.x (MVAPICH1) has no Spack package; MVAPICH2 stands for both MVAPICH lines.
 """
-from hpcbench import rfmconfig
-from hpcbench.sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
+from hpcbench.rfm import site_config
+from hpcbench.rfm.paper_sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
 
 SYSTEM = 'chic'
 SOURCE = 'chic2007'
@@ -48,7 +48,7 @@ COMMON = dict(
     io_directory='/lustre/hpcbench', io_stripe_size=1 << 20, io_stripe_count=20,
 )
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': SYSTEM,
         'descr': 'CHiC, Chemnitz High-Performance Linux Cluster (2007)',

@@ -1,22 +1,24 @@
 """ReFrame configuration of the `local` system: whatever machine this is.
 
 One partition, the host itself: its processor topology is ReFrame's detection (cached under
-var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.host). One
-environment per MPI stack this machine has (hpcbench.mpi_stacks: an installed MVAPICH2 is
+var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.stack.host). One
+environment per MPI stack this machine has (hpcbench.stack.mpi_stacks: an installed MVAPICH2 is
 found), and one per other launcher of a stack (mvapich2-rsh: MVAPICH2's mpirun_rsh, for the
 start-up check). HPL, HPCC and the DGEMM ceiling also run on the first stack with each other
-BLAS library of the machine (hpcbench.blas: openmpi-blis, ...). Jobs run one at a time:
+BLAS library of the machine (hpcbench.stack.blas: openmpi-blis, ...). Jobs run one at a time:
 benchmarks must not share the node.
 """
 
-from hpcbench import blas, host, mpi_stacks, paths, rfmconfig
+from hpcbench.core import paths
+from hpcbench.rfm import site_config
+from hpcbench.stack import blas, host, mpi_stacks
 
 STACKS = mpi_stacks.local_stacks()
-spack_extras, spack_env_vars = rfmconfig.spack_partition_settings()
-ENVIRONMENTS = rfmconfig.stack_environments(STACKS, ['local'], spack_extras,
-                                            blas.local_libraries())
+spack_extras, spack_env_vars = site_config.spack_partition_settings()
+ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_extras,
+                                              blas.local_libraries())
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': 'local',
         'descr': 'The machine the suite runs on',

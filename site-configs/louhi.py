@@ -14,8 +14,8 @@ Assumed where the slides are silent (change them for a real machine):
 - PBS with ALPS (jobs ask for mppwidth/mppnppn/mppdepth, ranks start with aprun); Lustre
   at /lustre. Cray MPT version 3.0 for the 2008 system.
 """
-from hpcbench import rfmconfig
-from hpcbench.sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
+from hpcbench.rfm import site_config
+from hpcbench.rfm.paper_sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
 
 SYSTEM = 'louhi'
 DUAL = processor(arch='x86_64', model='AMD Opteron dual-core 2.6 GHz', sockets=1,
@@ -28,7 +28,7 @@ QUAD = processor(arch='k10', model='AMD Opteron quad-core 2.6 GHz', sockets=1,
 COMMON = dict(system=SYSTEM, scheduler='pbs-xt', launcher='alps', environs=['cray-mpich'],
               clock_hz=2.6e9, io_directory='/lustre/hpcbench')
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': SYSTEM,
         'descr': 'Louhi, Cray XT4 at CSC (2007-2008)',

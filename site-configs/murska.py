@@ -14,15 +14,15 @@ Assumed where the slides are silent (change them for a real machine):
 - LSF-HPC with SLURM, as HP XC ships it; HP-MPI starts ranks with `mpirun -srun`; the
   parallel file system at /scratch.
 """
-from hpcbench import rfmconfig
-from hpcbench.sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
+from hpcbench.rfm import site_config
+from hpcbench.rfm.paper_sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
 
 SYSTEM = 'murska'
 BL465C = processor(arch='x86_64', model='2 x AMD Opteron dual-core 2.6 GHz', sockets=2,
                    cores_per_socket=2, caches=[cache(1, 64 * KIB, associativity=2),
                                                cache(2, MIB)])
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': SYSTEM,
         'descr': 'Murska, HP CP4000 BL XC cluster at CSC (2007)',

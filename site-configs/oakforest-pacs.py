@@ -18,8 +18,8 @@ Assumed where the slides are silent (change them for a real machine):
   `regular-cache`; 4 hardware threads per core numbered as Linux does; caches from Intel's
   data sheet (32 KiB L1d per core, 1 MiB L2 per two-core tile).
 """
-from hpcbench import rfmconfig
-from hpcbench.sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
+from hpcbench.rfm import site_config
+from hpcbench.rfm.paper_sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
 
 SYSTEM = 'oakforest-pacs'
 KNL = processor(arch='mic_knl', model='Intel Xeon Phi 7250 (68 cores, 1.4 GHz)', sockets=1,
@@ -28,7 +28,7 @@ KNL = processor(arch='mic_knl', model='Intel Xeon Phi 7250 (68 cores, 1.4 GHz)',
                         cache(2, MIB, shared_by_cores=2)])
 SPIN = ('PSM2_YIELD_SPIN_COUNT', '10000')
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': SYSTEM,
         'descr': 'Oakforest-PACS, JCAHPC (2016)',

@@ -11,15 +11,15 @@ From the paper (Table 1, §2.2, §3.2, §4):
   (Figure 6: `numactl --cpunodebind=$SOCKET --membind=$SOCKET`, SOCKET = rank % 4).
 - HPL's matrix on huge pages: 14,400 pages of 2 MB reserved per node (§4.5); N the largest
   multiple of P x NB whose matrix and Goto BLAS's 1 GB of buffers fit them: 1,508,000 at
-  625 nodes (hpcbench.hpl.huge_page_problem_size).
+  625 nodes (hpcbench.benchmarks.hpl.huge_page_problem_size).
 - HPL.dat of the 625-node run (Table 5): HPL_TUNING below. Its memory alignment 0 needed a
   patched HPL (original HPL requires > 0): the suite keeps 8.
 
 Assumed where the paper is silent (change them for a real machine):
 - The batch system is PBS Professional; Lustre is mounted at /work.
 """
-from hpcbench import rfmconfig
-from hpcbench.sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
+from hpcbench.rfm import site_config
+from hpcbench.rfm.paper_sites import GIB, KIB, MIB, cache, mpi_environment, partition, processor
 
 SYSTEM = 't2k-tsukuba'
 # Table 5: NB 232, row-major, threshold 16.0, PFACT left, NBMIN 4, NDIV 2, RFACT right,
@@ -36,7 +36,7 @@ NODE = processor(arch='k10', model='4 x AMD Opteron 8356 (Barcelona, quad-core, 
                  caches=[cache(1, 64 * KIB, associativity=2), cache(2, 512 * KIB),
                          cache(3, 2 * MIB, shared_by_cores=4, associativity=32)])
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': SYSTEM,
         'descr': 'T2K-Tsukuba, University of Tsukuba (2008)',

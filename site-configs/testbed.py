@@ -1,5 +1,5 @@
 """ReFrame configuration of the `testbed` system: the Slurm cluster `ci/testbed/testbed start`
-runs on this machine (hpcbench.testbed), with accounting, so ReFrame's `slurm` scheduler
+runs on this machine (hpcbench.stack.testbed), with accounting, so ReFrame's `slurm` scheduler
 submits with sbatch and polls sacct as on a production cluster.
 
 - Nodes n1..nN (N from the running testbed's slurm.conf, else its default 3), each described
@@ -16,7 +16,8 @@ submits with sbatch and polls sacct as on a production cluster.
 import os
 import sys
 
-from hpcbench import host, rfmconfig, testbed
+from hpcbench.rfm import site_config
+from hpcbench.stack import host, testbed
 
 NODES = testbed.configured_nodes()
 STACKS = testbed.mpi_stacks_launched()
@@ -38,9 +39,9 @@ RUN_ENV = {
                  'I_MPI_PMI_LIBRARY': 'libpmix.so.2'},
 }
 
-spack_extras, spack_env_vars = rfmconfig.spack_partition_settings()
-ENVIRONMENTS = rfmconfig.stack_environments(STACKS, ['testbed'], spack_extras,
-                                            testbed.blas_libraries(), RUN_ENV)
+spack_extras, spack_env_vars = site_config.spack_partition_settings()
+ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_extras,
+                                              testbed.blas_libraries(), RUN_ENV)
 
 
 def partition(name, launcher, descr):
@@ -58,14 +59,14 @@ def partition(name, launcher, descr):
         'extras': {
             **testbed.node_extras(NODES),
             **spack_extras,
-            'spack_env': str(rfmconfig.spack_env_dir('testbed')),
+            'spack_env': str(site_config.spack_env_dir('testbed')),
             # The nodes share the host's file system and page cache.
             **host.io_extras(),
         },
     }
 
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': 'testbed',
         'descr': f'Slurm cluster of {NODES} emulated nodes on this machine (ci/testbed)',

@@ -31,8 +31,8 @@ Assumed where the paper is silent (change them for a real machine):
   MVAPICH2, whose own names are MV2_*: they are set as the paper gave them, and take effect
   with a Voltaire- or MVAPICH1-derived MPI.
 """
-from hpcbench import rfmconfig, sites
-from hpcbench.sites import GIB, cache, mpi_environment, partition, processor
+from hpcbench.rfm import paper_sites, site_config
+from hpcbench.rfm.paper_sites import GIB, cache, mpi_environment, partition, processor
 
 SYSTEM = 'tsubame'
 # Table 3-6: nodes -> (P, Q, Nmax), 8 ranks of 2 threads per node.
@@ -57,7 +57,8 @@ HPL_TUNING = [
       for nodes, (p, q, n) in TABLE_3_6.items()),
 ]
 X4600 = dict(sockets=8, cores_per_socket=2, arch='x86_64',
-             caches=[cache(1, 64 * sites.KIB, associativity=2), cache(2, sites.MIB)])
+             caches=[cache(1, 64 * paper_sites.KIB, associativity=2),
+                     cache(2, paper_sites.MIB)])
 NODE_24 = processor(model='AMD Opteron 880 (dual-core, 2.4 GHz)', **X4600)
 NODE_26 = processor(model='AMD Opteron 885 (dual-core, 2.6 GHz)', **X4600)
 ENVIRONS = ['mvapich2', 'openmpi']
@@ -68,7 +69,7 @@ COMMON = dict(
     io_directory='/work/hpcbench', io_stripe_size=1 << 20, hpl_tuning=HPL_TUNING,
 )
 
-site_configuration = rfmconfig.site(
+site_configuration = site_config.site(
     systems=[{
         'name': SYSTEM,
         'descr': 'TSUBAME grid, Tokyo Institute of Technology (2006)',

@@ -21,7 +21,7 @@ def fixture_text():
 
 
 def _spack_found():
-    from hpcbench import spack
+    from hpcbench.stack import spack
     return spack.find() is not None
 
 
@@ -35,7 +35,7 @@ requires_spack = pytest.mark.skipif(
 def installed():
     """The local environment installed (bootstrap, then spack install: nothing to do when
     it is)."""
-    from hpcbench import bootstrap
+    from hpcbench.stack import bootstrap
     found = bootstrap.bootstrap()
     bootstrap.install_environment(found)
 
@@ -59,7 +59,7 @@ def load_on_every_core():
     shared one half of the CPU against the job's half, however many (HPL -51 % with one per
     core, -56 % with three; STREAM -24 to -47 %, 'no change' at 30 % in two CI runs; IMB
     PingPong's bandwidth -19 %, inconclusive, with compute-only loops)."""
-    from hpcbench import host
+    from hpcbench.stack import host
     loads = [subprocess.Popen([sys.executable, '-c', _LOAD], start_new_session=True)
              for _ in range(len(host.processor_info()['topology']['cores']))]
     try:

@@ -1,2 +1,14 @@
-"""Shared logic of the benchmark suite: what the ReFrame checks, the site configs and the
-bootstrap import (node descriptions, input sizes, reference loading, output parsing)."""
+"""The benchmark suite's Python package, in layers; each imports only from the layers below
+it (tests/test_layers.py holds them to it):
+
+    core        where things live, the node and its layouts, job-script lines  (stdlib only)
+    benchmarks  each benchmark's inputs, output parsing and math               (pure)
+    results     ReFrame's results database, references, verdicts
+    stack       the machine's software: Spack, Debian, MPI stacks, BLAS, set-up, the testbed
+    rfm         the ReFrame glue: site-config helpers, the checks' base classes and plugins
+    report      the HTML report, its plots, the headless browser that checks it
+    devtools    the project's own CI: pipelines, gitlab-ci-local, the clean root
+    cli         `hpcbench`: one module per command group
+
+The ReFrame checks (reframe-checks/) and the site configs (site-configs/) sit above rfm.
+"""

@@ -1,0 +1,318 @@
+"""`hpcbench` commands on stored results: compare (verdicts against earlier sessions or the
+baseline), baseline (stored results as references), references (count, rewrite),
+compare-stacks, hpl-tuning (the sweep's best values), screen-nodes (slow nodes)."""
+import argparse
+import datetime
+
+
+def stored_session(args):
+    """The session --session names, else the newest stored one of --system."""
+    from hpcbench.results import results_db
+    config = results_db.site_config(args.system)
+    data = (results_db.session(config, args.session) if args.session
+            else results_db.latest_session(config))
+    if not data:
+        raise RuntimeError(f'no stored session for {args.system}: run the suite first')
+
+    return data
+
+
+def _baseline(args):
+    """Record the system's stored results as references/<system>.yaml (a baseline): each
+    figure's median over the runs of the sessions chosen (--session, else every session of
+    the last --days that measured the system, the newest --last of them), with bounds from
+    their spread (hpcbench.results.baselines.baseline_bounds). Sessions without valid
+    performance results (an aborted or failed run's) are skipped, and said so."""
+    from hpcbench.results import baselines, references, references_text, results_db
+    references.check_tolerance(args.tolerance)
+    references.check_tolerance(args.margin, 'margin')
+    for option in ('days', 'last'):
+        if getattr(args, option) is not None and getattr(args, option) < 1:
+            raise RuntimeError(f'--{option} {getattr(args, option)}: 1 or more')
+    config = results_db.site_config(args.system)
+    if args.session:
+        sessions = [results_db.session(config, uuid) for uuid in args.session]
+    else:
+        sessions = results_db.stored_sessions(config, f'now-{args.days}d:now')
+    if not sessions:
+        raise RuntimeError(f'no stored session of {args.system} in the last {args.days} days: '
+                           'run the suite first')
+    measured = []
+    for data in sessions:
+        info = data['session_info']
+        if any(c['system'] == args.system for c in results_db.measured_runs(data)):
+            measured.append(data)
+        else:
+            print(f'session {info["uuid"]} ({info.get("time_start", "?")}) has no valid '
+                  'performance results: skipped')
+    measured = measured[:args.last]
+    if not measured:
+        raise RuntimeError(f'no stored session of {args.system} has valid performance results')
+
+    infos = [d['session_info'] for d in measured]
+    started = {i['uuid']: datetime.datetime.fromtimestamp(
+        i['time_start_unix'], datetime.timezone.utc).isoformat(timespec='minutes')
+        for i in infos}
+    refs = baselines.baseline_from_samples(
+        args.system, results_db.figure_samples(measured, args.system), started, args.margin,
+        args.tolerance, host=', '.join(sorted({i['hostname'] for i in infos})))
+    target = references.reference_file(args.system)
+    target.write_text(references_text.dump(refs))
+    guesses = sum(f.sample['bound'].startswith('guess') for f in refs.figures)
+    print(f'{target}: {len(refs.figures)} figures from {len(measured)} session(s), '
+          f'{min(started.values())} to {max(started.values())}: '
+          f'{refs.sources["baseline"]["rule"]}')
+    if guesses:
+        print(f'{guesses} figure(s) come from fewer than {baselines.BASELINE_SESSIONS} '
+              'sessions: their bound is a guess (run the suite at other times and record again)')
+
+
+def _hpl_tuning(args):
+    """The HPL tuning sweep's table (T2K Tables 2-4) from a stored session."""
+    from hpcbench.benchmarks import hpl_sweep
+    from hpcbench.results import results_db
+    uuid, cases = results_db.check_cases(results_db.site_config(args.system), 'HplTuningSweep',
+                                         args.session)
+    tables = {}
+    for case in cases:
+        rates = tables.setdefault((case['partition'], case['environ']), {})
+        for name, (value, _unit) in case['perfvalues'].items():
+            setting, label = name.split('=', 1)
+            rates.setdefault(setting, {})[label] = value
+
+    print(f'HPL tuning sweep, session {uuid}')
+    for (partition, environ), rates in sorted(tables.items()):
+        print(f'\n{args.system}:{partition} {environ}')
+        print(hpl_sweep.tuning_table(rates))
+
+
+def _screen_nodes(args):
+    """Nodes more than --threshold % below the median single-node HPL (T2K 4.2)."""
+    from hpcbench.benchmarks import hpl_output
+    from hpcbench.results import results_db
+    uuid, cases = results_db.check_cases(results_db.site_config(args.system), 'HplNodeScreen',
+                                         args.session)
+    groups = {}
+    for case in cases:
+        node = ','.join(case['nodelist']) or '?'
+        rate = case['perfvalues']['gflops'][0]
+        groups.setdefault((case['partition'], case['environ']), {})[node] = rate
+
+    print(f'HPL node screening, session {uuid}, threshold {args.threshold:g} % below the '
+          'median')
+    slow_total = 0
+    for (partition, environ), rates in sorted(groups.items()):
+        screening = hpl_output.screen_nodes(rates, args.threshold)
+        print(f'\n{args.system}:{partition} {environ}: {len(rates)} node(s), median '
+              f'{screening.median_gflops:.2f} GFLOP/s')
+        for node, rate in sorted(rates.items()):
+            flag = (f'  SLOW ({screening.slow[node][1]:.1f} % below)'
+                    if node in screening.slow else '')
+            print(f'  {node:<24}{rate:>10.2f} GFLOP/s{flag}')
+
+        slow_total += len(screening.slow)
+
+    if slow_total:
+        raise RuntimeError(f'{slow_total} slow node(s) flagged')
+
+
+def _compare_stacks(args):
+    """Each test case's figures side by side per environment (MPI stack and BLAS), from a
+    stored session, the ceilings the checks divide by included; where a case ran with
+    several BLAS libraries, its first figure as BLAS x MPI."""
+    import re
+
+    from hpcbench.results import results_db, stack_comparison
+    try:
+        pattern = re.compile(args.check)
+    except re.error as err:
+        raise RuntimeError(f'--check {args.check!r}: {err}') from None
+
+    data = stored_session(args)
+    cases = [c for c in results_db.measured_cases(data, fixtures=True)
+             if pattern.search(c['check'])]
+    groups = stack_comparison.side_by_side(cases)
+    print(f'MPI stacks and BLAS libraries side by side, session '
+          f'{data["session_info"]["uuid"]} ({len(groups)} test case(s) measured in more than '
+          'one environment)')
+    for heading, group in groups:
+        inputs = {c['inputs'] for c in group.values()}
+        print(f'\n{heading}' + (f'\n  inputs: {inputs.pop()}' if len(inputs) == 1 else ''))
+        print(stack_comparison.stacks_table(group))
+        for line in stack_comparison.withheld_lines(group):
+            print(f'  {line}')
+    grids = stack_comparison.blas_mpi_grids(groups)
+    if grids:
+        print('\nBLAS x MPI')
+    for heading, variable, unit, grid in grids:
+        print(f'\n{heading}\n{stack_comparison.grid_table(variable, unit, grid)}')
+    _print_rankings(groups)
+
+
+def _print_rankings(groups):
+    """Each case's environments ranked by its compared figures (its headline, HPL's DGEMM
+    ceiling), where they have samples (--repeat, or a job's own repeats), each against the
+    next with a statistic."""
+    from hpcbench.results import stack_comparison, verdicts
+    ranked = [(heading, variable, verdicts.ranking_lines(group, variable))
+              for heading, group in groups
+              for variable in stack_comparison.compared_variables(group)]
+    ranked = [entry for entry in ranked if entry[2]]
+    if ranked:
+        print(f'\nRanked (a one-sided Mann-Whitney U test of each against the next, at '
+              f'p <= {verdicts.ALPHA:g} and more than {verdicts.THRESHOLD:g} % apart)')
+    for heading, variable, lines in ranked:
+        print(f'\n{heading}: {variable}')
+        for line in lines:
+            print(f'  {line}')
+
+
+def _reference_counts(args):
+    """Figures per system and benchmark: references, comparisons, qualitative statements."""
+    from hpcbench.results import references, references_text
+    known = references.systems_with_references()
+    unknown = [s for s in args.system or [] if s not in known]
+    if unknown:
+        raise RuntimeError(f'no references for {", ".join(unknown)}; systems with '
+                           f'references: {", ".join(known)}')
+
+    systems = args.system or known
+    if args.rewrite:
+        for system in systems:
+            changed = references_text.rewrite(system)
+            print(f'{references.reference_file(system)}: '
+                  f'{"rewritten in its one form" if changed else "unchanged"}')
+        return
+    rows = [(system, *row) for system in systems
+            for row in references.counts(references.load(system))]
+    header = ('system', 'benchmark', 'references', 'comparisons', 'qualitative')
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print('  '.join(str(v).ljust(w) if i < 2 else str(v).rjust(w)
+                        for i, (v, w) in enumerate(zip(row, widths))))
+
+
+def judging_options(parser):
+    from hpcbench.results import verdicts
+    parser.add_argument('--threshold', type=_threshold, default=verdicts.THRESHOLD,
+                        help='percent a median must get worse by to count as a regression '
+                             f'(default {verdicts.THRESHOLD:g})')
+    parser.add_argument('--days', type=_days, default=verdicts.DAYS,
+                        help='judge against the sessions of this many days before '
+                             f'(default {verdicts.DAYS})')
+
+
+def _days(text):
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if days < 1:
+        raise argparse.ArgumentTypeError(f'{text!r}: a number of days, 1 or more')
+    return days
+
+
+def _threshold(text):
+    from hpcbench.results import verdicts
+    try:
+        return verdicts.check_threshold(float(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _compare(args):
+    """Judge sessions against earlier ones, figure by figure (hpcbench.results.verdicts); exit
+    status 1 on a regression."""
+    from hpcbench.report import contents, markdown_summary
+    from hpcbench.results import references, results_db, verdicts
+    stored = results_db.stored_sessions(results_db.site_config(args.system))
+    new = results_db.resolve(stored, args.new, '--new')
+    old = results_db.resolve(stored, args.old, '--old')
+    if args.baseline:
+        recorded = references.load(args.system).sources.get('baseline')
+        if not recorded:
+            raise RuntimeError(f'{references.reference_file(args.system)} is no baseline: '
+                               'record one with make baseline')
+        old = [u for u in results_db.resolve(stored, recorded['baseline_sessions'],
+                                             f'the baseline\'s session (in '
+                                             f'{references.reference_file(args.system)})')
+               if u not in new]
+    compared = verdicts.sessions_to_judge(stored, args.system, new, old, args.days)
+    if not compared:
+        raise RuntimeError(f'nothing to compare: no stored session of {args.system} has '
+                           f'an earlier one (within {args.days} days) to judge it against')
+    rows = verdicts.compare(stored, args.system, *compared, threshold=args.threshold,
+                            across_stacks=args.across_stacks)
+    comparison = contents.Comparison(*compared, rows, args.threshold)
+    print(comparison.describe())
+    shown = [r for r in rows if args.all or r.verdict.verdict != 'no change']
+    print(markdown_summary.text_table(markdown_summary.COMPARISON_HEADER,
+                                      [markdown_summary.comparison_cells(r) for r in shown]))
+    if comparison.regressions:
+        raise RuntimeError(f'{len(comparison.regressions)} regression(s)')
+
+
+def register(sub):
+    """Add this group's commands to the `hpcbench` parser's subparsers."""
+    from hpcbench.results import baselines     # the baseline's defaults
+    base = sub.add_parser('baseline', help='record stored results as the references of a '
+                                           'system, so that later runs flag regressions')
+    base.add_argument('--system', default='local')
+    base.add_argument('--session', action='append',
+                      help='a session UUID to use (repeatable; default: every session of the '
+                           'last --days)')
+    base.add_argument('--days', type=int, default=30,
+                      help='use the sessions of this many last days (default 30)')
+    base.add_argument('--last', type=int,
+                      help='use only the newest N of those sessions (default: all)')
+    base.add_argument('--margin', type=float, default=baselines.MARGIN,
+                      help='fraction of the median beyond the runs\' 5th (95th) percentile '
+                           f'that the bound allows (default {baselines.MARGIN:g})')
+    base.add_argument('--tolerance', type=float, default=baselines.GUESS,
+                      help='the least bound, as a fraction of the median, of a figure from '
+                           f'fewer than {baselines.BASELINE_SESSIONS} sessions, whose spread is '
+                           f'a guess (default {baselines.GUESS:g})')
+    base.set_defaults(func=_baseline)
+    tuning = sub.add_parser('hpl-tuning', help="print the HPL tuning sweep's best values")
+    tuning.add_argument('--system', default='local')
+    tuning.add_argument('--session', help='session UUID (default: the newest with a sweep)')
+    tuning.set_defaults(func=_hpl_tuning)
+    screen = sub.add_parser('screen-nodes', help='flag nodes whose single-node HPL is slow')
+    screen.add_argument('--system', default='local')
+    screen.add_argument('--session', help='session UUID (default: the newest screening)')
+    screen.add_argument('--threshold', type=float, default=5.0,
+                        help='percent below the median that flags a node (default 5)')
+    screen.set_defaults(func=_screen_nodes)
+    stacks = sub.add_parser('compare-stacks',
+                            help='print each test case side by side per MPI stack')
+    stacks.add_argument('--system', default='local')
+    stacks.add_argument('--session', help='session UUID (default: the newest)')
+    stacks.add_argument('--check', default='',
+                        help='only checks whose name matches this regular expression')
+    stacks.set_defaults(func=_compare_stacks)
+    counts = sub.add_parser('references',
+                            help='count the reference figures per system and benchmark')
+    counts.add_argument('--system', action='append',
+                        help='only this system (repeatable; default: every references file)')
+    counts.add_argument('--rewrite', action='store_true',
+                        help='write each file in its one form (key order, one-line match and '
+                             'tolerance, folded strings) after a hand edit')
+    counts.set_defaults(func=_reference_counts)
+    judge = sub.add_parser('compare', help='judge stored sessions against earlier ones: '
+                                           'regression, improvement, no change or '
+                                           'inconclusive per figure (exit 1 on a regression)')
+    judge.add_argument('--system', default='local')
+    judge.add_argument('--new', nargs='+', metavar='UUID',
+                       help='sessions to judge (default: the newest)')
+    against = judge.add_mutually_exclusive_group()
+    against.add_argument('--old', nargs='+', metavar='UUID',
+                         help='sessions to judge against (default: those of the --days before)')
+    against.add_argument('--baseline', action='store_true',
+                         help='judge against the sessions the baseline (make baseline) was '
+                              'made from')
+    judging_options(judge)
+    judge.add_argument('--all', action='store_true', help="list the 'no change' figures too")
+    judge.add_argument('--across-stacks', action='store_true',
+                       help='judge figures whose stack changed (another build, BLAS or MPI) '
+                            "too, instead of saying 'stack changed': compares two stacks")
+    judge.set_defaults(func=_compare)

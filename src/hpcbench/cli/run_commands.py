@@ -1,0 +1,62 @@
+"""`hpcbench` commands `make run` calls around ReFrame: default-mode and mode-options (the
+execution mode's options), stored-run (this run's session, once stored), time-per-check
+(where the session's wall time went)."""
+from hpcbench.cli.results_commands import stored_session
+
+
+def _stored_run(args):
+    """This run's session UUID (make run), once the results database holds it."""
+    from hpcbench.results import results_db
+    print(results_db.this_run(results_db.site_config(args.system), args.report))
+
+
+def _time_per_check(args):
+    """Each check's test cases and the seconds of their jobs in a stored session, and the
+    share of its wall time that benchmark jobs took."""
+    from hpcbench.results import session_time
+    data = stored_session(args)
+    print(f'Time per check, session {data["session_info"]["uuid"]}')
+    print(session_time.time_table(data))
+
+
+def _default_mode(args):
+    """quick where the suite runs here (this machine, the testbed: HPL at 1/50 of the
+    memory), full on a paper's system, whose default run is its paper's."""
+    from hpcbench.stack import bootstrap
+    print('quick' if args.system in bootstrap.MACHINE_SYSTEMS else 'full')
+
+
+def _mode_options(args):
+    """A ReFrame mode's options, shell-quoted, for a command line that puts the user's own
+    after them. (ReFrame's --mode merges a user's -p with the default instead of letting it
+    win: `--mode=quick -p openmpi` selected every environment.)"""
+    import shlex
+
+    from hpcbench.rfm import site_config
+    print(shlex.join(site_config.mode_options(args.mode, args.system)))
+
+
+def register(sub):
+    """Add this group's commands to the `hpcbench` parser's subparsers."""
+    timing = sub.add_parser('time-per-check',
+                            help="print where a session's wall time went, per check")
+    timing.add_argument('--system', default='local')
+    timing.add_argument('--session', help='session UUID (default: the newest)')
+    timing.set_defaults(func=_time_per_check)
+    stored = sub.add_parser('stored-run',
+                            help="print the session UUID of a run's report once the results "
+                                 'database holds it; fail saying why when it does not (make '
+                                 'run, before it shows anything as the run\'s)')
+    stored.add_argument('--system', default='local')
+    stored.add_argument('--report', required=True, help='the run report the run wrote')
+    stored.set_defaults(func=_stored_run)
+    mode = sub.add_parser('mode-options', help="print a ReFrame mode's options (make run "
+                                               'puts them before RFM_OPTS)')
+    mode.add_argument('mode', help='quick or full (hpcbench.rfm.site_config.MODES)')
+    mode.add_argument('--system', help="the system whose mode (full: its paper's run, node "
+                                       'screening included where its paper screened)')
+    mode.set_defaults(func=_mode_options)
+    default_mode = sub.add_parser('default-mode', help="the mode make uses without MODE= "
+                                                       '(quick here, full on a paper system)')
+    default_mode.add_argument('--system', default='local')
+    default_mode.set_defaults(func=_default_mode)

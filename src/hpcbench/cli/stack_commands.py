@@ -1,0 +1,154 @@
+"""`hpcbench` commands on the software stack: bootstrap, install and setup (what `make run`
+runs first), buildcache, bundle (an offline archive), blas (show or change HPL's default
+BLAS: the one way the stack changes), shell (a system's stack in a shell), provenance
+(the session's facts for `reframe --session-extras`)."""
+import datetime
+
+from hpcbench.stack import spack
+from hpcbench.stack.bootstrap import MACHINE_SYSTEMS
+
+
+def _bootstrap(args):
+    from hpcbench.stack import bootstrap
+    if args.command == 'setup':
+        if args.registry_only:
+            bootstrap.registry_only()
+        else:
+            if args.bundle:
+                from hpcbench.stack import bundle_unpack
+                bundle_unpack.unpack(args.bundle)
+            bootstrap.setup(refresh=args.refresh, system=args.system)
+        return
+
+    found = bootstrap.bootstrap(refresh=args.refresh)
+    if args.command == 'install':
+        bootstrap.install_environment(found, args.system)
+
+
+def _provenance(args):
+    """The session's provenance as ReFrame --session-extras (what `make run` passes)."""
+    from hpcbench.core import paths
+    from hpcbench.stack import blas, provenance
+    facts = provenance.session_facts(str(paths.SPACK_ENVS_DIR / args.system))
+    if args.system in MACHINE_SYSTEMS:
+        # Which BLAS this machine's HPL is built with, and since when (the user's change).
+        facts = {**facts, **blas.choice_provenance()}
+    try:
+        print(provenance.session_extras(facts))
+    except ValueError as err:
+        raise RuntimeError(str(err)) from None
+
+
+def _blas(args):
+    """HPL's default BLAS on this machine: shown (where it came from, its changes, what the
+    newest measurement suggests), or changed by the user (--default): the one way the stack
+    a run measures changes."""
+    from hpcbench.stack import blas
+    if args.default:
+        if args.default not in blas.BY_SPEED:
+            raise RuntimeError(f'--default {args.default}: the BLAS libraries are '
+                               f'{", ".join(blas.BY_SPEED)}')
+        try:
+            choice, uuid = blas.suggested_default()
+        except RuntimeError:        # a results database that cannot be read: still the user's
+            choice = None
+        why = 'asked: hpcbench blas --default' + (
+            f' (session {uuid} measured: {choice.reason})'
+            if choice and choice.order[0] == args.default else '')
+        old, new = blas.set_default(args.default, why)
+        if old == new:
+            print(f"HPL's default BLAS is {new} already: nothing changes")
+            return
+        print(f"HPL's default BLAS: {old} -> {new} (recorded in {blas.order_path()}). The "
+              'next make run concretizes spack-envs/local again and builds HPL and HPCC with '
+              f'{new} on every MPI stack; its sessions name the change in their provenance, '
+              "and compare reports figures across it as 'stack changed', not as the "
+              "machine's. HPCBENCH_BLAS still overrides it for one run.")
+        return
+
+    order = blas.recorded_order()
+    history = blas.choice_history()
+    print(f"HPL's default BLAS: {order[0]} ({blas.choice_provenance()['blas_default_from']}); "
+          f'the others, each on the first MPI stack: {", ".join(order[1:])}')
+    for change in history:
+        print(f'  {change["time"]}: {change["from"]} -> {change["to"]}: {change["reason"]}')
+    choice, uuid = blas.suggested_default()
+    if choice:
+        print(f'DGEMM ceilings of session {uuid}: {choice.reason}'
+              + (f' (to make it the default: hpcbench blas --default {choice.order[0]})'
+                 if choice.changed else ''))
+
+
+def _shell(args):
+    from hpcbench.stack import shell
+    print(shell.shell_code(args.system, args.mpi, args.blas), end='')
+
+
+def _bundle(args):
+    from hpcbench.stack import bundle
+    start = datetime.datetime.now()
+    output, manifest = bundle.make(args.system, args.output, binaries=not args.sources_only)
+    print(bundle.describe(output, manifest))
+    print(f'made in {(datetime.datetime.now() - start).total_seconds():.0f} s; on a machine '
+          f'without internet: make run BUNDLE={output}')
+
+
+def _push_buildcache(args):
+    from hpcbench.stack import bootstrap
+    bootstrap.push_buildcache(spack.locate_or_clone(), args.system)
+
+
+def register(sub):
+    """Add this group's commands to the `hpcbench` parser's subparsers."""
+    for name, text in (('bootstrap', 'set up this machine for Spack (idempotent)'),
+                       ('install', 'bootstrap, then concretize and install '
+                                   'spack-envs/<system>'),
+                       ('setup', 'install when a Spack is found or can be cloned, else set '
+                                 'up the registry-only path (what `make run` does)')):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument('--refresh', action='store_true',
+                         help='detect compilers and build tools again')
+        if name != 'bootstrap':
+            cmd.add_argument('--system', default='local', choices=MACHINE_SYSTEMS,
+                             help='the system on this machine whose environment to install')
+        if name == 'setup':
+            cmd.add_argument('--registry-only', action='store_true',
+                             help='only the registry-only path (Debian HPCC), no Spack')
+            cmd.add_argument('--bundle', metavar='ARCHIVE',
+                             help='first unpack this offline bundle (make bundle) into the '
+                                  'per-user cache: Spack, sources, build cache, wheels')
+        cmd.set_defaults(func=_bootstrap)
+
+    cache = sub.add_parser('buildcache', help="push an environment's builds to the Spack "
+                                              'build cache directory (kept between pipelines)')
+    cache.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    cache.set_defaults(func=_push_buildcache)
+    offline = sub.add_parser('bundle', help="write one archive with all a machine without "
+                                            "internet needs for a system's Spack stack "
+                                            '(make run BUNDLE=<it> there)')
+    offline.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    offline.add_argument('--output', help='directory (default: var/bundles)')
+    offline.add_argument('--sources-only', action='store_true',
+                         help='no build cache: the receiving machine builds everything from '
+                              "the mirror's sources (binaries that do not fit its CPUs)")
+    offline.set_defaults(func=_bundle)
+    choose = sub.add_parser('blas', help="show HPL's default BLAS on this machine, or change "
+                                         'it (--default): the one way the stack changes')
+    choose.add_argument('--default', metavar='NAME',
+                        help='make this library the default (mkl, openblas-spack, openblas, '
+                             'blis): the next make run builds HPL with it')
+    choose.set_defaults(func=_blas)
+    env_shell = sub.add_parser('shell', help="print the shell code that puts a system's "
+                                             'Spack-built benchmarks and one MPI on PATH: '
+                                             'eval "$(.venv/bin/hpcbench shell)"')
+    env_shell.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    env_shell.add_argument('--mpi', help='the MPI stack (default: the first of this '
+                                         'machine: openmpi, mpich, intelmpi, mvapich2)')
+    env_shell.add_argument('--blas', help="HPL's and HPCC's BLAS (default: the system's "
+                                          'default; another one is built on the first MPI)')
+    env_shell.set_defaults(func=_shell)
+    facts = sub.add_parser('provenance', help="print the session's provenance (project and "
+                                              'Spack commits, spack.lock hash, host) as '
+                                              'reframe --session-extras')
+    facts.add_argument('--system', default='local')
+    facts.set_defaults(func=_provenance)

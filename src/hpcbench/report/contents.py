@@ -1,0 +1,229 @@
+"""What the report shows, as rows and cases, before any page is written: each check's latest
+test cases (latest_cases) and their figures against their references (reference_rows,
+margin), the distribution of a figure's samples, the ratios to the node's ceilings
+(ceiling_rows), the BLAS x MPI tables, and the comparison of sessions (Comparison)."""
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from hpcbench.results import references, results_db, stack_comparison, verdicts
+
+
+# Session extras recorded by `make run` (hpcbench provenance), in display order.
+SESSION_FACTS = ('project_commit', 'spack_commit', 'spack_lock', 'host', 'blas_default',
+                 'blas_default_from')
+
+
+# Per test case (hpcbench.rfm.plugins.Provenance and the checks' `inputs`).
+CASE_FACTS = ('inputs', 'build_spec', 'topology', 'project_commit', 'spack_commit',
+              'spack_lock')
+
+
+@dataclass
+class Comparison:
+    new: list                    # session UUIDs
+    old: list
+    rows: list = field(default_factory=list)   # hpcbench.results.verdicts.Row
+    threshold: float = verdicts.THRESHOLD
+
+    @property
+    def regressions(self):
+        return [r for r in self.rows if r.verdict.verdict == 'regression']
+
+    def describe(self):
+        """One sentence: what was compared, how, and how it came out."""
+        tally = ', '.join(f'{n} {name}' for name, n in verdicts.counts(self.rows).items() if n)
+        return (f'{len(self.new)} new session(s) ({", ".join(u[:8] for u in self.new)}) '
+                f'against {len(self.old)} earlier one(s); a figure regressed when its median '
+                f'got worse by more than {self.threshold:g} % and a one-sided Mann-Whitney '
+                f'U test gives p <= {verdicts.ALPHA:g}, over the sessions\' medians where '
+                f'each side has {verdicts.MIN_SESSIONS} sessions, else over the runs (and '
+                f'then outside the earlier sessions\' medians when there are '
+                f'{verdicts.MIN_SESSIONS}); the runs of a build only against runs of the same '
+                f'build (another BLAS, MPI or recipe: \'stack changed\', not judged). '
+                f'{tally or "no figure in common"}.')
+
+
+def system_cases(session_data, system):
+    return [c for c in results_db.measured_cases(session_data) if c['system'] == system]
+
+
+def latest_cases(sessions, system):
+    """Per check, its cases from the newest session that measured it on `system`
+    (sessions newest first), each marked with its session's UUID; and those sessions."""
+    newest = {}
+    for data in sessions:
+        for case in system_cases(data, system):
+            newest.setdefault(case['check'], data['session_info']['uuid'])
+
+    cases, used = [], []
+    for data in sessions:
+        uuid = data['session_info']['uuid']
+        mine = [c for c in system_cases(data, system) if newest[c['check']] == uuid]
+        for case in mine:
+            case['session'] = uuid
+        if mine:
+            cases += mine
+            used.append(data)
+    return cases, used
+
+
+def margin(value, reference):
+    """Percent of the value above (+) or below (-) its reference; None without one."""
+    if not reference:
+        return None
+    return 100.0 * (value - reference) / abs(reference)
+
+
+def reference_rows(case, reference_set):
+    """A case's figures with their references: dicts with variable, value, unit, ref,
+    lower, upper (fractions), result, margin (%), source (the cited figure, if any)."""
+    cited = references.select(reference_set, case['check'], case['partition'],
+                              case['environ'], case['testcase']) if reference_set else {}
+    rows = []
+    for variable, (value, unit) in case['perfvalues'].items():
+        ref, lower, upper, result = case['references'][variable]
+        has_ref = bool(ref) or lower is not None or upper is not None
+        fig = cited.get(variable)
+        rows.append({
+            'variable': variable, 'value': value, 'unit': unit,
+            'ref': ref if has_ref else None, 'lower': lower, 'upper': upper,
+            'result': result if has_ref else 'no reference',
+            'margin': margin(value, ref) if has_ref else None,
+            'source': (f'{fig.source} {fig.where}' if fig else ''),
+            'measured_as': measured_as(case, variable),
+        })
+    # A ratio above 100 % of its ceiling is no result: shown as withheld, with why.
+    for variable, why in (case['testcase'].get('flagged') or {}).items():
+        rows.append({'variable': variable, 'value': None, 'unit': '%', 'ref': None,
+                     'lower': None, 'upper': None, 'result': 'withheld', 'margin': None,
+                     'source': '', 'measured_as': why})
+    return rows
+
+
+def distribution(values):
+    """Values as the report shows a sample: `median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`,
+    the spread being (max - min) / median; values that are no number (NaN, infinite) as
+    they are, beside the others."""
+    broken = [v for v in values if not math.isfinite(v)]
+    if broken:
+        values = [v for v in values if math.isfinite(v)]
+        shown = ', '.join(map(str, broken))
+        return f'{distribution(values)}; not finite: {shown}' if values else f'{shown} (no number)'
+    median = statistics.median(values)
+    if len(values) == 1:
+        return f'{format_value(median)} (n=1)'
+    spread = f', spread {100 * (max(values) - min(values)) / abs(median):.0f} %' if median else ''
+    return (f'median {format_value(median)}, {format_value(min(values))} to '
+            f'{format_value(max(values))} (n={len(values)}{spread})')
+
+
+def measured_as(case, variable):
+    """How the job measured a figure and what it measured (hpcbench.rfm.plugins.Samples):
+    `best of 3 solve(s): median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`; '' when the check
+    does not say."""
+    testcase = case['testcase']
+    how = (testcase.get('aggregation') or {}).get(variable, '')
+    values = (testcase.get('samples') or {}).get(variable)
+    return f'{how}: {distribution(values)}' if values else how
+
+
+# What the report sets against the node's ceilings: per check, its figure and its ratios
+# (variable, what it divides by). The ceilings are measured on the node in the same session:
+# the sustained peak and bandwidth ceiling (NodeCeilings, likwid-bench); Rpeak is nominal,
+# from the partition's description. HPL's DGEMM ceiling is measured in its own job just
+# before HPL (sessions stored before: DgemmCeiling, a check of its own), STREAM's ceilings
+# in its own job, round by round.
+CEILING_RATIOS = {
+    'HplCheck': ('gflops', (('efficiency', 'nominal Rpeak'),
+                            ('sustained_peak_efficiency', 'sustained peak'),
+                            ('ceiling_efficiency', 'DGEMM ceiling'))),
+    'StreamCheck': ('triad', (('triad_ceiling_efficiency', 'bandwidth ceiling'),
+                              ('triad_cached_store_efficiency', 'ordinary-store triad'))),
+}
+
+
+CEILING_CHECKS = ('NodeCeilings', 'DgemmCeiling')
+
+
+CEILING_HEADER = ['test case', 'environ', 'figure', 'against', 'ratio', 'how']
+
+
+def ceiling_cases(sessions, system):
+    """The ceilings measured in `sessions` on `system` (fixtures: CEILING_CHECKS)."""
+    return [case for data in sessions for case in results_db.measured_cases(data, fixtures=True)
+            if case['check'] in CEILING_CHECKS and case['system'] == system]
+
+
+def ceiling_rows(cases, ceilings):
+    """The node's ceilings (`ceilings`: their figures, as measured), then HPL's and STREAM's
+    figures in `cases` against them: rows of CEILING_HEADER; a ratio withheld says so."""
+    rows = [[case_title(case), case['environ'], f'{variable} = {format_value(value)} {unit}',
+             'measured', '', measured_as(case, variable)]
+            for case in ceilings for variable, (value, unit) in case['perfvalues'].items()]
+    for case in cases:
+        figure, ratios = CEILING_RATIOS.get(case['check'], (None, ()))
+        flagged = case['testcase'].get('flagged') or {}
+        present = [r for r in ratios if r[0] in case['perfvalues'] or r[0] in flagged]
+        if figure not in case['perfvalues'] or not present:
+            continue
+        value, unit = case['perfvalues'][figure]
+        for variable, against in present:
+            ratio = case['perfvalues'].get(variable, (None, ''))[0]
+            rows.append([case_title(case), case['environ'],
+                         f'{figure} = {format_value(value)} {unit}', against,
+                         'withheld' if variable in flagged else f'{ratio:.1f} %',
+                         flagged.get(variable) or measured_as(case, variable)])
+    return rows
+
+
+def blas_mpi_tables(cases, ceilings):
+    """The test cases measured with several BLAS libraries (HPL and its DGEMM ceiling, HPCC),
+    their compared figures as BLAS x MPI: [(heading, header, rows)]."""
+    groups = stack_comparison.side_by_side([*cases, *(c for c in ceilings
+                                                      if c['check'] == 'DgemmCeiling')])
+    return [(heading, [f'{variable} [{unit}]', *grid[0]],
+             stack_comparison.grid_rows(grid, format_value))
+            for heading, variable, unit, grid in stack_comparison.blas_mpi_grids(groups)]
+
+
+def summary_rows(cases, reference_set):
+    """Per check: test cases, figures, passed, failed, without reference, sessions."""
+    rows = []
+    for check in sorted({c['check'] for c in cases}):
+        mine = [c for c in cases if c['check'] == check]
+        judged = [r['result'] for c in mine for r in reference_rows(c, reference_set)]
+        rows.append([check, len(mine), len(judged), judged.count('pass'),
+                     judged.count('fail'), judged.count('no reference'),
+                     ' '.join(sorted({c['session'][:8] for c in mine}))])
+    return rows
+
+
+def format_value(value, digits=4):
+    if value is None:
+        return '-'
+    if isinstance(value, float):
+        return f'{value:.0f}' if abs(value) >= 10000 else f'{value:.{digits}g}'
+    return str(value)
+
+
+def format_margin(value):
+    return '-' if value is None else f'{value:+.1f} %'
+
+
+def bounds_text(row):
+    if row['ref'] is None:
+        return ''
+    lower = '-inf' if row['lower'] is None else f'{row["lower"]:+.0%}'
+    upper = '+inf' if row['upper'] is None else f'{row["upper"]:+.0%}'
+    return f'[{lower}, {upper}]'
+
+
+def title(check, parameters):
+    """A test case as the report names it: the check and its parameters, sorted."""
+    params = ' '.join(f'{k}={v}' for k, v in sorted(parameters))
+    return f'{check} {params}'.strip()
+
+
+def case_title(case):
+    return title(case['check'], case['match'].items())

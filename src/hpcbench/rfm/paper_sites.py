@@ -1,0 +1,102 @@
+"""Building blocks of the site configs of the papers' systems: nodes described by hand.
+
+The papers give sockets, cores, clock, flop/cycle and memory; `processor()` turns that into
+the ReFrame processor description (with the topology ReFrame would detect: CPU masks of
+cores, NUMA nodes and sockets, caches) that the checks derive their inputs from, and
+`partition()` adds what ReFrame's schema has no field for (extras: memory, clock,
+flop/cycle, node count, binding, I/O directory). CPUs are numbered as Linux numbers them:
+cores socket by socket, hardware threads after all cores (CPU c + k * cores).
+"""
+import importlib
+import shlex
+
+from hpcbench.rfm import site_config
+
+# Imported for its effect: it registers the sites' schedulers and launchers with ReFrame.
+importlib.import_module('hpcbench.rfm.backends')
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+def _mask(cpus):
+    return hex(sum(1 << c for c in cpus))
+
+
+def cache(level, size, shared_by_cores=1, linesize=64, associativity=16):
+    """A cache level: `shared_by_cores` consecutive cores share one instance
+    (1: private; the cores of a socket: an L3; 2: a Knights Landing tile's L2)."""
+    return {'level': level, 'size': size, 'shared_by_cores': shared_by_cores,
+            'linesize': linesize, 'associativity': associativity}
+
+
+def processor(arch, model, sockets, cores_per_socket, caches, threads_per_core=1,
+              numa_per_socket=1):
+    cores = sockets * cores_per_socket
+    siblings = [[c + k * cores for k in range(threads_per_core)] for c in range(cores)]
+
+    def cpus_of(core_ids):
+        return sorted(cpu for c in core_ids for cpu in siblings[c])
+
+    per_numa = cores_per_socket // numa_per_socket
+    socket_cores = [range(s * cores_per_socket, (s + 1) * cores_per_socket)
+                    for s in range(sockets)]
+    numa_cores = [range(n * per_numa, (n + 1) * per_numa) for n in range(sockets * numa_per_socket)]
+    topology_caches = []
+    for c in caches:
+        shared = c['shared_by_cores']
+        groups = [range(i, i + shared) for i in range(0, cores, shared)]
+        topology_caches.append({
+            'type': f'L{c["level"]}', 'size': c['size'], 'linesize': c['linesize'],
+            'associativity': c['associativity'], 'num_cpus': shared * threads_per_core,
+            'cpusets': [_mask(cpus_of(g)) for g in groups],
+        })
+
+    return {
+        'arch': arch, 'model': model,
+        'num_cpus': cores * threads_per_core, 'num_cpus_per_core': threads_per_core,
+        'num_cpus_per_socket': cores_per_socket * threads_per_core, 'num_sockets': sockets,
+        'topology': {
+            'numa_nodes': [_mask(cpus_of(g)) for g in numa_cores],
+            'sockets': [_mask(cpus_of(g)) for g in socket_cores],
+            'cores': [_mask(siblings[c]) for c in range(cores)],
+            'caches': topology_caches,
+        },
+    }
+
+
+def partition(name, descr, scheduler, launcher, processor, num_nodes, memory_bytes,
+              clock_hz, flops_per_cycle, environs, system, access=(), **extras):
+    """A ReFrame partition of identical nodes. `extras` may add: node_counts (the counts a
+    paper measured), memory_bandwidth_bytes (per node, when the paper gives it), binding
+    (hpcbench.core.layout.BINDING_KEYS), hugepages, io_directory, io_stripe_size,
+    io_stripe_count, io_read_cache_policy, memory_dimms."""
+    spack_extras, spack_env_vars = site_config.spack_partition_settings()
+    return {
+        'name': name, 'descr': descr, 'scheduler': scheduler, 'launcher': launcher,
+        'access': list(access), 'environs': list(environs), 'max_jobs': 100,
+        'processor': processor, 'env_vars': spack_env_vars,
+        'extras': {
+            'num_nodes': num_nodes, 'memory_bytes': memory_bytes, 'clock_hz': clock_hz,
+            'flops_per_cycle': flops_per_cycle, **spack_extras,
+            'spack_env': str(site_config.spack_env_dir(system)), **extras,
+        },
+    }
+
+
+def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=()):
+    """One MPI stack of a site, built by the system's Spack environment: its compiler
+    wrappers come from `spack load` of the MPI; `launcher` (hpcbench.rfm.backends or ReFrame's)
+    replaces the partition's for this stack; `env_vars`: its run-time tuning."""
+    extras = {'spack_mpi': spack_mpi}
+    if launcher:
+        extras['launcher'] = launcher
+
+    env_dir = shlex.quote(str(site_config.spack_env_dir(system)))
+    return {
+        'name': name, 'target_systems': [system],
+        'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
+        'features': ['mpi', 'openmp', name, site_config.BUILDS_FROM_SPACK],
+        'prepare_cmds': [f'eval "$(spack -e {env_dir} load --sh {shlex.quote(spack_mpi)})"'],
+        'env_vars': [list(kv) for kv in env_vars],
+        'extras': extras,
+    }

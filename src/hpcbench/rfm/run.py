@@ -1,0 +1,111 @@
+"""The run base classes the checks in reframe-checks/ derive from: `BenchmarkRun` (a run of
+a build fixture's program with every plugin of hpcbench.rfm.plugins) and `NodeCeilings`
+(likwid-bench's sustained flop rate and memory bandwidth of the node, the ceilings that
+HPL's and STREAM's figures are compared with).
+"""
+
+import reframe as rfm
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import (performance_function, run_after, run_before,
+                                   sanity_function, variable)
+from reframe.core.exceptions import SanityError
+
+from hpcbench.benchmarks import ceilings
+from hpcbench.stack import debian
+from hpcbench.rfm.partition import job_output, partition_node, run_script
+from hpcbench.rfm.plugins import CheckedInputs, Provenance, QuietNode, Samples, StackCoverage
+
+
+class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, QuietNode, Provenance,
+                   Samples):
+    """What every benchmark check is, and what it may rely on:
+
+    - its program comes from a `build` fixture (a BenchmarkBuild: Spack's or a registry's);
+    - the numeric inputs it declares in `input_kinds` are checked in setup (CheckedInputs);
+    - its job checks that the node is quiet before the launch and fails when its exit status
+      is not 0 (QuietNode);
+    - its figures carry their provenance (Provenance) and, where the job measured a figure
+      several times, its values and how they were aggregated (Samples);
+    - a case whose figures do not depend on the MPI stack says so (`depends_on_stack`), and
+      quick mode runs it on the first stack only (StackCoverage).
+    Checks that launch MPI ranks mix in SiteTuning too."""
+
+
+class NodeCeilings(BenchmarkRun):
+    """The node's sustained peak, bandwidth ceiling and ordinary-store triad (hpcbench.
+    ceilings: likwid-bench on all cores), for HPL's ratios and the report (STREAM measures its
+    own beside it, reframe-checks/stream.py). One job per partition; likwid-bench pins its
+    own threads."""
+    descr = 'Sustained peak flop rate and memory bandwidth of one node (likwid-bench)'
+    valid_systems = ['*']
+    valid_prog_environs = ['*']
+    repeats = variable(int, value=ceilings.REPEATS)
+    input_kinds = {'repeats': 'positive'}
+    #: What this run used (kernels and working sets), for the perflog and results database.
+    inputs = variable(str, value='')
+    num_tasks = 1
+    time_limit = '10m'
+
+    @run_after('setup')
+    def configure_run(self):
+        node_ = partition_node(self.current_partition)
+        self.kernels = ceilings.kernels(node_.flops_per_cycle)
+        sizes = ceilings.working_sets(self.kernels, node_.num_cores, node_.llc_bytes_total,
+                                      node_.memory_bytes)
+        self.inputs = ' '.join(f'{k}={sizes[k]}' for k in self.kernels) + \
+            f' threads={node_.num_cores} repeats={self.repeats}'
+        self.job.launcher = getlauncher('local')()
+        run_script(self, ceilings.SCRIPT,
+                   ceilings.script(self.kernels, node_.num_cores, sizes, self.repeats))
+        self.rpeak_gflops = node_.peak_flops / 1e9
+
+    def _build_description(self):
+        return '' if self.is_dry_run() else \
+            f'likwid-bench {debian.upstream_version_of("likwid")} (Debian likwid)'
+
+    @sanity_function
+    def every_kernel_ran(self):
+        try:
+            self.result = ceilings.parse(job_output(self), self.kernels, self.repeats)
+        except ceilings.CeilingOutputError as err:
+            raise SanityError(str(err)) from None
+
+        runs = f'best of {self.repeats} runs'
+        self.record_samples(f'{self.kernels.peak}, {runs}', peak_gflops=self.result.peak_gflops)
+        self.record_samples(f'{self.kernels.bandwidth}, {runs}',
+                            bandwidth=self.result.bandwidth_mbps)
+        self.record_samples(f'{self.kernels.read}, {runs}', read_bandwidth=self.result.read_mbps)
+        self.record_samples(f'{self.kernels.cached_store}, {runs}',
+                            cached_store_bandwidth=self.result.cached_store_mbps)
+        self.record_aggregation(f'best {self.kernels.peak} / nominal Rpeak '
+                                f'({self.rpeak_gflops:.1f} GFLOP/s)', 'peak_of_rpeak')
+        return True
+
+    @run_before('performance')
+    def judge_the_nominal_peak(self):
+        if not self.is_dry_run():
+            self.withhold_ratio_to_nominal_peak(
+                'peak_of_rpeak', 100 * max(self.result.peak_gflops) / self.rpeak_gflops,
+                self.rpeak_gflops, {'sustained peak': max(self.result.peak_gflops)})
+
+    @performance_function('GFLOP/s')
+    def peak_gflops(self):
+        return max(self.result.peak_gflops)
+
+    @performance_function('%')
+    def peak_of_rpeak(self):
+        return 100 * max(self.result.peak_gflops) / self.rpeak_gflops
+
+    @performance_function('MB/s')
+    def bandwidth(self):
+        return max(self.result.bandwidth_mbps)
+
+    @performance_function('MB/s')
+    def read_bandwidth(self):
+        return max(self.result.read_mbps)
+
+    @performance_function('MB/s')
+    def cached_store_bandwidth(self):
+        """The triad with ordinary stores (their write-allocate reads uncounted), as a
+        compiled STREAM does it."""
+        return max(self.result.cached_store_mbps)

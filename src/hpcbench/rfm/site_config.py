@@ -1,0 +1,320 @@
+"""What every site config shares: where results go (perflogs, results database, stage and
+output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
+import logging
+import sys
+from pathlib import Path
+
+from hpcbench.benchmarks import dgemm, hpcc, hpl, imb
+from hpcbench.core import paths, run_lock
+from hpcbench.rfm import backends
+from hpcbench.stack import spack
+
+VAR = str(paths.VAR_DIR)
+
+
+def take_var_for_this_run():
+    """A ReFrame run (hpcbench.core.run_lock) locks var/ and checks that it can keep the run's
+    results (room, a database that takes a write) before anything is written there: the
+    site configs detect the host into var/ before they call config()."""
+    dry_run = '--dry-run' in sys.argv
+    run_lock.acquire_for_this_run(VAR, None if dry_run else f'{VAR}/results.db')
+
+
+def say_an_unwritable_log_once():
+    """A log record ReFrame cannot write (its file system filled during the run) is said
+    once, in one line, then such records are dropped: Python's logging prints a traceback
+    per record otherwise (125 in one short run whose var/ filled). What ReFrame could not
+    keep it says in its own warnings, and `make run` fails saying why."""
+    said = []
+
+    def handle_error(handler, record):
+        if not said:
+            said.append(True)
+            where = getattr(handler, 'baseFilename', None) or type(handler).__name__
+            print(f'hpcbench: a log of this run cannot be written ({where}: '
+                  f'{sys.exc_info()[1]}); its records are dropped from here', file=sys.stderr)
+
+    def close(handler, close_file=logging.FileHandler.close):
+        # Closing flushes too: at exit, a traceback of its own.
+        try:
+            close_file(handler)
+        except OSError:
+            handle_error(handler, None)
+
+    logging.Handler.handleError = handle_error
+    logging.FileHandler.close = close
+
+
+if Path(sys.argv[0]).name == 'reframe':
+    take_var_for_this_run()
+    say_an_unwritable_log_once()
+
+# One line per test case: where and what it ran (its inputs, the build, the node, the project
+# and Spack commits and the lock: hpcbench.rfm.plugins.Provenance; the node's state before the
+# launch: hpcbench.rfm.plugins.QuietNode), each figure's values within the job and how they were
+# aggregated, figures withheld (hpcbench.rfm.plugins.Samples), then every performance variable
+# as `name=value unit (ref=..., l=..., u=...)`.
+PERFLOG_FORMAT = (
+    '%(check_job_completion_time)s|reframe %(version)s|%(check_info)s|'
+    'jobid=%(check_jobid)s|%(check_system)s:%(check_partition)s|%(check_environ)s|'
+    'inputs=%(check_inputs)s|build=%(check_build_spec)s|topology=%(check_topology)s|'
+    'commit=%(check_project_commit)s|spack=%(check_spack_commit)s|'
+    'lock=%(check_spack_lock)s|node=%(check_node_state)s|'
+    'aggregation=%(check_aggregation)s|samples=%(check_samples)s|flagged=%(check_flagged)s|'
+    '%(check_perfvalues)s'
+)
+PERFLOG_VARIABLE_FORMAT = (
+    '%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s '
+    '(ref=%(check_perf_ref)s, l=%(check_perf_lower_thres)s, u=%(check_perf_upper_thres)s)|'
+)
+
+
+def spack_env_dir(system):
+    """The Spack environment of a system (spack-envs/<system>)."""
+    return paths.SPACK_ENVS_DIR / system
+
+
+def spack_partition_settings():
+    """Partition extras and env_vars that point the checks at the project's Spack.
+
+    Without a Spack the checks that need one skip, saying so (see hpcbench.rfm.build).
+    """
+    found = spack.find()
+    if not found:
+        return {'spack_root': None}, []
+
+    env = spack.isolated_environment(found)
+    env_vars = [[k, v] for k, v in env.items()]
+    env_vars.append(['PATH', f'{found.root}/bin:$PATH'])
+    return {'spack_root': str(found.root)}, env_vars
+
+
+# The feature of an environment whose benchmarks Spack builds. The checks built only by Spack
+# ask for it, so that where no Spack is they are not generated at all (rather than listed and
+# skipped); checks a registry binary can run also accept `registry-<name>`.
+BUILDS_FROM_SPACK = 'spack-builds'
+
+
+# The feature of an environment that is one MPI stack's other launcher (MVAPICH2's
+# mpirun_rsh beside its Hydra mpirun): only the checks that measure launching ask for it
+# (MPI start-up); the others run each stack once, under the partition's launcher.
+OTHER_LAUNCHER = 'mpi-launcher'
+# Environment names of the other launchers: <stack>-<suffix>.
+LAUNCHER_SUFFIXES = {'mpirun_rsh': 'rsh'}
+
+
+# The feature of an environment that is one MPI stack with another BLAS than the default
+# (hpcbench.stack.blas): only the checks a BLAS changes ask for it (HPL, HPCC and the DGEMM
+# ceiling); the others run each stack once, with the default BLAS.
+OTHER_BLAS = 'other-blas'
+
+
+def _with_spack(spack_extras):
+    """Whether Spack builds the checks: the partitions' `spack_extras` name a Spack, or this
+    is a dry run (whose job scripts can be read without one)."""
+    return bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
+
+
+# The feature of the environment in which a partition's OpenMP programs that use no MPI
+# (STREAM) run: on this machine's systems, the first stack's only, so that they run once per
+# partition, not once per MPI stack.
+OPENMP_ONLY = 'openmp'
+
+
+def mpi_environment(stack, target_systems, spack_extras, features=(), run_env=None,
+                    launcher=None, blas=None, other_blas=False):
+    """A ReFrame environment for one MPI stack of this machine: its wrappers first on PATH,
+    its run-time variables (the stack's, updated with `run_env`), the `mpi` and `blas` Spack
+    constraints the checks use to pick their builds (`blas`: a hpcbench.stack.blas library), and
+    the binaries a registry ships built against it (feature `registry-<name>`, extras
+    `registry_<name>`: the path). Feature BUILDS_FROM_SPACK with a Spack (_with_spack).
+    `launcher`: one of the stack's other_launchers, an environment of its own (<stack>-rsh,
+    feature OTHER_LAUNCHER and no other `features`: no check that does not launch MPI runs
+    in it) whose jobs list this host in the host file the launcher reads. `other_blas`: the
+    stack with `blas`, not the default one, an environment of its own (<stack>-<blas>,
+    feature OTHER_BLAS instead of `mpi`)."""
+    registry = [] if launcher or other_blas else sorted(stack.registry_binaries.items())
+    features = () if launcher else features
+    name = stack.name
+    if launcher:
+        name, kind = f'{stack.name}-{LAUNCHER_SUFFIXES[launcher]}', OTHER_LAUNCHER
+    elif other_blas:
+        name, kind = f'{stack.name}-{blas.name}', OTHER_BLAS
+    else:
+        kind = 'mpi'
+    return {
+        'name': name,
+        'target_systems': list(target_systems),
+        'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
+        'features': [kind, stack.name, *features,
+                     *(f'registry-{n}' for n, _ in registry),
+                     *([BUILDS_FROM_SPACK] if _with_spack(spack_extras) else [])],
+        'extras': {'spack_mpi': stack.spack_name,
+                   **({'known_failures': stack.known_failures()}
+                      if stack.known_failures() else {}),
+                   **({'spack_blas': blas.spack_spec} if blas else {}),
+                   **{f'registry_{n}': path for n, path in registry},
+                   **({'launcher': launcher} if launcher else {})},
+        'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
+                     *([k, v] for k, v in {**stack.run_env, **(run_env or {})}.items())],
+        # One node, this host: its name, as the launcher compares it with its own to start
+        # ranks without a remote shell.
+        'prepare_cmds': backends.hostfile_lines('hostname', 1) if launcher else [],
+    }
+
+
+def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
+                       run_env=None):
+    """Every environment of these stacks: each under the partition's launcher and under
+    each of its other launchers, with the default BLAS (the first of `blas_libraries`);
+    and, where Spack builds the checks, the first stack with each other BLAS. The first
+    stack's is the one OpenMP programs without MPI run in (OPENMP_ONLY). `run_env`:
+    {stack name: its run-time variables on this system}."""
+    default, *others = blas_libraries or [None]
+    run_env = run_env or {}
+    environments = [mpi_environment(stack, target_systems, spack_extras,
+                                    (OPENMP_ONLY,) if stack is stacks[0] else (),
+                                    run_env=run_env.get(stack.name), launcher=launcher,
+                                    blas=default)
+                    for stack in stacks for launcher in (None, *stack.other_launchers)]
+    if stacks and _with_spack(spack_extras):
+        environments += [mpi_environment(stacks[0], target_systems, spack_extras,
+                                         run_env=run_env.get(stacks[0].name), blas=blas,
+                                         other_blas=True)
+                         for blas in others]
+    return environments
+
+
+# How much of the suite a run covers (`reframe --mode`, `make run MODE=`; `--ci-generate`
+# carries the mode into every job of the pipeline it writes). Sweeps and node screening are
+# runs of their own (make tune, make screen): modes() leaves them out.
+MODES = [
+    # HPL sized in its job for 30-s solves at its DGEMM rate (hpcbench.benchmarks.hpl.
+    # QUICK_SOLVE_SECONDS), two of them (QUICK_REPEATS), HPCC at 1/100
+    # (hpcbench.benchmarks.hpcc.QUICK_MEMORY_FRACTION), and what does not depend on the MPI
+    # stack on the first stack only (hpcbench.rfm.plugins.StackCoverage), the other BLAS
+    # libraries' HPL in the one-rank layout only and no HPCC with them (HplCheck and its DGEMM
+    # ceiling measure what a BLAS changes), HPCC on the first stack only (IMB and HPL compare
+    # the stacks), the DGEMM ceilings in 3 calls, IMB's windowed benchmarks at a fifth of IMB's
+    # volume per size (hpcbench.benchmarks.imb.QUICK_WINDOWED_VOLUME_MB): minutes. (Each setting
+    # names its checks: ReFrame warns about a test that lacks the variable.)
+    {'name': 'quick', 'options': ['-S', 'HplCheck.sizing=quick',
+                                  '-S', f'HpccCheck.memory_fraction={hpcc.QUICK_MEMORY_FRACTION}',
+                                  '-S', 'HplCheck.every_stack=false',
+                                  '-S', 'HplCheck.blas_every_layout=false',
+                                  '-S', 'HpccCheck.every_blas=false',
+                                  '-S', 'HpccCheck.every_mpi=false',
+                                  '-S', f'HplCheck.dgemm_repeats={dgemm.QUICK_REPEATS}',
+                                  '-S', f'HplCheck.repeats={hpl.QUICK_REPEATS}',
+                                  '-S', 'ImbPairCheck.windowed_volume_mb='
+                                        f'{imb.QUICK_WINDOWED_VOLUME_MB}',
+                                  '-S', 'IorCheck.every_stack=false']},
+    # At 80 % of it, as a Top500 run would: hours on a small machine. On a paper's system,
+    # its paper's run: node screening too where the paper screened (modes()).
+    {'name': 'full', 'options': []},
+]
+
+
+def _log_file():
+    """ReFrame's debug log: each run its own, var/logs/reframe-run_<time>.log (kept); the
+    listings and queries of stored results (`hpcbench report`, ...) share one, rewritten
+    each time, so that they never replace a run's."""
+    if run_lock.is_a_run(sys.argv[1:]):
+        return {'name': f'{VAR}/logs/reframe-run.log', 'timestamp': '%Y%m%dT%H%M%S'}
+
+    return {'name': f'{VAR}/logs/reframe-query.log'}
+
+
+# Runs of their own (make tune, make screen), left out of both modes: a tag and its check.
+RUNS_OF_THEIR_OWN = {'sweep': 'HplTuningSweep', 'screen': 'HplNodeScreen'}
+
+
+def paper_run_tags(system):
+    """The runs of their own that are part of a system's paper run (`full` there): those
+    whose check the paper gives reference figures of (T2K screened every node with
+    single-node HPL before its 625-node run, §4.2: its HplNodeScreen figures)."""
+    from hpcbench.results import references
+    measured = {fig.check for fig in references.load(system).figures if fig.use == 'reference'}
+    return [tag for tag, check in RUNS_OF_THEIR_OWN.items() if check in measured]
+
+
+def modes(system=None):
+    """MODES as they apply to `system`, each leaving out the runs of their own
+    (RUNS_OF_THEIR_OWN) but, in full mode, those its paper's run did (paper_run_tags)."""
+    included = paper_run_tags(system) if system else []
+    result = []
+    for mode in MODES:
+        left_out = [tag for tag in RUNS_OF_THEIR_OWN
+                    if mode['name'] != 'full' or tag not in included]
+        result.append({**mode, 'options': [*mode['options'],
+                                           *(['-T', f'^({"|".join(left_out)})$']
+                                             if left_out else [])]})
+    return result
+
+
+def mode_options(name, system=None):
+    """The options of the mode called `name` (on `system`: modes())."""
+    known = {m['name']: m['options'] for m in modes(system)}
+    if name not in known:
+        raise RuntimeError(f'mode {name!r}: one of {", ".join(known)}')
+
+    return known[name]
+
+
+# How often, at least, ReFrame looks whether a job of this machine ended (per second). Its
+# default slows to one look in 10 s: a one-minute HPL job then ended up to 9 s before
+# ReFrame saw it, and the next waited (the durations of make run's jobs fell on ReFrame's
+# polling ticks: four HPL jobs 55.4 s, four 63.7 s). Where jobs run on this machine a look
+# costs a waitpid; a cluster's scheduler keeps ReFrame's gentler default.
+LOCAL_POLL_RATE_MIN = 1
+
+
+def site(systems, environments):
+    """A complete ReFrame configuration around the given systems and environments."""
+    # A dry run measures nothing: no perflog line, no stored session, no run report among
+    # the runs' (its report, of the job scripts it wrote, is var/dry-run-report.json).
+    dry_run = '--dry-run' in sys.argv
+    take_var_for_this_run()
+    # ReFrame opens its log file in VAR before it creates any directory of its own.
+    try:
+        (paths.VAR_DIR / 'logs').mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        sys.exit(f'error: {run_lock.unusable(paths.VAR_DIR, err)}')
+    for system in systems:
+        system.setdefault('prefix', VAR)
+        system.setdefault('stagedir', f'{VAR}/stage')
+        system.setdefault('outputdir', f'{VAR}/output')
+
+    schedulers = {part.get('scheduler') for system in systems
+                  for part in system.get('partitions', [])}
+    return {
+        'systems': systems,
+        'environments': environments,
+        # Each system's own (its paper's run: modes()), for --mode and --ci-generate.
+        'modes': [{**mode, 'target_systems': [system['name']]}
+                  for system in systems for mode in modes(system['name'])],
+        'general': [{
+            **({'poll_rate_min': LOCAL_POLL_RATE_MIN} if schedulers == {'local'} else {}),
+            'topology_prefix': str(paths.TOPOLOGY_DIR),
+            'report_file': (f'{VAR}/dry-run-report.json' if dry_run
+                            else f'{VAR}/reports/run-report-{{sessionid}}.json'),
+            'check_search_path': [str(paths.CHECKS_DIR)],
+            'check_search_recursive': True,
+        }],
+        'storage': [{'enable': not dry_run, 'sqlite_db_file': f'{VAR}/results.db'}],
+        'logging': [{
+            'handlers$': [{'type': 'stream', 'name': 'stdout', 'level': 'info',
+                           'format': '%(message)s'}],
+            # debug, not debug2: ReFrame builds every record's check fields, a deprecated
+            # one through inspect.stack(), and debug2 records are most of them (a dry run
+            # of TSUBAME's 663 test cases: 9,400 of 22,000 records).
+            'handlers': [{**_log_file(), 'type': 'file', 'level': 'debug',
+                          'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s',
+                          'append': False}],
+            'handlers_perflog': [] if dry_run else [{
+                'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
+                'basedir': f'{VAR}/perflogs', 'level': 'info', 'append': True,
+                'format': PERFLOG_FORMAT, 'format_perfvars': PERFLOG_VARIABLE_FORMAT,
+            }],
+        }],
+    }

@@ -1,0 +1,126 @@
+"""The testbed's daemons as processes: started detached with their PID recorded (spawn), found
+again by PID and start time so that a PID the kernel reused is never taken for ours
+(recorded, found_running, belongs_to), waited for (wait_for), and commands run in the
+testbed's environment (run_command)."""
+import os
+import subprocess
+import time
+from pathlib import Path
+
+
+class TestbedError(RuntimeError):
+    pass
+
+
+def alive(pid):
+    """True when `pid` is a running process (a zombie has ended)."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return fp.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def start_time(pid):
+    """When `pid` started (clock ticks since boot): with the PID, a process's identity (a
+    PID alone may have been reused by an unrelated process)."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return int(fp.read().rsplit(')', 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def belongs_to(pid, layout):
+    """True when `pid` is a daemon of the testbed in `layout`, by what it is: its command
+    line names the state directory (munged, MariaDB), or its environment names its
+    slurm.conf (every Slurm daemon's SLURM_CONF)."""
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as fp:
+            argv = fp.read().split(b'\0')
+        with open(f'/proc/{pid}/environ', 'rb') as fp:
+            environ = fp.read().split(b'\0')
+    except OSError:
+        return False
+
+    root = str(layout.root).encode()
+    return (any(arg.startswith(b'--') and root + b'/' in arg for arg in argv)
+            or f'SLURM_CONF={layout.slurm_conf}'.encode() in environ)
+
+
+def recorded(layout):
+    """{daemon: pid} of the processes this testbed started that still run: a PID file's
+    process with the start time recorded with it (not an unrelated one that reuses the
+    PID)."""
+    found = {}
+    for pid_file in sorted(layout.run.glob('*.pid')) if layout.run.exists() else []:
+        try:
+            pid, started = (int(v) for v in pid_file.read_text().split()[:2])
+        except ValueError:
+            continue
+        if alive(pid) and start_time(pid) == started:
+            found[pid_file.stem] = pid
+
+    return found
+
+
+def parent_pid(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return int(fp.read().rsplit(')', 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def found_running(layout):
+    """{name: pid} of the testbed's daemons found by what they are (belongs_to), whether
+    or not their PID files still exist (the state directory removed while they ran). A
+    daemon's own children (slurmctld's slurmscriptd) end with it and are left out."""
+    found = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit() and int(entry) != os.getpid() and belongs_to(int(entry), layout):
+            try:
+                with open(f'/proc/{entry}/comm') as fp:
+                    name = fp.read().strip()
+            except OSError:
+                continue
+            found[f'{name}[{entry}]'] = int(entry)
+
+    pids = set(found.values())
+    return {name: pid for name, pid in found.items() if parent_pid(pid) not in pids}
+
+
+def spawn(layout, name, argv, user=None):
+    """Start `argv` in the foreground of its own session, its output in log/<name>.out, and
+    record its PID; returns the Popen."""
+    out = open(layout.log / f'{name}.out', 'ab')
+    # The daemon itself as `user` (no runuser in between): the recorded PID is the daemon's.
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=environment(layout),
+                            user=user, group=user, extra_groups=[] if user else None)
+    layout.pid_file(name).write_text(f'{proc.pid} {start_time(proc.pid)}\n')
+    return proc
+
+
+def environment(layout):
+    return dict(os.environ, SLURM_CONF=str(layout.slurm_conf))
+
+
+def wait_for(what, test, timeout=30.0, log=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if test():
+            return
+        time.sleep(0.1)
+
+    tail = ''
+    if log and Path(log).exists():
+        tail = '\n' + '\n'.join(Path(log).read_text(errors='replace').splitlines()[-15:])
+    raise TestbedError(f'{what} did not come up in {timeout:.0f} s{tail}')
+
+
+def run_command(layout, *argv, check=True):
+    done = subprocess.run(argv, capture_output=True, text=True, env=environment(layout))
+    if check and done.returncode != 0:
+        raise TestbedError(f'{" ".join(argv)} failed: {done.stderr.strip() or done.stdout}')
+    return done

@@ -1,0 +1,382 @@
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpcbench.core import node, paths
+from hpcbench.stack import bootstrap, mpi_stacks, spack
+from conftest import ROOT, needs_root, requires_spack, run_reframe
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    """No Spack anywhere and a clone that cannot succeed (no network needed to fail)."""
+    cache = tmp_path / 'cache'
+    monkeypatch.setenv('HPCBENCH_CACHE', str(cache))
+    monkeypatch.delenv('SPACK_ROOT', raising=False)
+    monkeypatch.delenv('HPCBENCH_SPACK_PACKAGES', raising=False)
+    monkeypatch.setenv('HPCBENCH_SPACK_URL', f'file://{tmp_path}/no-such-repo')
+    monkeypatch.setenv('HPCBENCH_SPACK_PACKAGES_URL', f'file://{tmp_path}/no-such-repo')
+    return cache
+
+
+def test_spack_is_found_from_spack_root(tmp_path, monkeypatch):
+    (tmp_path / 'spack' / 'bin').mkdir(parents=True)
+    (tmp_path / 'spack' / 'bin' / 'spack').write_text('')
+    builtin = tmp_path / 'pkgs' / 'repos' / 'spack_repo' / 'builtin'
+    builtin.mkdir(parents=True)
+    (builtin / 'repo.yaml').write_text('')
+    monkeypatch.setenv('SPACK_ROOT', str(tmp_path / 'spack'))
+    monkeypatch.setenv('HPCBENCH_SPACK_PACKAGES', str(tmp_path / 'pkgs'))
+    assert spack.find() == spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')
+
+
+def test_no_spack_gives_one_message_and_leaves_nothing(empty_cache):
+    proc = subprocess.run([sys.executable, '-m', 'hpcbench.stack.spack', 'locate'],
+                          capture_output=True, text=True, env=os.environ.copy())
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: No Spack found')
+    assert 'export SPACK_ROOT=' in lines[0]
+    assert not empty_cache.exists()
+
+
+def test_make_install_fails_fast_without_spack(empty_cache):
+    proc = subprocess.run(['make', '--no-print-directory', 'install'], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, 'PYTHON': sys.executable})
+    assert proc.returncode != 0
+    assert 'error: No Spack found' in proc.stderr and 'SPACK_ROOT' in proc.stderr
+    assert not empty_cache.exists()
+
+
+def test_no_spack_setup_says_so_and_prepares_the_registry_only_path(empty_cache):
+    if bootstrap.missing_apt_packages(bootstrap.REGISTRY_APT_PACKAGES) and os.geteuid() != 0:
+        pytest.skip('the registry-only Debian packages are missing and we are not root')
+
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'hpcbench'),
+                           'setup'], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'No Spack found' in proc.stdout and 'registry-only path' in proc.stdout
+    openmpi = next(s for s in mpi_stacks.local_stacks() if s.name == 'openmpi')
+    assert (openmpi.bin_dir / 'mpirun').resolve() == Path('/usr/bin/mpirun.openmpi').resolve()
+    assert not (empty_cache / 'spack').exists()
+
+
+def test_hpcbench_no_spack_hides_an_existing_spack(tmp_path, monkeypatch):
+    test_spack_is_found_from_spack_root(tmp_path, monkeypatch)
+    monkeypatch.setenv('HPCBENCH_NO_SPACK', '1')
+    assert spack.find() is None
+    with pytest.raises(spack.SpackNotFound, match='HPCBENCH_NO_SPACK'):
+        spack.locate_or_clone()
+
+
+def test_isolated_environment_replaces_user_and_system_scopes(empty_cache):
+    env = spack.isolated_environment(spack.Spack(empty_cache / 's', empty_cache / 'p'),
+                                     python='/venv/bin/python')
+    assert env['SPACK_USER_CONFIG_PATH'].startswith(str(empty_cache))
+    assert env['SPACK_SYSTEM_CONFIG_PATH'].startswith(str(empty_cache))
+    assert env['SPACK_PYTHON'] == '/venv/bin/python'
+    assert 'SPACK_DISABLE_LOCAL_CONFIG' not in env
+
+
+def test_spack_config_pins_builtin_repo_and_uses_mirror_when_present(tmp_path):
+    found = spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')
+    files = bootstrap.spack_config_files(found, tmp_path / 'mirror')
+    assert files['repos.yaml'] == f'repos::\n  builtin: {found.builtin_repo}\n'
+    assert files['mirrors.yaml'] == 'mirrors: {}\n'
+    assert 'github-actions-v2: false' in files['bootstrap.yaml']
+    (tmp_path / 'mirror').mkdir()
+    files = bootstrap.spack_config_files(found, tmp_path / 'mirror', tmp_path / 'buildcache')
+    mirrors = yaml.safe_load(files['mirrors.yaml'].replace('mirrors::', 'mirrors:'))['mirrors']
+    assert mirrors == {'local': {'url': f'file://{tmp_path}/mirror', 'binary': False}}
+    # The pipeline's build cache, once a build job has created it: binaries only, unsigned.
+    (tmp_path / 'buildcache').mkdir()
+    files = bootstrap.spack_config_files(found, tmp_path / 'mirror', tmp_path / 'buildcache')
+    mirrors = yaml.safe_load(files['mirrors.yaml'].replace('mirrors::', 'mirrors:'))['mirrors']
+    assert mirrors['buildcache'] == {'url': f'file://{tmp_path}/buildcache', 'source': False,
+                                     'signed': False}
+
+
+def test_each_mpi_prefix_is_its_own(empty_cache):
+    stacks = {s.name: s for s in mpi_stacks.local_stacks()}
+    # and an installed MVAPICH2, when this machine has one (test_mvapich2.py)
+    assert list(stacks)[:3] == ['openmpi', 'mpich', 'intelmpi']
+    ompi = stacks['openmpi'].links()
+    assert ompi['bin/mpicc'] == '/usr/bin/mpicc.openmpi'
+    assert ompi['include'].endswith('/openmpi/include')
+    mpich = stacks['mpich'].links()
+    assert mpich['bin/mpicc'] == '/usr/bin/mpicc.mpich'
+    assert mpich['lib/libmpi.so'].endswith('/libmpich.so')
+    impi = stacks['intelmpi']
+    assert impi.bin_dir == impi.prefix / 'mpi' / '2021.17' / 'bin'
+    assert set(impi.links()) >= {'mpi/2021.17/lib/release', 'mpi/2021.17/libfabric/lib'}
+    assert impi.run_env['I_MPI_ROOT'] == str(impi.bin_dir.parent)
+
+
+@pytest.mark.parametrize('debian_version, upstream', [('0.3.21+ds-4', '0.3.21'),
+                                              ('20220903-3', '20220903'),
+                                              ('1:2.4.7-5', '2.4.7')])
+def test_debian_versions_become_upstream_versions(debian_version, upstream):
+    from hpcbench.stack import debian
+    assert debian.upstream_version(debian_version) == upstream
+
+
+@pytest.mark.parametrize('recipe, pattern', [
+    ('dgemm_rate', r'^    source_file = "(.+)"\n    source_sha256 = "([0-9a-f]{64})"$'),
+    ('mpi_startup', r'^    source_file = "(.+)"\n    source_sha256 = "([0-9a-f]{64})"$'),
+    ('stream', r'^    streaming_stores = \(\n        "(.+)",\n        "([0-9a-f]{64})",\n'),
+])
+def test_own_sources_beside_a_recipe_have_the_checksum_it_records(recipe, pattern):
+    """Spack would refuse to install them otherwise (own_source.verified_own_source)."""
+    import hashlib
+    import re
+    directory = ROOT / 'packages' / 'spack_repo' / 'hpcbench' / 'packages' / recipe
+    source, recorded = re.search(pattern, (directory / 'package.py').read_text(), re.M).groups()
+    assert hashlib.sha256((directory / source).read_bytes()).hexdigest() == recorded
+
+
+def test_the_two_systems_on_this_machine_concretize_from_the_same_inputs(tmp_path):
+    """local and testbed differ only in comments and in their node's host.yaml: the same
+    host.yaml means the same concretization key (one concretization serves both, and any
+    later clone); another host.yaml, another key."""
+    found = spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')   # no git: no commits
+    keys = {}
+    for system, ntimes in (('local', 20), ('testbed', 20), ('other', 10)):
+        env = tmp_path / system
+        env.mkdir()
+        source = 'local' if system == 'other' else system
+        (env / 'spack.yaml').write_text((paths.SPACK_ENVS_DIR / source / 'spack.yaml').read_text())
+        (env / 'host.yaml').write_text(
+            f'definitions:\n- stream_specs: [stream stream_array_size=16777216 ntimes={ntimes}]\n')
+        keys[system] = bootstrap.concretization_key(bootstrap.concretization_inputs(env), found)
+    assert keys['local'] == keys['testbed'] != keys['other']
+
+
+def _spack_copy(directory, recipe='class Zlib(Package):\n    version("1.3.1")\n'):
+    """A Spack and spack-packages as files (not git checkouts): the version, the
+    concretizer, the default configuration and one recipe."""
+    spack_dir, packages = directory / 'spack', directory / 'spack-packages'
+    files = {spack_dir / 'lib/spack/spack/__init__.py': '__version__ = "1.1.0"\n',
+             spack_dir / 'lib/spack/spack/solver/concretize.lp': '% rules\n',
+             spack_dir / 'etc/spack/defaults/concretizer.yaml': 'concretizer: {}\n',
+             packages / 'repos/spack_repo/builtin/packages/zlib/package.py': recipe}
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return spack.Spack(spack_dir, packages)
+
+
+def test_a_concretization_is_keyed_by_spacks_files_not_its_commits(tmp_path):
+    """Two copies that are not git checkouts have no commit: the key is their content.
+    The same files share a lock; a changed recipe or concretizer does not (issue 22)."""
+    env = tmp_path / 'env'
+    env.mkdir()
+    (env / 'spack.yaml').write_text((paths.SPACK_ENVS_DIR / 'local' / 'spack.yaml').read_text())
+    (env / 'host.yaml').write_text('definitions: []\n')
+    inputs = bootstrap.concretization_inputs(env)
+
+    def key(found):
+        return bootstrap.concretization_key(inputs, found)
+
+    first = _spack_copy(tmp_path / 'a')
+    assert first.commits() == ('', '')
+    same = _spack_copy(tmp_path / 'b')
+    # Python's byte-code caches and Spack's own tests are not inputs.
+    cache = same.root / 'lib/spack/spack/__pycache__/solver.cpython-311.pyc'
+    cache.parent.mkdir()
+    cache.write_bytes(b'\0')
+    assert key(first) == key(same)
+    newer_recipe = _spack_copy(tmp_path / 'c', 'class Zlib(Package):\n    version("1.3.2")\n')
+    assert key(newer_recipe) != key(first)
+    other_rules = _spack_copy(tmp_path / 'd')
+    (other_rules.root / 'lib/spack/spack/solver/concretize.lp').write_text('% other rules\n')
+    assert key(other_rules) != key(first)
+
+
+def test_a_comment_in_an_included_yaml_keeps_the_lock_and_a_value_does_not(tmp_path,
+                                                                         monkeypatch):
+    """Issue 22: a changed comment in this-machine.yaml or host.yaml is no new input (it
+    cost a 13-minute concretization); a changed setting is."""
+    for name, where in (('PROJECT_ROOT', ''), ('SPACK_ENVS_DIR', 'spack-envs'),
+                        ('PACKAGES_REPO_DIR', 'packages/a'),
+                        ('HOST_PACKAGES_REPO_DIR', 'packages/b')):
+        monkeypatch.setattr(paths, name, tmp_path / where)
+    env = tmp_path / 'spack-envs' / 'local'
+    env.mkdir(parents=True)
+    (tmp_path / 'packages').mkdir()
+    (env / 'spack.yaml').write_text((ROOT / 'spack-envs' / 'local' / 'spack.yaml').read_text())
+    (env / 'host.yaml').write_text('definitions: []\n')
+    shared = (ROOT / 'spack-envs' / 'this-machine.yaml').read_text()
+    machine = tmp_path / 'spack-envs' / 'this-machine.yaml'
+    machine.write_text(shared)
+    found = _spack_copy(tmp_path / 'spack')
+    inputs = bootstrap.concretization_inputs(env)
+    before = bootstrap.concretization_key(inputs, found)
+    machine.write_text('# a note\n' + shared.replace('unify: false', 'unify: false  # why'))
+    (env / 'host.yaml').write_text('# written by hpcbench\ndefinitions:   []\n')
+    assert bootstrap.concretization_key(inputs, found) == before
+    machine.write_text(shared.replace('unify: false', 'unify: true'))
+    assert bootstrap.concretization_key(inputs, found) != before
+    machine.write_text('concretizer: [unclosed\n')
+    with pytest.raises(bootstrap.BootstrapError, match=r'this-machine\.yaml is not valid YAML'):
+        bootstrap.concretization_key(inputs, found)
+
+
+def test_a_spack_yaml_with_a_syntax_error_is_named_in_one_message(tmp_path):
+    env = tmp_path / 'local'
+    env.mkdir()
+    text = (paths.SPACK_ENVS_DIR / 'local' / 'spack.yaml').read_text()
+    (env / 'spack.yaml').write_text(text.replace('specs:', 'specs: [unclosed', 1))
+    (env / 'host.yaml').write_text('definitions: []\n')
+    found = spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')
+    with pytest.raises(bootstrap.BootstrapError,
+                       match=rf'^{re.escape(str(env / "spack.yaml"))} is not valid YAML: '):
+        bootstrap.concretization_key(bootstrap.concretization_inputs(env), found)
+
+
+def test_missing_debian_packages_are_named_and_not_root_gets_the_command(monkeypatch):
+    from hpcbench.stack import debian
+    assert debian.missing(['coreutils', 'no-such-package-hpcbench']) == \
+        ['no-such-package-hpcbench']
+    assert debian.missing([]) == []
+    monkeypatch.setattr(os, 'geteuid', lambda: 1000)
+    with pytest.raises(debian.MissingPackages,
+                       match=r'as root run: apt-get update && apt-get install -y '
+                             r'--no-install-recommends no-such-package-hpcbench$'):
+        debian.ensure(['coreutils', 'no-such-package-hpcbench'])
+
+
+def test_a_node_too_small_for_streams_rule_loses_stream_not_the_set_up(capsys):
+    # This VM reports its host's 480 MiB L3: 4x that in three arrays is 5.6 GiB, more than
+    # half of an emulated testbed node's 7.8 GiB.
+    small = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=480 * 2**20,
+                      memory_bytes=int(7.8 * 2**30), clock_hz=2.6e9, flops_per_cycle=32)
+    config = bootstrap.host_config([], {}, small, 'testbed')
+    assert config['definitions'][:2] == [{'stream_specs': []}, {'mpis': []}]
+    assert 'testbed: STREAM is not built: STREAM needs 3 arrays of 251658240 elements' \
+        in capsys.readouterr().out
+    roomy = dataclasses.replace(small, memory_bytes=24 * 2**30)
+    assert bootstrap.host_config([], {}, roomy)['definitions'][:2] == [
+        {'stream_specs': ['stream stream_array_size=251658240 ntimes=20']}, {'mpis': []}]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='holding the dpkg lock and running apt need root')
+def test_apt_waits_a_bounded_time_for_a_held_dpkg_lock_then_says_why(monkeypatch, tmp_path):
+    """Another apt (unattended upgrades) holds the dpkg lock: a package the report's browser
+    needs cannot be installed. One clear error, after a bounded wait; the report goes on
+    without a browser."""
+    import time
+    from hpcbench.report import browser
+    from hpcbench.stack import debian
+    # Held by another process, as apt holds it (fcntl locks of one process do not block
+    # that process's children; apt runs as a child of this one).
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import fcntl, sys, time\n'
+         'fps = [open(p, "w") for p in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")]\n'
+         '[fcntl.lockf(fp, fcntl.LOCK_EX) for fp in fps]\nprint("held", flush=True)\n'
+         'time.sleep(120)'], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        monkeypatch.setattr(browser, 'PACKAGES', ('hpcbench-no-such-package',))
+        monkeypatch.setattr(debian, 'LOCK_TIMEOUT', 3)
+        start = time.monotonic()
+        with pytest.raises(browser.BrowserUnavailable, match='could not install '
+                                                             'hpcbench-no-such-package: '):
+            browser.ensure()
+        assert time.monotonic() - start < 60
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _installed_hash(found, spec):
+    done = subprocess.run([str(found.executable), '-e', str(paths.SPACK_ENVS_DIR / 'local'),
+                           'find', '--format', '{hash}', spec], capture_output=True, text=True,
+                          env={**os.environ, **spack.isolated_environment(found)}, check=True)
+    return done.stdout.split()
+
+
+@requires_spack
+def test_what_an_install_builds_is_kept_as_binaries_and_nothing_else_pushes(
+        installed, tmp_path, monkeypatch):
+    """A real build (one of the environment's, removed first) is pushed to the build cache
+    by the install that made it; an install with nothing to do pushes nothing."""
+    found = spack.find()
+    buildcache = tmp_path / 'buildcache'
+    monkeypatch.setenv('HPCBENCH_BUILDCACHE', str(buildcache))
+    try:
+        bootstrap.install_environment(found)
+        assert not buildcache.exists()
+
+        [removed] = _installed_hash(found, 'mpi-startup ^openmpi')
+        bootstrap.run_spack(found, 'uninstall', '-y', f'/{removed}', quiet=True)
+        bootstrap.install_environment(found)
+        assert _installed_hash(found, 'mpi-startup ^openmpi') == [removed]
+        pushed = {p.name for p in buildcache.rglob('*.spec.manifest.json')}
+        assert any(removed in name for name in pushed), sorted(pushed)
+        # Every build of the environment, not only the one just made (OpenBLAS among them).
+        assert any(name.startswith('openblas-') for name in pushed), sorted(pushed)
+    finally:
+        monkeypatch.delenv('HPCBENCH_BUILDCACHE')
+        bootstrap.write_spack_config(found)
+
+
+@requires_spack
+@needs_root
+def test_a_build_cache_that_cannot_be_written_is_said_and_the_set_up_goes_on(
+        installed, tmp_path, monkeypatch, mounted, capsys):
+    found = spack.find()
+    source = tmp_path / 'source'
+    source.mkdir()
+    readonly = mounted('--bind', '-o', 'ro', str(source))
+    monkeypatch.setenv('HPCBENCH_BUILDCACHE', str(readonly))
+    try:
+        bootstrap.keep_as_binaries(found, 'local')
+    finally:
+        monkeypatch.delenv('HPCBENCH_BUILDCACHE')
+        bootstrap.write_spack_config(found)
+    said = capsys.readouterr().out
+    assert f'builds not kept as binaries ({readonly})' in said
+    assert not list(source.iterdir())
+
+
+def _startup_build_script(var):
+    script, = (var / 'output' / 'local' / 'default' / 'openmpi').glob(
+        'MpiStartupBuild_*/rfm_build.sh')
+    return script.read_text()
+
+
+@requires_spack
+def test_a_build_located_once_is_taken_from_there_while_it_is_installed(installed, tmp_path):
+    """Issue 22: each build fixture started Spack to locate its build, every run (84 s of a
+    warm make run). Spack's answer is remembered per lock; a second run does not start
+    Spack for it; a remembered prefix that is gone, or a store that is not JSON, is asked
+    of Spack again."""
+    var = tmp_path / 'var'
+    env = {'HPCBENCH_VAR': str(var)}
+
+    def run():
+        proc = run_reframe('-r', '-n', 'MpiStartupCheck', '-p', 'openmpi$', env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        return _startup_build_script(var)
+
+    assert ' location -i ' in run()
+    store, = (var / 'spack-locations').glob('*.json')
+    prefix, = json.loads(store.read_text()).values()
+    remembered = run()
+    assert 'spack -e' not in remembered and f'echo {prefix} > ' in remembered
+
+    store.write_text(json.dumps({spec: str(tmp_path / 'gone') for spec in
+                                 json.loads(store.read_text())}))
+    assert ' location -i ' in run()
+    assert list(json.loads(store.read_text()).values()) == [prefix]
+    store.write_text('{not json')
+    assert ' location -i ' in run()
+    assert list(json.loads(store.read_text()).values()) == [prefix]

@@ -1,0 +1,268 @@
+"""The Slurm testbed (hpcbench.stack.testbed): its configuration, and a real cluster started,
+used, started again and stopped on this machine (the daemons start in seconds)."""
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, run_reframe
+from hpcbench.stack import bootstrap, spack, testbed, testbed_processes
+
+
+def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
+    # Two sockets of four cores with two threads each.
+    processor = {'num_cpus': 16, 'num_sockets': 2, 'num_cpus_per_socket': 8,
+                 'num_cpus_per_core': 2}
+    conf = testbed.slurm_conf(testbed.Layout(tmp_path), 4, processor, 6000, 'vm')
+    assert 'NodeName=n[1-4] NodeHostname=vm NodeAddr=127.0.0.1 Port=17001-17004 CPUs=16 ' \
+           'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000' in conf
+    assert 'AccountingStorageType=accounting_storage/slurmdbd' in conf
+    assert 'ProctrackType=proctrack/linuxproc' in conf and 'TmpFS=/tmp/slurm-%n' in conf
+
+
+def test_a_testbed_of_no_nodes_is_refused(tmp_path):
+    with pytest.raises(testbed.TestbedError, match='at least one node'):
+        testbed.start(0, tmp_path)
+
+
+def test_a_second_testbed_beside_a_running_one_is_refused(cluster, tmp_path):
+    with pytest.raises(testbed.TestbedError, match='already in use: another testbed'):
+        testbed.start(1, tmp_path / 'other')
+
+
+def test_stop_never_kills_a_process_that_only_reuses_a_recorded_pid(tmp_path):
+    # The stand-in: an unrelated process holds the PID a (dead) daemon's file names, as after
+    # a reboot or PID wrap-around; its start time is not the recorded one.
+    layout = testbed.Layout(tmp_path)
+    layout.run.mkdir(parents=True)
+    unrelated = subprocess.Popen(['sleep', '300'])
+    try:
+        started = testbed_processes.start_time(unrelated.pid)
+        layout.pid_file('slurmctld').write_text(f'{unrelated.pid} {started - 100}\n')
+        assert testbed_processes.recorded(layout) == {}
+        assert testbed.stop(tmp_path, timeout=2) == []
+        assert unrelated.poll() is None
+        # With the start time it was recorded with, it is the daemon.
+        layout.pid_file('slurmctld').write_text(f'{unrelated.pid} {started}\n')
+        assert testbed_processes.recorded(layout) == {'slurmctld': unrelated.pid}
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+
+
+def test_stop_finds_the_daemons_of_a_removed_state_directory_by_what_they_are(tmp_path):
+    # Stand-ins for a slurmd and munged whose state directory (var/testbed) was removed
+    # while they ran: found by their environment's slurm.conf and their command line.
+    root = tmp_path / 'testbed'
+    layout = testbed.Layout(root)
+    slurmd = subprocess.Popen(['sleep', '300'], env={**os.environ,
+                                                     'SLURM_CONF': str(layout.slurm_conf)})
+    munged = subprocess.Popen(['sh', '-c', 'sleep 300; :', 'munged',
+                               f'--key-file={layout.munge}/munge.key'])
+    bystander = subprocess.Popen(['sleep', '300'])
+    try:
+        assert not root.exists()
+        stopped = testbed.stop(root, timeout=5)
+        assert len(stopped) == 2, stopped
+        slurmd.wait(timeout=10)
+        munged.wait(timeout=10)
+        assert bystander.poll() is None
+    finally:
+        for proc in (slurmd, munged, bystander):
+            proc.kill()
+            proc.wait()
+
+
+def _daemons_alive(pids):
+    return [p for p in pids if testbed_processes.alive(p)]
+
+
+def _new_root():
+    """A state directory for a testbed of the test's own (as root only)."""
+    if os.geteuid() != 0:
+        pytest.skip('the testbed runs its daemons as root')
+    # Not under pytest's 0700 tmp: munge and mysql must reach their directories.
+    root = Path(tempfile.mkdtemp(prefix='hpcbench-testbed-'))
+    root.chmod(0o755)
+    return root
+
+
+@pytest.fixture
+def cluster():
+    root = _new_root()
+    layout = testbed.start(3, root)
+    yield layout
+    testbed.stop(root)
+    shutil.rmtree(root)
+
+
+def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(cluster):
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
+    first = testbed_processes.recorded(cluster)
+    assert set(first) == testbed.expected_daemons(3)
+    # Each recorded PID is the daemon itself (munged runs as munge, not under runuser).
+    assert open(f'/proc/{first["munged"]}/comm').read().strip() == 'munged'
+    assert os.stat(f'/proc/{first["munged"]}').st_uid == pwd.getpwnam('munge').pw_uid
+    assert testbed.idle_nodes(cluster) == 3
+
+    # A second start while it runs changes nothing.
+    assert testbed.start(3, cluster.root) == cluster
+    assert testbed_processes.recorded(cluster) == first
+    with pytest.raises(testbed.TestbedError, match='runs with 3 nodes'):
+        testbed.start(2, cluster.root)
+
+    job = subprocess.run(['sbatch', '-W', '-N', '2', '-n', '2', '-o', '/dev/null', '--wrap',
+                          'srun printenv SLURMD_NODENAME'], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.split()[-1]
+    # slurmctld hands the finished job to slurmdbd on its own time: ask until it is there.
+    for _ in range(150):
+        acct = subprocess.run(['sacct', '-n', '-X', '-j', job_id, '-o', 'State,NodeList%20'],
+                              env=env, capture_output=True, text=True).stdout.split()
+        if acct == ['COMPLETED', 'n[1-2]']:
+            break
+        time.sleep(0.2)
+    assert acct == ['COMPLETED', 'n[1-2]']
+
+    stopped = testbed.stop(cluster.root)
+    assert set(stopped) == set(first)
+    assert stopped[-1] == 'munged' and stopped[:3] == ['slurmd-n1', 'slurmd-n2', 'slurmd-n3']
+    assert _daemons_alive(first.values()) == []
+    assert testbed_processes.recorded(cluster) == {}
+    # Nothing the testbed started is left running (zombies of munged are not processes).
+    leftovers = subprocess.run(['pgrep', '-f', str(cluster.root)], capture_output=True,
+                               text=True).stdout.split()
+    assert _daemons_alive(int(p) for p in leftovers) == []
+
+
+# A PMIx client (Slurm's libpmix through ctypes: no compiler, no MPI): rank 1 joins a fence
+# without data 2 s late; each rank prints how long the fence held it.
+_LATE_FENCE = """
+import ctypes, time
+pmix = ctypes.CDLL('libpmix.so.2')
+class Proc(ctypes.Structure):
+    _fields_ = [('nspace', ctypes.c_char * 256), ('rank', ctypes.c_uint32)]
+me = Proc()
+assert pmix.PMIx_Init(ctypes.byref(me), None, ctypes.c_size_t(0)) == 0
+if me.rank == 1:
+    time.sleep(2)
+start = time.monotonic()
+rc = pmix.PMIx_Fence(None, ctypes.c_size_t(0), None, ctypes.c_size_t(0))
+print(f'rank={me.rank} rc={rc} fence_s={time.monotonic() - start:.3f}', flush=True)
+pmix.PMIx_Finalize(None, ctypes.c_size_t(0))
+"""
+
+
+def test_a_fence_across_emulated_nodes_waits_for_the_last_node(cluster):
+    """A PMIx fence spans the emulated nodes: rank 0 (n1) waits for rank 1 (n2), 2 s late.
+    Slurm's default fences without data by a tree, which on nodes sharing one host completed
+    on each node at once (SLURM_PMIX_FENCE=mixed brings that back: the fault, injected): so
+    did MPI_Init's closing barrier, and now and then a peer's first message reached rank 0
+    of an Open MPI job before its handlers did (SIGSEGV in MPI_Init, seen in CI's HPL)."""
+    def fence_seconds(**extra):
+        job = subprocess.run(['srun', '-N', '2', '-n', '2', '-t', '1', sys.executable, '-c',
+                              _LATE_FENCE], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, 'SLURM_CONF': str(cluster.slurm_conf),
+                                  **extra})
+        assert job.returncode == 0, job.stdout + job.stderr
+        held = dict(re.findall(r'rank=(\d) rc=0 fence_s=([\d.]+)', job.stdout))
+        assert set(held) == {'0', '1'}, job.stdout + job.stderr
+        return float(held['0'])
+
+    assert 'PMIxCollFence=ring' in cluster.mpi_conf.read_text()
+    assert fence_seconds() > 1.5
+    assert fence_seconds(SLURM_PMIX_FENCE='mixed') < 1.0, (
+        "Slurm's tree fence now holds across emulated nodes: mpi.conf's ring may go")
+
+
+def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():
+    """Jobs of a pipeline may each start the testbed at the same moment: one starts it, the
+    others find it running; then one stop ends every daemon."""
+    root = _new_root()
+    env = dict(os.environ, HPCBENCH_TESTBED_DIR=str(root))
+    starts = [subprocess.Popen([str(BIN / 'python'), '-m', 'hpcbench.stack.testbed',
+                                'start', '--nodes', '2'], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    try:
+        results = [(p.wait(timeout=120), p.stderr.read()) for p in starts]
+        assert [code for code, _ in results] == [0] * 4, results
+        running = testbed_processes.recorded(testbed.Layout(root))
+        assert set(running) == testbed.expected_daemons(2)
+        # One munged and one MariaDB (the daemons naming the directory), the recorded ones.
+        mine = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
+        assert sorted(_daemons_alive(int(p) for p in mine.stdout.split())) == \
+            sorted([running['munged'], running['mariadb']])
+    finally:
+        testbed.stop(root)
+    left = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
+    assert _daemons_alive(int(p) for p in left.stdout.split()) == []
+    shutil.rmtree(root)
+
+
+# --- The suite through Slurm (what `make test` runs of it: quick sizes, one MPI stack) -----
+ANSI = re.compile(r'\x1b\[[0-9;]*m')
+
+
+@pytest.fixture
+def slurm_suite(cluster, tmp_path, monkeypatch):
+    """A 3-node testbed for the `testbed` site config, and results under tmp_path."""
+    monkeypatch.setenv('HPCBENCH_TESTBED_DIR', str(cluster.root))
+    monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
+    return tmp_path / 'var'
+
+
+def _reframe_on_testbed(*args):
+    proc = run_reframe('--system', 'testbed:srun', '-p', 'openmpi', '-r', *args,
+                       config='site-configs/testbed.py')
+    out = ANSI.sub('', proc.stdout)
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    return out
+
+
+def _ok(out, check):
+    return re.findall(rf'^\[\s+OK \] \(\s*\d+/\d+\) {check}.*@testbed:srun\+openmpi$', out, re.M)
+
+
+@pytest.mark.skipif(spack.find() is not None, reason='with a Spack the Spack-built checks run')
+def test_without_spack_hpcc_runs_through_slurm(slurm_suite):
+    out = _reframe_on_testbed('-n', 'HpccCheck', '-S', 'memory_fraction=0.002')
+    assert len(_ok(out, 'HpccCheck')) == 1
+
+
+@pytest.mark.spack
+@pytest.mark.skipif(spack.find() is None, reason='no Spack found (SPACK_ROOT or the per-user '
+                    'cache): the Spack-built checks cannot run on the testbed')
+def test_multi_node_checks_pass_through_slurm(slurm_suite):
+    found = bootstrap.bootstrap()
+    bootstrap.install_environment(found, 'testbed')
+    out = _reframe_on_testbed(
+        '-n', 'HplCheck%layout_name=per-core%num_nodes=2', '-n', 'ImbPairCheck%benchmark=PingPong',
+        '-n', 'IorCheck%pattern=file-per-process%api=posix',
+        '-S', 'HplCheck.memory_fraction=0.002', '-S', 'HplCheck.repeats=1',
+        '-S', 'IorCheck.num_nodes=2', '-S', 'IorCheck.block_size=16777216',
+        '-S', 'IorCheck.repetitions=1')
+    for check in ('HplCheck', 'ImbPairCheck', 'IorCheck'):
+        assert len(_ok(out, check)) == 1, out[-3000:]
+    # Each ran on two nodes: HPL's grid over 2 x 2 ranks, one IMB rank on each node.
+    perflogs = slurm_suite / 'perflogs' / 'testbed' / 'srun'
+    assert re.search(r'\|inputs=N=\d+ NB=\d+ P=2 Q=2 per-core.* nodes=2 ',
+                     (perflogs / 'HplCheck.log').read_text())
+    assert 'placement=2 node(s) x 1 rank(s)' in (perflogs / 'ImbPairCheck.log').read_text()
+    assert '(2 node(s) x 2)' in (perflogs / 'IorCheck.log').read_text()
+
+    # Node screening once on every node (ReFrame's --distribute, as `make screen`): three
+    # jobs, one per node. (Not STREAM: where a VM reports its host's whole LLC, STREAM's
+    # arrays do not fit an emulated node's share of the memory, and it is refused.)
+    out = _reframe_on_testbed('-n', 'HplNodeScreen', '--distribute=all',
+                              '-S', 'HplNodeScreen.memory_fraction=0.002')
+    assert len(_ok(out, 'HplNodeScreen')) == 3, out[-3000:]
+    nodes = re.findall(r'^\[\s+OK \] .*HplNodeScreen .*%\.nid=(n\d) ', out, re.M)
+    assert sorted(nodes) == ['n1', 'n2', 'n3']
