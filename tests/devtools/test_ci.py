@@ -150,7 +150,7 @@ def test_gitlab_ci_local_validates_the_pipeline_and_lists_each_sources_jobs():
 
 def test_gitlab_ci_local_runs_the_lint_job():
     # The unit-tests job is `make test` itself, and the testbed jobs take the machine:
-    # those run in `make gitlab-ci-local` (ci/README.md).
+    # those run in `make gitlab-ci-local` (docs/testbed-and-ci.md).
     done = _gitlab_ci_local('--job', 'lint')
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert re.search(r'^\s*PASS\s+lint\s*$', re.sub(r'\x1b\[[0-9;]*m', '', done.stdout), re.M)

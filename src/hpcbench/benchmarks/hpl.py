@@ -1,4 +1,5 @@
-"""HPL: inputs derived from the machine, the HPL.dat file, and parsing HPL's output.
+"""HPL: inputs derived from the machine and the HPL.dat file (its output: hpl_output; the
+tuning sweep: hpl_sweep; quick mode's size chosen in the job: hpl_quick_size).
 
 Shared by the HPL checks and the HPCC check (whose hpccinf.txt is an HPL.dat plus PTRANS
 lines). The rules come from the papers:

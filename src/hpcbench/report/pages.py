@@ -9,8 +9,10 @@ and a Markdown summary built from ReFrame's results database.
 - the provenance each result carries (hpcbench.stack.provenance): session extras and the
   build, inputs and node of every test case.
 
-Everything here works on data (sessions as `reframe --describe-stored-sessions` prints
-them); `from_database` fetches them.
+This module writes them (write: index.html, summary.md and plots/ into a directory that is
+the report's or empty; from_database: the sessions fetched first); hpcbench.report.contents
+makes their rows, markdown_summary and html_page their text. Everything but from_database
+works on data (sessions as `reframe --describe-stored-sessions` prints them).
 """
 import datetime
 import itertools

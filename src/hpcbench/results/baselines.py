@@ -34,7 +34,7 @@ def better(variable, unit):
     return 'lower' if unit in SMALLER_IS_BETTER_UNITS else 'higher'
 
 
-# A baseline figure's bound (the rule README states): its runs' 5th percentile less MARGIN
+# A baseline figure's bound (the rule docs/results.md states): its runs' 5th percentile less MARGIN
 # for a figure that should be high (95th percentile plus MARGIN for one that should be
 # low), as a fraction of their median. From fewer than BASELINE_SESSIONS sessions the
 # spread between sessions (phases of the machine) is unknown: the bound is a guess, at

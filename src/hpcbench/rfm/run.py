@@ -18,17 +18,29 @@ from hpcbench.rfm.plugins import CheckedInputs, Provenance, QuietNode, Samples, 
 
 class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, QuietNode, Provenance,
                    Samples):
-    """What every benchmark check is, and what it may rely on:
+    """What every benchmark check is. A check deriving from it defines:
 
-    - its program comes from a `build` fixture (a BenchmarkBuild: Spack's or a registry's);
-    - the numeric inputs it declares in `input_kinds` are checked in setup (CheckedInputs);
-    - its job checks that the node is quiet before the launch and fails when its exit status
-      is not 0 (QuietNode);
-    - its figures carry their provenance (Provenance) and, where the job measured a figure
-      several times, its values and how they were aggregated (Samples);
-    - a case whose figures do not depend on the MPI stack says so (`depends_on_stack`), and
-      quick mode runs it on the first stack only (StackCoverage).
-    Checks that launch MPI ranks mix in SiteTuning too."""
+    - in its class body: `build`, a fixture of a BenchmarkBuild (hpcbench.rfm.build: Spack's
+      build or a registry's program), `valid_systems`, `valid_prog_environs`, and in
+      `input_kinds` the numeric inputs a user may set with -S ({name: 'positive', ...});
+    - by the end of setup: its job (executable, options, tasks, input files) from its pure
+      module in hpcbench.benchmarks; `depends_on_stack()` False for a case whose figures no
+      MPI stack changes;
+    - a `@sanity_function` and `@performance_function`s that delegate to that module, with
+      record_samples() and record_aggregation() where its job measured a figure several
+      times.
+
+    What it gets, phase by phase:
+
+    - setup: inputs refused in one message before anything runs (CheckedInputs); the
+      build's spec recorded (Provenance); the partition's quiet-node policy; in quick mode a
+      case no MPI stack changes skipped on all but the first stack (StackCoverage);
+    - before the run: the node's launch lock and quiet-node check first in the job
+      (QuietNode); the session's commits and the node's topology (Provenance);
+    - before sanity: the node's state as the job found it (`node_state`); a job whose exit
+      status is not 0 fails.
+
+    Checks that launch MPI ranks mix in SiteTuning (hpcbench.rfm.plugins) too."""
 
 
 class NodeCeilings(BenchmarkRun):

@@ -27,7 +27,7 @@ REGISTRY_APT_PACKAGES = ('libopenblas0-pthread', 'openmpi-bin', 'hpcc', 'numactl
 REGISTRY_MEASURES = ('HPCC from Debian on Open MPI (HPL, DGEMM, STREAM, PingPong, RandomRing) '
                      'and IMB from Intel MPI\'s PyPI wheel on intelmpi')
 NEEDS_SPACK = ('HPL (and its sweep, screening, DGEMM ceiling), STREAM, IOR, MPI start-up, '
-               'and HPCC and IMB on the other MPI stacks need a Spack: see README, '
+               'and HPCC and IMB on the other MPI stacks need a Spack: see docs/setup.md, '
                '"Using an existing Spack or a local source mirror"')
 # What the Spack environment and the checks need from Debian.
 APT_PACKAGES = (
