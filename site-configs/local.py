@@ -1,12 +1,14 @@
 """ReFrame configuration of the `local` system: whatever machine this is.
 
 One partition, the host itself: its processor topology is ReFrame's detection (cached under
-var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.stack.host). One
-environment per MPI stack this machine has (hpcbench.stack.mpi_stacks: an installed MVAPICH2 is
-found), and one per other launcher of a stack (mvapich2-rsh: MVAPICH2's mpirun_rsh, for the
-start-up check). HPL, HPCC and the DGEMM ceiling also run on the first stack with each other
-BLAS library of the machine (hpcbench.stack.blas: openmpi-blis, ...). Jobs run one at a time:
-benchmarks must not share the node.
+var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.stack.host), and its
+GPUs, where it has some, from its nvidia-smi (ReFrame's `devices`, the features `gpu` and
+`cuda`, the datasheet figures in `extras`). One environment per MPI stack this machine has
+(hpcbench.stack.mpi_stacks: an installed MVAPICH2 is found), and one per other launcher of a
+stack (mvapich2-rsh: MVAPICH2's mpirun_rsh, for the start-up check). HPL, HPCC and the DGEMM
+ceiling also run on the first stack with each other BLAS library of the machine
+(hpcbench.stack.blas: openmpi-blis, ...). Jobs run one at a time: benchmarks must not share
+the node.
 """
 
 from hpcbench.core import paths
@@ -14,6 +16,8 @@ from hpcbench.rfm import site_config
 from hpcbench.stack import blas, host, mpi_stacks
 
 STACKS = mpi_stacks.local_stacks()
+# This host's GPUs, where it has some (its nvidia-smi): the partition's devices and features.
+GPU_SETTINGS, GPU_EXTRAS = site_config.accelerator_settings(host.accelerators())
 spack_extras, spack_env_vars = site_config.spack_partition_settings()
 ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_extras,
                                               blas.local_libraries())
@@ -33,8 +37,10 @@ site_configuration = site_config.site(
             'processor': host.processor_info('local', 'default'),
             'environs': [env['name'] for env in ENVIRONMENTS],
             'env_vars': spack_env_vars,
+            **GPU_SETTINGS,
             'extras': {
                 **host.partition_extras(),
+                **GPU_EXTRAS,
                 **spack_extras,
                 'spack_env': str(paths.SPACK_ENVS_DIR / 'local'),
                 **host.io_extras(),

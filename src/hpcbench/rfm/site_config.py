@@ -69,6 +69,18 @@ PERFLOG_VARIABLE_FORMAT = (
 )
 
 
+def accelerator_settings(accelerators):
+    """What a partition whose nodes each have `accelerators` (hpcbench.core.accelerators)
+    adds to its description: ReFrame's `devices`, its features (`gpu`, `cuda`) and its
+    extras; {} and {} for none, so that a partition without any is described as before."""
+    if not accelerators:
+        return {}, {}
+    from hpcbench.core import accelerators as facts
+    return ({'devices': facts.devices_entry(accelerators),
+             'features': facts.features(accelerators)},
+            facts.partition_extras(accelerators))
+
+
 def spack_env_dir(system):
     """The Spack environment of a system (spack-envs/<system>)."""
     return paths.SPACK_ENVS_DIR / system

@@ -5,8 +5,10 @@ Used by ``site-configs/local.py`` to describe the ``local`` partition.
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
+from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import paths
 
 # Double-precision flop per cycle per core from the widest FMA the ISA offers, assuming two
@@ -135,3 +137,14 @@ def processor_info(system='local', partition='default'):
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(info, indent=2))
     return info
+
+
+def accelerators():
+    """This host's GPUs (hpcbench.core.accelerators.detect) from its nvidia-smi, or the tool
+    HPCBENCH_NVIDIA_SMI names (a node's recorded output, in tests); [] where there is none.
+    A tool that fails is said once, and the host is described without GPUs."""
+    try:
+        return accelerator_facts.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None)
+    except (accelerator_facts.AcceleratorError, OSError) as err:
+        print(f'warning: this host is described without its GPUs: {err}', file=sys.stderr)
+        return []

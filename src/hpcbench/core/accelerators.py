@@ -1,0 +1,263 @@
+"""A node's accelerators as the checks see them: what the vendor's tool reports of each
+device (model, architecture, memory, clocks, power limit, ECC), and the figures a check
+needs that no tool reports, from the vendor's datasheet, each cited like a paper figure.
+
+- Read from `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv` (`from_query_csv`) or
+  `nvidia-smi -q -x` (`from_smi_xml`); `detect()` asks the node's nvidia-smi and finds none
+  where there is no such tool: then nothing changes and nothing is said.
+- A partition describes them as ReFrame's `devices` entry (`devices_entry`: type, arch,
+  model, num_devices) and its `extras['accelerators']` (`partition_extras`: the datasheet
+  figures and the tool's limits), so that a check reads them from the partition and never
+  from the node it is submitted from.
+- The model is not NVIDIA's alone: `vendor` and `arch` are strings (`sm_90` for NVIDIA's
+  compute capability 9.0; AMD's would be `gfx90a`), and a datasheet names what it covers.
+
+Standard library only: it runs on compute nodes too.
+"""
+import csv
+import io
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ElementTree
+from dataclasses import asdict, dataclass
+
+MIB = 1 << 20
+GB = 10 ** 9
+TERA = 10 ** 12
+
+# What the node's nvidia-smi is asked, in this order (its CSV header names them with units).
+QUERY_FIELDS = ('index', 'name', 'uuid', 'pci.bus_id', 'compute_cap', 'memory.total',
+                'clocks.max.sm', 'clocks.max.memory', 'power.limit', 'ecc.mode.current',
+                'driver_version')
+
+
+class AcceleratorError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    vendor: str                 # 'nvidia', 'amd', 'clearspeed'
+    kind: str                   # ReFrame's device type: 'gpu', or another accelerator's
+    model: str                  # as the vendor's tool names it: 'NVIDIA H200'
+    arch: str                   # 'sm_90'
+    memory_bytes: int
+    index: int = 0
+    uuid: str = ''
+    pci_bus_id: str = ''
+    max_sm_clock_hz: float = 0.0
+    max_memory_clock_hz: float = 0.0
+    power_limit_w: float = 0.0
+    ecc_enabled: bool = None    # None: not reported
+    driver_version: str = ''
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """A device's figures as its vendor publishes them, per device."""
+    model: str                  # the product, as the datasheet names it
+    fp64_flops: float           # FP64 peak, vector units
+    fp64_tensor_flops: float    # FP64 peak with tensor cores (= fp64_flops where none)
+    memory_bandwidth: float     # bytes/s
+    host_link: str              # 'PCIe 5.0 x16'
+    host_link_bandwidth: float  # bytes/s, each direction
+    power_w: float              # the datasheet's maximum board power
+    source: str                 # document and table
+
+
+# Host links, each direction: PCIe 4.0 x16 moves 32 GB/s, 5.0 x16 64 GB/s (the datasheets'
+# "64GB/s" and "128GB/s" count both directions).
+PCIE4_X16 = ('PCIe 4.0 x16', 32 * GB)
+PCIE5_X16 = ('PCIe 5.0 x16', 64 * GB)
+_A100 = ('NVIDIA A100 Tensor Core GPU datasheet (2021), table "NVIDIA A100 Tensor Core GPU '
+         'Specifications (SXM4 and PCIe Form Factors)"')
+_H100 = 'NVIDIA H100 Tensor Core GPU datasheet (2023), table "Technical Specifications"'
+_H200 = 'NVIDIA H200 Tensor Core GPU datasheet (2024), table "Technical Specifications"'
+
+# nvidia-smi's name of a model (a regular expression, matched whole) -> its datasheet.
+DATASHEETS = {
+    r'NVIDIA A100[- ]SXM4[- ]40GB': Datasheet('A100 40GB SXM', 9.7 * TERA, 19.5 * TERA,
+                                             1555 * GB, *PCIE4_X16, 400, _A100),
+    r'NVIDIA A100[- ]SXM4[- ]80GB': Datasheet('A100 80GB SXM', 9.7 * TERA, 19.5 * TERA,
+                                             2039 * GB, *PCIE4_X16, 400, _A100),
+    r'NVIDIA A100[- ]PCIE[- ]40GB': Datasheet('A100 40GB PCIe', 9.7 * TERA, 19.5 * TERA,
+                                             1555 * GB, *PCIE4_X16, 250, _A100),
+    r'NVIDIA A100 80GB PCIe': Datasheet('A100 80GB PCIe', 9.7 * TERA, 19.5 * TERA, 1935 * GB,
+                                        *PCIE4_X16, 300, _A100),
+    r'NVIDIA H100 80GB HBM3': Datasheet('H100 SXM', 34 * TERA, 67 * TERA, 3350 * GB,
+                                        *PCIE5_X16, 700, _H100),
+    r'NVIDIA H100 NVL': Datasheet('H100 NVL', 30 * TERA, 60 * TERA, 3900 * GB, *PCIE5_X16, 400,
+                                  _H100),
+    r'NVIDIA H200': Datasheet('H200 SXM', 34 * TERA, 67 * TERA, 4800 * GB, *PCIE5_X16, 700,
+                              _H200),
+    r'NVIDIA H200 NVL': Datasheet('H200 NVL', 30 * TERA, 60 * TERA, 4800 * GB, *PCIE5_X16, 600,
+                                  _H200),
+}
+
+
+def datasheet(accelerator):
+    """The datasheet of `accelerator`'s model, or None when the table has none (a check
+    then says which figure it cannot judge, and why)."""
+    return next((sheet for pattern, sheet in DATASHEETS.items()
+                 if re.fullmatch(pattern, accelerator.model.strip(), re.I)), None)
+
+
+def _number(text, what):
+    """The number of an nvidia-smi value ('143771 MiB', '1980 MHz', '700.00 W')."""
+    match = re.match(r'\s*([\d.]+)', text or '')
+    if not match:
+        raise AcceleratorError(f'nvidia-smi: {what} {text!r} is no number')
+    return float(match.group(1))
+
+
+def _arch(compute_capability, what):
+    match = re.fullmatch(r'\s*(\d+)\.(\d+)\s*', compute_capability or '')
+    if not match:
+        raise AcceleratorError(f'nvidia-smi: {what}: compute capability '
+                               f'{compute_capability!r} is not MAJOR.MINOR')
+    return f'sm_{match.group(1)}{match.group(2)}'
+
+
+def _ecc(text):
+    value = (text or '').strip().lower()
+    return {'enabled': True, 'disabled': False}.get(value)
+
+
+def from_query_csv(text):
+    """The GPUs of `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv` (the header line
+    first, each field's unit in brackets), in the tool's order."""
+    rows = [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text))
+            if any(cell.strip() for cell in row)]
+    if not rows:
+        raise AcceleratorError('nvidia-smi printed nothing')
+    header = [re.sub(r'\s*\[.*\]$', '', name) for name in rows[0]]
+    missing = [f for f in QUERY_FIELDS if f not in header]
+    if missing:
+        raise AcceleratorError(f'nvidia-smi: no {", ".join(missing)} in its header '
+                               f'{", ".join(rows[0])}')
+    gpus = []
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) != len(header):
+            raise AcceleratorError(f'nvidia-smi: line {number} has {len(row)} fields, the '
+                                   f'header {len(header)}')
+        value = dict(zip(header, row))
+        where = f'GPU {value["index"]}'
+        gpus.append(Accelerator(
+            vendor='nvidia', kind='gpu', model=value['name'],
+            arch=_arch(value['compute_cap'], where),
+            memory_bytes=int(_number(value['memory.total'], f'{where} memory')) * MIB,
+            index=int(_number(value['index'], 'index')), uuid=value['uuid'],
+            pci_bus_id=value['pci.bus_id'],
+            max_sm_clock_hz=_number(value['clocks.max.sm'], f'{where} SM clock') * 1e6,
+            max_memory_clock_hz=_number(value['clocks.max.memory'],
+                                        f'{where} memory clock') * 1e6,
+            power_limit_w=_number(value['power.limit'], f'{where} power limit'),
+            ecc_enabled=_ecc(value['ecc.mode.current']),
+            driver_version=value['driver_version']))
+    return gpus
+
+
+# The compute capability of an architecture the XML names, where it has one only (Ampere's
+# A100 is 8.0, its A10 8.6; Blackwell's B200 10.0, its consumer parts 12.0).
+ARCHITECTURE_CAPABILITY = {'Volta': '7.0', 'Hopper': '9.0'}
+
+
+def from_smi_xml(text):
+    """The GPUs of `nvidia-smi -q -x`, as from_query_csv gives them. The XML names no compute
+    capability (driver 580): it is its architecture's where that has one only, else
+    AcceleratorError asks for the CSV query."""
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as err:
+        raise AcceleratorError(f'nvidia-smi -q -x: not XML: {err}') from None
+
+    driver = root.findtext('driver_version', '')
+    gpus = []
+    for index, gpu in enumerate(root.iter('gpu')):
+        where = f'GPU {index}'
+        architecture = gpu.findtext('product_architecture', '').strip()
+        capability = ARCHITECTURE_CAPABILITY.get(architecture)
+        if not capability:
+            raise AcceleratorError(f'nvidia-smi -q -x: {where} is a {architecture or "GPU"} '
+                                   'of more than one compute capability: read it from '
+                                   f'nvidia-smi --query-gpu={",".join(QUERY_FIELDS)} '
+                                   '--format=csv')
+        gpus.append(Accelerator(
+            vendor='nvidia', kind='gpu', model=gpu.findtext('product_name', '').strip(),
+            arch=_arch(capability, where),
+            memory_bytes=int(_number(gpu.findtext('fb_memory_usage/total'),
+                                     f'{where} memory')) * MIB,
+            index=int(gpu.findtext('minor_number') or index), uuid=gpu.findtext('uuid', ''),
+            pci_bus_id=gpu.get('id', ''),
+            max_sm_clock_hz=_number(gpu.findtext('max_clocks/sm_clock'),
+                                    f'{where} SM clock') * 1e6,
+            max_memory_clock_hz=_number(gpu.findtext('max_clocks/mem_clock'),
+                                        f'{where} memory clock') * 1e6,
+            power_limit_w=_number(gpu.findtext('gpu_power_readings/current_power_limit')
+                                  or gpu.findtext('power_readings/power_limit'),
+                                  f'{where} power limit'),
+            ecc_enabled=_ecc(gpu.findtext('ecc_mode/current_ecc')),
+            driver_version=driver))
+    return gpus
+
+
+def detect(nvidia_smi=None, timeout=60):
+    """The GPUs of this node, from its nvidia-smi; [] where there is none. A tool that is
+    there and fails (a driver not loaded) is an AcceleratorError saying what it printed."""
+    tool = nvidia_smi or shutil.which('nvidia-smi')
+    if not tool:
+        return []
+    done = subprocess.run([tool, f'--query-gpu={",".join(QUERY_FIELDS)}', '--format=csv'],
+                          capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        said = ' '.join((done.stdout + done.stderr).split())[:300]
+        raise AcceleratorError(f'{tool} exited with {done.returncode}: {said}')
+    return from_query_csv(done.stdout)
+
+
+def _one_model(accelerators):
+    models = sorted({(a.vendor, a.kind, a.model, a.arch) for a in accelerators})
+    if len(models) > 1:
+        raise AcceleratorError('a node of several accelerator models ('
+                               + ', '.join(m[2] for m in models) + '): describe each as a '
+                               'partition of its own')
+    return models[0]
+
+
+def devices_entry(accelerators):
+    """ReFrame's `devices` of a partition whose nodes each have `accelerators`: [] for none."""
+    if not accelerators:
+        return []
+    _vendor, kind, model, arch = _one_model(accelerators)
+    return [{'type': kind, 'arch': arch, 'model': model, 'num_devices': len(accelerators)}]
+
+
+def partition_extras(accelerators):
+    """The partition's `extras` of its nodes' accelerators: {'accelerators': {...}} with
+    what the tool reported of one device (the least of each limit over the node's) and its
+    datasheet's figures, or {} for none. A model without a datasheet has `datasheet: None`."""
+    if not accelerators:
+        return {}
+    vendor, kind, model, arch = _one_model(accelerators)
+    sheet = datasheet(accelerators[0])
+    described = {
+        'vendor': vendor, 'kind': kind, 'model': model, 'arch': arch,
+        'count': len(accelerators),
+        'memory_bytes': min(a.memory_bytes for a in accelerators),
+        'max_sm_clock_hz': min(a.max_sm_clock_hz for a in accelerators),
+        'power_limit_w': min(a.power_limit_w for a in accelerators),
+        'ecc_enabled': all(a.ecc_enabled for a in accelerators),
+        'driver_version': accelerators[0].driver_version,
+        'datasheet': asdict(sheet) if sheet else None,
+    }
+    return {'accelerators': described}
+
+
+def features(accelerators):
+    """The partition features of its accelerators: `gpu`, and the vendor's programming
+    model (`cuda` for NVIDIA's)."""
+    if not accelerators:
+        return []
+    vendor, kind, _model, _arch = _one_model(accelerators)
+    return [kind, *{'nvidia': ['cuda'], 'amd': ['rocm']}.get(vendor, [])]

@@ -1,0 +1,137 @@
+"""A node's GPUs (hpcbench.core.accelerators) read from real nvidia-smi outputs of an H200 and
+an H100 node (tests/fixtures/gpu/), and from broken copies of them; the datasheet figures a
+check judges against; ReFrame's `devices` entry and the partition's extras."""
+import re
+import stat
+
+import pytest
+
+from conftest import FIXTURES
+from hpcbench.core import accelerators
+
+GPU = FIXTURES / 'gpu'
+
+
+def _csv(node):
+    return (GPU / node / 'nvidia-smi-query.csv').read_text()
+
+
+def _xml(node):
+    return (GPU / node / 'nvidia-smi-q.xml').read_text()
+
+
+def test_the_h200_node_s_query_gives_its_one_gpu():
+    (gpu,) = accelerators.from_query_csv(_csv('h200'))
+    assert (gpu.vendor, gpu.kind, gpu.model, gpu.arch) == ('nvidia', 'gpu', 'NVIDIA H200', 'sm_90')
+    assert gpu.memory_bytes == 143771 << 20
+    assert (gpu.max_sm_clock_hz, gpu.max_memory_clock_hz) == (1980e6, 3201e6)
+    assert (gpu.power_limit_w, gpu.ecc_enabled, gpu.driver_version) == (700.0, True, '580.159.04')
+    assert gpu.uuid.startswith('GPU-e79e4d5e') and gpu.pci_bus_id == '00000000:00:06.0'
+
+
+@pytest.mark.parametrize('node', ['h100', 'h200'])
+def test_the_xml_describes_the_same_gpu_as_the_query(node):
+    assert accelerators.from_smi_xml(_xml(node)) == accelerators.from_query_csv(_csv(node))
+
+
+@pytest.mark.parametrize('node, model, bandwidth, tensor_peak', [
+    ('h200', 'H200 SXM', 4800e9, 67e12),
+    ('h100', 'H100 SXM', 3350e9, 67e12),
+])
+def test_each_gpu_has_its_datasheet_figures_cited(node, model, bandwidth, tensor_peak):
+    (gpu,) = accelerators.from_query_csv(_csv(node))
+    sheet = accelerators.datasheet(gpu)
+    assert (sheet.model, sheet.memory_bandwidth, sheet.fp64_tensor_flops) == \
+        (model, bandwidth, tensor_peak)
+    assert sheet.fp64_flops == 34e12 and sheet.host_link == 'PCIe 5.0 x16'
+    assert sheet.host_link_bandwidth == 64e9        # each direction
+    assert 'datasheet' in sheet.source and 'Technical Specifications' in sheet.source
+
+
+@pytest.mark.parametrize('name, model', [
+    ('NVIDIA A100-SXM4-80GB', 'A100 80GB SXM'), ('NVIDIA A100-SXM4-40GB', 'A100 40GB SXM'),
+    ('NVIDIA A100 80GB PCIe', 'A100 80GB PCIe'), ('NVIDIA A100-PCIE-40GB', 'A100 40GB PCIe'),
+    ('NVIDIA H100 NVL', 'H100 NVL'), ('NVIDIA H200 NVL', 'H200 NVL'),
+])
+def test_the_a100s_and_the_other_hoppers_have_datasheets(name, model):
+    gpu = accelerators.Accelerator('nvidia', 'gpu', name, 'sm_80', 80 << 30)
+    assert accelerators.datasheet(gpu).model == model
+
+
+def test_a_model_without_a_datasheet_has_none():
+    gpu = accelerators.Accelerator('nvidia', 'gpu', 'NVIDIA GeForce RTX 4090', 'sm_89', 24 << 30)
+    assert accelerators.datasheet(gpu) is None
+    assert accelerators.partition_extras([gpu])['accelerators']['datasheet'] is None
+
+
+def test_a_partition_describes_its_gpus_for_reframe_and_the_checks():
+    gpus = accelerators.from_query_csv(_csv('h200'))
+    assert accelerators.devices_entry(gpus) == [
+        {'type': 'gpu', 'arch': 'sm_90', 'model': 'NVIDIA H200', 'num_devices': 1}]
+    assert accelerators.features(gpus) == ['gpu', 'cuda']
+    extras = accelerators.partition_extras(gpus)['accelerators']
+    assert (extras['count'], extras['power_limit_w'], extras['ecc_enabled']) == (1, 700.0, True)
+    assert extras['datasheet']['memory_bandwidth'] == 4800e9
+    # No GPU: nothing changes.
+    assert accelerators.devices_entry([]) == [] and accelerators.features([]) == []
+    assert accelerators.partition_extras([]) == {}
+
+
+def test_a_node_of_two_models_is_refused_naming_them():
+    gpus = accelerators.from_query_csv(_csv('h200')) + accelerators.from_query_csv(_csv('h100'))
+    with pytest.raises(accelerators.AcceleratorError, match='NVIDIA H100 80GB HBM3, NVIDIA H200'):
+        accelerators.devices_entry(gpus)
+
+
+def _broken_csv(old, new):
+    text = _csv('h200')
+    assert old in text
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize('text, said', [
+    ('', 'nvidia-smi printed nothing'),
+    (_broken_csv('compute_cap, ', ''), 'no compute_cap in its header'),
+    (_broken_csv(' 9.0,', ' 9,'), "compute capability '9' is not MAJOR.MINOR"),
+    (_broken_csv('143771 MiB', '[N/A]'), "GPU 0 memory '[N/A]' is no number"),
+    (_broken_csv('700.00 W', '[Not Supported]'), "power limit '[Not Supported]' is no number"),
+    (_broken_csv(', 580.159.04', ''), 'line 2 has 10 fields, the header 11'),
+])
+def test_a_broken_query_output_is_one_message(text, said):
+    with pytest.raises(accelerators.AcceleratorError, match=re.escape(said)):
+        accelerators.from_query_csv(text)
+
+
+def test_a_broken_xml_is_one_message_and_an_ambiguous_architecture_asks_for_the_query():
+    with pytest.raises(accelerators.AcceleratorError, match='not XML'):
+        accelerators.from_smi_xml(_xml('h200')[:5000])
+    ampere = _xml('h200').replace('<product_architecture>Hopper<',
+                                  '<product_architecture>Ampere<')
+    with pytest.raises(accelerators.AcceleratorError,
+                       match='GPU 0 is a Ampere of more than one compute capability: read it '
+                             'from nvidia-smi --query-gpu='):
+        accelerators.from_smi_xml(ampere)
+
+
+def _tool(tmp_path, script):
+    tool = tmp_path / 'nvidia-smi'
+    tool.write_text('#!/bin/sh\n' + script)
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return str(tool)
+
+
+def test_detect_asks_the_node_s_tool_and_finds_nothing_without_one(tmp_path):
+    fixture = GPU / 'h200' / 'nvidia-smi-query.csv'
+    tool = _tool(tmp_path, f'case "$1" in --query-gpu=*) cat "{fixture}";; *) exit 9;; esac\n')
+    assert [g.model for g in accelerators.detect(tool)] == ['NVIDIA H200']
+    # This machine has no GPU and no nvidia-smi: nothing, and nothing said.
+    assert accelerators.detect() == []
+
+
+def test_a_tool_that_fails_is_said_with_what_it_printed(tmp_path):
+    tool = _tool(tmp_path, 'echo "NVIDIA-SMI has failed because it couldn\'t communicate with '
+                           'the NVIDIA driver."; exit 9\n')
+    with pytest.raises(accelerators.AcceleratorError,
+                       match=r'exited with 9: NVIDIA-SMI has failed because it couldn\'t '
+                             'communicate with the NVIDIA driver'):
+        accelerators.detect(tool)
