@@ -1,0 +1,79 @@
+"""A GPU's power and clocks sampled during its calls (hpcbench.benchmarks.gpu_power), on the
+real traces of an H200 node (cuBLAS DGEMM on zero-filled matrices) and an H100 node (DGEMM on
+random data, copies), both 2026-11-26, and on broken copies of them."""
+import datetime
+import re
+
+import pytest
+
+from conftest import FIXTURES
+from hpcbench.benchmarks import gpu_power
+
+H200 = (FIXTURES / 'gpu' / 'h200' / 'power-during-dgemm.csv').read_text()
+H100 = (FIXTURES / 'gpu' / 'h100' / 'power-during-probe.csv').read_text()
+
+
+def test_zero_filled_matrices_ran_at_full_clock_far_below_the_power_limit():
+    samples = gpu_power.parse_trace(H200)
+    assert len(samples) == 30
+    summary = gpu_power.window(samples)
+    assert summary.power_median_w == pytest.approx(457.0, abs=0.1)
+    assert summary.sm_clock_min_hz == summary.sm_clock_max_hz == 1980e6
+    assert summary.reasons == () and summary.limited_by == ()
+
+
+def test_random_data_ran_at_the_power_limit_with_the_clock_held_down_and_says_why():
+    samples = gpu_power.parse_trace(H100)
+    calls = gpu_power.busy_samples(samples, power_w=350)
+    summary = gpu_power.window(calls)
+    assert (summary.samples, summary.power_median_w) == (31, pytest.approx(697.7, abs=0.1))
+    assert summary.sm_clock_min_hz == 1395e6 and summary.limited_by == ('sw_power_cap',)
+    # The whole trace has the idle GPU before and after too.
+    assert gpu_power.window(samples).reasons == ('gpu_idle', 'sw_power_cap')
+    # 53.8 TFLOP/s at that power: about 77 GFLOP/s per watt.
+    assert gpu_power.gflops_per_watt(53.8e12, summary.power_median_w) == \
+        pytest.approx(77.1, abs=0.1)
+
+
+def test_a_window_takes_the_samples_of_the_calls_only():
+    samples = gpu_power.parse_trace(H100)
+    start, end = samples[10].time, samples[12].time
+    assert gpu_power.window(samples, start, end).samples == 3
+    with pytest.raises(gpu_power.TraceError, match=r'no sample from .* \(sample more often\)'):
+        gpu_power.window(samples, end, start)
+
+
+def test_the_sampler_asks_for_what_the_parser_reads():
+    command = gpu_power.sampler_command('power.csv', 100)
+    assert command[1] == '--query-gpu=' + ','.join(gpu_power.QUERY_FIELDS)
+    assert command[2:] == ['--format=csv', '-lms', '100', '-f', 'power.csv']
+
+
+def test_reasons_are_named_bit_by_bit_and_an_unknown_bit_by_its_value():
+    assert gpu_power.reasons_of(0x45) == ['gpu_idle', 'sw_power_cap', 'hw_thermal_slowdown']
+    assert gpu_power.reasons_of(0x1000) == ['0x1000']
+
+
+def _broken(old, new):
+    assert old in H200
+    return H200.replace(old, new, 1)
+
+
+@pytest.mark.parametrize('text, said', [
+    ('', 'the trace is empty'),
+    (_broken('power.draw [W], ', ''), 'the trace has no power.draw'),
+    (_broken('380.47 W', '[N/A]'), "line 2: power '[N/A]' is no number"),
+    (_broken('0x0000000000000000', 'Not Active'), "line 2: clocks event reasons 'Not Active'"),
+    (_broken('2026/11/26 05:20:33.313', 'soon'), "line 2: 'soon' is no time"),
+    (_broken(', 44, 0x0000000000000000', ''), 'line 2: 4 fields, the header has 6'),
+])
+def test_a_broken_trace_is_refused_naming_its_line(text, said):
+    with pytest.raises(gpu_power.TraceError, match=re.escape(said)):
+        gpu_power.parse_trace(text)
+
+
+def test_samples_come_in_time_order():
+    lines = H200.splitlines()
+    shuffled = '\n'.join([lines[0], *reversed(lines[1:])]) + '\n'
+    times = [s.time for s in gpu_power.parse_trace(shuffled)]
+    assert times == sorted(times) and times[0] == datetime.datetime(2026, 11, 26, 5, 20, 33, 313000)
