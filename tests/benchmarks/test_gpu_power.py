@@ -60,11 +60,11 @@ def _broken(old, new):
 
 @pytest.mark.parametrize('text, said', [
     ('', 'the trace is empty'),
-    (_broken('power.draw [W], ', ''), 'the trace has no power.draw'),
+    (_broken('power.draw [W], ', ''), 'nvidia-smi: no power.draw in its header'),
     (_broken('380.47 W', '[N/A]'), "line 2: power '[N/A]' is no number"),
     (_broken('0x0000000000000000', 'Not Active'), "line 2: clocks event reasons 'Not Active'"),
     (_broken('2026/11/26 05:20:33.313', 'soon'), "line 2: 'soon' is no time"),
-    (_broken(', 44, 0x0000000000000000', ''), 'line 2: 4 fields, the header has 6'),
+    (_broken(', 44, 0x0000000000000000', ''), 'nvidia-smi: line 2 has 4 fields, the header 6'),
 ])
 def test_a_broken_trace_is_refused_naming_its_line(text, said):
     with pytest.raises(gpu_power.TraceError, match=re.escape(said)):

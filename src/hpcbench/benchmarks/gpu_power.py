@@ -13,12 +13,11 @@ Reasons"), a bit mask per sample.
 
 Standard library only: the parser runs where the trace is.
 """
-import csv
 import datetime
-import io
-import re
 import statistics
 from dataclasses import dataclass
+
+from hpcbench.core import accelerators
 
 QUERY_FIELDS = ('timestamp', 'power.draw', 'clocks.sm', 'clocks.mem', 'temperature.gpu',
                 'clocks_event_reasons.active')
@@ -33,9 +32,6 @@ EVENT_REASONS = {
 # under them is the capped GPU's, and says so.
 LIMITING = ('sw_power_cap', 'hw_slowdown', 'sw_thermal_slowdown', 'hw_thermal_slowdown',
             'hw_power_brake_slowdown')
-
-
-_SHORT = {'clocks.current.sm': 'clocks.sm', 'clocks.current.memory': 'clocks.mem'}
 
 
 class TraceError(ValueError):
@@ -58,32 +54,13 @@ def sampler_command(output, interval_ms=200, nvidia_smi='nvidia-smi'):
             '-lms', str(int(interval_ms)), '-f', output]
 
 
-def _value(text, what, line):
-    match = re.fullmatch(r'\s*(-?[\d.]+)(\s*\S+)?\s*', text)
-    if not match:
-        raise TraceError(f'line {line}: {what} {text.strip()!r} is no number')
-    return float(match.group(1))
-
-
 def parse_trace(text):
     """The samples of a trace (its header line first, as nvidia-smi writes it with
     --format=csv), in time order. A line whose values are no numbers ([N/A] where a GPU
     does not report one) is refused, naming it."""
-    rows = [row for row in csv.reader(io.StringIO(text)) if any(c.strip() for c in row)]
-    if not rows:
-        raise TraceError('the trace is empty: the sampler did not run')
-    # nvidia-smi's header names two of the fields by their long names.
-    header = [_SHORT.get(name, name) for name in
-              (re.sub(r'\s*\[.*\]$', '', c.strip()) for c in rows[0])]
-    missing = [f for f in QUERY_FIELDS if f not in header]
-    if missing:
-        raise TraceError(f'the trace has no {", ".join(missing)}: its header is '
-                         f'{", ".join(c.strip() for c in rows[0])}')
     samples = []
-    for line, row in enumerate(rows[1:], 2):
-        if len(row) != len(header):
-            raise TraceError(f'line {line}: {len(row)} fields, the header has {len(header)}')
-        cell = dict(zip(header, (c.strip() for c in row)))
+    for line, cell in accelerators.smi_csv(text, QUERY_FIELDS, TraceError,
+                                           empty='the trace is empty: the sampler did not run'):
         try:
             time = datetime.datetime.strptime(cell['timestamp'], '%Y/%m/%d %H:%M:%S.%f')
         except ValueError:
@@ -93,10 +70,13 @@ def parse_trace(text):
         except ValueError:
             raise TraceError(f'line {line}: clocks event reasons '
                              f'{cell["clocks_event_reasons.active"]!r} is no bit mask') from None
-        samples.append(Sample(time, _value(cell['power.draw'], 'power', line),
-                              _value(cell['clocks.sm'], 'SM clock', line) * 1e6,
-                              _value(cell['clocks.mem'], 'memory clock', line) * 1e6,
-                              _value(cell['temperature.gpu'], 'temperature', line), reasons))
+        def number(field, what):
+            return accelerators.smi_number(cell[field], f'line {line}: {what}', TraceError)
+
+        samples.append(Sample(time, number('power.draw', 'power'),
+                              number('clocks.sm', 'SM clock') * 1e6,
+                              number('clocks.mem', 'memory clock') * 1e6,
+                              number('temperature.gpu', 'temperature'), reasons))
     return sorted(samples, key=lambda s: s.time)
 
 

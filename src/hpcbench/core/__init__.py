@@ -1,5 +1,5 @@
 """The floor every other layer stands on: where things live (paths), the node a check runs
-on (node, layout), lines every job script shares (job_script), one run per results
+on (node, layout, its GPUs: accelerators), lines every job script shares (job_script), one run per results
 directory (run_lock), what the parsers share (parsing).
 
 Standard library only, and nothing else of the package: `make run` imports some of it

@@ -103,12 +103,37 @@ def datasheet(accelerator):
                  if re.fullmatch(pattern, accelerator.model.strip(), re.I)), None)
 
 
-def _number(text, what):
-    """The number of an nvidia-smi value ('143771 MiB', '1980 MHz', '700.00 W')."""
-    match = re.match(r'\s*([\d.]+)', text or '')
+def smi_number(text, what, error=AcceleratorError):
+    """The number of an nvidia-smi value ('143771 MiB', '1980 MHz', '700.00 W'), else `error`
+    saying that `what` is no number ('[N/A]' where a GPU does not report it)."""
+    match = re.match(r'\s*(-?[\d.]+)', text or '')
     if not match:
-        raise AcceleratorError(f'nvidia-smi: {what} {text!r} is no number')
+        raise error(f'{what} {(text or "").strip()!r} is no number')
     return float(match.group(1))
+
+
+# Fields nvidia-smi's CSV header names by their long names.
+LONG_NAMES = {'clocks.current.sm': 'clocks.sm', 'clocks.current.memory': 'clocks.mem'}
+
+
+def smi_csv(text, fields, error=AcceleratorError, empty='nvidia-smi printed nothing'):
+    """[(line number, {field: value})] of an nvidia-smi `--format=csv` output: the header
+    line first, its units in brackets dropped and its long names taken as `fields` name
+    them; each of `fields` present and every line as long as the header, else `error`."""
+    rows = [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text))
+            if any(cell.strip() for cell in row)]
+    if not rows:
+        raise error(empty)
+    header = [LONG_NAMES.get(name, name) for name in
+              (re.sub(r'\s*\[.*\]$', '', cell) for cell in rows[0])]
+    missing = [f for f in fields if f not in header]
+    if missing:
+        raise error(f'nvidia-smi: no {", ".join(missing)} in its header {", ".join(rows[0])}')
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) != len(header):
+            raise error(f'nvidia-smi: line {number} has {len(row)} fields, the header '
+                        f'{len(header)}')
+    return [(number, dict(zip(header, row))) for number, row in enumerate(rows[1:], 2)]
 
 
 def _arch(compute_capability, what):
@@ -119,6 +144,10 @@ def _arch(compute_capability, what):
     return f'sm_{match.group(1)}{match.group(2)}'
 
 
+def _number_of(text, what):
+    return smi_number(text, f'nvidia-smi: {what}')
+
+
 def _ecc(text):
     value = (text or '').strip().lower()
     return {'enabled': True, 'disabled': False}.get(value)
@@ -127,32 +156,19 @@ def _ecc(text):
 def from_query_csv(text):
     """The GPUs of `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv` (the header line
     first, each field's unit in brackets), in the tool's order."""
-    rows = [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text))
-            if any(cell.strip() for cell in row)]
-    if not rows:
-        raise AcceleratorError('nvidia-smi printed nothing')
-    header = [re.sub(r'\s*\[.*\]$', '', name) for name in rows[0]]
-    missing = [f for f in QUERY_FIELDS if f not in header]
-    if missing:
-        raise AcceleratorError(f'nvidia-smi: no {", ".join(missing)} in its header '
-                               f'{", ".join(rows[0])}')
     gpus = []
-    for number, row in enumerate(rows[1:], 2):
-        if len(row) != len(header):
-            raise AcceleratorError(f'nvidia-smi: line {number} has {len(row)} fields, the '
-                                   f'header {len(header)}')
-        value = dict(zip(header, row))
+    for _line, value in smi_csv(text, QUERY_FIELDS):
         where = f'GPU {value["index"]}'
         gpus.append(Accelerator(
             vendor='nvidia', kind='gpu', model=value['name'],
             arch=_arch(value['compute_cap'], where),
-            memory_bytes=int(_number(value['memory.total'], f'{where} memory')) * MIB,
-            index=int(_number(value['index'], 'index')), uuid=value['uuid'],
+            memory_bytes=int(_number_of(value['memory.total'], f'{where} memory')) * MIB,
+            index=int(_number_of(value['index'], 'index')), uuid=value['uuid'],
             pci_bus_id=value['pci.bus_id'],
-            max_sm_clock_hz=_number(value['clocks.max.sm'], f'{where} SM clock') * 1e6,
-            max_memory_clock_hz=_number(value['clocks.max.memory'],
+            max_sm_clock_hz=_number_of(value['clocks.max.sm'], f'{where} SM clock') * 1e6,
+            max_memory_clock_hz=_number_of(value['clocks.max.memory'],
                                         f'{where} memory clock') * 1e6,
-            power_limit_w=_number(value['power.limit'], f'{where} power limit'),
+            power_limit_w=_number_of(value['power.limit'], f'{where} power limit'),
             ecc_enabled=_ecc(value['ecc.mode.current']),
             driver_version=value['driver_version']))
     return gpus
@@ -186,15 +202,15 @@ def from_smi_xml(text):
         gpus.append(Accelerator(
             vendor='nvidia', kind='gpu', model=gpu.findtext('product_name', '').strip(),
             arch=_arch(capability, where),
-            memory_bytes=int(_number(gpu.findtext('fb_memory_usage/total'),
+            memory_bytes=int(_number_of(gpu.findtext('fb_memory_usage/total'),
                                      f'{where} memory')) * MIB,
             index=int(gpu.findtext('minor_number') or index), uuid=gpu.findtext('uuid', ''),
             pci_bus_id=gpu.get('id', ''),
-            max_sm_clock_hz=_number(gpu.findtext('max_clocks/sm_clock'),
+            max_sm_clock_hz=_number_of(gpu.findtext('max_clocks/sm_clock'),
                                     f'{where} SM clock') * 1e6,
-            max_memory_clock_hz=_number(gpu.findtext('max_clocks/mem_clock'),
+            max_memory_clock_hz=_number_of(gpu.findtext('max_clocks/mem_clock'),
                                         f'{where} memory clock') * 1e6,
-            power_limit_w=_number(gpu.findtext('gpu_power_readings/current_power_limit')
+            power_limit_w=_number_of(gpu.findtext('gpu_power_readings/current_power_limit')
                                   or gpu.findtext('power_readings/power_limit'),
                                   f'{where} power limit'),
             ecc_enabled=_ecc(gpu.findtext('ecc_mode/current_ecc')),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hpcbench.benchmarks import dgemm, hpcc, hpl, imb
 from hpcbench.core import paths, run_lock
+from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.rfm import backends
 from hpcbench.stack import spack
 
@@ -75,10 +76,9 @@ def accelerator_settings(accelerators):
     extras; {} and {} for none, so that a partition without any is described as before."""
     if not accelerators:
         return {}, {}
-    from hpcbench.core import accelerators as facts
-    return ({'devices': facts.devices_entry(accelerators),
-             'features': facts.features(accelerators)},
-            facts.partition_extras(accelerators))
+    return ({'devices': accelerator_facts.devices_entry(accelerators),
+             'features': accelerator_facts.features(accelerators)},
+            accelerator_facts.partition_extras(accelerators))
 
 
 def spack_env_dir(system):
