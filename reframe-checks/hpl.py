@@ -49,7 +49,7 @@ class HplBuild(BenchmarkBuild):
 
 
 class DgemmRateBuild(BenchmarkBuild):
-    spec = 'dgemm-rate'
+    spec = 'dgemm-rate ~cuda'
     needs_blas = True
 
 

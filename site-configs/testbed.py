@@ -9,6 +9,11 @@ submits with sbatch and polls sacct as on a production cluster.
 - Two partitions on Slurm's partition `batch`, differing in the launcher: `srun` (ranks
   started by Slurm: PMIx, PMI-2 for Debian's MPICH) and `mpirun` (each MPI's own launcher,
   which starts its daemons through srun inside the allocation).
+- `gpu`, on Slurm's partition `gpu`: nodes g1..gG whose GPUs Slurm allocates by GRES
+  (hpcbench.stack.testbed.GPU_GRES, stand-in device files), described from the GRES as a
+  site's would be (hpcbench.core.accelerators.from_gres): the GPU checks' jobs ask for them
+  with --gres=gpu:N and run one rank per GPU (in a dry run: the GPUs are stand-ins, which a
+  run skips, saying so); the CPU checks run on its nodes' CPUs too.
 - One environment per MPI stack of this machine, built by spack-envs/testbed with the
   default BLAS (the BLAS comparison is `local`'s).
 - Slurm's commands (sbatch, sacct, scancel) are pointed at the testbed's slurm.conf.
@@ -16,6 +21,7 @@ submits with sbatch and polls sacct as on a production cluster.
 import os
 import sys
 
+from hpcbench.core import accelerators
 from hpcbench.rfm import site_config
 from hpcbench.stack import host, testbed
 
@@ -44,20 +50,33 @@ ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_extras,
                                               testbed.blas_libraries(), RUN_ENV)
 
 
-def partition(name, launcher, descr):
+# The GPU nodes' GPUs as their GRES declares them; stand-ins, which the GPU checks skip in a
+# run (a dry run writes their jobs).
+GPU_SETTINGS, GPU_EXTRAS = site_config.accelerator_settings(
+    accelerators.from_gres(testbed.GPU_GRES))
+GPU_EXTRAS['accelerators']['stand_in'] = (
+    'its GPUs are stand-in devices (no GPU, no driver): the GPU checks write their jobs in a '
+    'dry run; tests/stack/test_testbed.py runs a GRES job of one rank per GPU through Slurm')
+
+
+def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gpus=False):
     return {
         'name': name,
         'descr': descr,
         'scheduler': 'slurm',
         'launcher': launcher,
-        'access': [f'--partition={testbed.SLURM_PARTITION}'],
+        'access': [f'--partition={slurm_partition}'],
+        **(dict(GPU_SETTINGS, resources=[{'name': 'gpu',
+                                          'options': ['--gres=gpu:{num_gpus_per_node}']}])
+           if gpus else {}),
         # The emulated nodes share the host's cores: one benchmark at a time.
         'max_jobs': 1,
         'processor': host.processor_info(),
         'environs': [env['name'] for env in ENVIRONMENTS],
         'env_vars': spack_env_vars,
         'extras': {
-            **testbed.node_extras(NODES),
+            **testbed.node_extras(testbed.GPU_NODES if gpus else NODES),
+            **(GPU_EXTRAS if gpus else {}),
             **spack_extras,
             'spack_env': str(site_config.spack_env_dir('testbed')),
             # The nodes share the host's file system and page cache.
@@ -75,6 +94,8 @@ site_configuration = site_config.site(
         'partitions': [
             partition('srun', 'srun', 'Ranks started by srun (PMIx; PMI-2 for MPICH)'),
             partition('mpirun', 'mpirun', "Ranks started by each MPI's mpirun in the job"),
+            partition('gpu', 'srun', f'GPU nodes, {testbed.GPU_GRES} each (stand-in devices)',
+                      testbed.SLURM_GPU_PARTITION, gpus=True),
         ],
     }],
     environments=ENVIRONMENTS,

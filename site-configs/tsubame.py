@@ -11,6 +11,12 @@ From the paper:
 - HPL.dat (HPL_TUNING below): NB 240 (Figure 3-1), Table 3-5's settings, BCAST 2rM up to
   512 nodes and 1rg on 648 (Figures 3-6, 3-7), and per node count the P x Q and Nmax of
   Table 3-6 (for the 8-ranks-per-node layout it measured; others derive theirs).
+- ClearSpeed (Chapter 2, "ClearSpeed CSX600"; Table 2-1): 360 of the servers have a
+  ClearSpeed Advance board (two CSX600 on a PCI-X card), "96 GFlops theoretical peak
+  performance and 50 GFlops sustained double-precision matrix multiply (DGEMM of BLAS)
+  performance while averaging 25 Watts"; Table 2-1 gives 62.2 TFLOPS for those 360 servers
+  and 22.7 for the other 295. Partition `clearspeed`: the accelerator DGEMM check
+  (GpuDgemmCheck) runs `dgemm-rate` through ClearSpeed's BLAS, CSXL.
 - Tuning (Chapter 3): one rank per socket with 2 GotoBLAS threads ("8 processes per node
   with 2 threads"), ranks bound with taskset along the HyperTransport ring (socket 2, 4, 6,
   7, 5, 3, 1, 0: the script's cpulists 4,5 / 8,9 / 12,13 / 14,15 / 10,11 / 6,7 / 2,3 /
@@ -24,6 +30,11 @@ Assumed where the paper is silent (change them for a real machine):
   nodes at 2.6 GHz each run includes (extras node_clocks). It runs at 648 nodes only:
   655 nodes x 8 ranks factor as 40 x 131, the grid the paper found congested.
 - The parallel environment is called `mpi`; Lustre is mounted at /work.
+- The ClearSpeed servers are described as the 2.4 GHz/32 GB node (the paper does not say
+  which servers carry a board); CSXL, the board's BLAS, is the site's install at
+  /opt/clearspeed/csxl (an external, `clearspeed-csxl@tsubame2006`: the paper names no
+  release), its library found as libcsxl*; no tool reads the board's power, so its 25 W
+  (and 2 GFLOPS/W) are comparisons the check does not measure.
 - Caches from AMD's data sheet (Opteron 880/885: 64 KiB L1d, 1 MiB L2 per core).
 - The paper writes the registered-memory variable both as VIADEV_MAX_TOTAL_REG_MEM_SIZE
   and VIADEV_MAX_TOTAL_REG_MEMSIZE; the first is the name it defines, the one set here.
@@ -31,6 +42,7 @@ Assumed where the paper is silent (change them for a real machine):
   MVAPICH2, whose own names are MV2_*: they are set as the paper gave them, and take effect
   with a Voltaire- or MVAPICH1-derived MPI.
 """
+from hpcbench.core.accelerators import Accelerator
 from hpcbench.rfm import paper_sites, site_config
 from hpcbench.rfm.paper_sites import GIB, cache, mpi_environment, partition, processor
 
@@ -69,6 +81,12 @@ COMMON = dict(
     io_directory='/work/hpcbench', io_stripe_size=1 << 20, hpl_tuning=HPL_TUNING,
 )
 
+# One ClearSpeed Advance board in each of 360 servers; its figures are the paper's
+# (hpcbench.core.accelerators.DATASHEETS). Its memory is not in the paper: the DGEMM is
+# sized from the host's (CSXL multiplies matrices in the host's memory).
+CLEARSPEED_SETTINGS, CLEARSPEED_EXTRAS = site_config.accelerator_settings(
+    [Accelerator('clearspeed', 'accelerator', 'ClearSpeed Advance', 'csx600', 0)])
+
 site_configuration = site_config.site(
     systems=[{
         'name': SYSTEM,
@@ -90,10 +108,16 @@ site_configuration = site_config.site(
                       processor=NODE_24, num_nodes=655, memory_bytes=32 * GIB,
                       clock_hz=2.4e9, node_counts=[648], node_clocks=[[16, 2.6e9]],
                       **COMMON),
+            {**partition('clearspeed', 'Sun Fire X4600 (2.4 GHz, 32 GB) with a ClearSpeed '
+                         'Advance board', processor=NODE_24, num_nodes=360,
+                         memory_bytes=32 * GIB, clock_hz=2.4e9, **COMMON,
+                         **CLEARSPEED_EXTRAS),
+             **CLEARSPEED_SETTINGS},
         ],
     }],
     environments=[
-        mpi_environment('mvapich2', SYSTEM, 'mvapich2', env_vars=[
+        # OpenBLAS for every build but the ClearSpeed DGEMM's (CSXL).
+        mpi_environment('mvapich2', SYSTEM, 'mvapich2', spack_blas='openblas', env_vars=[
             # Intra-node rendezvous through shared memory, not the HCA.
             ('VIADEV_USE_SHM_RNDV', '1'),
             ('SMPI_LENGTH_QUEUE', '2'),
@@ -104,6 +128,7 @@ site_configuration = site_config.site(
             ('VIADEV_MAX_TOTAL_REG_MEM_SIZE', '2000'),
             ('VIADEV_NDREG_ENTRIES', '16000'),
         ]),
-        mpi_environment('openmpi', SYSTEM, 'openmpi', launcher='mpirun-ppn'),
+        mpi_environment('openmpi', SYSTEM, 'openmpi', launcher='mpirun-ppn',
+                        spack_blas='openblas'),
     ],
 )

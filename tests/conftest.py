@@ -40,6 +40,24 @@ def installed():
     bootstrap.install_environment(found)
 
 
+def check_classes_of(*files):
+    """The classes of the checks in `files` (of reframe-checks/, loaded by ReFrame's loader
+    under the local site config): the tests, and their fixtures and bases, which are not
+    listed as tests, taken from the checks' modules."""
+    from reframe.core import config, runtime
+    from reframe.frontend.loader import RegressionCheckLoader
+    site = config.load_config(str(ROOT / 'site-configs' / 'local.py'))
+    site.select_subconfig('local')
+    runtime.init_runtime(site)
+    loader = RegressionCheckLoader([str(ROOT / 'reframe-checks')])
+    classes = {}
+    for name in files:
+        for test in loader.load_from_file(str(ROOT / 'reframe-checks' / name)):
+            module = __import__(type(test).__module__, fromlist=['*'])
+            classes.update({k: v for k, v in vars(module).items() if isinstance(v, type)})
+    return classes
+
+
 def run_reframe(*args, env=None, config='site-configs/local.py', timeout=900):
     cmd = [str(BIN / 'reframe'), '-C', config, '-c', 'reframe-checks', *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,

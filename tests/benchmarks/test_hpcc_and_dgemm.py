@@ -94,3 +94,11 @@ def _dgemm_mutations(real):
 def test_dgemm_parse_rejects_a_broken_real_output(mutation):
     with pytest.raises(dgemm.DgemmOutputError):
         dgemm.parse(_dgemm_mutations(DGEMM_OUTPUT.read_text())[mutation], 5)
+
+
+def test_a_gpu_s_dgemm_is_sized_from_its_datasheet_peak_and_memory():
+    """The H200 (67 TFLOP/s with tensor cores, 141 GB): three matrices of order 17664 in 5 %
+    of its memory, 0.16 s a call at peak, 122 calls for 20 s; at 1 GFLOP/s, 0.9 s a call."""
+    assert dgemm.gpu_plan(67e12, 143771 << 20) == (17664, 122)
+    assert dgemm.gpu_plan(1e9, 1 << 30) == (768, 23)
+    assert dgemm.cuda_spack_spec('90') == 'dgemm-rate +cuda cuda_arch=90'

@@ -6,11 +6,9 @@ import types
 
 import pytest
 import reframe.utility.sanity as sn
-from reframe.core import config, runtime
 from reframe.core.exceptions import SanityError
-from reframe.frontend.loader import RegressionCheckLoader
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, check_classes_of
 from hpcbench.benchmarks import ceilings, hpl, imb, stream
 from hpcbench.core.node import Node
 from hpcbench.rfm import partition
@@ -62,21 +60,8 @@ class CheckUnderTest(types.SimpleNamespace):
 
 @pytest.fixture(scope='module')
 def check_classes():
-    site = config.load_config(str(ROOT / 'site-configs' / 'local.py'))
-    site.select_subconfig('local')
-    runtime.init_runtime(site)
-    loader = RegressionCheckLoader([str(ROOT / 'reframe-checks')])
-    classes = {}
-    for name in ('stream.py', 'hpl.py', 'hpcc.py', 'imb.py', 'mpi_startup.py', 'ior.py'):
-        module = loader.load_from_file(str(ROOT / 'reframe-checks' / name))
-        classes.update({type(t).__name__: type(t) for t in module})
-
-    # Fixtures and bases are not listed as tests: take them from the checks' modules.
-    for test_class in list(classes.values()):
-        module = __import__(test_class.__module__, fromlist=['*'])
-        classes.update({k: v for k, v in vars(module).items() if isinstance(v, type)})
-
-    return classes
+    return check_classes_of('stream.py', 'hpl.py', 'hpcc.py', 'imb.py', 'mpi_startup.py',
+                            'ior.py')
 
 
 # The all-core job's runs, as StreamCheck's setup names them on this machine (AVX-512).

@@ -135,3 +135,24 @@ def test_a_tool_that_fails_is_said_with_what_it_printed(tmp_path):
                        match=r'exited with 9: NVIDIA-SMI has failed because it couldn\'t '
                              'communicate with the NVIDIA driver'):
         accelerators.detect(tool)
+
+
+def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
+    gpus = accelerators.from_gres('gpu:h200:2(S:0-1),shard:h200:8')
+    assert [(g.model, g.arch, g.memory_bytes, g.index) for g in gpus] == [
+        ('NVIDIA H200', 'sm_90', 141 * 10**9, 0), ('NVIDIA H200', 'sm_90', 141 * 10**9, 1)]
+    # Its datasheet is the one nvidia-smi's name finds; no limit is known from a GRES.
+    described = accelerators.partition_extras(gpus)['accelerators']
+    assert described['datasheet']['model'] == 'H200 SXM' and described['count'] == 2
+    assert (described['power_limit_w'], described['ecc_enabled']) == (0.0, None)
+    assert accelerators.from_gres('(null)') == [] and accelerators.from_gres('') == []
+
+
+@pytest.mark.parametrize('gres, said', [
+    ('gpu:4', r"GRES 'gpu:4': no type: declare it as gpu:TYPE:COUNT with TYPE one of a100, "),
+    ('gpu:v100:4', r"GRES 'gpu:v100:4': the type 'v100' is not one of a100, a100_40g, h100"),
+    ('gpu:h200:x', r"GRES 'gpu:h200:x' is not gpu\[:TYPE\]:COUNT"),
+])
+def test_a_gres_that_does_not_say_which_gpu_is_one_message(gres, said):
+    with pytest.raises(accelerators.AcceleratorError, match=said):
+        accelerators.from_gres(gres)

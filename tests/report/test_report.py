@@ -298,3 +298,27 @@ def test_time_per_check_says_where_the_wall_time_went():
     testcases = data['runs'][0]['testcases']
     testcases.append(dict(next(tc for tc in testcases if tc['name'].startswith('HplCheck'))))
     assert session_time.time_per_check(data)[1] == pytest.approx(benchmark)
+
+
+def test_a_gpu_section_sets_each_gpu_figure_against_its_datasheet_and_tsubames_board_beside():
+    """No GPU has run here: the case is shaped as the GPU DGEMM check stores one (its H100
+    node's figures: 52.3 TFLOP/s at n = 24576, 698 W, fixtures/gpu/h100), TSUBAME's board
+    from references/tsubame.yaml."""
+    from hpcbench.results import references
+    case = {'check': 'GpuDgemmCheck', 'environ': 'openmpi', 'match': {},
+            'perfvalues': {'tflops': (52.3, 'TFLOP/s'), 'fp64_peak_efficiency': (78.1, '%'),
+                           'power': (697.7, 'W'), 'gflops_per_watt': (75.0, 'GFLOP/s/W')},
+            'testcase': {'aggregation': {'tflops': 'median over 1 GPU(s) of the best of 139 '
+                                                   'calls'},
+                         'samples': {'tflops': [52.3]}, 'flagged': {}}}
+    rows = contents.gpu_rows([case], [references.load('tsubame')])
+    assert [r[2:5] for r in rows] == [
+        ['tflops = 52.3 TFLOP/s', 'datasheet FP64 peak', '78.1 %'],
+        ['gflops_per_watt = 75 GFLOP/s/W', '697.7 W drawn', ''],
+        ['gflops_per_watt = 2 GFLOP/s/W', "the paper's figures", '']]
+    assert rows[2][0] == 'tsubame:clearspeed (2007)'
+    assert rows[0][5] == 'median over 1 GPU(s) of the best of 139 calls: 52.3 (n=1)'
+    case['testcase']['flagged'] = {'fp64_peak_efficiency': '104.5 % of the ceiling: ...'}
+    assert contents.gpu_rows([case])[0][4:] == ['withheld', '104.5 % of the ceiling: ...']
+    # No GPU figure, no section (the papers' boards alone are not shown).
+    assert contents.gpu_rows([], [references.load('tsubame')]) == []

@@ -2,6 +2,7 @@
 recorded output stands in for the tool), ReFrame's `devices` and features from it; without a
 GPU the partition is described exactly as before."""
 import json
+import re
 import stat
 
 from conftest import FIXTURES, run_reframe
@@ -49,3 +50,58 @@ def test_a_failing_nvidia_smi_is_said_and_the_host_described_without_gpus(tmp_pa
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert shown.stderr.count('warning: this host is described without its GPUs: ') == 1
     assert 'exited with 6: No devices were found' in shown.stderr
+
+
+GPU_CHECKS = {'BabelStreamCheck', 'GpuDgemmCheck', 'HostDeviceBandwidthCheck', 'GpuNodeScreen'}
+
+
+def _listed(config, partition, env=None):
+    shown = run_reframe('--system', partition, '-l', config=config, env=env)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    return set(re.findall(r'^- (\w+)', shown.stdout, re.M))
+
+
+def test_the_gpu_checks_are_listed_on_gpu_partitions_only(tmp_path):
+    testbed = 'site-configs/testbed.py'
+    assert _listed(testbed, 'testbed:gpu') >= GPU_CHECKS | {'HplCheck', 'StreamCheck'}
+    for partition in ('testbed:srun', 'testbed:mpirun'):
+        assert not _listed(testbed, partition) & GPU_CHECKS, partition
+    assert not _listed('site-configs/local.py', 'local') & GPU_CHECKS
+    tool = _recorded_nvidia_smi(tmp_path, 'h200')
+    assert _listed('site-configs/local.py', 'local',
+                   {'HPCBENCH_NVIDIA_SMI': str(tool)}) >= GPU_CHECKS
+
+
+def _dry_run(config, partition, tmp_path, *options, env=None):
+    done = run_reframe('--system', partition, '-n', '|'.join(sorted(GPU_CHECKS)), '--dry-run',
+                       *options, config=config,
+                       env={'HPCBENCH_VAR': str(tmp_path / 'var'), **(env or {})})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return {p.parent.name: p.read_text()
+            for p in (tmp_path / 'var' / 'stage').glob('*/*/*/*/rfm_job.sh')}
+
+
+def test_the_testbed_s_gpu_jobs_ask_slurm_for_the_gpus_and_run_a_rank_per_gpu(tmp_path):
+    jobs = _dry_run('site-configs/testbed.py', 'testbed:gpu', tmp_path,
+                    '-S', 'num_gpu_nodes=2')
+    assert set(jobs) == GPU_CHECKS
+    for check, job in jobs.items():
+        assert '#SBATCH --partition=gpu\n#SBATCH --gres=gpu:2\n' in job, check
+        assert '#SBATCH --ntasks=4\n#SBATCH --ntasks-per-node=2\n' in job, check
+        assert re.search(r'^srun \./gpu-rank\.sh ', job, re.M), check
+    # The DGEMM's order and calls from the H200's datasheet and its GRES-described memory,
+    # each rank's GPU sampled.
+    assert re.search(r"--sample timestamp,power\.draw,.* 'dgemm-rate \+cuda cuda_arch=90'\)"
+                     r"/bin/dgemm-rate-cuda\" 16896 139$", jobs['GpuDgemmCheck'], re.M)
+    assert "'babelstream +cuda cuda_arch=90')/bin/cuda-stream\" --arraysize 536870912 " \
+        '--numtimes 100 --csv' in jobs['BabelStreamCheck']
+
+
+def test_local_s_gpu_jobs_come_from_its_nvidia_smi(tmp_path):
+    tool = _recorded_nvidia_smi(tmp_path, 'h200')
+    jobs = _dry_run('site-configs/local.py', 'local', tmp_path,
+                    env={'HPCBENCH_NVIDIA_SMI': str(tool)})
+    assert set(jobs) == GPU_CHECKS
+    assert re.search(r'^mpirun -np 1 \./gpu-rank\.sh ', jobs['HostDeviceBandwidthCheck'], re.M)
+    assert 'host-device-bandwidth" 1073741824 10\n' in jobs['HostDeviceBandwidthCheck']
+    assert "echo '== gpus'\nnvidia-smi --query-gpu=index,name," in jobs['GpuNodeScreen']

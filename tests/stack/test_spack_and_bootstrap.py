@@ -131,6 +131,9 @@ def test_debian_versions_become_upstream_versions(debian_version, upstream):
 @pytest.mark.parametrize('recipe, pattern', [
     ('dgemm_rate', r'^    source_file = "(.+)"\n    source_sha256 = "([0-9a-f]{64})"$'),
     ('mpi_startup', r'^    source_file = "(.+)"\n    source_sha256 = "([0-9a-f]{64})"$'),
+    ('host_device_bandwidth', r'^    source_file = "(.+)"\n    source_sha256 = "([0-9a-f]{64})"$'),
+    ('dgemm_rate', r'^    common_header = \(\n        "(.+)",\n        "([0-9a-f]{64})",\n'),
+    ('dgemm_rate', r'^    cuda_source = \(\n        "(.+)",\n        "([0-9a-f]{64})",\n'),
     ('stream', r'^    streaming_stores = \(\n        "(.+)",\n        "([0-9a-f]{64})",\n'),
 ])
 def test_own_sources_beside_a_recipe_have_the_checksum_it_records(recipe, pattern):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, run_reframe
+from hpcbench.core import gpu_ranks
 from hpcbench.stack import bootstrap, spack, testbed, testbed_processes
 
 
@@ -25,6 +26,14 @@ def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
            'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000' in conf
     assert 'AccountingStorageType=accounting_storage/slurmdbd' in conf
     assert 'ProctrackType=proctrack/linuxproc' in conf and 'TmpFS=/tmp/slurm-%n' in conf
+    # The GPU nodes: the same shape, two typed GPUs each, a partition of their own.
+    assert 'GresTypes=gpu' in conf
+    assert 'NodeName=g[1-2] NodeHostname=vm NodeAddr=127.0.0.1 Port=17005-17006 CPUs=16 ' \
+           'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000 Gres=gpu:h200:2' in conf
+    assert 'PartitionName=batch Nodes=n[1-4] Default=YES' in conf
+    assert 'PartitionName=gpu Nodes=g[1-2] ' in conf
+    assert testbed.gres_conf(testbed.Layout(tmp_path)).splitlines()[1] == (
+        f'NodeName=g[1-2] Name=gpu Type=h200 File={tmp_path}/dev/nvidia[0-1]')
 
 
 def test_a_testbed_of_no_nodes_is_refused(tmp_path):
@@ -110,7 +119,7 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     # Each recorded PID is the daemon itself (munged runs as munge, not under runuser).
     assert open(f'/proc/{first["munged"]}/comm').read().strip() == 'munged'
     assert os.stat(f'/proc/{first["munged"]}').st_uid == pwd.getpwnam('munge').pw_uid
-    assert testbed.idle_nodes(cluster) == 3
+    assert testbed.idle_nodes(cluster) == 3 + testbed.GPU_NODES
 
     # A second start while it runs changes nothing.
     assert testbed.start(3, cluster.root) == cluster
@@ -134,13 +143,49 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
 
     stopped = testbed.stop(cluster.root)
     assert set(stopped) == set(first)
-    assert stopped[-1] == 'munged' and stopped[:3] == ['slurmd-n1', 'slurmd-n2', 'slurmd-n3']
+    slurmds = {f'slurmd-{n}' for n in testbed.node_names(3)}
+    assert stopped[-1] == 'munged' and set(stopped[:len(slurmds)]) == slurmds
     assert _daemons_alive(first.values()) == []
     assert testbed_processes.recorded(cluster) == {}
     # Nothing the testbed started is left running (zombies of munged are not processes).
     leftovers = subprocess.run(['pgrep', '-f', str(cluster.root)], capture_output=True,
                                text=True).stdout.split()
     assert _daemons_alive(int(p) for p in leftovers) == []
+
+
+def test_gpu_nodes_give_each_job_its_gres_and_each_rank_one_gpu(cluster, tmp_path):
+    """The GPU partition through Slurm: its nodes declare gpu:h200:2 (stand-in devices); a
+    two-node job of one rank per GPU (the GPU checks' wrapper, hpcbench.core.gpu_ranks) gets
+    CUDA_VISIBLE_DEVICES from Slurm and each rank its own GPU; a request beyond the node's
+    GPUs is refused at submission, and more ranks than GPUs stop in the wrapper."""
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
+    node = subprocess.run(['scontrol', 'show', 'node', 'g1'], env=env, capture_output=True,
+                          text=True).stdout
+    assert 'Gres=gpu:h200:2' in node
+    assert all(d.is_char_device() for d in testbed.stand_in_devices(cluster))
+    (tmp_path / gpu_ranks.SCRIPT).write_text(gpu_ranks.wrapper_script())
+    (tmp_path / gpu_ranks.SCRIPT).chmod(0o755)
+    rank_line = 'echo "slurm gave $SLURM_JOB_GPUS$SLURM_STEP_GPUS sees $CUDA_VISIBLE_DEVICES"'
+
+    def job(*options):
+        return subprocess.run(
+            ['srun', '--partition=gpu', '--mpi=none', *options, f'./{gpu_ranks.SCRIPT}',
+             'sh', '-c', rank_line],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    done = job('-N', '2', '--ntasks-per-node=2', '--gres=gpu:2')
+    assert done.returncode == 0, done.stderr
+    output = ''.join((tmp_path / f'rank-{r}.out').read_text() for r in range(4))
+    sections = gpu_ranks.split(output, 4)
+    assert [gpu for gpu, _, _ in sections.values()] == ['0', '1', '0', '1']
+    assert [text.split()[-1] for _, _, text in sections.values()] == ['0', '1', '0', '1']
+    refused = job('-N', '1', '--ntasks-per-node=2', '--gres=gpu:3')
+    assert refused.returncode != 0
+    assert 'Requested node configuration is not available' in refused.stderr
+    # Three ranks on a node given two GPUs (overcommitting its two cores to have them).
+    too_many = job('-N', '1', '-n', '3', '--overcommit', '--gres=gpu:2')
+    assert too_many.returncode == 3
+    assert 'local rank 2 has no GPU of CUDA_VISIBLE_DEVICES=0,1' in too_many.stderr
 
 
 # A PMIx client (Slurm's libpmix through ctypes: no compiler, no MPI): rank 1 joins a fence

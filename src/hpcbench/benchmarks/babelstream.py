@@ -62,6 +62,15 @@ def array_elements(memory_bytes, l2_bytes=None):
     return elements
 
 
+def spack_spec(cuda_arch):
+    """BabelStream's CUDA build for Spack's `cuda_arch` (90 for sm_90): the root spec the
+    environment lists (its version pinned there); its program is bin/cuda-stream."""
+    return f'babelstream +cuda cuda_arch={cuda_arch}'
+
+
+PROGRAM = 'cuda-stream'
+
+
 def command_options(elements, num_times=NUM_TIMES):
     """BabelStream's options for that size: CSV output, `num_times` calls of each kernel."""
     return ['--arraysize', str(elements), '--numtimes', str(num_times), '--csv']

@@ -24,6 +24,42 @@ REPEATS = 5
 QUICK_REPEATS = 3
 
 
+# The GPU's program, dgemm-rate-cuda (dgemm-rate +cuda): cuBLAS on one GPU, the same output.
+CUDA_PROGRAM = 'dgemm-rate-cuda'
+
+
+# Accelerators driven through their vendor's BLAS, by vendor: the CPU's dgemm-rate linked with
+# it (TSUBAME's ClearSpeed boards ran DGEMM calls through ClearSpeed's CSXL).
+BLAS_OF_ACCELERATOR = {'clearspeed': 'clearspeed-csxl'}
+
+
+def accelerator_blas_spec(vendor):
+    """The root spec of dgemm-rate through an accelerator's BLAS (BLAS_OF_ACCELERATOR)."""
+    return f'dgemm-rate ~cuda ^{BLAS_OF_ACCELERATOR[vendor]}'
+
+
+def cuda_spack_spec(cuda_arch):
+    """The root spec of the GPU's DGEMM program for Spack's `cuda_arch` (90 for sm_90)."""
+    return f'dgemm-rate +cuda cuda_arch={cuda_arch}'
+
+
+# What the GPU DGEMM check reports: the best call, its share of the FP64 peak with tensor
+# cores, the power drawn during the calls, and the rate per watt.
+GPU_VARIABLES = ('tflops', 'fp64_peak_efficiency', 'power', 'gflops_per_watt')
+# A GPU's calls last at least this long in all: its power and clocks settle in seconds (the
+# H200 reached its 700 W cap within 2 s), and the sampler (every 200 ms) sees them there.
+GPU_MIN_SECONDS = 20.0
+
+
+def gpu_plan(peak_flops, memory_bytes):
+    """(order, repeats) of the GPU's DGEMM: the order as the CPU's (matrix_order: a call of
+    about a second at peak, three matrices within a small share of the device's memory),
+    and enough calls to last GPU_MIN_SECONDS at peak."""
+    order = matrix_order(peak_flops, memory_bytes)
+    seconds_per_call = 2 * order ** 3 / peak_flops
+    return order, max(REPEATS, math.ceil(GPU_MIN_SECONDS / seconds_per_call))
+
+
 class DgemmOutputError(ValueError):
     pass
 

@@ -62,9 +62,9 @@ def parse_trace(text):
     for line, cell in accelerators.smi_csv(text, QUERY_FIELDS, TraceError,
                                            empty='the trace is empty: the sampler did not run'):
         try:
-            time = datetime.datetime.strptime(cell['timestamp'], '%Y/%m/%d %H:%M:%S.%f')
-        except ValueError:
-            raise TraceError(f'line {line}: {cell["timestamp"]!r} is no time') from None
+            time = parse_stamp(cell['timestamp'])
+        except TraceError as err:
+            raise TraceError(f'line {line}: {err}') from None
         try:
             reasons = int(cell['clocks_event_reasons.active'], 16)
         except ValueError:
@@ -123,6 +123,22 @@ def busy_samples(samples, power_w):
     """The samples of the calls themselves: those drawing at least `power_w` (a GPU idles
     at a tenth of its limit; the calls draw most of it)."""
     return [s for s in samples if s.power_w >= power_w]
+
+
+def during_calls(samples, start, end):
+    """The samples of the calls: from `start` to `end` (the calls' window) and the GPU not
+    idle (NVML's gpu_idle reason: the program at work on the host, making its matrices or
+    checking the result)."""
+    idle = next(bit for bit, name in EVENT_REASONS.items() if name == 'gpu_idle')
+    return [s for s in samples if start <= s.time <= end and not s.reasons & idle]
+
+
+def parse_stamp(text):
+    """A time as nvidia-smi stamps its samples (and the rank wrapper the calls)."""
+    try:
+        return datetime.datetime.strptime(text.strip(), '%Y/%m/%d %H:%M:%S.%f')
+    except ValueError:
+        raise TraceError(f'{text.strip()!r} is no time') from None
 
 
 def gflops_per_watt(flops_per_s, power_w):

@@ -86,32 +86,47 @@ def _hpl_tuning(args):
         print(hpl_sweep.tuning_table(rates))
 
 
+# The screening checks and the figure of a node each gives (T2K 4.2's single-node HPL, and
+# the slowest GPU of a GPU node).
+SCREENS = (('HplNodeScreen', 'HPL', 'gflops', 'GFLOP/s'),
+           ('GpuNodeScreen', 'GPU DGEMM (slowest GPU)', 'slowest_gpu_tflops', 'TFLOP/s'))
+
+
 def _screen_nodes(args):
-    """Nodes more than --threshold % below the median single-node HPL (T2K 4.2)."""
+    """Nodes more than --threshold % below the median of their partition's, by single-node
+    HPL (T2K 4.2) and by their slowest GPU's DGEMM."""
     from hpcbench.benchmarks import hpl_output
     from hpcbench.results import results_db
-    uuid, cases = results_db.check_cases(results_db.site_config(args.system), 'HplNodeScreen',
-                                         args.session)
-    groups = {}
-    for case in cases:
-        node = ','.join(case['nodelist']) or '?'
-        rate = case['perfvalues']['gflops'][0]
-        groups.setdefault((case['partition'], case['environ']), {})[node] = rate
+    config = results_db.site_config(args.system)
+    slow_total, screened = 0, 0
+    for check, what, variable, unit in SCREENS:
+        try:
+            uuid, cases = results_db.check_cases(config, check, args.session)
+        except RuntimeError:
+            continue
+        screened += 1
+        groups = {}
+        for case in cases:
+            node = ','.join(case['nodelist']) or '?'
+            groups.setdefault((case['partition'], case['environ']), {})[node] = \
+                case['perfvalues'][variable][0]
 
-    print(f'HPL node screening, session {uuid}, threshold {args.threshold:g} % below the '
-          'median')
-    slow_total = 0
-    for (partition, environ), rates in sorted(groups.items()):
-        screening = hpl_output.screen_nodes(rates, args.threshold)
-        print(f'\n{args.system}:{partition} {environ}: {len(rates)} node(s), median '
-              f'{screening.median_gflops:.2f} GFLOP/s')
-        for node, rate in sorted(rates.items()):
-            flag = (f'  SLOW ({screening.slow[node][1]:.1f} % below)'
-                    if node in screening.slow else '')
-            print(f'  {node:<24}{rate:>10.2f} GFLOP/s{flag}')
+        print(f'{what} node screening, session {uuid}, threshold {args.threshold:g} % below '
+              'the median')
+        for (partition, environ), rates in sorted(groups.items()):
+            screening = hpl_output.screen_nodes(rates, args.threshold)
+            print(f'\n{args.system}:{partition} {environ}: {len(rates)} node(s), median '
+                  f'{screening.median_gflops:.2f} {unit}')
+            for node, rate in sorted(rates.items()):
+                flag = (f'  SLOW ({screening.slow[node][1]:.1f} % below)'
+                        if node in screening.slow else '')
+                print(f'  {node:<24}{rate:>10.2f} {unit}{flag}')
 
-        slow_total += len(screening.slow)
-
+            slow_total += len(screening.slow)
+    if not screened:
+        raise RuntimeError('no stored session has results of '
+                           + ' or '.join(check for check, *_ in SCREENS)
+                           + (f' (session {args.session})' if args.session else ''))
     if slow_total:
         raise RuntimeError(f'{slow_total} slow node(s) flagged')
 

@@ -59,10 +59,10 @@ class Datasheet:
     model: str                  # the product, as the datasheet names it
     fp64_flops: float           # FP64 peak, vector units
     fp64_tensor_flops: float    # FP64 peak with tensor cores (= fp64_flops where none)
-    memory_bandwidth: float     # bytes/s
+    memory_bandwidth: float     # bytes/s (None where the vendor gives none)
     host_link: str              # 'PCIe 5.0 x16'
-    host_link_bandwidth: float  # bytes/s, each direction
-    power_w: float              # the datasheet's maximum board power
+    host_link_bandwidth: float  # bytes/s, each direction (or None)
+    power_w: float              # the datasheet's maximum board power (or None)
     source: str                 # document and table
 
 
@@ -74,6 +74,8 @@ _A100 = ('NVIDIA A100 Tensor Core GPU datasheet (2021), table "NVIDIA A100 Tenso
          'Specifications (SXM4 and PCIe Form Factors)"')
 _H100 = 'NVIDIA H100 Tensor Core GPU datasheet (2023), table "Technical Specifications"'
 _H200 = 'NVIDIA H200 Tensor Core GPU datasheet (2024), table "Technical Specifications"'
+_CLEARSPEED = ('Sun BluePrints, Tokyo Institute of Technology Supercomputer Grid Architecture '
+               'and Performance Overview (2007; seed 000), Chapter 2, "ClearSpeed CSX600"')
 
 # nvidia-smi's name of a model (a regular expression, matched whole) -> its datasheet.
 DATASHEETS = {
@@ -93,6 +95,11 @@ DATASHEETS = {
                               _H200),
     r'NVIDIA H200 NVL': Datasheet('H200 NVL', 30 * TERA, 60 * TERA, 4800 * GB, *PCIE5_X16, 600,
                                   _H200),
+    # TSUBAME's accelerator board: two CSX600 on a PCI-X card, "96 GFlops theoretical peak";
+    # the paper gives no memory bandwidth, link rate or maximum power (its 25 W is an
+    # average while running DGEMM: a reference figure, references/tsubame.yaml).
+    r'ClearSpeed Advance': Datasheet('ClearSpeed Advance (2 x CSX600)', 96e9, 96e9, None,
+                                     'PCI-X', None, None, _CLEARSPEED),
 }
 
 
@@ -218,6 +225,45 @@ def from_smi_xml(text):
     return gpus
 
 
+# GPUs a scheduler names by Slurm's GRES type (`Gres=gpu:h200:4`), where no tool on the node
+# describes them: (nvidia-smi's name, architecture, memory) of each. Memory as the
+# datasheets above give it (H200 141 GB, H100 SXM 80 GB, A100 40 and 80 GB); architecture
+# from NVIDIA's "CUDA GPU Compute Capability" list (Hopper 9.0, A100 8.0).
+GRES_TYPES = {
+    'h200': ('NVIDIA H200', 'sm_90', 141 * GB),
+    'h100': ('NVIDIA H100 80GB HBM3', 'sm_90', 80 * GB),
+    'a100': ('NVIDIA A100-SXM4-80GB', 'sm_80', 80 * GB),
+    'a100_40g': ('NVIDIA A100-SXM4-40GB', 'sm_80', 40 * GB),
+}
+_GRES_GPU = re.compile(r'^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)(?:\(.*\))?$')
+
+
+def from_gres(gres):
+    """The GPUs of a node whose Slurm GRES is `gres` ('gpu:h200:4', 'gpu:h100:2(S:0-1)',
+    several comma-separated, '(null)' for none), described from GRES_TYPES: [] without a
+    GPU. Power limit, clocks and ECC are not known from it (0 and None: nothing is judged
+    against them). A GPU GRES without a type, or of a type the table lacks, is one message
+    saying what to declare."""
+    gpus = []
+    for item in re.split(r',(?![^(]*\))', gres or ''):
+        item = item.strip()
+        if not item.startswith('gpu'):
+            continue
+        match = _GRES_GPU.match(item)
+        if not match:
+            raise AcceleratorError(f'GRES {item!r} is not gpu[:TYPE]:COUNT')
+        kind = (match.group('type') or '').lower()
+        if kind not in GRES_TYPES:
+            raise AcceleratorError(
+                f'GRES {item!r}: ' + (f'the type {kind!r} is not one of' if kind else
+                                     'no type: declare it as gpu:TYPE:COUNT with TYPE one of')
+                + f' {", ".join(sorted(GRES_TYPES))} (hpcbench.core.accelerators.GRES_TYPES)')
+        model, arch, memory = GRES_TYPES[kind]
+        gpus += [Accelerator('nvidia', 'gpu', model, arch, memory, index=i)
+                 for i in range(len(gpus), len(gpus) + int(match.group('count')))]
+    return gpus
+
+
 def detect(nvidia_smi=None, timeout=60):
     """The GPUs of this node, from its nvidia-smi; [] where there is none. A tool that is
     there and fails (a driver not loaded) is an AcceleratorError saying what it printed."""
@@ -263,7 +309,8 @@ def partition_extras(accelerators):
         'memory_bytes': min(a.memory_bytes for a in accelerators),
         'max_sm_clock_hz': min(a.max_sm_clock_hz for a in accelerators),
         'power_limit_w': min(a.power_limit_w for a in accelerators),
-        'ecc_enabled': all(a.ecc_enabled for a in accelerators),
+        'ecc_enabled': (None if any(a.ecc_enabled is None for a in accelerators)
+                        else all(a.ecc_enabled for a in accelerators)),
         'driver_version': accelerators[0].driver_version,
         'datasheet': asdict(sheet) if sheet else None,
     }
@@ -271,9 +318,11 @@ def partition_extras(accelerators):
 
 
 def features(accelerators):
-    """The partition features of its accelerators: `gpu`, and the vendor's programming
-    model (`cuda` for NVIDIA's)."""
+    """The partition features of its accelerators: their kind (`gpu`, `accelerator`), and
+    the vendor's programming model (`cuda` for NVIDIA's; `clearspeed` for ClearSpeed's
+    boards, driven through its BLAS)."""
     if not accelerators:
         return []
     vendor, kind, _model, _arch = _one_model(accelerators)
-    return [kind, *{'nvidia': ['cuda'], 'amd': ['rocm']}.get(vendor, [])]
+    return [kind, *{'nvidia': ['cuda'], 'amd': ['rocm'],
+                     'clearspeed': ['clearspeed']}.get(vendor, [])]

@@ -177,6 +177,59 @@ def ceiling_rows(cases, ceilings):
     return rows
 
 
+# The GPU checks' figures against their device's datasheet (hpcbench.core.accelerators):
+# per check, (figure, its ratio, what the ratio divides by).
+GPU_RATIOS = {
+    'BabelStreamCheck': (('triad_bandwidth', 'triad_datasheet_efficiency',
+                          'datasheet memory bandwidth'),),
+    'GpuDgemmCheck': (('tflops', 'fp64_peak_efficiency', 'datasheet FP64 peak'),
+                      ('gflops_per_watt', None, 'power drawn during the calls')),
+    'HostDeviceBandwidthCheck': (
+        ('host_to_device_pinned', 'host_to_device_link_efficiency', 'datasheet host link'),
+        ('device_to_host_pinned', 'device_to_host_link_efficiency', 'datasheet host link')),
+}
+
+
+GPU_HEADER = ['test case', 'environ', 'figure', 'against', 'ratio', 'how']
+
+
+def gpu_rows(cases, papers=()):
+    """The GPU checks' figures in `cases` against their datasheets (GPU_RATIOS), GFLOP/s per
+    watt with the power it was measured at; then, where there is any, the papers'
+    accelerators' GFLOP/s per watt beside them (`papers`: reference sets; TSUBAME's
+    ClearSpeed board, 2 in 2006). Rows of GPU_HEADER; [] without a GPU case."""
+    rows = []
+    for case in cases:
+        flagged = case['testcase'].get('flagged') or {}
+        for figure, ratio, against in GPU_RATIOS.get(case['check'], ()):
+            if figure not in case['perfvalues']:
+                continue
+            value, unit = case['perfvalues'][figure]
+            if ratio is None:
+                power = case['perfvalues'].get('power', (None, ''))[0]
+                against = against if power is None else f'{format_value(power)} W drawn'
+                text = ''
+            elif ratio in flagged:
+                text = 'withheld'
+            elif ratio in case['perfvalues']:
+                text = f'{case["perfvalues"][ratio][0]:.1f} %'
+            else:
+                text = '-'
+            rows.append([case_title(case), case['environ'],
+                         f'{figure} = {format_value(value)} {unit}', against, text,
+                         flagged.get(ratio) or measured_as(case, figure)])
+    if not rows:
+        return []
+    for refs in papers:
+        for fig in refs.figures:
+            if fig.check == 'GpuDgemmCheck' and fig.variable == 'gflops_per_watt':
+                year = refs.sources[fig.source].get('year', '')
+                rows.append([f'{refs.system}:{fig.partition} ({year})', '',
+                             f'{fig.variable} = {format_value(fig.value)} {fig.unit}',
+                             'the paper\'s figures', '', f'{fig.where}: {fig.configuration}'])
+    return rows
+
+
 def blas_mpi_tables(cases, ceilings):
     """The test cases measured with several BLAS libraries (HPL and its DGEMM ceiling, HPCC),
     their compared figures as BLAS x MPI: [(heading, header, rows)]."""

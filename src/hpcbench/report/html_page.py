@@ -3,7 +3,7 @@ plots inline, regressions highlighted, and every test case's provenance (session
 build, inputs, node) one click away. Plain HTML and CSS, no script."""
 import html
 
-from hpcbench.report.contents import (CASE_FACTS, CEILING_HEADER, SESSION_FACTS,
+from hpcbench.report.contents import (CASE_FACTS, CEILING_HEADER, GPU_HEADER, SESSION_FACTS,
                                       blas_mpi_tables, bounds_text, case_title, ceiling_rows,
                                       format_margin, format_value, reference_rows,
                                       summary_rows)
@@ -44,7 +44,7 @@ def _anchor(text):
 
 
 def render_html(system, cases, sessions, reference_set, comparison, saved_plots, generated,
-                ceilings=()):
+                ceilings=(), gpu=()):
     checks = sorted({c['check'] for c in cases})
     failed = sum(r['result'] == 'fail' for c in cases for r in reference_rows(c, reference_set))
     out = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -55,6 +55,7 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
            f'outside their reference bounds. Markdown summary: '
            f'<a href="summary.md">summary.md</a>.</p>',
            '<nav><a href="#summary">Summary</a><a href="#ceilings">Ceilings</a>'
+           + ('<a href="#gpus">GPUs</a>' if gpu else '') +
            '<a href="#blas">BLAS x MPI</a><a href="#plots">Plots</a>'
            '<a href="#comparison">Comparison</a><a href="#results">Results</a>'
            '<a href="#provenance">Provenance</a></nav>']
@@ -75,6 +76,13 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
                'node in the same session, with its runs\' spread (on a VM whose clock varies, '
                'that spread is its variation).</p>')
     out.append(_html_table(CEILING_HEADER, ceiling_rows(cases, ceilings)))
+    if gpu:
+        out.append('<h2 id="gpus">GPUs against their datasheets</h2>')
+        out.append('<p>BabelStream\'s triad against the datasheet memory bandwidth, cuBLAS DGEMM '
+                   'against the FP64 peak with tensor cores and per watt drawn during the '
+                   'calls, pinned copies against the host link (each the median over the '
+                   'node\'s GPUs); below, the papers\' accelerators per watt.</p>')
+        out.append(_html_table(GPU_HEADER, gpu))
     out.append('<h2 id="blas">BLAS x MPI</h2>')
     tables = blas_mpi_tables(cases, ceilings)
     out.append('<p>The test cases run with several BLAS libraries (HPL and its DGEMM '

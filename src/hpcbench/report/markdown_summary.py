@@ -2,9 +2,9 @@
 references, the comparison with earlier sessions, the ceilings, links to the plots; and the
 plain-text tables `hpcbench compare` prints."""
 
-from hpcbench.report.contents import (CEILING_HEADER, bounds_text, format_value, format_margin,
-                                      blas_mpi_tables, case_title, ceiling_rows, distribution,
-                                      reference_rows, summary_rows, title)
+from hpcbench.report.contents import (CEILING_HEADER, GPU_HEADER, bounds_text, format_value,
+                                      format_margin, blas_mpi_tables, case_title, ceiling_rows,
+                                      distribution, reference_rows, summary_rows, title)
 
 
 def _md_table(header, rows):
@@ -22,7 +22,8 @@ def text_table(header, rows):
                      for row in rows)
 
 
-def markdown(system, cases, reference_set, comparison, saved_plots, generated, ceilings=()):
+def markdown(system, cases, reference_set, comparison, saved_plots, generated, ceilings=(),
+             gpu=()):
     out = [f'# hpcbench report: {system}', '', f'Generated {generated} from ReFrame\'s '
            f'results database. HTML report with plots: [index.html](index.html).', '']
     out += ['## Summary', '', _md_table(['check', 'test cases', 'figures', 'pass', 'fail',
@@ -45,6 +46,8 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated, c
 
     out += ['## Against the node\'s ceilings', '',
             _md_table(CEILING_HEADER, ceiling_rows(cases, ceilings)), '']
+    if gpu:
+        out += ['## GPUs against their datasheets', '', _md_table(GPU_HEADER, gpu), '']
     out += ['## BLAS x MPI', '']
     for heading, header, rows in blas_mpi_tables(cases, ceilings):
         out += [f'### {heading}', '', _md_table(header, rows), '']

@@ -23,7 +23,7 @@ from hpcbench.report import plots, trend_plots
 from hpcbench.results import references, results_db, verdicts
 from hpcbench.report.markdown_summary import markdown
 from hpcbench.report.html_page import render_html
-from hpcbench.report.contents import Comparison, ceiling_cases, latest_cases
+from hpcbench.report.contents import Comparison, ceiling_cases, gpu_rows, latest_cases
 
 
 # --- Markdown ------------------------------------------------------------------------------
@@ -85,11 +85,12 @@ def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHO
                                                             threshold))]
     generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     ceilings = ceiling_cases(used, system)
+    gpu = gpu_rows(cases, papers)
     (directory / 'summary.md').write_text(
-        markdown(system, cases, reference_set, comparison, saved, generated, ceilings))
+        markdown(system, cases, reference_set, comparison, saved, generated, ceilings, gpu))
     index = directory / 'index.html'
     index.write_text(render_html(system, cases, used, reference_set, comparison, saved,
-                                 generated, ceilings))
+                                 generated, ceilings, gpu))
     return index
 
 

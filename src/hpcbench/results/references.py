@@ -18,7 +18,9 @@ Shared code turns the figures that apply to a test into its ReFrame `reference`.
       value: 3294.2               # in the check's unit
       unit: MB/s
       cited: 3294.2               # optional: as the paper prints it when the unit differs
-                                  # (76.46 TFlops; checked against value by the tests)
+                                  # (76.46 TFlops), or the arithmetic on the paper's figures
+                                  # that gives it (50 of 96 GFlops: a percentage; 50 GFlops
+                                  # per 25 Watts); checked against value by the tests
       quote: 1 Thread 2 DIMMs 3294.2 12.6 ...  # a seed's figure: the seed's own words that
                                   # print it (its sentence or table row), so that a clone
                                   # without the seeds still shows where the number stands
@@ -106,6 +108,8 @@ BENCHMARK_OF_CHECK = {
     'StreamCheck': 'STREAM',
     'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB', 'ImbVariability': 'IMB',
     'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
+    'BabelStreamCheck': 'BabelStream', 'GpuDgemmCheck': 'GPU DGEMM',
+    'HostDeviceBandwidthCheck': 'Host-device bandwidth', 'GpuNodeScreen': 'GPU DGEMM',
 }
 
 
@@ -115,7 +119,8 @@ def reported_variables(check, match=None):
     references` (make lint) checks a figure's variable against, before any run: the checks
     report these and no others (tests/results/test_references.py reads their performance functions
     to keep the two one)."""
-    from hpcbench.benchmarks import hpcc, hpl, hpl_sweep, imb, ior, mpi_startup, stream
+    from hpcbench.benchmarks import (babelstream, dgemm, gpu_screen, host_device, hpcc, hpl,
+                                     hpl_sweep, imb, ior, mpi_startup, stream)
     if check in ('ImbPairCheck', 'ImbGroupCheck'):
         benchmarks = (imb.PAIR_BENCHMARKS if check == 'ImbPairCheck' else imb.GROUP_BENCHMARKS)
         named = (match or {}).get('benchmark')
@@ -130,6 +135,10 @@ def reported_variables(check, match=None):
         'ImbVariability': imb.VARIABILITY_VARIABLES,
         'IorCheck': ior.PERFORMANCE_VARIABLES,
         'MpiStartupCheck': mpi_startup.VARIABLES,
+        'BabelStreamCheck': babelstream.VARIABLES,
+        'GpuDgemmCheck': dgemm.GPU_VARIABLES,
+        'HostDeviceBandwidthCheck': host_device.VARIABLES,
+        'GpuNodeScreen': gpu_screen.VARIABLES,
     }[check])
 
 

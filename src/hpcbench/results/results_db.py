@@ -127,7 +127,10 @@ def with_added_parameters(check, match):
 # withheld here, saying so.
 PEAK_RATIOS = ('efficiency', 'ceiling_efficiency', 'sustained_peak_efficiency',
                'peak_of_rpeak', 'hpl_efficiency', 'hpl_ceiling_efficiency',
-               'triad_ceiling_efficiency', 'triad_cached_store_efficiency')
+               'triad_ceiling_efficiency', 'triad_cached_store_efficiency',
+               # The GPU checks' ratios to their device's datasheet.
+               'triad_datasheet_efficiency', 'fp64_peak_efficiency',
+               'host_to_device_link_efficiency', 'device_to_host_link_efficiency')
 UNEXPLAINED_RATIO = ('{value:.1f} % of its peak or ceiling, stored without a reason (a '
                      'session from before the suite withheld such ratios): above 100 % the '
                      'peak is wrong (a nominal clock below the one the cores run at, a '

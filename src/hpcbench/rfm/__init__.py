@@ -2,8 +2,8 @@
 directories, logging, modes, environments per MPI stack and BLAS), paper_sites (nodes
 described by hand from a paper), backends (schedulers and launchers ReFrame lacks). For
 checks: partition (the node a test runs on, launch helpers), plugins (the mix-ins every
-run has), build (the build fixture), run (the run base classes). quiet_node runs inside
-each job, as a script.
+run has), build (the build fixture), run (the run base classes), gpu (what the GPU checks
+share: their builds, one rank per GPU). quiet_node runs inside each job, as a script.
 
 May import every layer below (core, benchmarks, results, stack) and ReFrame.
 """

@@ -83,11 +83,12 @@ def partition(name, descr, scheduler, launcher, processor, num_nodes, memory_byt
     }
 
 
-def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=()):
+def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=(), spack_blas=None):
     """One MPI stack of a site, built by the system's Spack environment: its compiler
     wrappers come from `spack load` of the MPI; `launcher` (hpcbench.rfm.backends or ReFrame's)
-    replaces the partition's for this stack; `env_vars`: its run-time tuning."""
-    extras = {'spack_mpi': spack_mpi}
+    replaces the partition's for this stack; `env_vars`: its run-time tuning; `spack_blas`:
+    the BLAS its builds name, where the environment builds with more than one."""
+    extras = {'spack_mpi': spack_mpi, **({'spack_blas': spack_blas} if spack_blas else {})}
     if launcher:
         extras['launcher'] = launcher
 

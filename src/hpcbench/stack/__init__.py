@@ -1,9 +1,10 @@
 """The machine's software, what is installed and how: the pinned Spack run isolated (spack),
 Debian packages (debian), the MPI stacks and BLAS libraries side by side (mpi_stacks, blas),
-facts about this host (host), set-up of this machine (bootstrap), a system's stack in a
-shell (shell), offline bundles made (bundle) and unpacked (bundle_unpack), the provenance a
-session records (provenance), and the emulated Slurm cluster the testbed system runs on
-(testbed, its daemons' processes: testbed_processes).
+the CUDA toolkit GPU programs are built with (cuda), facts about this host (host), set-up of
+this machine (bootstrap), a system's stack in a shell (shell), offline bundles made (bundle)
+and unpacked (bundle_unpack), the provenance a session records (provenance), and the
+emulated Slurm cluster the testbed system runs on (testbed, its daemons' processes:
+testbed_processes).
 
 May import core, benchmarks and results (set-up suggests a BLAS from stored DGEMM
 ceilings). `spack`, `bundle` and `bundle_unpack` run before any venv exists: standard

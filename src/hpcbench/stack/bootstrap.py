@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from hpcbench.benchmarks import stream
+from hpcbench.benchmarks import babelstream, dgemm, host_device, stream
 from hpcbench.core import node, paths
-from hpcbench.stack import blas, debian, host, mpi_stacks, spack, testbed
+from hpcbench.stack import blas, cuda, debian, host, mpi_stacks, spack, testbed
 
 # The registry-only path: what runs real benchmarks with no Spack (Debian's HPCC on Debian's
 # Open MPI, the IMB-MPI1 of Intel MPI's PyPI wheel, ranks bound with numactl). OpenBLAS is
@@ -242,13 +242,42 @@ def machine_node(system):
     return node.from_partition(processor, host.partition_extras(), system)
 
 
-def host_config(stacks, tools, this_node, system='local', detected=(), blas_libraries=()):
+def gpu_specs(cuda_archs):
+    """The GPU programs an environment builds for each of Spack's `cuda_archs`: BabelStream,
+    the DGEMM ceiling through cuBLAS and the host link's copies."""
+    return [spec for arch in cuda_archs
+            for spec in (babelstream.spack_spec(arch), dgemm.cuda_spack_spec(arch),
+                         host_device.spack_spec(arch))]
+
+
+def gpu_build(accelerators):
+    """(cuda_archs, toolkit) of this machine's GPU programs (hpcbench.stack.cuda.build_archs:
+    its GPUs', or HPCBENCH_CUDA_ARCH's), the toolkit installed only then; ([], None) for
+    none. A toolkit that cannot be had is said and the GPU programs are not built: the CPU
+    checks still run."""
+    try:
+        archs = cuda.build_archs(accelerators)
+    except cuda.CudaError as err:
+        raise BootstrapError(str(err)) from None
+    if not archs:
+        return [], None
+    driver = next((a.driver_version for a in accelerators if a.driver_version), None)
+    try:
+        return archs, cuda.toolkit(driver)
+    except (cuda.CudaError, subprocess.CalledProcessError, OSError) as err:
+        say(f'no GPU program is built: {err}')
+        return [], None
+
+
+def host_config(stacks, tools, this_node, system='local', detected=(), blas_libraries=(),
+                cuda_archs=(), cuda_toolkit=None):
     """The machine-specific half of spack-envs/local (the other half is committed): the
     externals, the MPI stacks (`mpis`) and STREAM specs the environment builds for, and its
     BLAS libraries (hpcbench.stack.blas): `blas_default`, with which HPL and HPCC are built
     on every MPI stack, `blas_others`, each on `blas_mpi` (the first stack),
     `blas_libraries` (all, for the DGEMM ceiling). `detected`: the externals Spack's
-    detection described (detected_mpi_externals)."""
+    detection described (detected_mpi_externals). `cuda_archs`, `cuda_toolkit`: the GPU
+    programs built (`gpu_specs`) and the toolkit they are built with (gpu_build)."""
     packages = dict(tools)
     for stack in stacks:
         try:
@@ -275,6 +304,8 @@ def host_config(stacks, tools, this_node, system='local', detected=(), blas_libr
         'externals': [{'spec': f'autoconf-archive@{archive[:4]}.{archive[4:6]}.{archive[6:]}',
                        'prefix': '/usr'}],
         'buildable': False}
+    if cuda_toolkit:
+        packages['cuda'] = {'externals': [cuda_toolkit.spack_external()], 'buildable': False}
     try:
         stream_specs = [stream.spack_spec(stream.array_size(this_node.llc_bytes_total,
                                                             this_node.memory_bytes))]
@@ -290,7 +321,8 @@ def host_config(stacks, tools, this_node, system='local', detected=(), blas_libr
                         {'blas_default': [b.spack_spec for b in blas_libraries[:1]]},
                         {'blas_mpi': [stack.spack_name for stack in stacks[:1]]},
                         {'blas_others': [b.spack_spec for b in blas_libraries[1:]]},
-                        {'blas_libraries': [b.spack_spec for b in blas_libraries]}],
+                        {'blas_libraries': [b.spack_spec for b in blas_libraries]},
+                        {'gpu_specs': gpu_specs(cuda_archs) if cuda_toolkit else []}],
     }
 
 
@@ -313,9 +345,12 @@ def bootstrap(refresh=False, found=None):
     write_spack_config(found)
     tools = detected_tools(found, refresh)
     detected = detected_mpi_externals(found, stacks)
+    # The testbed's nodes are this host: the same GPU programs.
+    cuda_archs, cuda_toolkit = gpu_build(host.accelerators())
     for system in MACHINE_SYSTEMS:
         write_host_yaml(host_config(machine_stacks(system), tools, machine_node(system),
-                                    system, detected, machine_blas(system)),
+                                    system, detected, machine_blas(system), cuda_archs,
+                                    cuda_toolkit),
                         paths.SPACK_ENVS_DIR / system / 'host.yaml')
     return found
 

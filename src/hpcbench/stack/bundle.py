@@ -154,12 +154,16 @@ def suite_requirements(project=None):
 
 def wheel_sets(system='local'):
     """[(what, requirements, pip options)] of what pip installs for `system`: the suite's
-    venv, Intel MPI and MKL."""
-    from hpcbench.stack import bootstrap
+    venv, Intel MPI and MKL, and the CUDA toolkit where the environment builds its GPU
+    programs with NVIDIA's wheels (hpcbench.stack.cuda)."""
+    from hpcbench.stack import bootstrap, cuda
     parts = [*bootstrap.machine_stacks(system), *bootstrap.machine_blas(system)]
+    toolkit = ([('the CUDA toolkit', cuda.REQUIREMENTS, cuda.PIP_OPTIONS)]
+               if cuda.environment_uses_wheels(paths.SPACK_ENVS_DIR / system / 'host.yaml')
+               else [])
     return [('the suite\'s venv', suite_requirements(), ()),
             *((p.name, p.wheel_requirements(), p.wheel_options) for p in parts
-              if hasattr(p, 'wheel_requirements'))]
+              if hasattr(p, 'wheel_requirements')), *toolkit]
 
 
 def make(system='local', output_dir=None, binaries=True):

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -33,6 +34,20 @@ from hpcbench.stack.testbed_processes import (TestbedError, alive, found_running
 APT_PACKAGES = ('slurm-wlm', 'slurmdbd', 'munge', 'mariadb-server', 'mariadb-client',
                 'libpmix-dev')
 DEFAULT_NODES = 3
+# GPU nodes g1..gG beside n1..nN, Slurm's partition `gpu`: each declares its GPUs as a typed
+# GRES (what a site's nodes declare, hpcbench.core.accelerators.from_gres) whose device files
+# are stand-ins: character devices of NVIDIA's numbers (major 195) under <state>/dev, which
+# no driver answers here. Slurm allocates them by --gres=gpu:N, refuses a request beyond
+# them ("Requested node configuration is not available"), and sets CUDA_VISIBLE_DEVICES to
+# the allocated ones (0,1 for both, 0 for one). Regular files will not do: slurmd refuses
+# them ("not a valid character or block device") and then sets no CUDA_VISIBLE_DEVICES.
+# The GPU programs themselves cannot run here.
+GPU_NODES = 2
+GPU_TYPE, GPUS_PER_NODE = 'h200', 2
+GPU_GRES = f'gpu:{GPU_TYPE}:{GPUS_PER_NODE}'
+SLURM_GPU_PARTITION = 'gpu'
+# The character device major of NVIDIA's GPUs (/dev/nvidia0 is 195, 0).
+NVIDIA_MAJOR = 195
 FIRST_SLURMD_PORT = 17001
 CTLD_PORT, DBD_PORT, DB_PORT = 16817, 16819, 16306
 CLUSTER, ACCOUNT = 'testbed', 'hpcbench'
@@ -130,12 +145,36 @@ def configured_nodes(root=None):
     return _configured_nodes(Layout(Path(root or state_dir()))) or DEFAULT_NODES
 
 
+def gpu_node_names():
+    return [f'g{n}' for n in range(1, GPU_NODES + 1)]
+
+
+def node_names(nodes):
+    """Every emulated node of a testbed of `nodes` CPU nodes: n1..nN, then the GPU nodes."""
+    return [*(f'n{n}' for n in range(1, nodes + 1)), *gpu_node_names()]
+
+
+def stand_in_devices(layout):
+    """The GPU nodes' stand-in device files, one per GPU (they share them: one host)."""
+    return [layout.root / 'dev' / f'nvidia{i}' for i in range(GPUS_PER_NODE)]
+
+
+def gres_conf(layout):
+    return (f'# Written by hpcbench.stack.testbed: stand-in device files, no GPU.\n'
+            f'NodeName=g[1-{GPU_NODES}] Name=gpu Type={GPU_TYPE} '
+            f'File={layout.root}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n')
+
+
 def slurm_conf(layout, nodes, processor, memory_mb, hostname):
     """slurm.conf of a cluster of `nodes` emulated nodes on `hostname`, each with its
-    `processor` (ReFrame's description: sockets, cores, threads) and `memory_mb`."""
+    `processor` (ReFrame's description: sockets, cores, threads) and `memory_mb`, and the
+    GPU nodes (GPU_NODES, the same, with GPU_GRES)."""
     last_port = FIRST_SLURMD_PORT + nodes - 1
     threads = processor['num_cpus_per_core']
     cores = processor['num_cpus_per_socket'] // threads
+    shape = (f"CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} "
+             f"CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={memory_mb}")
+    gpu_ports = f'{last_port + 1}-{last_port + GPU_NODES}'
     return f'''# Written by hpcbench.stack.testbed: {nodes} emulated nodes on {hostname}.
 ClusterName={CLUSTER}
 SlurmctldHost={hostname}(127.0.0.1)
@@ -166,8 +205,11 @@ JobCompType=jobcomp/none
 InactiveLimit=0
 KillWait=5
 MinJobAge=30
-NodeName=n[1-{nodes}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={memory_mb} State=UNKNOWN
-PartitionName={SLURM_PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+GresTypes=gpu
+NodeName=n[1-{nodes}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} {shape} State=UNKNOWN
+NodeName=g[1-{GPU_NODES}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={gpu_ports} {shape} Gres={GPU_GRES} State=UNKNOWN
+PartitionName={SLURM_PARTITION} Nodes=n[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName={SLURM_GPU_PARTITION} Nodes=g[1-{GPU_NODES}] MaxTime=INFINITE State=UP OverSubscribe=NO
 '''
 
 
@@ -216,11 +258,18 @@ def _prepare(layout, nodes):
         d.mkdir(parents=True, exist_ok=True)
     # munge and mysql work in their directories under it.
     layout.root.chmod(0o755)
-    for n in range(1, nodes + 1):
-        (layout.root / 'spool' / f'n{n}').mkdir(parents=True, exist_ok=True)
+    for name in node_names(nodes):
+        (layout.root / 'spool' / name).mkdir(parents=True, exist_ok=True)
         # TmpFS: one per node (PMIx's step directories would collide), short paths for
         # PMIx's sockets.
-        Path(f'/tmp/slurm-n{n}').mkdir(exist_ok=True)
+        Path(f'/tmp/slurm-{name}').mkdir(exist_ok=True)
+    for minor, device in enumerate(stand_in_devices(layout)):
+        device.parent.mkdir(exist_ok=True)
+        if device.is_char_device():
+            continue
+        if device.exists() or device.is_symlink():
+            device.unlink()
+        os.mknod(device, 0o644 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
 
     shutil.chown(layout.munge, 'munge', 'munge')
     layout.munge_socket.parent.mkdir(parents=True, exist_ok=True)
@@ -242,6 +291,7 @@ def _prepare(layout, nodes):
                                             node_memory_bytes(nodes) // 2**20,
                                             socket.gethostname()))
     layout.mpi_conf.write_text(f'# Written by hpcbench.stack.testbed.\n{MPI_CONF}')
+    (layout.etc / 'gres.conf').write_text(gres_conf(layout))
     dbd = layout.etc / 'slurmdbd.conf'
     dbd.write_text(slurmdbd_conf(layout, password_file.read_text()))
     dbd.chmod(0o600)
@@ -296,12 +346,13 @@ def _start_slurm(layout, nodes):
     spawn(layout, 'slurmctld', ['slurmctld', '-D', '-i'])
     wait_for('slurmctld', lambda: run_command(layout, 'scontrol', 'ping', check=False)
              .stdout.count('UP') > 0, log=layout.log / 'slurmctld.log')
-    for n in range(1, nodes + 1):
-        spawn(layout, f'slurmd-n{n}', ['slurmd', '-D', '-N', f'n{n}'])
+    for name in node_names(nodes):
+        spawn(layout, f'slurmd-{name}', ['slurmd', '-D', '-N', name])
     run_command(layout, 'sacctmgr', '-i', 'add', 'account', ACCOUNT, check=False)
     run_command(layout, 'sacctmgr', '-i', 'add', 'user', 'root', f'account={ACCOUNT}',
                 check=False)
-    wait_for(f'{nodes} idle nodes', lambda: idle_nodes(layout) == nodes,
+    every = len(node_names(nodes))
+    wait_for(f'{every} idle nodes', lambda: idle_nodes(layout) == every,
              log=layout.log / 'slurmctld.log')
 
 
@@ -366,7 +417,7 @@ def _start(layout, nodes):
 
 
 def expected_daemons(nodes):
-    return {*DAEMONS, *(f'slurmd-n{n}' for n in range(1, nodes + 1))}
+    return {*DAEMONS, *(f'slurmd-{name}' for name in node_names(nodes))}
 
 
 def _configured_nodes(layout):

@@ -1,0 +1,112 @@
+"""What the GPU checks share: a partition's accelerators (ReFrame's `devices` and the
+`extras['accelerators']` hpcbench.core.accelerators describes), the build of a GPU program
+for the partition's architecture, and a run of one rank per GPU (hpcbench.core.gpu_ranks)
+whose job asks the scheduler for the node's GPUs through the partition's `gpu` resource
+(`--gres=gpu:{num_gpus_per_node}` under Slurm).
+
+GPU checks run once per partition, in its OpenMP environment (feature `openmp`, as STREAM):
+their programs use no MPI, and the partition's launcher starts one rank per GPU.
+"""
+import os
+
+from reframe.core.builtins import run_after, variable
+from reframe.core.exceptions import ReframeError, SanityError
+
+from hpcbench.core import gpu_ranks
+from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.rfm.partition import job_output, skip_beyond_partition
+from hpcbench.rfm.run import BenchmarkRun
+
+
+def described_accelerators(partition):
+    """The partition's accelerators as its extras describe them ({} for none)."""
+    return partition.extras.get('accelerators') or {}
+
+
+def skip_stand_in(test):
+    """Skip `test` (a GPU build or run) where the partition's GPUs are stand-ins
+    (extras accelerators.stand_in: why), except in a dry run, which still writes its job."""
+    why = described_accelerators(test.current_partition).get('stand_in')
+    test.skip_if(bool(why) and not test.is_dry_run(),
+                 f'{test.current_partition.fullname}: {why}')
+
+
+def cuda_arch(partition):
+    """Spack's cuda_arch of the partition's GPUs (sm_90 -> '90'); None where they are not
+    NVIDIA's."""
+    described = described_accelerators(partition)
+    arch = described.get('arch', '')
+    if described.get('vendor') != 'nvidia' or not arch.startswith('sm_'):
+        return None
+    return arch[len('sm_'):]
+
+
+class GpuProgramBuild(BenchmarkBuild):
+    """The build of a GPU program for the partition's architecture: subclasses set
+    `spec_of`, a function of Spack's cuda_arch giving the root spec the environment lists
+    (hpcbench.stack.bootstrap.gpu_specs)."""
+    spec_of = None
+
+    @run_after('setup')
+    def choose_build(self):
+        skip_stand_in(self)
+        self.spec = self.spec_for(self.current_partition)
+
+    def spec_for(self, partition):
+        arch = cuda_arch(partition)
+        self.skip_if(arch is None, f'{partition.fullname}: no CUDA architecture in its '
+                                   'description (extras accelerators.arch)')
+        return type(self).spec_of(arch)
+
+
+class GpuRun(BenchmarkRun):
+    """A run on the GPUs of `num_gpu_nodes` nodes of a GPU partition, one rank per GPU."""
+    valid_systems = ['+gpu +cuda']
+    valid_prog_environs = ['+openmp +spack-builds']
+    #: Nodes the job runs on, every GPU of each.
+    num_gpu_nodes = variable(int, value=1)
+    input_kinds = {'num_gpu_nodes': 'positive'}
+    #: What this run used, for the perflog and the results database.
+    inputs = variable(str, value='')
+
+    @run_after('setup')
+    def skip_stand_in_gpus(self):
+        skip_stand_in(self)
+
+    def depends_on_stack(self):
+        # No MPI: one stack's run measures the GPUs (quick mode runs the first only).
+        return False
+
+    def gpus(self):
+        """The partition's accelerators (extras), refused in setup where it has none."""
+        described = described_accelerators(self.current_partition)
+        if not described.get('count'):
+            raise ReframeError(f'{self.current_partition.fullname}: a GPU partition without '
+                               'extras accelerators.count')
+        return described
+
+    def run_one_rank_per_gpu(self, program, *args, sample=None):
+        """The job: `program args` once per GPU of each node, through the rank wrapper;
+        `sample`: nvidia-smi's query fields to sample each rank's GPU with during its calls."""
+        count = self.gpus()['count']
+        skip_beyond_partition(self, self.num_gpu_nodes)
+        self.num_tasks_per_node = count
+        self.num_tasks = count * self.num_gpu_nodes
+        self.extra_resources = {'gpu': {'num_gpus_per_node': count}}
+        script = os.path.join(self.stagedir, gpu_ranks.SCRIPT)
+        with open(script, 'w') as fp:
+            fp.write(gpu_ranks.wrapper_script())
+        os.chmod(script, 0o755)
+        self.executable = f'./{gpu_ranks.SCRIPT}'
+        self.executable_opts = [*(['--sample', ','.join(sample)] if sample else []),
+                                program, *(str(a) for a in args)]
+        self.postrun_cmds = [*gpu_ranks.print_ranks_commands(), *self.postrun_cmds]
+        self.keep_files = [*self.keep_files, gpu_ranks.SCRIPT, gpu_ranks.OUTPUT_GLOB,
+                           *(['power-rank-*.csv'] if sample else [])]
+
+    def rank_outputs(self):
+        """{rank: (gpu, host, its output)}; a rank missing fails the sanity check."""
+        try:
+            return gpu_ranks.split(job_output(self), self.num_tasks)
+        except gpu_ranks.RankOutputError as err:
+            raise SanityError(str(err)) from None

@@ -1,0 +1,283 @@
+"""The GPU checks' sanity functions (reframe-checks/babelstream.py, gpu_dgemm.py,
+host_device_bandwidth.py) on job outputs of one rank per GPU (hpcbench.core.gpu_ranks), and
+on broken copies of them.
+
+What each rank printed is a real output where one exists: BabelStream's `--csv` run on the
+H200 node; the DGEMM's lines as dgemm-rate prints them (tests/fixtures/dgemm: the GPU's
+program prints the same, after its device line) with the H100 node's real power trace
+beside them. No host-device-bandwidth output was captured on a GPU yet: its lines are the
+program's own format with the H200 node's measured figures (its README: 55.5 GB/s pinned,
+10.0 pageable, 4.2 TB/s within the device)."""
+import re
+import types
+
+import pytest
+import reframe.utility.sanity as sn
+from reframe.core.exceptions import SanityError
+
+from conftest import FIXTURES, check_classes_of
+from hpcbench.core import accelerators, gpu_ranks
+from hpcbench.rfm.plugins import Samples
+from test_babelstream import CSV_RUN, MUTATIONS as BABELSTREAM_MUTATIONS
+
+DGEMM_RUN = (FIXTURES / 'dgemm' / 'local-2-cores.out').read_text()
+H100_TRACE = (FIXTURES / 'gpu' / 'h100' / 'power-during-probe.csv').read_text()
+# The H100 probe's DGEMM calls: from its idle start to the end of its power cap (its copies
+# follow at 135 W).
+CALLS = ('2026/11/26 11:22:24.339', '2026/11/26 11:22:31.000')
+
+
+def _copies_output(pinned=(55.48, 55.51), pageable=(10.02, 9.98), nbytes=1 << 30):
+    rates = {'host to device, pinned': pinned, 'device to host, pinned': pinned,
+             'host to device, pageable': pageable, 'device to host, pageable': pageable,
+             'device to device': (2101.4, 2099.8)}
+    lines = [f'device: NVIDIA H200 sm_90 pci=0000:00:06 bytes={nbytes} repeats=2']
+    lines += [f'{name}: {" ".join(f"{r:.2f}" for r in values)} GB/s; best {max(values):.2f} '
+              f'mean {sum(values) / 2:.2f}' for name, values in rates.items()]
+    return '\n'.join([*lines, 'copies verified', ''])
+
+
+def _job(*sections):
+    """A job's output: each rank's section as the wrapper heads it, in rank order."""
+    return ''.join(f'== rank {rank}: GPU {rank} on gpu-node\n{text}'
+                   for rank, text in enumerate(sections))
+
+
+class CheckUnderTest(types.SimpleNamespace):
+    record_samples = Samples.record_samples
+    record_aggregation = Samples.record_aggregation
+
+    def __init__(self, check, stagedir, output, **attrs):
+        (stagedir / 'rfm_job.out').write_text(output)
+        super().__init__(samples={}, aggregation={}, flagged={}, unique_name='under test',
+                         stagedir=str(stagedir), stdout='rfm_job.out', **attrs)
+        self.perf_variables = dict.fromkeys(n for n, v in vars(check).items()
+                                            if getattr(v, '_rfm_perf_fn', False)) or _Every()
+        for name in ('rank_outputs', 'power_of', 'median', 'percent', 'gpus'):
+            if hasattr(check, name):
+                setattr(self, name, types.MethodType(getattr(check, name), self))
+
+
+class _Every:
+    def __contains__(self, name):
+        return True
+
+
+@pytest.fixture(scope='module')
+def checks():
+    return check_classes_of('babelstream.py', 'gpu_dgemm.py', 'host_device_bandwidth.py',
+                            'gpu_screen.py')
+
+
+def _babelstream(checks, tmp_path, output, ranks=2):
+    check = checks['BabelStreamCheck']
+    return check, CheckUnderTest(check, tmp_path, output, num_tasks=ranks, elements=536870912,
+                                 num_times=50, datasheet_bandwidth=4800e9)
+
+
+def test_babelstream_sanity_passes_every_gpu_s_real_run(checks, tmp_path):
+    check, test = _babelstream(checks, tmp_path, _job(CSV_RUN, CSV_RUN))
+    assert sn.evaluate(check.every_gpu_validates(test))
+    assert test.samples['triad_bandwidth'] == [pytest.approx(3947.74)] * 2
+    assert test.samples['triad_datasheet_efficiency'] == [pytest.approx(82.24, abs=0.01)] * 2
+    assert test.aggregation['triad_bandwidth'] == (
+        "median over 2 GPU(s) of BabelStream's best of 50 calls")
+
+
+@pytest.mark.parametrize('mutation', BABELSTREAM_MUTATIONS)
+def test_babelstream_sanity_fails_a_gpu_s_broken_real_run(checks, tmp_path, mutation):
+    broken, said = BABELSTREAM_MUTATIONS[mutation]
+    check, test = _babelstream(checks, tmp_path, _job(CSV_RUN, broken))
+    with pytest.raises(SanityError, match=r'^rank 1 \(GPU 1 on gpu-node\): .*' + re.escape(said)):
+        sn.evaluate(check.every_gpu_validates(test))
+
+
+def test_babelstream_sanity_fails_when_a_gpu_s_rank_did_not_run(checks, tmp_path):
+    check, test = _babelstream(checks, tmp_path, _job(CSV_RUN), ranks=2)
+    with pytest.raises(SanityError, match=r'no output of rank\(s\) 1 of 2: the job ran fewer'):
+        sn.evaluate(check.every_gpu_validates(test))
+
+
+def _dgemm_job(checks, tmp_path, text=None, trace=H100_TRACE, window=CALLS):
+    check = checks['GpuDgemmCheck']
+    stamps = f'calls from {window[0]}\n' if window else ''
+    section = stamps + (DGEMM_RUN if text is None else text) + (
+        f'calls to {window[1]}\n' if window else '')
+    if trace is not None:
+        (tmp_path / 'power-rank-0.csv').write_text(trace)
+    return check, CheckUnderTest(check, tmp_path, _job(section), num_tasks=1, repeats=5,
+                                 peak=67e12, sampled=trace is not None or window is not None)
+
+
+def test_gpu_dgemm_sanity_takes_each_gpu_s_rate_and_its_power_during_the_calls(checks,
+                                                                               tmp_path):
+    check, test = _dgemm_job(checks, tmp_path)
+    assert sn.evaluate(check.every_product_verified(test))
+    (result, summary), = test.per_gpu
+    assert result.best == 108.862
+    # The busy samples only: the idle GPU before and after the calls is left out.
+    assert summary.power_median_w == pytest.approx(697.7, abs=1.0)
+    assert summary.limited_by == ('sw_power_cap',)
+    assert test.samples['power'] == [summary.power_median_w]
+    assert test.samples['gflops_per_watt'] == [pytest.approx(108.862 / summary.power_median_w)]
+
+
+def test_an_accelerator_driven_through_its_blas_is_judged_without_a_power_trace(checks,
+                                                                              tmp_path):
+    """TSUBAME's ClearSpeed boards: dgemm-rate through CSXL (the same output), and no tool
+    samples the board: its rate is judged, its power is not measured."""
+    check, test = _dgemm_job(checks, tmp_path, trace=None, window=None)
+    assert sn.evaluate(check.every_product_verified(test))
+    assert test.samples['tflops'] == [0.108862]
+    assert 'power' not in test.samples and 'gflops_per_watt' not in test.samples
+
+
+@pytest.mark.parametrize('mutation', ['not verified', 'cut short', 'no header', 'rate nan'])
+def test_gpu_dgemm_sanity_fails_a_broken_real_output(checks, tmp_path, mutation):
+    from test_hpcc_and_dgemm import _dgemm_mutations
+    check, test = _dgemm_job(checks, tmp_path, _dgemm_mutations(DGEMM_RUN)[mutation])
+    with pytest.raises(SanityError, match=r'^rank 0 \(GPU 0 on gpu-node\): '):
+        sn.evaluate(check.every_product_verified(test))
+
+
+@pytest.mark.parametrize('trace, window, said', [
+    (None, CALLS, 'no power trace: No such file or directory'),
+    (H100_TRACE, None, 'no "calls from/to" stamps'),
+    (H100_TRACE.replace('74.50 W', '[N/A]'), CALLS, 'line 2: power'),
+    (H100_TRACE, ('2026/11/26 12:00:00.000', '2026/11/26 12:00:01.000'), 'no sample from'),
+])
+def test_gpu_dgemm_sanity_fails_without_the_power_of_its_calls(checks, tmp_path, trace, window,
+                                                               said):
+    check, test = _dgemm_job(checks, tmp_path, trace=trace, window=window)
+    with pytest.raises(SanityError, match=re.escape(said)):
+        sn.evaluate(check.every_product_verified(test))
+
+
+def _copies_job(checks, tmp_path, *sections):
+    check = checks['HostDeviceBandwidthCheck']
+    return check, CheckUnderTest(check, tmp_path, _job(*sections), num_tasks=len(sections),
+                                 copy_bytes=1 << 30, repeats=2, link_bandwidth=64e9)
+
+
+def test_host_device_sanity_judges_the_pinned_copies_against_the_link(checks, tmp_path):
+    check, test = _copies_job(checks, tmp_path, _copies_output(), _copies_output((50.0, 51.0)))
+    assert sn.evaluate(check.every_copy_verified(test))
+    assert test.samples['host_to_device_pinned'] == [55.51, 51.0]
+    assert test.samples['host_to_device_link_efficiency'] == [
+        pytest.approx(86.73, abs=0.01), pytest.approx(79.69, abs=0.01)]
+    assert test.samples['device_to_host_pageable'] == [10.02, 10.02]
+
+
+HOST_DEVICE_MUTATIONS = {
+    'not verified': (_copies_output().replace('copies verified', 'copies WRONG'),
+                     'were not verified'),
+    'a copy missing': (re.sub(r'(?m)^device to device:.*\n', '', _copies_output()),
+                       'no complete line of "device to device" copies'),
+    'cut short': (_copies_output()[:_copies_output().index('; best', 200)],
+                  'no complete line of'),
+    'a rate that is none': (_copies_output().replace('55.48', 'n/a', 1), 'a rate is no number'),
+    'a rate nan': (_copies_output().replace('55.48', 'nan', 1), 'each above 0 expected'),
+    'a zero rate': (_copies_output().replace('55.48', '0.00', 1), 'each above 0 expected'),
+    'another size': (_copies_output(nbytes=1 << 20), '1048576 bytes were copied, 1073741824'),
+    'did not start': ('host-device-bandwidth: finding the device: no CUDA-capable device is '
+                      'detected\n', 'the program did not start'),
+}
+
+
+@pytest.mark.parametrize('mutation', HOST_DEVICE_MUTATIONS)
+def test_host_device_sanity_fails_a_broken_output(checks, tmp_path, mutation):
+    broken, said = HOST_DEVICE_MUTATIONS[mutation]
+    check, test = _copies_job(checks, tmp_path, _copies_output(), broken)
+    with pytest.raises(SanityError, match=r'^rank 1 \(GPU 1 on gpu-node\): .*' + re.escape(said)):
+        sn.evaluate(check.every_copy_verified(test))
+
+
+def test_the_rank_wrapper_gives_each_rank_its_gpu_and_refuses_more_ranks_than_gpus(tmp_path):
+    import subprocess
+    script = tmp_path / gpu_ranks.SCRIPT
+    script.write_text(gpu_ranks.wrapper_script())
+    script.chmod(0o755)
+
+    def rank(local, visible=None):
+        env = {'PATH': '/usr/bin:/bin', 'OMPI_COMM_WORLD_LOCAL_RANK': str(local),
+               'OMPI_COMM_WORLD_RANK': str(local + 10),
+               **({'CUDA_VISIBLE_DEVICES': visible} if visible is not None else {})}
+        done = subprocess.run([str(script), 'sh', '-c', 'echo "sees $CUDA_VISIBLE_DEVICES"'],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+        out = tmp_path / f'rank-{local + 10}.out'
+        return done.returncode, out.read_text() if out.exists() else '', done.stderr
+
+    assert rank(1)[:2] == (0, f'== rank 11: GPU 1 on {_hostname()}\nsees 1\n')
+    assert rank(1, '4,6')[1].endswith('sees 6\n')       # Slurm's GRES: the job's GPUs
+    assert rank(0, '7')[1].endswith('sees 7\n')         # a task given one GPU keeps it
+    status, _, said = rank(2, '4,6')
+    assert status == 3 and 'local rank 2 has no GPU of CUDA_VISIBLE_DEVICES=4,6' in said
+
+
+def _hostname():
+    import socket
+    return socket.gethostname()
+
+
+H200_QUERY = (FIXTURES / 'gpu' / 'h200' / 'nvidia-smi-query.csv').read_text()
+# The idle GPU's reasons as the H100 node's trace shows them before its calls: gpu_idle only.
+IDLE = 'index, clocks_event_reasons.active\n0, 0x0000000000000001\n'
+
+
+def _screen_job(checks, tmp_path, query=H200_QUERY, reasons=IDLE, sections=(DGEMM_RUN,),
+                count=1):
+    check = checks['GpuNodeScreen']
+    described = accelerators.partition_extras(accelerators.from_query_csv(H200_QUERY))
+    described = {**described['accelerators'], 'count': count}
+    output = f'== gpus\n{query}== idle reasons\n{reasons}' + _job(*sections)
+    test = CheckUnderTest(check, tmp_path, output, num_tasks=len(sections), repeats=5,
+                          slow_percent=5.0, current_partition=types.SimpleNamespace(
+                              extras={'accelerators': described}, fullname='gpu:node'))
+    return check, test
+
+
+def test_gpu_screen_passes_the_h200_node_as_it_was(checks, tmp_path):
+    check, test = _screen_job(checks, tmp_path)
+    assert sn.evaluate(check.gpus_as_described(test))
+    assert test.screening.rates == {'GPU 0 on gpu-node': 0.108862}
+    assert test.screening.slow == {}
+
+
+def test_gpu_screen_names_a_slow_gpu_of_the_node(checks, tmp_path):
+    slow = re.sub(r'(?m)^(repeat \d+: \S+ s )10[78]\.', r'\g<1>90.', DGEMM_RUN)
+    two = H200_QUERY + H200_QUERY.splitlines()[1].replace('0, NVIDIA', '1, NVIDIA') + '\n'
+    check, test = _screen_job(checks, tmp_path, two, IDLE + '1, 0x0000000000000001\n',
+                              (DGEMM_RUN, slow), count=2)
+    assert sn.evaluate(check.gpus_as_described(test))
+    assert list(test.screening.slow) == ['GPU 1 on gpu-node']
+    assert test.samples['slowest_gpu_tflops'] == pytest.approx([0.090956, 0.108862])
+
+
+SCREEN_FAULTS = {
+    'a gpu missing': (dict(count=2), '1 GPU(s), the partition describes 2'),
+    'power capped': (dict(query=H200_QUERY.replace('700.00 W', '500.00 W')),
+                     'GPU 0 (00000000:00:06.0) is limited to 500 W, the partition\'s to 700 W'),
+    'ecc off': (dict(query=H200_QUERY.replace('Enabled', 'Disabled')),
+                'GPU 0 (00000000:00:06.0) has ECC off, the partition\'s on'),
+    'clock lowered': (dict(query=H200_QUERY.replace('1980 MHz', '1410 MHz')),
+                      'clocks at most 1410 MHz, the partition\'s 1980 MHz'),
+    'another model': (dict(query=H200_QUERY.replace('NVIDIA H200', 'NVIDIA H100 80GB HBM3')),
+                      'is a NVIDIA H100 80GB HBM3, the partition\'s are NVIDIA H200'),
+    'slowed idle': (dict(reasons=IDLE.replace('0x0000000000000001', '0x0000000000000048')),
+                    'GPU 0 (00000000:00:06.0) is slowed while idle: hw_slowdown, '
+                    'hw_thermal_slowdown'),
+    'no reasons': (dict(reasons='index, clocks_event_reasons.active\n'),
+                   'no idle clocks event reasons reported'),
+    'a broken report': (dict(query=H200_QUERY.replace('143771 MiB', '[N/A]')),
+                        "nvidia-smi's report: "),
+    'a dgemm not verified': (dict(sections=(DGEMM_RUN.replace('verified', 'WRONG'),)),
+                             'rank 0 (GPU 0 on gpu-node): the product was not verified'),
+}
+
+
+@pytest.mark.parametrize('fault', SCREEN_FAULTS)
+def test_gpu_screen_fails_a_node_whose_gpus_are_not_as_described(checks, tmp_path, fault):
+    changes, said = SCREEN_FAULTS[fault]
+    check, test = _screen_job(checks, tmp_path, **changes)
+    with pytest.raises(SanityError, match=re.escape(said)):
+        sn.evaluate(check.gpus_as_described(test))
