@@ -113,7 +113,7 @@ def test_dry_run_writes_hpl_jobs_per_layout_with_binding_and_a_fitting_hpl_dat(v
             before, after = job.split(launch.group(0))
             dgemm_line = re.search(
                 r"^env (.*) \./bind-dgemm\.sh (\S+/bin/dgemm-rate|\"\$\(spack -e \S+ location -i "
-                r"'dgemm-rate \^([^']+)'\)/bin/dgemm-rate\") (\d+) (\d+) > dgemm-rate\.out; "
+                r"'dgemm-rate ~cuda \^([^']+)'\)/bin/dgemm-rate\") (\d+) (\d+) > dgemm-rate\.out; "
                 r'status=\$\?; cat dgemm-rate\.out; \[ "\$status" -eq 0 \] \|\| exit "\$status"$',
                 before, re.M)
             assert dgemm_line.group(3) == library.spack_spec, job
