@@ -16,7 +16,8 @@ submits with sbatch and polls sacct as on a production cluster.
   run skips, saying so); the CPU checks run on its nodes' CPUs too.
 - One environment per MPI stack of this machine, built by spack-envs/testbed with the
   default BLAS (the BLAS comparison is `local`'s).
-- Slurm's commands (sbatch, sacct, scancel) are pointed at the testbed's slurm.conf.
+- Slurm's commands (sbatch, sacct, scancel) are pointed at the testbed's slurm.conf, once a
+  start has written it.
 """
 import os
 import sys
@@ -27,7 +28,12 @@ from hpcbench.stack import host, testbed
 
 NODES = testbed.configured_nodes()
 STACKS = testbed.mpi_stacks_launched()
-os.environ['SLURM_CONF'] = str(testbed.Layout(testbed.state_dir()).slurm_conf)
+SLURM_CONF = testbed.Layout(testbed.state_dir()).slurm_conf
+if SLURM_CONF.exists():
+    os.environ['SLURM_CONF'] = str(SLURM_CONF)
+# Else Slurm's commands are not pointed at a file that is not there: srun retries a missing
+# SLURM_CONF for 60 s, and ReFrame asks `srun --version` in each job's setup (a dry run of
+# four GPU checks took 240 s).
 if not testbed.is_running():
     # Listing, describing and dry runs need no cluster; a run would fail at sbatch.
     print(f'warning: the testbed in {testbed.state_dir()} is not running; jobs cannot be '

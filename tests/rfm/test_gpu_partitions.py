@@ -62,14 +62,19 @@ def _listed(config, partition, env=None):
 
 
 def test_the_gpu_checks_are_listed_on_gpu_partitions_only(tmp_path):
+    """Where a Spack builds their programs; without one (a clone alone) no check Spack builds
+    is listed anywhere, the GPU checks neither. The CPU checks run on the GPU nodes' CPUs."""
+    from hpcbench.stack import spack
+    wanted = GPU_CHECKS if spack.find() else set()
     testbed = 'site-configs/testbed.py'
-    assert _listed(testbed, 'testbed:gpu') >= GPU_CHECKS | {'HplCheck', 'StreamCheck'}
+    listed = _listed(testbed, 'testbed:gpu')
+    assert listed & GPU_CHECKS == wanted and 'HpccCheck' in listed
     for partition in ('testbed:srun', 'testbed:mpirun'):
         assert not _listed(testbed, partition) & GPU_CHECKS, partition
     assert not _listed('site-configs/local.py', 'local') & GPU_CHECKS
     tool = _recorded_nvidia_smi(tmp_path, 'h200')
     assert _listed('site-configs/local.py', 'local',
-                   {'HPCBENCH_NVIDIA_SMI': str(tool)}) >= GPU_CHECKS
+                   {'HPCBENCH_NVIDIA_SMI': str(tool)}) & GPU_CHECKS == wanted
 
 
 def _dry_run(config, partition, tmp_path, *options, env=None):
