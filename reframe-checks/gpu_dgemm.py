@@ -21,29 +21,16 @@ from the host's memory; no tool samples such a board's power, so it reports neit
 nor GFLOP/s per watt there (the paper's 25 W and 2 GFLOPS/W are comparisons).
 """
 
-import statistics
-
 import reframe as rfm
 from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
                                    sanity_function, variable)
-from reframe.core.exceptions import SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench.benchmarks import dgemm, gpu_power
 from hpcbench.core import gpu_ranks
 from hpcbench.results import references
-from hpcbench.rfm.gpu import GpuProgramBuild, GpuRun, described_accelerators
+from hpcbench.rfm.gpu import GpuDgemmBuild, GpuRun
 from hpcbench.rfm.partition import partition_node
-
-
-class GpuDgemmBuild(GpuProgramBuild):
-    spec_of = staticmethod(dgemm.cuda_spack_spec)
-
-    def spec_for(self, partition):
-        vendor = described_accelerators(partition).get('vendor')
-        if vendor in dgemm.BLAS_OF_ACCELERATOR:
-            return dgemm.accelerator_blas_spec(vendor)
-        return super().spec_for(partition)
 
 
 @rfm.simple_test
@@ -83,16 +70,16 @@ class GpuDgemmCheck(GpuRun):
 
     @sanity_function
     def every_product_verified(self):
+        def parse(rank, text):
+            return (dgemm.parse(text, self.repeats),
+                    self.power_of(rank, text) if self.sampled else None)
+
         self.per_gpu = []
-        for rank, (gpu, host, text) in sorted(self.rank_outputs().items()):
-            where = f'rank {rank} (GPU {gpu} on {host})'
-            try:
-                result = dgemm.parse(text, self.repeats)
-                summary = self.power_of(rank, text) if self.sampled else None
-            except (dgemm.DgemmOutputError, gpu_power.TraceError) as err:
-                raise SanityError(f'{where}: {err}') from None
+        for rank, gpu, host, (result, summary) in self.each_rank(
+                parse, dgemm.DgemmOutputError, gpu_power.TraceError):
             if summary and summary.limited_by:
-                getlogger().info(f'{self.unique_name}: {where}: clocks held down by '
+                getlogger().info(f'{self.unique_name}: rank {rank} (GPU {gpu} on {host}): '
+                                 'clocks held down by '
                                  f'{", ".join(summary.limited_by)} at '
                                  f'{summary.power_median_w:.0f} W, SM '
                                  f'{summary.sm_clock_min_hz / 1e6:.0f}-'
@@ -135,9 +122,6 @@ class GpuDgemmCheck(GpuRun):
 
     def percent(self, result):
         return 100 * result.best * 1e9 / self.peak if self.peak else None
-
-    def median(self, name):
-        return statistics.median(self.samples[name])
 
     @performance_function('TFLOP/s')
     def tflops(self):

@@ -18,20 +18,17 @@ from reframe.core.logging import getlogger
 from hpcbench.benchmarks import dgemm, gpu_screen
 from hpcbench.core import accelerators
 from hpcbench.results import references
-from hpcbench.rfm.gpu import GpuProgramBuild, GpuRun
+from hpcbench.rfm.gpu import GpuDgemmBuild, GpuRun
 
 GPUS_MARK = '== gpus'
 REASONS_MARK = '== idle reasons'
 
 
-class GpuScreenBuild(GpuProgramBuild):
-    spec_of = staticmethod(dgemm.cuda_spack_spec)
-
-
 @rfm.simple_test
 class GpuNodeScreen(GpuRun):
     descr = 'GPU node screening: the GPUs against the description, a short DGEMM on each'
-    build = fixture(GpuScreenBuild, scope='environment')
+    # The DGEMM check's build: one build job for both.
+    build = fixture(GpuDgemmBuild, scope='environment')
     repeats = variable(int, value=gpu_screen.REPEATS)
     #: A GPU this many percent below the median of its node's is named slow.
     slow_percent = variable(float, int, value=gpu_screen.SLOW_PERCENT)
@@ -69,17 +66,14 @@ class GpuNodeScreen(GpuRun):
         wrong = gpu_screen.problems(self.gpus(), found, reasons)
         if wrong:
             raise SanityError('; '.join(wrong))
-        rates = {}
-        for rank, (gpu, host, output) in sorted(self.rank_outputs().items()):
-            try:
-                rates[f'GPU {gpu} on {host}'] = dgemm.parse(output, self.repeats).best / 1e3
-            except dgemm.DgemmOutputError as err:
-                raise SanityError(f'rank {rank} (GPU {gpu} on {host}): {err}') from None
+        rates = {f'GPU {gpu} on {host}': result.best / 1e3 for _, gpu, host, result in
+                 self.each_rank(lambda _, text: dgemm.parse(text, self.repeats),
+                                dgemm.DgemmOutputError)}
         self.screening = gpu_screen.slow_gpus(rates, self.slow_percent)
         for who, (tflops, below) in sorted(self.screening.slow.items()):
             getlogger().warning(f'{self.unique_name}: {who} is slow: {tflops:.2f} TFLOP/s, '
                                 f'{below:.1f} % below the median of the node\'s GPUs '
-                                f'({self.screening.median_gflops:.2f})')
+                                f'({self.screening.median:.2f} TFLOP/s)')
         self.record_samples(f'the slowest of {len(rates)} GPU(s), each the best of '
                             f'{self.repeats} calls',
                             slowest_gpu_tflops=sorted(rates.values()))

@@ -7,12 +7,9 @@ direction (hpcbench.core.accelerators: PCIe 5.0 x16, 64 GB/s, for the H100 and H
 and are reported, not judged. Parsing and the math: hpcbench.benchmarks.host_device.
 """
 
-import statistics
-
 import reframe as rfm
 from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
                                    sanity_function, variable)
-from reframe.core.exceptions import SanityError
 
 from hpcbench.benchmarks import host_device
 from hpcbench.results import references
@@ -48,12 +45,9 @@ class HostDeviceBandwidthCheck(GpuRun):
 
     @sanity_function
     def every_copy_verified(self):
-        self.per_gpu = []
-        for rank, (gpu, host, text) in sorted(self.rank_outputs().items()):
-            try:
-                self.per_gpu.append(host_device.parse(text, self.copy_bytes, self.repeats))
-            except host_device.HostDeviceOutputError as err:
-                raise SanityError(f'rank {rank} (GPU {gpu} on {host}): {err}') from None
+        self.per_gpu = [copies for *_, copies in self.each_rank(
+            lambda _, text: host_device.parse(text, self.copy_bytes, self.repeats),
+            host_device.HostDeviceOutputError)]
         how = f'median over {len(self.per_gpu)} GPU(s) of the best of {self.repeats} copies'
         values = {v: [c.best(v) for c in self.per_gpu] for v in host_device.COPIES}
         if self.link_bandwidth:
@@ -72,9 +66,6 @@ class HostDeviceBandwidthCheck(GpuRun):
                 self.withhold_ratio_above_ceiling(
                     ratio, self.median(ratio),
                     f'the copies outran the datasheet\'s {self.link_bandwidth / 1e9:g} GB/s link')
-
-    def median(self, name):
-        return statistics.median(self.samples[name])
 
     @performance_function('GB/s')
     def host_to_device_pinned(self):

@@ -24,9 +24,11 @@ def test_zero_filled_matrices_ran_at_full_clock_far_below_the_power_limit():
 
 def test_random_data_ran_at_the_power_limit_with_the_clock_held_down_and_says_why():
     samples = gpu_power.parse_trace(H100)
-    calls = gpu_power.busy_samples(samples, power_w=350)
-    summary = gpu_power.window(calls)
-    assert (summary.samples, summary.power_median_w) == (31, pytest.approx(697.7, abs=0.1))
+    # The probe's DGEMM: from its idle start to the end of its power cap (copies follow).
+    start, end = (gpu_power.parse_stamp(t) for t in ('2026/11/26 11:22:24.339',
+                                                     '2026/11/26 11:22:31.000'))
+    summary = gpu_power.window(gpu_power.during_calls(samples, start, end))
+    assert (summary.samples, summary.power_median_w) == (32, pytest.approx(697.7, abs=0.1))
     assert summary.sm_clock_min_hz == 1395e6 and summary.limited_by == ('sw_power_cap',)
     # The whole trace has the idle GPU before and after too.
     assert gpu_power.window(samples).reasons == ('gpu_idle', 'sw_power_cap')

@@ -53,7 +53,7 @@ class CheckUnderTest(types.SimpleNamespace):
                          stagedir=str(stagedir), stdout='rfm_job.out', **attrs)
         self.perf_variables = dict.fromkeys(n for n, v in vars(check).items()
                                             if getattr(v, '_rfm_perf_fn', False)) or _Every()
-        for name in ('rank_outputs', 'power_of', 'median', 'percent', 'gpus'):
+        for name in ('rank_outputs', 'each_rank', 'power_of', 'median', 'percent', 'gpus'):
             if hasattr(check, name):
                 setattr(self, name, types.MethodType(getattr(check, name), self))
 

@@ -119,12 +119,6 @@ def window(samples, start=None, end=None):
                    max(s.temperature_c for s in chosen), tuple(reasons_of(mask)))
 
 
-def busy_samples(samples, power_w):
-    """The samples of the calls themselves: those drawing at least `power_w` (a GPU idles
-    at a tenth of its limit; the calls draw most of it)."""
-    return [s for s in samples if s.power_w >= power_w]
-
-
 def during_calls(samples, start, end):
     """The samples of the calls: from `start` to `end` (the calls' window) and the GPU not
     idle (NVML's gpu_idle reason: the program at work on the host, making its matrices or

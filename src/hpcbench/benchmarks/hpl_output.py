@@ -128,15 +128,17 @@ def summarize(runs):
 
 @dataclass(frozen=True)
 class Screening:
-    median_gflops: float
-    slow: dict            # {node: (Gflops, percent below the median)}
-    rates: dict           # {node: Gflops}
+    median: float
+    slow: dict            # {node: (rate, percent below the median)}
+    rates: dict           # {node: rate}
 
 
 def screen_nodes(rates, threshold_percent=5.0):
-    """Nodes more than `threshold_percent` below the median single-node HPL (T2K §4.2)."""
+    """Those of `rates` ({node: rate}) more than `threshold_percent` below their median:
+    T2K's screening by single-node HPL (§4.2), and the suite's by each node's slowest GPU
+    and of a node's GPUs (hpcbench.benchmarks.gpu_screen)."""
     if not rates:
-        raise ValueError('no single-node HPL results to screen')
+        raise ValueError('no results to screen')
 
     values = sorted(rates.values())
     mid = len(values) // 2

@@ -116,7 +116,7 @@ def _screen_nodes(args):
         for (partition, environ), rates in sorted(groups.items()):
             screening = hpl_output.screen_nodes(rates, args.threshold)
             print(f'\n{args.system}:{partition} {environ}: {len(rates)} node(s), median '
-                  f'{screening.median_gflops:.2f} {unit}')
+                  f'{screening.median:.2f} {unit}')
             for node, rate in sorted(rates.items()):
                 flag = (f'  SLOW ({screening.slow[node][1]:.1f} % below)'
                         if node in screening.slow else '')

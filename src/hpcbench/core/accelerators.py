@@ -278,6 +278,14 @@ def detect(nvidia_smi=None, timeout=60):
     return from_query_csv(done.stdout)
 
 
+def cuda_arch(vendor, arch):
+    """Spack's cuda_arch of an NVIDIA architecture (sm_90 -> '90'); None for another
+    vendor's."""
+    if vendor != 'nvidia' or not arch.startswith('sm_'):
+        return None
+    return arch[len('sm_'):]
+
+
 def _one_model(accelerators):
     models = sorted({(a.vendor, a.kind, a.model, a.arch) for a in accelerators})
     if len(models) > 1:

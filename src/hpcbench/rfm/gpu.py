@@ -8,11 +8,13 @@ GPU checks run once per partition, in its OpenMP environment (feature `openmp`, 
 their programs use no MPI, and the partition's launcher starts one rank per GPU.
 """
 import os
+import statistics
 
 from reframe.core.builtins import run_after, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench.core import gpu_ranks
+from hpcbench.benchmarks import dgemm
+from hpcbench.core import accelerators, gpu_ranks
 from hpcbench.rfm.build import BenchmarkBuild
 from hpcbench.rfm.partition import job_output, skip_beyond_partition
 from hpcbench.rfm.run import BenchmarkRun
@@ -35,10 +37,7 @@ def cuda_arch(partition):
     """Spack's cuda_arch of the partition's GPUs (sm_90 -> '90'); None where they are not
     NVIDIA's."""
     described = described_accelerators(partition)
-    arch = described.get('arch', '')
-    if described.get('vendor') != 'nvidia' or not arch.startswith('sm_'):
-        return None
-    return arch[len('sm_'):]
+    return accelerators.cuda_arch(described.get('vendor'), described.get('arch', ''))
 
 
 class GpuProgramBuild(BenchmarkBuild):
@@ -57,6 +56,19 @@ class GpuProgramBuild(BenchmarkBuild):
         self.skip_if(arch is None, f'{partition.fullname}: no CUDA architecture in its '
                                    'description (extras accelerators.arch)')
         return type(self).spec_of(arch)
+
+
+class GpuDgemmBuild(GpuProgramBuild):
+    """dgemm-rate +cuda for the partition's GPUs (the DGEMM check's and the GPU screen's:
+    one build), or the CPU's dgemm-rate through an accelerator's BLAS where its vendor
+    drives it so (dgemm.BLAS_OF_ACCELERATOR: TSUBAME's ClearSpeed boards)."""
+    spec_of = staticmethod(dgemm.cuda_spack_spec)
+
+    def spec_for(self, partition):
+        vendor = described_accelerators(partition).get('vendor')
+        if vendor in dgemm.BLAS_OF_ACCELERATOR:
+            return dgemm.accelerator_blas_spec(vendor)
+        return super().spec_for(partition)
 
 
 class GpuRun(BenchmarkRun):
@@ -110,3 +122,18 @@ class GpuRun(BenchmarkRun):
             return gpu_ranks.split(job_output(self), self.num_tasks)
         except gpu_ranks.RankOutputError as err:
             raise SanityError(str(err)) from None
+
+    def each_rank(self, parse, *errors):
+        """[(rank, gpu, host, parse(rank, its output))] in rank order; a parse that raises
+        one of `errors` fails the sanity check naming the rank, its GPU and node."""
+        parsed = []
+        for rank, (gpu, host, text) in sorted(self.rank_outputs().items()):
+            try:
+                parsed.append((rank, gpu, host, parse(rank, text)))
+            except errors as err:
+                raise SanityError(f'rank {rank} (GPU {gpu} on {host}): {err}') from None
+        return parsed
+
+    def median(self, name):
+        """A figure: the median over the GPUs of its samples (record_samples)."""
+        return statistics.median(self.samples[name])

@@ -24,6 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import paths
 
 # The parts of the 13.0 toolkit the GPU programs need, each at the version that worked
@@ -86,8 +87,8 @@ def build_archs(accelerators, environ=os.environ):
             raise CudaError(f'{ARCH_VARIABLE}={given!r}: compute capabilities as Spack\'s '
                             'cuda_arch names them, e.g. 90 or 80,90')
         return sorted(set(archs))
-    return sorted({a.arch[len('sm_'):] for a in accelerators
-                   if a.vendor == 'nvidia' and a.arch.startswith('sm_')})
+    return sorted({accelerator_facts.cuda_arch(a.vendor, a.arch) for a in accelerators}
+                  - {None})
 
 
 def nvcc_version(nvcc):
