@@ -1,13 +1,12 @@
 """The GPU checks' sanity functions (reframe-checks/babelstream.py, gpu_dgemm.py,
-host_device_bandwidth.py) on job outputs of one rank per GPU (hpcbench.core.gpu_ranks), and
-on broken copies of them.
+host_device_bandwidth.py, gpu_screen.py) on job outputs of one rank per GPU
+(hpcbench.core.gpu_ranks), and on broken copies of them.
 
-What each rank printed is a real output where one exists: BabelStream's `--csv` run on the
-H200 node; the DGEMM's lines as dgemm-rate prints them (tests/fixtures/dgemm: the GPU's
-program prints the same, after its device line) with the H100 node's real power trace
-beside them. No host-device-bandwidth output was captured on a GPU yet: its lines are the
-program's own format with the H200 node's measured figures (its README: 55.5 GB/s pinned,
-10.0 pageable, 4.2 TB/s within the device)."""
+The outputs are real: the four checks' jobs as they ran on an H200 node
+(tests/fixtures/gpu/h200-jobs, its README says how), BabelStream's `--csv` run there
+before, and the DGEMM's lines as the CPU's dgemm-rate printed them here (the GPU's program
+prints the same, after its device line) with the H100 node's real power trace beside them.
+Several GPUs of a node are the node's real outputs side by side."""
 import re
 import types
 
@@ -27,14 +26,21 @@ H100_TRACE = (FIXTURES / 'gpu' / 'h100' / 'power-during-probe.csv').read_text()
 CALLS = ('2026/11/26 11:22:24.339', '2026/11/26 11:22:31.000')
 
 
-def _copies_output(pinned=(55.48, 55.51), pageable=(10.02, 9.98), nbytes=1 << 30):
-    rates = {'host to device, pinned': pinned, 'device to host, pinned': pinned,
-             'host to device, pageable': pageable, 'device to host, pageable': pageable,
-             'device to device': (2101.4, 2099.8)}
-    lines = [f'device: NVIDIA H200 sm_90 pci=0000:00:06 bytes={nbytes} repeats=2']
-    lines += [f'{name}: {" ".join(f"{r:.2f}" for r in values)} GB/s; best {max(values):.2f} '
-              f'mean {sum(values) / 2:.2f}' for name, values in rates.items()]
-    return '\n'.join([*lines, 'copies verified', ''])
+H200_JOBS = FIXTURES / 'gpu' / 'h200-jobs'
+
+
+def _h200_job(name):
+    """The job's output as it ran on the H200 node (its quiet-node line, then rank 0)."""
+    return (H200_JOBS / f'{name}.out').read_text()
+
+
+def _h200_rank(name):
+    """What rank 0 printed in that job: its section without the wrapper's heading."""
+    (_, _, text), = gpu_ranks.split(_h200_job(name), 1).values()
+    return text
+
+
+COPIES_RUN = _h200_rank('HostDeviceBandwidthCheck-1')
 
 
 def _job(*sections):
@@ -113,13 +119,13 @@ def test_gpu_dgemm_sanity_takes_each_gpu_s_rate_and_its_power_during_the_calls(c
                                                                                tmp_path):
     check, test = _dgemm_job(checks, tmp_path)
     assert sn.evaluate(check.every_product_verified(test))
-    (result, summary), = test.per_gpu
-    assert result.best == 108.862
+    (_, summary), = test.per_gpu
+    assert test.samples['tflops'] == [0.108058]       # the median of its 5 calls
     # The busy samples only: the idle GPU before and after the calls is left out.
     assert summary.power_median_w == pytest.approx(697.7, abs=1.0)
     assert summary.limited_by == ('sw_power_cap',)
     assert test.samples['power'] == [summary.power_median_w]
-    assert test.samples['gflops_per_watt'] == [pytest.approx(108.862 / summary.power_median_w)]
+    assert test.samples['gflops_per_watt'] == [pytest.approx(108.058 / summary.power_median_w)]
 
 
 def test_an_accelerator_driven_through_its_blas_is_judged_without_a_power_trace(checks,
@@ -128,7 +134,7 @@ def test_an_accelerator_driven_through_its_blas_is_judged_without_a_power_trace(
     samples the board: its rate is judged, its power is not measured."""
     check, test = _dgemm_job(checks, tmp_path, trace=None, window=None)
     assert sn.evaluate(check.every_product_verified(test))
-    assert test.samples['tflops'] == [0.108862]
+    assert test.samples['tflops'] == [0.108058]
     assert 'power' not in test.samples and 'gflops_per_watt' not in test.samples
 
 
@@ -156,29 +162,32 @@ def test_gpu_dgemm_sanity_fails_without_the_power_of_its_calls(checks, tmp_path,
 def _copies_job(checks, tmp_path, *sections):
     check = checks['HostDeviceBandwidthCheck']
     return check, CheckUnderTest(check, tmp_path, _job(*sections), num_tasks=len(sections),
-                                 copy_bytes=1 << 30, repeats=2, link_bandwidth=64e9)
+                                 copy_bytes=1 << 30, repeats=10, link_bandwidth=64e9)
 
 
 def test_host_device_sanity_judges_the_pinned_copies_against_the_link(checks, tmp_path):
-    check, test = _copies_job(checks, tmp_path, _copies_output(), _copies_output((50.0, 51.0)))
+    """Two GPUs: the H200's first and second jobs side by side."""
+    check, test = _copies_job(checks, tmp_path, COPIES_RUN,
+                              _h200_rank('HostDeviceBandwidthCheck-2'))
     assert sn.evaluate(check.every_copy_verified(test))
-    assert test.samples['host_to_device_pinned'] == [55.51, 51.0]
+    assert test.samples['host_to_device_pinned'] == [55.40, 55.14]
     assert test.samples['host_to_device_link_efficiency'] == [
-        pytest.approx(86.73, abs=0.01), pytest.approx(79.69, abs=0.01)]
-    assert test.samples['device_to_host_pageable'] == [10.02, 10.02]
+        pytest.approx(86.56, abs=0.01), pytest.approx(86.16, abs=0.01)]
+    assert test.samples['device_to_host_pageable'] == [10.08, 13.79]
+    assert test.samples['device_to_device'] == [2120.61, 2119.41]
 
 
 HOST_DEVICE_MUTATIONS = {
-    'not verified': (_copies_output().replace('copies verified', 'copies WRONG'),
+    'not verified': (COPIES_RUN.replace('copies verified', 'copies WRONG'),
                      'were not verified'),
-    'a copy missing': (re.sub(r'(?m)^device to device:.*\n', '', _copies_output()),
+    'a copy missing': (re.sub(r'(?m)^device to device:.*\n', '', COPIES_RUN),
                        'no complete line of "device to device" copies'),
-    'cut short': (_copies_output()[:_copies_output().index('; best', 200)],
-                  'no complete line of'),
-    'a rate that is none': (_copies_output().replace('55.48', 'n/a', 1), 'a rate is no number'),
-    'a rate nan': (_copies_output().replace('55.48', 'nan', 1), 'each above 0 expected'),
-    'a zero rate': (_copies_output().replace('55.48', '0.00', 1), 'each above 0 expected'),
-    'another size': (_copies_output(nbytes=1 << 20), '1048576 bytes were copied, 1073741824'),
+    'cut short': (COPIES_RUN[:COPIES_RUN.index('; best', 300)], 'no complete line of'),
+    'a rate that is none': (COPIES_RUN.replace('55.38', 'n/a', 1), 'a rate is no number'),
+    'a rate nan': (COPIES_RUN.replace('55.38', 'nan', 1), 'each above 0 expected'),
+    'a zero rate': (COPIES_RUN.replace('55.38', '0.00', 1), 'each above 0 expected'),
+    'another size': (COPIES_RUN.replace('bytes=1073741824', 'bytes=1048576'),
+                     '1048576 bytes were copied, 1073741824'),
     'did not start': ('host-device-bandwidth: finding the device: no CUDA-capable device is '
                       'detected\n', 'the program did not start'),
 }
@@ -187,7 +196,8 @@ HOST_DEVICE_MUTATIONS = {
 @pytest.mark.parametrize('mutation', HOST_DEVICE_MUTATIONS)
 def test_host_device_sanity_fails_a_broken_output(checks, tmp_path, mutation):
     broken, said = HOST_DEVICE_MUTATIONS[mutation]
-    check, test = _copies_job(checks, tmp_path, _copies_output(), broken)
+    assert broken != COPIES_RUN
+    check, test = _copies_job(checks, tmp_path, COPIES_RUN, broken)
     with pytest.raises(SanityError, match=r'^rank 1 \(GPU 1 on gpu-node\): .*' + re.escape(said)):
         sn.evaluate(check.every_copy_verified(test))
 
@@ -281,3 +291,54 @@ def test_gpu_screen_fails_a_node_whose_gpus_are_not_as_described(checks, tmp_pat
     check, test = _screen_job(checks, tmp_path, **changes)
     with pytest.raises(SanityError, match=re.escape(said)):
         sn.evaluate(check.gpus_as_described(test))
+
+
+# The H200 node's jobs, three of each (tests/fixtures/gpu/h200-jobs/README.md): every one
+# passes its check, with the figures the README gives.
+H200_TRIADS = {1: 3930.16, 2: 3946.12, 3: 3946.01}
+# (median call in TFLOP/s, median W during the calls, best call) of each DGEMM job.
+H200_DGEMMS = {1: (59.64426, 698.01, 63027.591), 2: (60.19014, 697.81, 62459.660),
+               3: (60.0243295, 697.655, 62937.092)}
+
+
+@pytest.mark.parametrize('job', H200_TRIADS)
+def test_babelstream_passes_the_h200_s_jobs(checks, tmp_path, job):
+    check = checks['BabelStreamCheck']
+    test = CheckUnderTest(check, tmp_path, _h200_job(f'BabelStreamCheck-{job}'), num_tasks=1,
+                          elements=536870912, num_times=100, datasheet_bandwidth=4800e9)
+    assert sn.evaluate(check.every_gpu_validates(test))
+    assert test.samples['triad_bandwidth'] == [H200_TRIADS[job]]
+    assert test.samples['triad_datasheet_efficiency'] == [
+        pytest.approx(100 * H200_TRIADS[job] / 4800)]
+
+
+@pytest.mark.parametrize('job', H200_DGEMMS)
+def test_gpu_dgemm_takes_the_h200_s_sustained_rate_at_its_power_cap(checks, tmp_path, job):
+    """The median call, at the 700 W cap: not the first calls' rate before the cap held
+    the clocks down (the best call), which would also make GFLOP/s per watt of a rate and a
+    power that were never drawn together."""
+    median_tflops, watts, best_gflops = H200_DGEMMS[job]
+    (tmp_path / 'power-rank-0.csv').write_text(
+        (H200_JOBS / f'GpuDgemmCheck-{job}.power-rank-0.csv').read_text())
+    check = checks['GpuDgemmCheck']
+    test = CheckUnderTest(check, tmp_path, _h200_job(f'GpuDgemmCheck-{job}'), num_tasks=1,
+                          repeats=122, peak=67e12, sampled=True)
+    assert sn.evaluate(check.every_product_verified(test))
+    (result, summary), = test.per_gpu
+    assert result.best == best_gflops and result.best / 1e3 > median_tflops * 1.03
+    assert test.samples['tflops'] == [pytest.approx(median_tflops)]
+    assert test.samples['fp64_peak_efficiency'] == [pytest.approx(100 * median_tflops / 67)]
+    assert summary.power_median_w == pytest.approx(watts)
+    assert summary.limited_by == ('sw_power_cap',)
+    assert test.samples['gflops_per_watt'] == [pytest.approx(1e3 * median_tflops / watts)]
+
+
+def test_gpu_screen_passes_the_h200_node_from_its_own_job(checks, tmp_path):
+    check = checks['GpuNodeScreen']
+    described = accelerators.partition_extras(accelerators.from_query_csv(H200_QUERY))
+    test = CheckUnderTest(check, tmp_path, _h200_job('GpuNodeScreen-1'), num_tasks=1,
+                          repeats=10, slow_percent=5.0, current_partition=types.SimpleNamespace(
+                              extras=described, fullname='local:default'))
+    assert sn.evaluate(check.gpus_as_described(test))
+    assert test.screening.rates == {'GPU 0 on vm': 63.261975}
+    assert test.screening.slow == {}

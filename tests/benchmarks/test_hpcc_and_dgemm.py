@@ -79,6 +79,7 @@ def test_dgemm_parse_reads_a_real_run():
     result = dgemm.parse(DGEMM_OUTPUT.read_text(), expected_repeats=5)
     assert result.order == 4352 and len(result.rates) == 5
     assert result.best == 108.862 and result.mean == pytest.approx(108.283, abs=1e-3)
+    assert result.median == 108.058
 
 
 def _dgemm_mutations(real):
