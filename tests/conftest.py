@@ -1,5 +1,6 @@
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,3 +114,19 @@ def mounted(tmp_path):
     yield mount
     for point in reversed(made):
         subprocess.run(['umount', str(point)], check=False)
+
+
+def slurm_conf_nodes(slurm_conf):
+    """{node name: (CPUs, Sockets, CoresPerSocket, ThreadsPerCore, RealMemory, Gres)} as the
+    testbed's slurm.conf (its text) declares them."""
+    declared = {}
+    for line in slurm_conf.splitlines():
+        match = re.match(r'NodeName=(\w)\[1-(\d+)\] ', line)
+        if match:
+            fields = dict(f.split('=', 1) for f in line.split()[1:])
+            for i in range(1, int(match.group(2)) + 1):
+                declared[f'{match.group(1)}{i}'] = (
+                    int(fields['CPUs']), int(fields['Sockets']), int(fields['CoresPerSocket']),
+                    int(fields['ThreadsPerCore']), int(fields['RealMemory']),
+                    fields.get('Gres', ''))
+    return declared

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, run_reframe
+from conftest import BIN, run_reframe, slurm_conf_nodes
 from hpcbench.core import gpu_ranks
-from hpcbench.stack import bootstrap, spack, testbed, testbed_processes
+from hpcbench.stack import bootstrap, slurm_query, spack, testbed, testbed_processes
 
 
 def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
@@ -110,6 +110,26 @@ def cluster():
     yield layout
     testbed.stop(root)
     shutil.rmtree(root)
+
+
+def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster):
+    """hpcbench.stack.slurm_query asks the testbed's controller; an unreachable one is one
+    message saying what scontrol said."""
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
+    described = slurm_query.running_cluster(env)
+    declared = slurm_conf_nodes(cluster.slurm_conf.read_text())
+    assert (described.name, described.accounting) == (testbed.CLUSTER, True)
+    assert {p.name: [n.name for n in p.nodes] for p in described.partitions} == {
+        testbed.SLURM_PARTITION: ['n1', 'n2', 'n3'], testbed.SLURM_GPU_PARTITION: ['g1', 'g2']}
+    assert {n.name: n.shape for p in described.partitions for n in p.nodes} == declared
+    assert 'pmix' in described.mpi_plugins and 'pmi2' in described.mpi_plugins
+    unreachable = cluster.root / 'unreachable.conf'
+    unreachable.write_text(re.sub(r'(?m)^SlurmctldPort=.*$', 'SlurmctldPort=6999',
+                                  cluster.slurm_conf.read_text()))
+    with pytest.raises(slurm_query.SlurmDescriptionError,
+                       match=r'^`scontrol show config` failed \(exit 1\): .*Unable to contact '
+                             'slurm controller'):
+        slurm_query.running_cluster(dict(env, SLURM_CONF=str(unreachable)))
 
 
 def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(cluster):

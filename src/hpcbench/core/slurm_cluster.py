@@ -1,0 +1,213 @@
+"""A Slurm cluster as its controller describes it: its partitions, the shape of their nodes
+(CPUs, sockets, cores, threads, memory), their features and GRES (GPUs), and the MPI plugins
+its srun offers, read from what `scontrol show partition -o`, `scontrol show node -o` and
+`srun --mpi=list` print. The first step of describing a site's own cluster (issue 41): what
+the scheduler already knows is read, never guessed.
+
+A partition's nodes are the node records naming it (their `Partitions=`), so no host list
+(`n[1-3]`) is expanded here, and its node count is checked against the partition's own
+`TotalNodes`. Nodes of one partition that differ in shape are said, node by node, and the
+partition is described by its smallest node (fewest CPUs, then least memory): a check sized
+for it fits every node it may get.
+"""
+import re
+from dataclasses import dataclass
+
+from hpcbench.core import accelerators
+
+
+class SlurmDescriptionError(ValueError):
+    pass
+
+
+# A key of `scontrol show ... -o`: a word followed by '=' at the start of the line or after
+# a blank (values may hold blanks, `OS=Linux 6.1 #1 SMP`, and '=', `TRES=cpu=6,mem=24105M`).
+_KEY = re.compile(r'(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_]*)=')
+_NONE = ('', '(null)', 'N/A')
+
+
+def records(text, kind):
+    """The records of `scontrol show <kind> -o` (kind 'Partition' or 'Node'): one dict per
+    line, its keys as printed, values stripped. Anything else is one error saying so."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        keys = list(_KEY.finditer(line))
+        if not keys or keys[0].start() != 0 or keys[0].group(1) != f'{kind}Name':
+            raise SlurmDescriptionError(
+                f'line {number} is not a record of `scontrol show {kind.lower()} -o` '
+                f'(it starts {line[:40]!r}, not {kind}Name=)')
+        record = {}
+        for key, after in zip(keys, [*keys[1:], None]):
+            record[key.group(1)] = line[key.end():after.start() if after else None].strip()
+        found.append(record)
+    if not found:
+        raise SlurmDescriptionError(f'`scontrol show {kind.lower()} -o` printed no record')
+    return found
+
+
+def _number(record, key, what):
+    try:
+        return int(record[key])
+    except KeyError:
+        raise SlurmDescriptionError(f'{what}: no {key}= in its record') from None
+    except ValueError:
+        raise SlurmDescriptionError(f'{what}: {key}={record[key]!r} is not a number') from None
+
+
+def _names(value):
+    return tuple(v for v in (value or '').split(',') if v and v not in _NONE)
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_mb: int          # RealMemory: what Slurm lets jobs have
+    features: tuple         # AvailableFeatures
+    gres: str               # '' without any
+    partitions: tuple
+
+    @property
+    def shape(self):
+        """What a check is sized by: CPUs, sockets, cores per socket, threads per core,
+        memory and GRES."""
+        return (self.cpus, self.sockets, self.cores_per_socket, self.threads_per_core,
+                self.memory_mb, self.gres)
+
+    def differences(self, other):
+        """How this node's shape differs from `other`'s, in Slurm's words."""
+        fields = ('CPUTot', 'Sockets', 'CoresPerSocket', 'ThreadsPerCore', 'RealMemory',
+                  'Gres')
+        return [f'{field}={mine or "(null)"} (not {theirs or "(null)"})'
+                for field, mine, theirs in zip(fields, self.shape, other.shape)
+                if mine != theirs]
+
+
+def node_from_record(record):
+    name = record['NodeName']
+    what = f'node {name}'
+    return SlurmNode(name=name, cpus=_number(record, 'CPUTot', what),
+                     sockets=_number(record, 'Sockets', what),
+                     cores_per_socket=_number(record, 'CoresPerSocket', what),
+                     threads_per_core=_number(record, 'ThreadsPerCore', what),
+                     memory_mb=_number(record, 'RealMemory', what),
+                     features=_names(record.get('AvailableFeatures')),
+                     gres='' if record.get('Gres', '') in _NONE else record['Gres'],
+                     partitions=_names(record.get('Partitions')))
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    name: str
+    nodes: tuple            # SlurmNode, in the controller's order
+    default: bool
+
+    @property
+    def smallest(self):
+        """The node the partition is described by: fewest CPUs, then least memory."""
+        return min(self.nodes, key=lambda n: (n.cpus, n.memory_mb))
+
+    @property
+    def differing(self):
+        """{node name: [how its shape differs from the smallest node's]} of the nodes that
+        are not the smallest's shape."""
+        smallest = self.smallest
+        return {n.name: n.differences(smallest) for n in self.nodes
+                if n.shape != smallest.shape}
+
+    @property
+    def features(self):
+        """The features every node of the partition has (a job asking for one of them may
+        land on any node)."""
+        common = set(self.nodes[0].features)
+        for node in self.nodes[1:]:
+            common &= set(node.features)
+        return tuple(f for f in self.nodes[0].features if f in common)
+
+    @property
+    def accelerators(self):
+        """The smallest node's GPUs as its GRES declares them ([] without)."""
+        try:
+            return accelerators.from_gres(self.smallest.gres)
+        except accelerators.AcceleratorError as err:
+            raise SlurmDescriptionError(f'partition {self.name}, node {self.smallest.name}: '
+                                        f'{err}') from None
+
+
+def read_cluster(partition_output, node_output):
+    """[SlurmPartition] from `scontrol show partition -o` and `scontrol show node -o`, in the
+    controller's order. A partition without nodes, whose node records do not add up to its
+    TotalNodes, or whose GPU GRES names no GPU hpcbench.core.accelerators knows, is one
+    error naming it."""
+    nodes = [node_from_record(r) for r in records(node_output, 'Node')]
+    partitions = []
+    for record in records(partition_output, 'Partition'):
+        name = record['PartitionName']
+        members = tuple(n for n in nodes if name in n.partitions)
+        total = _number(record, 'TotalNodes', f'partition {name}')
+        if not members:
+            raise SlurmDescriptionError(
+                f'partition {name} has no nodes (Nodes={record.get("Nodes", "")}): nothing '
+                'to describe it by')
+        if len(members) != total:
+            raise SlurmDescriptionError(
+                f'partition {name}: {len(members)} node records name it, its TotalNodes is '
+                f'{total} (nodes hidden from this user?)')
+        partition = SlurmPartition(name, members, record.get('Default') == 'YES')
+        partition.accelerators          # a GRES that describes no known GPU: said now
+        partitions.append(partition)
+    return partitions
+
+
+def mpi_plugins(srun_mpi_list):
+    """The MPI plugins `srun --mpi=list` offers, in its order, without `none` (no PMI at
+    all): ('pmix', 'cray_shasta', 'pmi2') on the testbed's Slurm 22.05."""
+    lines = srun_mpi_list.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('MPI plugin types')),
+                 None)
+    if start is None:
+        raise SlurmDescriptionError('`srun --mpi=list` did not list its MPI plugin types')
+    plugins = []
+    for line in lines[start + 1:]:
+        if not line[:1].isspace():
+            break
+        if line.strip() != 'none':
+            plugins.append(line.strip())
+    return tuple(plugins)
+
+
+def config_values(scontrol_show_config):
+    """{key: value} of `scontrol show config` ('Key = Value' lines)."""
+    values = {}
+    for line in scontrol_show_config.splitlines():
+        key, sep, value = line.partition(' = ')
+        if sep and key.strip() and ' ' not in key.strip():
+            values[key.strip()] = value.strip()
+    if 'ClusterName' not in values:
+        raise SlurmDescriptionError('`scontrol show config` printed no ClusterName')
+    return values
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    name: str               # ClusterName
+    version: str            # SLURM_VERSION
+    partitions: tuple       # SlurmPartition
+    mpi_plugins: tuple      # srun --mpi=list, without none
+    mpi_default: str        # MpiDefault
+    accounting: bool        # an accounting storage: sacct answers for finished jobs
+
+
+def cluster_from(config_output, partition_output, node_output, mpi_list_output):
+    """The cluster from what its controller printed (hpcbench.stack.slurm_query asks)."""
+    config = config_values(config_output)
+    storage = config.get('AccountingStorageType', 'accounting_storage/none')
+    return SlurmCluster(config['ClusterName'], config.get('SLURM_VERSION', ''),
+                        tuple(read_cluster(partition_output, node_output)),
+                        mpi_plugins(mpi_list_output), config.get('MpiDefault', 'none'),
+                        storage not in ('', 'accounting_storage/none', '(null)'))

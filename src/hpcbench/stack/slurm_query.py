@@ -1,0 +1,42 @@
+"""Asks the Slurm controller of the cluster this runs on (a login node) what it knows: its
+configuration, partitions, nodes and srun's MPI plugins, read by hpcbench.core.slurm_cluster.
+A command that is missing or fails is one error saying which and what it printed; nothing
+is guessed."""
+import shutil
+import subprocess
+
+from hpcbench.core.slurm_cluster import SlurmDescriptionError, cluster_from
+
+QUERIES = {
+    'config': ('scontrol', 'show', 'config'),
+    'partitions': ('scontrol', 'show', 'partition', '-o'),
+    'nodes': ('scontrol', 'show', 'node', '-o'),
+    'mpi': ('srun', '--mpi=list'),
+}
+
+
+def ask(command, env=None, timeout=120):
+    """What `command` printed; SlurmDescriptionError where it is not there or fails."""
+    path = env.get('PATH') if env else None
+    if not shutil.which(command[0], path=path):
+        raise SlurmDescriptionError(f'`{command[0]}` is not on PATH: run this on a login node '
+                                    'of the Slurm cluster to describe')
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=env)
+    except subprocess.TimeoutExpired:
+        raise SlurmDescriptionError(f'`{" ".join(command)}` did not answer in {timeout} s') \
+            from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise SlurmDescriptionError(f'`{" ".join(command)}` failed (exit {done.returncode}): '
+                                    f'{said[-1] if said else "it printed nothing"}')
+    # srun --mpi=list prints its list on stderr in some releases.
+    return done.stdout + (done.stderr if command[0] == 'srun' else '')
+
+
+def running_cluster(env=None):
+    """The cluster whose controller this node's Slurm commands reach (SLURM_CONF in `env`)."""
+    answers = {name: ask(command, env) for name, command in QUERIES.items()}
+    return cluster_from(answers['config'], answers['partitions'], answers['nodes'],
+                        answers['mpi'])

@@ -1,0 +1,102 @@
+"""A Slurm cluster read from its controller (hpcbench.core.slurm_cluster), on what the
+testbed's Slurm 22.05 printed (tests/fixtures/slurm): as it starts (`testbed/`, with the
+slurm.conf it ran from), and with a partition of no nodes and features on one node
+(`testbed-varied/`, made with `scontrol create partition` and `scontrol update`)."""
+import re
+
+import pytest
+
+from conftest import FIXTURES, slurm_conf_nodes
+from hpcbench.core import slurm_cluster
+
+TESTBED = FIXTURES / 'slurm' / 'testbed'
+VARIED = FIXTURES / 'slurm' / 'testbed-varied'
+PARTITIONS = (TESTBED / 'scontrol-show-partition.txt').read_text()
+NODES = (TESTBED / 'scontrol-show-node.txt').read_text()
+
+
+def test_the_testbed_is_read_as_its_slurm_conf_declares_it():
+    batch, gpu = slurm_cluster.read_cluster(PARTITIONS, NODES)
+    declared = slurm_conf_nodes((TESTBED / 'slurm.conf').read_text())
+    assert (batch.name, batch.default, [n.name for n in batch.nodes]) == (
+        'batch', True, ['n1', 'n2', 'n3'])
+    assert (gpu.name, gpu.default, [n.name for n in gpu.nodes]) == ('gpu', False, ['g1', 'g2'])
+    for partition in (batch, gpu):
+        assert partition.differing == {} and partition.features == ()
+        for node in partition.nodes:
+            assert node.shape == declared[node.name], node.name
+    assert batch.accelerators == []
+    assert [(g.model, g.arch, g.index) for g in gpu.accelerators] == [
+        ('NVIDIA H200', 'sm_90', 0), ('NVIDIA H200', 'sm_90', 1)]
+
+
+def test_values_with_blanks_and_equals_signs_are_kept_whole():
+    node = slurm_cluster.records(NODES, 'Node')[0]
+    assert node['OS'] == 'Linux 6.18.44-fc-v595 #1 SMP PREEMPT_DYNAMIC @0'
+    assert node['CfgTRES'] == 'cpu=2,mem=8035M,billing=2' and node['AllocTRES'] == ''
+    partition = slurm_cluster.records(PARTITIONS, 'Partition')[0]
+    assert partition['TRES'] == 'cpu=6,mem=24105M,node=3,billing=6'
+
+
+def test_a_partition_without_nodes_is_one_message_naming_it():
+    with pytest.raises(slurm_cluster.SlurmDescriptionError,
+                       match=r'^partition empty has no nodes \(Nodes=\(null\)\)'):
+        slurm_cluster.read_cluster((VARIED / 'scontrol-show-partition.txt').read_text(),
+                                   (VARIED / 'scontrol-show-node.txt').read_text())
+
+
+def test_a_feature_of_some_nodes_is_not_the_partition_s():
+    partitions = ''.join(line for line in
+                         (VARIED / 'scontrol-show-partition.txt').read_text().splitlines(True)
+                         if not line.startswith('PartitionName=empty '))
+    batch, _ = slurm_cluster.read_cluster(partitions,
+                                          (VARIED / 'scontrol-show-node.txt').read_text())
+    assert [n.features for n in batch.nodes] == [(), (), ('bigmem', 'ib')]
+    assert batch.features == () and batch.differing == {}
+
+
+def test_nodes_of_another_shape_are_said_and_the_smallest_describes_the_partition():
+    smaller = re.sub(r'(NodeName=n2 .*?)CPUTot=2 (.*?)RealMemory=8035 ',
+                     r'\1CPUTot=1 \2RealMemory=4000 ', NODES)
+    batch, gpu = slurm_cluster.read_cluster(PARTITIONS, smaller)
+    assert batch.smallest.name == 'n2' and batch.smallest.shape[0] == 1
+    assert batch.differing == {name: ['CPUTot=2 (not 1)', 'RealMemory=8035 (not 4000)']
+                               for name in ('n1', 'n3')}
+    assert gpu.differing == {}
+
+
+@pytest.mark.parametrize('nodes, partitions, said', [
+    (re.sub(r'(?m)^NodeName=n3 .*\n', '', NODES), PARTITIONS,
+     'partition batch: 2 node records name it, its TotalNodes is 3'),
+    (NODES.replace('RealMemory=8035', 'RealMemory=lots', 1), PARTITIONS,
+     "node g1: RealMemory='lots' is not a number"),
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:2'), PARTITIONS,
+     'partition gpu, node g1: GRES .gpu:2.: no type: declare it as gpu:TYPE:COUNT'),
+    ('slurm_load_node error: Unable to contact slurm controller (connect failure)\n',
+     PARTITIONS, r'line 1 is not a record of `scontrol show node -o`'),
+    (NODES, '', r'`scontrol show partition -o` printed no record'),
+])
+def test_bad_output_of_the_controller_is_one_message(nodes, partitions, said):
+    with pytest.raises(slurm_cluster.SlurmDescriptionError, match=said):
+        slurm_cluster.read_cluster(partitions, nodes)
+
+
+def test_srun_s_mpi_plugins_are_read_without_none():
+    listed = (TESTBED / 'srun-mpi-list.txt').read_text()
+    assert slurm_cluster.mpi_plugins(listed) == ('pmix', 'cray_shasta', 'pmi2')
+    with pytest.raises(slurm_cluster.SlurmDescriptionError, match='did not list'):
+        slurm_cluster.mpi_plugins('srun: error: invalid MPI type list\n')
+
+
+def test_the_cluster_s_configuration_says_its_accounting_and_mpi_default():
+    config = (TESTBED / 'scontrol-show-config.txt').read_text()
+    cluster = slurm_cluster.cluster_from(config, PARTITIONS, NODES,
+                                         (TESTBED / 'srun-mpi-list.txt').read_text())
+    assert (cluster.name, cluster.version, cluster.mpi_default, cluster.accounting) == (
+        'testbed', '22.05.8', 'pmix', True)
+    assert [p.name for p in cluster.partitions] == ['batch', 'gpu']
+    without = config.replace('accounting_storage/slurmdbd', 'accounting_storage/none')
+    assert not slurm_cluster.cluster_from(without, PARTITIONS, NODES,
+                                          'MPI plugin types are...\n\tpmi2\n').accounting
+    with pytest.raises(slurm_cluster.SlurmDescriptionError, match='no ClusterName'):
+        slurm_cluster.config_values(PARTITIONS)
