@@ -43,7 +43,7 @@ SCREEN_THRESHOLD ?= 5
 $(if $(word 2,$(value SCREEN_THRESHOLD))$(call _left,$(value SCREEN_THRESHOLD),0 1 2 3 4 5 6 7 8 9 .),\
   $(error SCREEN_THRESHOLD '$(value SCREEN_THRESHOLD)' is not a number of percent (e.g. 5)))
 
-.PHONY: run report test docs lint venv bootstrap install setup spack baseline dry-run references tune screen \
+.PHONY: run report test docs lint venv bootstrap install setup spack baseline dry-run references tune screen new-system \
 	testbed-start testbed-stop buildcache bundle unpack-bundle ci-pipeline gitlab-ci-local test-clean-root clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
@@ -125,6 +125,12 @@ screen: $(VENV_STAMP)
 	$(BIN)/hpcbench setup
 	$(REFRAME) -t '^screen$$' --distribute=all -r $(value RFM_OPTS)
 	$(BIN)/hpcbench screen-nodes --threshold $(SCREEN_THRESHOLD)
+
+# A site's own Slurm cluster, described from its controller on a login node (site-configs/
+# NAME.yaml and .py, spack-envs/NAME, references/NAME.yaml, for review): make new-system
+# NAME=mycluster NEW_SYSTEM_OPTS='--io-directory=/scratch/me/hpcbench'.
+new-system: $(VENV_STAMP)
+	$(BIN)/hpcbench new-system $(value NEW_SYSTEM_OPTS) -- $(call _quoted,$(value NAME))
 
 # Fails fast, before anything is installed, when no Spack can be found or cloned.
 spack:

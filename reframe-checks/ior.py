@@ -127,7 +127,7 @@ class IorCheck(BenchmarkRun, SiteTuning):
         # A dry run may write the job of another machine (a paper's system), whose
         # directory, free space and permissions cannot be checked from here.
         on_this_machine = (not self.is_dry_run()
-                           or self.current_system.name in bootstrap.MACHINE_SYSTEMS)
+                           or self.current_system.name in bootstrap.machine_systems())
         if not directory or (on_this_machine and not os.path.isdir(directory)):
             raise ReframeError(f'{part.fullname}: extras.io_directory {directory!r} is not an '
                                'existing directory')

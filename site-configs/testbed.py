@@ -24,7 +24,7 @@ import sys
 
 from hpcbench.core import accelerators
 from hpcbench.rfm import site_config
-from hpcbench.stack import host, testbed
+from hpcbench.stack import host, mpi_stacks, testbed
 
 NODES = testbed.configured_nodes()
 STACKS = testbed.mpi_stacks_launched()
@@ -39,17 +39,8 @@ if not testbed.is_running():
     print(f'warning: the testbed in {testbed.state_dir()} is not running; jobs cannot be '
           'submitted until `ci/testbed/testbed start`', file=sys.stderr)
 
-# What the stacks need on nodes that share one host name and one address.
-RUN_ENV = {
-    # Open MPI's shared-memory transport between "nodes" of one host: TCP instead.
-    'openmpi': {'OMPI_MCA_btl': 'self,tcp'},
-    # Debian's MPICH speaks PMI-2, not PMIx (with PMIx every rank is a world of its own).
-    'mpich': {'SLURM_MPI_TYPE': 'pmi2'},
-    # Shared memory alone cannot span two nodes; libfabric's TCP provider can. Under srun
-    # Intel MPI reads its PMIx from Slurm's client library.
-    'intelmpi': {'I_MPI_FABRICS': 'shm:ofi', 'FI_PROVIDER': 'tcp',
-                 'I_MPI_PMI_LIBRARY': 'libpmix.so.2'},
-}
+# What the stacks need under srun on nodes that share one host name and one address.
+RUN_ENV = mpi_stacks.slurm_run_env([s.name for s in STACKS], srun=True, shared_hosts=True)
 
 spack_extras, spack_env_vars = site_config.spack_partition_settings()
 ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_extras,

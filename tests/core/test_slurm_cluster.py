@@ -30,6 +30,16 @@ def test_the_testbed_is_read_as_its_slurm_conf_declares_it():
         ('NVIDIA H200', 'sm_90', 0), ('NVIDIA H200', 'sm_90', 1)]
 
 
+def test_nodes_that_are_one_host_are_told_apart_from_a_cluster_s():
+    partitions = slurm_cluster.read_cluster(PARTITIONS, NODES)
+    assert {n.host for p in partitions for n in p.nodes} == {'vm'}
+    assert slurm_cluster.nodes_share_hosts(partitions)
+    own_hosts = re.sub(r'NodeName=(\w+) (.*?)NodeHostName=vm ', r'NodeName=\1 \2NodeHostName=\1 ',
+                       NODES)
+    assert not slurm_cluster.nodes_share_hosts(slurm_cluster.read_cluster(PARTITIONS,
+                                                                          own_hosts))
+
+
 def test_values_with_blanks_and_equals_signs_are_kept_whole():
     node = slurm_cluster.records(NODES, 'Node')[0]
     assert node['OS'] == 'Linux 6.18.44-fc-v595 #1 SMP PREEMPT_DYNAMIC @0'

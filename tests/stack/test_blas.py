@@ -64,7 +64,7 @@ def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, 
     libraries = blas.local_libraries()
     roomy = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 * 2**20,
                       memory_bytes=24 * 2**30, clock_hz=2.6e9, flops_per_cycle=32)
-    config = bootstrap.host_config([], {}, roomy, 'local', blas_libraries=libraries)
+    config = bootstrap.host_config([], {}, [roomy], 'local', blas_libraries=libraries)
     packages, definitions = config['packages'], dict(kv for d in config['definitions']
                                                      for kv in d.items())
     assert packages['intel-oneapi-mkl'] == {'externals': [{
@@ -83,7 +83,7 @@ def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, 
                                              *definitions['blas_others']]
     # Without the newer OpenBLAS, Spack builds no OpenBLAS at all.
     monkeypatch.setenv('HPCBENCH_BLAS', 'openblas,blis')
-    config = bootstrap.host_config([], {}, roomy, 'testbed',
+    config = bootstrap.host_config([], {}, [roomy], 'testbed',
                                    blas_libraries=blas.local_libraries()[:1])
     assert config['packages']['openblas']['buildable'] is False
     assert config['definitions'][2:] == [{'blas_default': ['openblas threads=pthreads']},

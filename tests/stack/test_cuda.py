@@ -37,7 +37,7 @@ def test_host_yaml_gives_spack_the_toolkit_and_the_gpu_programs_for_each_archite
     small = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=1 << 20,
                       memory_bytes=8 << 30, clock_hz=2.6e9, flops_per_cycle=32)
     toolkit = cuda.Toolkit(Path('/opt/cuda'), '13.0.88', 'CUDA_HOME')
-    config = bootstrap.host_config([], {}, small, 'local', cuda_archs=['80', '90'],
+    config = bootstrap.host_config([], {}, [small], 'local', cuda_archs=['80', '90'],
                                    cuda_toolkit=toolkit)
     assert config['packages']['cuda'] == {
         'externals': [{'spec': 'cuda@13.0.88', 'prefix': '/opt/cuda'}], 'buildable': False}
@@ -45,7 +45,7 @@ def test_host_yaml_gives_spack_the_toolkit_and_the_gpu_programs_for_each_archite
         'babelstream +cuda cuda_arch=80', 'dgemm-rate +cuda cuda_arch=80',
         'host-device-bandwidth +cuda cuda_arch=80', 'babelstream +cuda cuda_arch=90',
         'dgemm-rate +cuda cuda_arch=90', 'host-device-bandwidth +cuda cuda_arch=90']}
-    without = bootstrap.host_config([], {}, small, 'local')
+    without = bootstrap.host_config([], {}, [small], 'local')
     assert 'cuda' not in without['packages']
     assert without['definitions'][-1] == {'gpu_specs': []}
 

@@ -261,12 +261,12 @@ def test_a_node_too_small_for_streams_rule_loses_stream_not_the_set_up(capsys):
     # half of an emulated testbed node's 7.8 GiB.
     small = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=480 * 2**20,
                       memory_bytes=int(7.8 * 2**30), clock_hz=2.6e9, flops_per_cycle=32)
-    config = bootstrap.host_config([], {}, small, 'testbed')
+    config = bootstrap.host_config([], {}, [small], 'testbed')
     assert config['definitions'][:2] == [{'stream_specs': []}, {'mpis': []}]
     assert 'testbed: STREAM is not built: STREAM needs 3 arrays of 251658240 elements' \
         in capsys.readouterr().out
     roomy = dataclasses.replace(small, memory_bytes=24 * 2**30)
-    assert bootstrap.host_config([], {}, roomy)['definitions'][:2] == [
+    assert bootstrap.host_config([], {}, [roomy])['definitions'][:2] == [
         {'stream_specs': ['stream stream_array_size=251658240 ntimes=20']}, {'mpis': []}]
 
 

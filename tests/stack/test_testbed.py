@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, run_reframe, slurm_conf_nodes
+from conftest import BIN, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import gpu_ranks
 from hpcbench.stack import bootstrap, slurm_query, spack, testbed, testbed_processes
 
@@ -21,15 +21,17 @@ def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
     # Two sockets of four cores with two threads each.
     processor = {'num_cpus': 16, 'num_sockets': 2, 'num_cpus_per_socket': 8,
                  'num_cpus_per_core': 2}
-    conf = testbed.slurm_conf(testbed.Layout(tmp_path), 4, processor, 6000, 'vm')
+    conf = testbed.slurm_conf(testbed.Layout(tmp_path), 4, processor, 6000, 'vm', 9000)
     assert 'NodeName=n[1-4] NodeHostname=vm NodeAddr=127.0.0.1 Port=17001-17004 CPUs=16 ' \
            'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000' in conf
     assert 'AccountingStorageType=accounting_storage/slurmdbd' in conf
     assert 'ProctrackType=proctrack/linuxproc' in conf and 'TmpFS=/tmp/slurm-%n' in conf
-    # The GPU nodes: the same shape, two typed GPUs each, a partition of their own.
+    # The GPU nodes: the same processor, their own memory, two typed GPUs each, a feature
+    # and a partition of their own.
     assert 'GresTypes=gpu' in conf
     assert 'NodeName=g[1-2] NodeHostname=vm NodeAddr=127.0.0.1 Port=17005-17006 CPUs=16 ' \
-           'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000 Gres=gpu:h200:2' in conf
+           'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=9000 Gres=gpu:h200:2 ' \
+           'Features=hbm State=UNKNOWN' in conf
     assert 'PartitionName=batch Nodes=n[1-4] Default=YES' in conf
     assert 'PartitionName=gpu Nodes=g[1-2] ' in conf
     assert testbed.gres_conf(testbed.Layout(tmp_path)).splitlines()[1] == (
@@ -130,6 +132,43 @@ def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster)
                        match=r'^`scontrol show config` failed \(exit 1\): .*Unable to contact '
                              'slurm controller'):
         slurm_query.running_cluster(dict(env, SLURM_CONF=str(unreachable)))
+
+
+def test_new_system_describes_the_running_testbed_through_its_controller_and_a_job(
+        cluster, tmp_path):
+    """`hpcbench new-system` on the testbed: a job on a node of each partition, the
+    description as the testbed's slurm.conf declares it; an unreachable controller is one
+    message, and nothing is written."""
+    import yaml
+    root = tmp_path / 'project'
+    (root / 'spack-envs' / 'testbed').mkdir(parents=True)
+    shutil.copy(Path(__file__).parents[2] / 'spack-envs' / 'testbed' / 'spack.yaml',
+                root / 'spack-envs' / 'testbed')
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf), HPCBENCH_PROJECT=str(root))
+    command = [str(BIN / 'hpcbench'), 'new-system', 'mycluster',
+               f'--io-directory={tmp_path}', '--job-timeout=120']
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'then: make dry-run SYSTEM=mycluster' in done.stdout
+    described = yaml.safe_load((root / 'site-configs' / 'mycluster.yaml').read_text())
+    declared = slurm_conf_nodes(cluster.slurm_conf.read_text())
+    first_node = {testbed.SLURM_PARTITION: 'n1', testbed.SLURM_GPU_PARTITION: 'g1'}
+    assert [p['slurm_partition'] for p in described['partitions']] == list(first_node)
+    for entry in described['partitions']:
+        cpus, _, _, _, memory_mb, gres = declared[first_node[entry['slurm_partition']]]
+        assert (entry['processor']['num_cpus'], entry['memory_bytes'], entry['gres']) == (
+            cpus, memory_mb << 20, gres)
+        assert entry['io_directory'] == str(tmp_path)
+    assert described['scheduler'] == 'slurm' and described['launcher'] == 'srun'
+
+    unreachable = cluster.root / 'unreachable.conf'
+    unreachable.write_text(re.sub(r'(?m)^SlurmctldPort=.*$', 'SlurmctldPort=6999',
+                                  cluster.slurm_conf.read_text()))
+    other = subprocess.run([*command[:2], 'other'], capture_output=True, text=True,
+                           env=dict(env, SLURM_CONF=str(unreachable)), timeout=600)
+    assert other.returncode == 1 and other.stderr.startswith(
+        'error: `scontrol show config` failed (exit 1): ')
+    assert not (root / 'site-configs' / 'other.yaml').exists()
 
 
 def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(cluster):
@@ -331,3 +370,44 @@ def test_multi_node_checks_pass_through_slurm(slurm_suite):
     assert len(_ok(out, 'HplNodeScreen')) == 3, out[-3000:]
     nodes = re.findall(r'^\[\s+OK \] .*HplNodeScreen .*%\.nid=(n\d) ', out, re.M)
     assert sorted(nodes) == ['n1', 'n2', 'n3']
+
+
+@pytest.mark.spack
+@pytest.mark.skipif(spack.find() is None, reason='no Spack found (SPACK_ROOT or the per-user '
+                    'cache): the Spack-built checks cannot run on the testbed')
+def test_a_described_cluster_runs_a_multi_node_check_through_slurm(cluster, tmp_path):
+    """`hpcbench new-system` on the testbed, then its stack set up (hpcbench setup --system
+    NAME, as `make run` starts) and a 2-node HPL of the described system through Slurm. The
+    system's files go where a site's would (site-configs/, spack-envs/, references/) and are
+    removed after; its results under tmp_path."""
+    name = 'testbed-described'
+    made = [ROOT / 'site-configs' / f'{name}.yaml', ROOT / 'site-configs' / f'{name}.py',
+            ROOT / 'spack-envs' / name, ROOT / 'references' / f'{name}.yaml']
+    assert not any(p.exists() for p in made), f'{name} exists: not this test\'s to replace'
+    env = {'SLURM_CONF': str(cluster.slurm_conf), 'HPCBENCH_VAR': str(tmp_path / 'var')}
+    try:
+        described = subprocess.run(
+            [str(BIN / 'hpcbench'), 'new-system', name, f'--io-directory={tmp_path}'],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+        assert described.returncode == 0, described.stdout + described.stderr
+        setup = subprocess.run([str(BIN / 'hpcbench'), 'setup', '--system', name],
+                               env={**os.environ, **env}, capture_output=True, text=True,
+                               timeout=3000)
+        assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-2000:]
+        proc = run_reframe('--system', f'{name}:batch', '-p', '^openmpi$', '-r',
+                           '-n', 'HplCheck%layout_name=per-core%num_nodes=2',
+                           '-S', 'HplCheck.memory_fraction=0.002', '-S', 'HplCheck.repeats=1',
+                           config=f'site-configs/{name}.py', env=env)
+        out = ANSI.sub('', proc.stdout)
+        assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+        assert re.search(rf'^\[\s+OK \] \(\s*\d+/\d+\) HplCheck .*@{name}:batch\+openmpi$',
+                         out, re.M), out[-3000:]
+        perflog = tmp_path / 'var' / 'perflogs' / name / 'batch' / 'HplCheck.log'
+        assert re.search(r'\|inputs=N=\d+ NB=\d+ P=2 Q=2 per-core.* nodes=2 ',
+                         perflog.read_text())
+    finally:
+        for path in made:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()

@@ -1,11 +1,12 @@
 """`hpcbench` commands on the software stack: bootstrap, install and setup (what `make run`
 runs first), buildcache, bundle (an offline archive), blas (show or change HPL's default
 BLAS: the one way the stack changes), shell (a system's stack in a shell), provenance
-(the session's facts for `reframe --session-extras`)."""
+(the session's facts for `reframe --session-extras`), new-system (a site's own Slurm cluster
+described from its controller)."""
 import datetime
 
 from hpcbench.stack import spack
-from hpcbench.stack.bootstrap import MACHINE_SYSTEMS
+from hpcbench.stack.bootstrap import machine_systems
 
 
 def _bootstrap(args):
@@ -30,7 +31,7 @@ def _provenance(args):
     from hpcbench.core import paths
     from hpcbench.stack import blas, provenance
     facts = provenance.session_facts(str(paths.SPACK_ENVS_DIR / args.system))
-    if args.system in MACHINE_SYSTEMS:
+    if args.system in machine_systems():
         # Which BLAS this machine's HPL is built with, and since when (the user's change).
         facts = {**facts, **blas.choice_provenance()}
     try:
@@ -93,6 +94,21 @@ def _bundle(args):
           f'without internet: make run BUNDLE={output}')
 
 
+def _new_system(args):
+    from hpcbench.stack import site_description
+    written, asks = site_description.new_system(
+        args.name, force=args.force, access=args.access, io_directory=args.io_directory,
+        timeout=args.job_timeout)
+    print(f'described {args.name}; wrote, for review:')
+    for path in written:
+        print(f'  {path}')
+    if asks:
+        print(f'to set by hand in site-configs/{args.name}.yaml (the same list heads it):')
+        for ask in asks:
+            print(f'  - {ask}')
+    print(f'then: make dry-run SYSTEM={args.name}; make run SYSTEM={args.name}')
+
+
 def _push_buildcache(args):
     from hpcbench.stack import bootstrap
     bootstrap.push_buildcache(spack.locate_or_clone(), args.system)
@@ -100,6 +116,7 @@ def _push_buildcache(args):
 
 def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
+    systems = machine_systems()
     for name, text in (('bootstrap', 'set up this machine for Spack (idempotent)'),
                        ('install', 'bootstrap, then concretize and install '
                                    'spack-envs/<system>'),
@@ -109,7 +126,7 @@ def register(sub):
         cmd.add_argument('--refresh', action='store_true',
                          help='detect compilers and build tools again')
         if name != 'bootstrap':
-            cmd.add_argument('--system', default='local', choices=MACHINE_SYSTEMS,
+            cmd.add_argument('--system', default='local', choices=systems,
                              help='the system on this machine whose environment to install')
         if name == 'setup':
             cmd.add_argument('--registry-only', action='store_true',
@@ -121,12 +138,12 @@ def register(sub):
 
     cache = sub.add_parser('buildcache', help="push an environment's builds to the Spack "
                                               'build cache directory (kept between pipelines)')
-    cache.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    cache.add_argument('--system', default='local', choices=systems)
     cache.set_defaults(func=_push_buildcache)
     offline = sub.add_parser('bundle', help="write one archive with all a machine without "
                                             "internet needs for a system's Spack stack "
                                             '(make run BUNDLE=<it> there)')
-    offline.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    offline.add_argument('--system', default='local', choices=systems)
     offline.add_argument('--output', help='directory (default: var/bundles)')
     offline.add_argument('--sources-only', action='store_true',
                          help='no build cache: the receiving machine builds everything from '
@@ -141,7 +158,7 @@ def register(sub):
     env_shell = sub.add_parser('shell', help="print the shell code that puts a system's "
                                              'Spack-built benchmarks and one MPI on PATH: '
                                              'eval "$(.venv/bin/hpcbench shell)"')
-    env_shell.add_argument('--system', default='local', choices=MACHINE_SYSTEMS)
+    env_shell.add_argument('--system', default='local', choices=systems)
     env_shell.add_argument('--mpi', help='the MPI stack (default: the first of this '
                                          'machine: openmpi, mpich, intelmpi, mvapich2)')
     env_shell.add_argument('--blas', help="HPL's and HPCC's BLAS (default: the system's "
@@ -152,3 +169,19 @@ def register(sub):
                                               'reframe --session-extras')
     facts.add_argument('--system', default='local')
     facts.set_defaults(func=_provenance)
+    describe = sub.add_parser('new-system', help="describe the Slurm cluster this login node "
+                                                 'reaches as a system of the suite: '
+                                                 'site-configs/NAME.yaml and .py, '
+                                                 'spack-envs/NAME, references/NAME.yaml')
+    describe.add_argument('name', help='the system name (lower case, digits, -)')
+    describe.add_argument('--io-directory', metavar='DIR',
+                          help='where IOR writes: a directory on the parallel file system '
+                               'every node mounts')
+    describe.add_argument('--access', action='append', default=[], metavar='OPTION',
+                          help='an sbatch option every job needs, e.g. --access=--account=me '
+                               '(repeatable)')
+    describe.add_argument('--job-timeout', type=int, default=600, metavar='SECONDS',
+                          help='how long the short job on each partition may wait and run')
+    describe.add_argument('--force', action='store_true',
+                          help='describe again a system this command wrote')
+    describe.set_defaults(func=_new_system)

@@ -71,6 +71,7 @@ class SlurmNode:
     features: tuple         # AvailableFeatures
     gres: str               # '' without any
     partitions: tuple
+    host: str = ''          # NodeHostName: the machine the node is (several: emulated nodes)
 
     @property
     def shape(self):
@@ -98,7 +99,8 @@ def node_from_record(record):
                      memory_mb=_number(record, 'RealMemory', what),
                      features=_names(record.get('AvailableFeatures')),
                      gres='' if record.get('Gres', '') in _NONE else record['Gres'],
-                     partitions=_names(record.get('Partitions')))
+                     partitions=_names(record.get('Partitions')),
+                     host=record.get('NodeHostName') or name)
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,13 @@ def config_values(scontrol_show_config):
     if 'ClusterName' not in values:
         raise SlurmDescriptionError('`scontrol show config` printed no ClusterName')
     return values
+
+
+def nodes_share_hosts(partitions):
+    """Whether several Slurm nodes are one machine (the same NodeHostName: the testbed's
+    emulated nodes), so that their jobs would share it."""
+    nodes = {n.name: n.host for p in partitions for n in p.nodes}
+    return len(set(nodes.values())) < len(nodes)
 
 
 @dataclass(frozen=True)

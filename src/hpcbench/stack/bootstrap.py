@@ -16,8 +16,10 @@ from pathlib import Path
 import yaml
 
 from hpcbench.benchmarks import babelstream, dgemm, host_device, stream
+from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import node, paths
-from hpcbench.stack import blas, cuda, debian, host, mpi_stacks, spack, testbed
+from hpcbench.stack import (blas, cuda, debian, host, mpi_stacks, site_description, spack,
+                            testbed)
 
 # The registry-only path: what runs real benchmarks with no Spack (Debian's HPCC on Debian's
 # Open MPI, the IMB-MPI1 of Intel MPI's PyPI wheel, ranks bound with numactl). OpenBLAS is
@@ -51,7 +53,8 @@ SPACK_DETECTED_TOOLS = (
 )
 
 # The systems on this machine: `local` (the host) and `testbed` (the Slurm cluster
-# ci/testbed emulates on it). Both build with this machine's externals (host.yaml).
+# ci/testbed emulates on it). Both build with this machine's externals (host.yaml), as does
+# a cluster `hpcbench new-system` described from this login node (machine_systems()).
 MACHINE_SYSTEMS = ('local', 'testbed')
 LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
 
@@ -220,9 +223,32 @@ def detected_mpi_externals(found, stacks):
 
 # --- The local environment's host.yaml -------------------------------------------------------
 
+def machine_systems():
+    """The systems whose stack this machine builds: MACHINE_SYSTEMS, then the clusters
+    described from it (hpcbench.stack.site_description)."""
+    return (*MACHINE_SYSTEMS, *site_description.described_systems())
+
+
+def _description(system):
+    path = paths.SITE_CONFIGS_DIR / f'{system}.yaml'
+    return site_description.load(path), path
+
+
+def described_gpus(system):
+    """The GPUs of a described cluster's partitions whose drivers answer (their GRES)."""
+    description, _ = _description(system)
+    return [gpu for entry in description['partitions'] if not entry.get('gpus_stand_in')
+            for gpu in accelerator_facts.from_gres(entry.get('gres', ''))]
+
+
 def machine_stacks(system='local'):
-    """The MPI stacks a system on this machine runs (testbed: those it can launch)."""
-    return testbed.mpi_stacks_launched() if system == 'testbed' else mpi_stacks.local_stacks()
+    """The MPI stacks a system on this machine runs (testbed: those it can launch; a
+    described cluster: those its description names)."""
+    if system == 'testbed':
+        return testbed.mpi_stacks_launched()
+    if system not in MACHINE_SYSTEMS:
+        return site_description.stacks_of(*_description(system))
+    return mpi_stacks.local_stacks()
 
 
 def machine_blas(system='local'):
@@ -231,15 +257,20 @@ def machine_blas(system='local'):
     return testbed.blas_libraries() if system == 'testbed' else blas.local_libraries()
 
 
-def machine_node(system):
-    """The node site-configs/<system>.py describes (local: the host; testbed: one emulated
-    node), from the same functions."""
+def machine_nodes(system):
+    """The nodes site-configs/<system>.py describes (local: the host; testbed: one emulated
+    node; a described cluster: each partition's), from the same functions."""
+    if system not in MACHINE_SYSTEMS:
+        description, path = _description(system)
+        return [node.from_partition(entry['processor'], entry, f'{path}: {entry["name"]}')
+                for entry in description['partitions']]
+
     processor = host.processor_info(LOCAL_SYSTEM, LOCAL_PARTITION)
     if system == 'testbed':
-        return node.from_partition(processor, testbed.node_extras(testbed.configured_nodes()),
-                                   system)
+        return [node.from_partition(processor,
+                                    testbed.node_extras(testbed.configured_nodes()), system)]
 
-    return node.from_partition(processor, host.partition_extras(), system)
+    return [node.from_partition(processor, host.partition_extras(), system)]
 
 
 def gpu_specs(cuda_archs):
@@ -269,7 +300,7 @@ def gpu_build(accelerators):
         return [], None
 
 
-def host_config(stacks, tools, this_node, system='local', detected=(), blas_libraries=(),
+def host_config(stacks, tools, nodes, system='local', detected=(), blas_libraries=(),
                 cuda_archs=(), cuda_toolkit=None):
     """The machine-specific half of spack-envs/local (the other half is committed): the
     externals, the MPI stacks (`mpis`) and STREAM specs the environment builds for, and its
@@ -306,14 +337,18 @@ def host_config(stacks, tools, this_node, system='local', detected=(), blas_libr
         'buildable': False}
     if cuda_toolkit:
         packages['cuda'] = {'externals': [cuda_toolkit.spack_external()], 'buildable': False}
-    try:
-        stream_specs = [stream.spack_spec(stream.array_size(this_node.llc_bytes_total,
-                                                            this_node.memory_bytes))]
-    except stream.StreamInputError as err:
-        # A node too small for STREAM's rule (a VM may report a host-sized LLC) loses
-        # STREAM, not the whole set-up; its StreamCheck refuses in setup with the same words.
-        say(f'{system}: STREAM is not built: {err}')
-        stream_specs = []
+    stream_specs = []
+    for each in nodes:
+        try:
+            spec = stream.spack_spec(stream.array_size(each.llc_bytes_total, each.memory_bytes))
+        except stream.StreamInputError as err:
+            # A node too small for STREAM's rule (a VM may report a host-sized LLC) loses
+            # STREAM, not the whole set-up; its StreamCheck refuses in setup with the same
+            # words.
+            say(f'{system}: STREAM is not built: {err}')
+            continue
+        if spec not in stream_specs:
+            stream_specs.append(spec)
     return {
         'packages': packages,
         'definitions': [{'stream_specs': stream_specs},
@@ -345,10 +380,13 @@ def bootstrap(refresh=False, found=None):
     write_spack_config(found)
     tools = detected_tools(found, refresh)
     detected = detected_mpi_externals(found, stacks)
-    # The testbed's nodes are this host: the same GPU programs.
-    cuda_archs, cuda_toolkit = gpu_build(host.accelerators())
-    for system in MACHINE_SYSTEMS:
-        write_host_yaml(host_config(machine_stacks(system), tools, machine_node(system),
+    # The testbed's nodes are this host: the same GPU programs. A described cluster's are
+    # its GPU partitions' (this login node may have none).
+    this_host = gpu_build(host.accelerators())
+    for system in machine_systems():
+        cuda_archs, cuda_toolkit = (this_host if system in MACHINE_SYSTEMS
+                                    else gpu_build(described_gpus(system)))
+        write_host_yaml(host_config(machine_stacks(system), tools, machine_nodes(system),
                                     system, detected, machine_blas(system), cuda_archs,
                                     cuda_toolkit),
                         paths.SPACK_ENVS_DIR / system / 'host.yaml')
@@ -410,9 +448,9 @@ def suggest_default_blas():
 def install_environment(found, system='local'):
     """Concretize spack-envs/<system> (a system on this machine) when its inputs are newer
     than its lock, then install it."""
-    if system not in MACHINE_SYSTEMS:
+    if system not in machine_systems():
         raise BootstrapError(f'{system!r} is not a system on this machine: one of '
-                             f'{", ".join(MACHINE_SYSTEMS)}')
+                             f'{", ".join(machine_systems())}')
 
     env = paths.SPACK_ENVS_DIR / system
     lock = env / 'spack.lock'

@@ -83,9 +83,9 @@ def _spack_shell_code(found, *args, path=None):
 
 def shell_code(system='local', mpi=None, blas_name=None):
     """The shell code `hpcbench shell` prints."""
-    if system not in bootstrap.MACHINE_SYSTEMS:
+    if system not in bootstrap.machine_systems():
         raise ShellError(f'--system {system}: its environment is not installed on this '
-                         f'machine (the systems here: {", ".join(bootstrap.MACHINE_SYSTEMS)})')
+                         f'machine (the systems here: {", ".join(bootstrap.machine_systems())})')
 
     found = spack.find()
     if not found:

@@ -20,7 +20,9 @@ def ask(command, env=None, timeout=120):
     path = env.get('PATH') if env else None
     if not shutil.which(command[0], path=path):
         raise SlurmDescriptionError(f'`{command[0]}` is not on PATH: run this on a login node '
-                                    'of the Slurm cluster to describe')
+                                    'of the Slurm cluster to describe (Slurm is the scheduler '
+                                    'it reads; for another, docs/your-cluster.md, "Other '
+                                    'schedulers, by hand")')
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                               env=env)

@@ -46,6 +46,8 @@ GPU_NODES = 2
 GPU_TYPE, GPUS_PER_NODE = 'h200', 2
 GPU_GRES = f'gpu:{GPU_TYPE}:{GPUS_PER_NODE}'
 SLURM_GPU_PARTITION = 'gpu'
+# A feature of the GPU nodes alone (a job may ask for it with --constraint).
+GPU_FEATURE = 'hbm'
 # The character device major of NVIDIA's GPUs (/dev/nvidia0 is 195, 0).
 NVIDIA_MAJOR = 195
 FIRST_SLURMD_PORT = 17001
@@ -165,15 +167,17 @@ def gres_conf(layout):
             f'File={layout.root}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n')
 
 
-def slurm_conf(layout, nodes, processor, memory_mb, hostname):
+def slurm_conf(layout, nodes, processor, memory_mb, hostname, gpu_memory_mb):
     """slurm.conf of a cluster of `nodes` emulated nodes on `hostname`, each with its
     `processor` (ReFrame's description: sockets, cores, threads) and `memory_mb`, and the
-    GPU nodes (GPU_NODES, the same, with GPU_GRES)."""
+    GPU nodes (GPU_NODES, the same processor, `gpu_memory_mb`, GPU_GRES and the feature
+    GPU_FEATURE): partitions that differ as a site's do, in node count, memory, GRES and
+    features."""
     last_port = FIRST_SLURMD_PORT + nodes - 1
     threads = processor['num_cpus_per_core']
     cores = processor['num_cpus_per_socket'] // threads
     shape = (f"CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} "
-             f"CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={memory_mb}")
+             f"CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory=")
     gpu_ports = f'{last_port + 1}-{last_port + GPU_NODES}'
     return f'''# Written by hpcbench.stack.testbed: {nodes} emulated nodes on {hostname}.
 ClusterName={CLUSTER}
@@ -206,8 +210,8 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=30
 GresTypes=gpu
-NodeName=n[1-{nodes}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} {shape} State=UNKNOWN
-NodeName=g[1-{GPU_NODES}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={gpu_ports} {shape} Gres={GPU_GRES} State=UNKNOWN
+NodeName=n[1-{nodes}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} {shape}{memory_mb} State=UNKNOWN
+NodeName=g[1-{GPU_NODES}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={gpu_ports} {shape}{gpu_memory_mb} Gres={GPU_GRES} Features={GPU_FEATURE} State=UNKNOWN
 PartitionName={SLURM_PARTITION} Nodes=n[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 PartitionName={SLURM_GPU_PARTITION} Nodes=g[1-{GPU_NODES}] MaxTime=INFINITE State=UP OverSubscribe=NO
 '''
@@ -289,7 +293,8 @@ def _prepare(layout, nodes):
 
     layout.slurm_conf.write_text(slurm_conf(layout, nodes, host.processor_info(),
                                             node_memory_bytes(nodes) // 2**20,
-                                            socket.gethostname()))
+                                            socket.gethostname(),
+                                            node_memory_bytes(GPU_NODES) // 2**20))
     layout.mpi_conf.write_text(f'# Written by hpcbench.stack.testbed.\n{MPI_CONF}')
     (layout.etc / 'gres.conf').write_text(gres_conf(layout))
     dbd = layout.etc / 'slurmdbd.conf'

@@ -1,0 +1,77 @@
+"""The site config of a system `hpcbench new-system` described (hpcbench.stack.
+site_description): its description, site-configs/<name>.yaml, is data a person reviews and
+corrects; this turns it into ReFrame's configuration, one partition per Slurm partition:
+
+- the node as Slurm and the partition's own node described it (ReFrame's processor, the
+  memory Slurm gives jobs, the clock and flop per cycle), its GPUs from its GRES
+  (hpcbench.core.accelerators.from_gres: ReFrame's `devices`, features `gpu` and `cuda`,
+  and the `gpu` resource the GPU checks ask for with --gres=gpu:N);
+- sbatch's `--partition` and the description's `access` options (account, QoS) on every job;
+- one environment per MPI stack of the login node the description names (and each other
+  BLAS, as on `local`), built by the system's Spack environment.
+
+A description missing a field or holding a wrong one is one error naming the file and field
+(hpcbench.stack.site_description.load).
+"""
+from pathlib import Path
+
+from hpcbench.core import accelerators
+from hpcbench.rfm import site_config
+from hpcbench.stack import blas, site_description
+
+def _partition(system, entry, access, environs, spack_extras, spack_env_vars):
+    gpu_settings, gpu_extras = site_config.accelerator_settings(
+        accelerators.from_gres(entry.get('gres', '')))
+    if gpu_extras and entry.get('gpus_stand_in'):
+        gpu_extras['accelerators']['stand_in'] = entry['gpus_stand_in']
+    io = {'io_directory': entry['io_directory'], 'io_read_cache_policy': 'size'} \
+        if entry.get('io_directory') else {}
+    return {
+        'name': entry['name'],
+        'descr': entry['descr'],
+        'scheduler': system['scheduler'],
+        'launcher': system['launcher'],
+        'access': [f'--partition={entry["slurm_partition"]}', *access],
+        **gpu_settings,
+        **({'resources': [{'name': 'gpu', 'options': ['--gres=gpu:{num_gpus_per_node}']}]}
+           if gpu_settings else {}),
+        'max_jobs': entry.get('max_jobs', 100),
+        'processor': entry['processor'],
+        'environs': environs,
+        'env_vars': spack_env_vars,
+        'extras': {
+            'num_nodes': entry['num_nodes'], 'memory_bytes': entry['memory_bytes'],
+            'clock_hz': entry['clock_hz'],
+            'clock_source': entry.get('clock_source', 'the description'),
+            'flops_per_cycle': entry['flops_per_cycle'],
+            **({'quiet_node': entry['quiet_node']} if entry.get('quiet_node') else {}),
+            **gpu_extras, **spack_extras,
+            'spack_env': str(site_config.spack_env_dir(system['name'])),
+            **io,
+        },
+    }
+
+
+def site_configuration(site_config_file):
+    """ReFrame's configuration of the system whose description sits beside
+    `site_config_file` (site-configs/<name>.py: site-configs/<name>.yaml)."""
+    path = Path(site_config_file).with_suffix('.yaml')
+    system = site_description.load(path)
+    stacks = site_description.stacks_of(system, path)
+    spack_extras, spack_env_vars = site_config.spack_partition_settings()
+    environments = site_config.stack_environments(stacks, [system['name']], spack_extras,
+                                                  blas.local_libraries(),
+                                                  system.get('run_env') or {})
+    environs = [env['name'] for env in environments]
+    return site_config.site(
+        systems=[{
+            'name': system['name'],
+            'descr': system['descr'],
+            'hostnames': system['hostnames'],
+            'modules_system': 'nomod',
+            'partitions': [_partition(system, entry, system['access'], environs,
+                                      spack_extras, spack_env_vars)
+                           for entry in system['partitions']],
+        }],
+        environments=environments,
+    )

@@ -1,0 +1,218 @@
+"""A site's own Slurm cluster described for the suite (hpcbench.stack.site_description) and
+read back as a site config (hpcbench.rfm.described_site): here from the testbed's real
+controller outputs (tests/fixtures/slurm/testbed) and this host's facts as a compute node
+prints them; tests/stack/test_testbed.py describes a running testbed through Slurm."""
+import contextlib
+import io
+import json
+import re
+import shutil
+
+import pytest
+import yaml
+
+from conftest import FIXTURES, ROOT, run_reframe, slurm_conf_nodes
+from hpcbench.core import slurm_cluster
+from hpcbench.rfm import described_site
+from hpcbench.stack import site_description
+
+TESTBED = FIXTURES / 'slurm' / 'testbed'
+
+
+def _cluster(own_hosts=False):
+    """The testbed as its controller printed it; `own_hosts`: each node a machine of its own
+    (NodeHostName its name), as on a cluster."""
+    config, partitions, nodes, mpi = ((TESTBED / name).read_text() for name in (
+        'scontrol-show-config.txt', 'scontrol-show-partition.txt', 'scontrol-show-node.txt',
+        'srun-mpi-list.txt'))
+    if own_hosts:
+        nodes = re.sub(r'NodeName=(\w+) (.*?)NodeHostName=vm ', r'NodeName=\1 \2NodeHostName=\1 ',
+                       nodes)
+    return slurm_cluster.cluster_from(config, partitions, nodes, mpi)
+
+
+def _this_node_s_facts():
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        site_description.print_node_facts()
+    line, = printed.getvalue().splitlines()
+    return json.loads(line[len(site_description.NODE_FACTS_MARK):])
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A project root of the test's own, with the testbed's environment the new one's
+    specs come from."""
+    (tmp_path / 'spack-envs' / 'testbed').mkdir(parents=True)
+    shutil.copy(ROOT / 'spack-envs' / 'testbed' / 'spack.yaml',
+                tmp_path / 'spack-envs' / 'testbed')
+    return tmp_path
+
+
+def _describe(root, name='mycluster', gpus_seen=None, force=False, own_hosts=False,
+              **options):
+    cluster = _cluster(own_hosts)
+    facts = _this_node_s_facts()
+    if gpus_seen is not None:
+        facts['gpus_seen'] = gpus_seen
+    description, asks = site_description.describe(
+        name, cluster, {p.name: facts for p in cluster.partitions}, 'login1',
+        ['openmpi', 'mpich'], **options)
+    return site_description.write(name, description, asks, root, force), asks, facts
+
+
+def test_the_description_is_what_slurm_says_and_asks_what_it_cannot_know(root):
+    written, asks, facts = _describe(root, access=['--account=hpc'])
+    assert [p.relative_to(root).as_posix() for p in written] == [
+        'site-configs/mycluster.yaml', 'site-configs/mycluster.py',
+        'spack-envs/mycluster/spack.yaml', 'references/mycluster.yaml']
+    text = written[0].read_text()
+    assert text.startswith(site_description.HEADER + ' mycluster` on ')
+    described = yaml.safe_load(text)
+    declared = slurm_conf_nodes((TESTBED / 'slurm.conf').read_text())
+    assert (described['scheduler'], described['launcher'], described['access']) == (
+        'slurm', 'srun', ['--account=hpc'])
+    for entry, nodes in zip(described['partitions'], (['n1', 'n2', 'n3'], ['g1', 'g2'])):
+        cpus, sockets, cores, threads, memory_mb, gres = declared[nodes[0]]
+        assert (entry['num_nodes'], entry['memory_bytes'], entry['gres']) == (
+            len(nodes), memory_mb << 20, gres)
+        assert entry['processor'] == facts['processor'] and entry['io_directory'] is None
+        # The emulated nodes share one host: one job at a time.
+        assert entry['max_jobs'] == 1
+    # Asked, and at the head of the file: the IO directory, the clock where it is not the
+    # cores' nominal one.
+    assert [a.split(':')[0] for a in asks if 'io_directory' in a] == [
+        'partitions[batch].io_directory', 'partitions[gpu].io_directory']
+    nominal = facts['clock_source'].startswith(site_description.NOMINAL_CLOCK_SOURCES)
+    assert any('clock_hz' in a for a in asks) is not nominal
+    assert '#   - partitions[batch].io_directory: a directory on the parallel' in text
+    references = yaml.safe_load(written[3].read_text())
+    assert (references['system'], references['figures']) == ('mycluster', [])
+    testbed_env = (root / 'spack-envs' / 'testbed' / 'spack.yaml').read_text()
+    assert written[2].read_text().split('spack:', 1)[1] == testbed_env.split('spack:', 1)[1]
+
+
+def test_the_site_config_reads_the_description_back(root):
+    written, _, _ = _describe(root, io_directory='/scratch/hpcbench')
+    config = described_site.site_configuration(written[1])
+    system, = config['systems']
+    batch, gpu = system['partitions']
+    assert batch['access'] == ['--partition=batch'] and gpu['access'] == ['--partition=gpu']
+    assert batch['extras']['io_directory'] == '/scratch/hpcbench'
+    assert 'devices' not in batch
+    assert gpu['devices'] == [{'type': 'gpu', 'arch': 'sm_90', 'model': 'NVIDIA H200',
+                               'num_devices': 2}]
+    assert gpu['resources'] == [{'name': 'gpu', 'options': ['--gres=gpu:{num_gpus_per_node}']}]
+    assert {'gpu', 'cuda'} <= set(gpu['features'])
+    # This node's nvidia-smi shows no GPU: the GRES's GPUs are stand-ins, which a run skips.
+    assert gpu['extras']['accelerators']['stand_in'] == (
+        'its GRES declares 2 GPU(s) but nvidia-smi on ' + _this_node_s_facts()['hostname'] +
+        ' shows none')
+    # srun on nodes that share one host: each stack's run-time variables for it.
+    openmpi, mpich = config['environments'][:2]
+    assert (openmpi['name'], mpich['name']) == ('openmpi', 'mpich')
+    assert ['OMPI_MCA_btl', 'self,tcp'] in openmpi['env_vars']
+    assert ['SLURM_MPI_TYPE', 'pmi2'] in mpich['env_vars']
+
+
+def test_gpus_that_answer_on_the_node_are_no_stand_ins(root):
+    written, asks, _ = _describe(root, gpus_seen=2)
+    assert not [a for a in asks if 'gpus_stand_in' in a]
+    gpu = described_site.site_configuration(written[1])['systems'][0]['partitions'][1]
+    assert 'stand_in' not in gpu['extras']['accelerators']
+
+
+def test_a_dry_run_of_the_described_system_writes_its_jobs(root, tmp_path):
+    written, _, _ = _describe(root, io_directory=str(tmp_path))
+    done = run_reframe('--system', 'mycluster', '-n', 'StreamCheck|GpuDgemmCheck',
+                       '--dry-run', config=str(written[1]),
+                       env={'HPCBENCH_VAR': str(tmp_path / 'var')})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    jobs = {p.parent.parent.parent.name + '/' + p.parent.name: p.read_text()
+            for p in (tmp_path / 'var' / 'stage').glob('*/*/*/*/rfm_job.sh')}
+    stream = [job for where, job in jobs.items() if where.startswith('batch/Stream')]
+    assert stream and all('#SBATCH --partition=batch\n' in job for job in stream)
+    dgemm, = [job for where, job in jobs.items() if where == 'gpu/GpuDgemmCheck']
+    assert '#SBATCH --partition=gpu\n#SBATCH --gres=gpu:2\n' in dgemm
+    assert '\nsrun ./gpu-rank.sh ' in dgemm
+
+
+def test_a_name_that_exists_is_refused_and_only_ours_is_described_again(root):
+    _describe(root)
+    with pytest.raises(site_description.NewSystemError,
+                       match=r"a system 'mycluster' exists \(site-configs/mycluster.yaml, .*"
+                             r"or --force to describe it again"):
+        site_description.check_name('mycluster', root)
+    site_description.check_name('mycluster', root, force=True)
+    (root / 'site-configs' / 'chic.py').write_text('"""A paper\'s system."""\n')
+    with pytest.raises(site_description.NewSystemError,
+                       match='not written by `hpcbench new-system`, so --force does not'):
+        site_description.check_name('chic', root, force=True)
+    with pytest.raises(site_description.NewSystemError, match="'My Cluster' is not a system"):
+        site_description.check_name('My Cluster', root)
+
+
+def test_a_failed_write_leaves_nothing(root):
+    (root / 'references').write_text('a file where the directory goes')
+    with pytest.raises(site_description.NewSystemError, match='cannot write .*references'):
+        _describe(root)
+    assert list((root / 'site-configs').iterdir()) == []
+    assert list((root / 'spack-envs' / 'mycluster').iterdir()) == []
+
+
+@pytest.mark.parametrize('change, said', [
+    (lambda d: d['partitions'][0].pop('memory_bytes'), r'partitions\[batch\]: no memory_bytes'),
+    (lambda d: d['partitions'][1].update(num_nodes='two'),
+     r"partitions\[gpu\].num_nodes: 'two' is not int"),
+    (lambda d: d['partitions'][1].update(gres='gpu:mi300:8'),
+     r"partitions\[gpu\].gres: GRES 'gpu:mi300:8': the type 'mi300' is not one of"),
+    (lambda d: d.pop('launcher'), ': no launcher'),
+    (lambda d: d.update(mpi_stacks=['openmpi', 'cray-mpich']),
+     'mpi_stacks: cray-mpich not found on this node'),
+])
+def test_a_wrong_description_is_one_message_naming_its_file_and_field(root, change, said):
+    written, _, _ = _describe(root)
+    described = yaml.safe_load(written[0].read_text())
+    change(described)
+    written[0].write_text(yaml.safe_dump(described))
+    with pytest.raises(site_description.DescriptionError, match=f'mycluster.yaml.*{said}'):
+        described_site.site_configuration(written[1])
+
+
+def test_the_machine_builds_the_described_system_s_stack_for_its_nodes(root, monkeypatch):
+    """hpcbench setup --system NAME: a described cluster is a system of this machine, built
+    with the MPI stacks its description names, STREAM for each partition's node, and the
+    GPU programs of its partitions whose GPUs answer."""
+    from hpcbench.core import paths
+    from hpcbench.stack import bootstrap
+    _describe(root, gpus_seen=2)
+    monkeypatch.setattr(paths, 'SITE_CONFIGS_DIR', root / 'site-configs')
+    assert bootstrap.machine_systems() == ('local', 'testbed', 'mycluster')
+    assert [s.name for s in bootstrap.machine_stacks('mycluster')] == ['openmpi', 'mpich']
+    batch, gpu = bootstrap.machine_nodes('mycluster')
+    assert batch.memory_bytes == gpu.memory_bytes == 8035 << 20
+    assert [(g.model, g.arch) for g in bootstrap.described_gpus('mycluster')] == [
+        ('NVIDIA H200', 'sm_90')] * 2
+    _describe(root, gpus_seen=0, force=True)
+    assert bootstrap.described_gpus('mycluster') == []
+
+
+def test_nodes_of_their_own_hosts_run_jobs_side_by_side_with_the_quiet_node_check(root):
+    """On a cluster (each node its own machine) ReFrame submits many jobs at once and each
+    checks its node is quiet; the testbed's nodes, one host, run one at a time unchecked."""
+    written, _, _ = _describe(root, own_hosts=True)
+    for entry in yaml.safe_load(written[0].read_text())['partitions']:
+        assert entry['max_jobs'] == 100 and 'quiet_node' not in entry
+    shared, _, _ = _describe(root, force=True)
+    for entry in yaml.safe_load(shared[0].read_text())['partitions']:
+        assert entry['max_jobs'] == 1 and entry['quiet_node'] == {'action': 'off'}
+    config = described_site.site_configuration(shared[1])
+    assert config['systems'][0]['partitions'][0]['extras']['quiet_node'] == {'action': 'off'}
+
+
+def test_a_node_without_slurm_is_one_message_and_nothing_is_written(root, tmp_path):
+    with pytest.raises(site_description.NewSystemError,
+                       match=r'^`scontrol` is not on PATH: run this on a login node of the '
+                             r'Slurm cluster to describe \(Slurm is the scheduler it reads'):
+        site_description.new_system('mycluster', root, env={'PATH': str(tmp_path / 'bin')})
+    assert not (root / 'site-configs').exists()
