@@ -63,9 +63,7 @@ def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gp
         'scheduler': 'slurm',
         'launcher': launcher,
         'access': [f'--partition={slurm_partition}'],
-        **(dict(GPU_SETTINGS, resources=[{'name': 'gpu',
-                                          'options': ['--gres=gpu:{num_gpus_per_node}']}])
-           if gpus else {}),
+        **(dict(GPU_SETTINGS, resources=site_config.SLURM_GPU_RESOURCES) if gpus else {}),
         # The emulated nodes share the host's cores: one benchmark at a time.
         'max_jobs': 1,
         'processor': host.processor_info(),

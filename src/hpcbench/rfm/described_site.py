@@ -33,8 +33,7 @@ def _partition(system, entry, access, environs, spack_extras, spack_env_vars):
         'launcher': system['launcher'],
         'access': [f'--partition={entry["slurm_partition"]}', *access],
         **gpu_settings,
-        **({'resources': [{'name': 'gpu', 'options': ['--gres=gpu:{num_gpus_per_node}']}]}
-           if gpu_settings else {}),
+        **({'resources': site_config.SLURM_GPU_RESOURCES} if gpu_settings else {}),
         'max_jobs': entry.get('max_jobs', 100),
         'processor': entry['processor'],
         'environs': environs,

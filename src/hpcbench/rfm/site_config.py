@@ -81,6 +81,11 @@ def accelerator_settings(accelerators):
             accelerator_facts.partition_extras(accelerators))
 
 
+# The resource a Slurm partition's GPU checks ask for the node's GPUs with (hpcbench.rfm.gpu:
+# one rank per GPU), by GRES.
+SLURM_GPU_RESOURCES = [{'name': 'gpu', 'options': ['--gres=gpu:{num_gpus_per_node}']}]
+
+
 def spack_env_dir(system):
     """The Spack environment of a system (spack-envs/<system>)."""
     return paths.SPACK_ENVS_DIR / system

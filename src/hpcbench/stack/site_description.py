@@ -192,6 +192,7 @@ def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=N
     """(the description, [what to ask]) of `cluster` (hpcbench.core.slurm_cluster) as system
     `name`: `facts` {partition: node_facts()}, `stacks` the login node's MPI stack names."""
     shares_hosts = slurm_cluster.nodes_share_hosts(cluster.partitions)
+    launcher = _launcher(cluster)
     partitions, asks = [], []
     for partition in cluster.partitions:
         entry, asked = partition_description(partition, facts[partition.name], io_directory,
@@ -209,12 +210,12 @@ def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=N
         'login_node': login_node,
         'hostnames': [f'^{re.escape(login_node)}$'],
         'scheduler': 'slurm' if cluster.accounting else 'squeue',
-        'launcher': _launcher(cluster),
+        'launcher': launcher,
         'mpi_plugins': list(cluster.mpi_plugins),
         'access': list(access),
         'mpi_stacks': list(stacks),
         # Each stack's run-time variables here (hpcbench.stack.mpi_stacks.slurm_run_env).
-        'run_env': mpi_stacks.slurm_run_env(stacks, _launcher(cluster) == 'srun',
+        'run_env': mpi_stacks.slurm_run_env(stacks, launcher == 'srun',
                                             shares_hosts),
         'partitions': partitions,
     }
