@@ -21,15 +21,16 @@ def fixture_text():
     return read
 
 
-def _spack_found():
+def pytest_collection_modifyitems(items):
+    """A test marked `spack` is skipped, saying why, where no Spack is found."""
     from hpcbench.stack import spack
-    return spack.find() is not None
-
-
-requires_spack = pytest.mark.skipif(
-    not _spack_found(),
-    reason='no Spack found (SPACK_ROOT or the per-user cache): real runs of Spack builds '
-           'skipped')
+    if spack.find() is not None:
+        return
+    skip = pytest.mark.skip(reason='no Spack found (SPACK_ROOT or the per-user cache): real '
+                                   'runs of Spack builds skipped')
+    for item in items:
+        if item.get_closest_marker('spack'):
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope='module')

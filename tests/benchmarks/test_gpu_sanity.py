@@ -81,6 +81,7 @@ def _babelstream(checks, tmp_path, output, ranks=2):
                                  num_times=50, datasheet_bandwidth=4800e9)
 
 
+@pytest.mark.machine_dependent
 def test_babelstream_sanity_passes_every_gpu_s_real_run(checks, tmp_path):
     check, test = _babelstream(checks, tmp_path, _job(CSV_RUN, CSV_RUN))
     assert sn.evaluate(check.every_gpu_validates(test))

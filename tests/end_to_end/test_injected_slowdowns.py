@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from hpcbench.results import results_db
-from conftest import BIN, ROOT, load_on_every_core, requires_spack
+from conftest import BIN, ROOT, load_on_every_core
 
-pytestmark = [pytest.mark.spack, requires_spack]
+pytestmark = pytest.mark.spack
 
 CHECKS = ('StreamCheck%num_threads=2%stores=compiled',
           'HplCheck%layout_name=per-core%num_nodes=1',

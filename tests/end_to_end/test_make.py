@@ -3,6 +3,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -12,6 +14,7 @@ def _make(var, *args, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.machine_dependent
 def test_the_users_options_win_over_the_modes(tmp_path):
     var = tmp_path / 'var'
     proc = _make(var, 'dry-run', "RFM_OPTS=-n StreamCheck -p openmpi")
@@ -24,6 +27,7 @@ def test_the_users_options_win_over_the_modes(tmp_path):
     assert {p.name for p in (var / 'stage' / 'local' / 'default').iterdir()} == {'openmpi'}
 
 
+@pytest.mark.machine_dependent
 def test_rfm_opts_reach_reframe_as_written_with_quotes_and_dollars(tmp_path):
     """README's own `-p 'openmpi$'` in RFM_OPTS: make expanded `$'` to nothing and the
     shell met an unbalanced quote ('syntax error near unexpected token'); a name regex
@@ -39,6 +43,7 @@ def test_rfm_opts_reach_reframe_as_written_with_quotes_and_dollars(tmp_path):
     assert {'StreamCheck', 'MpiStartupCheck'} <= staged['openmpi']
 
 
+@pytest.mark.machine_dependent
 def test_a_paper_systems_dry_run_is_its_papers_run(tmp_path):
     """Without MODE=, a paper's system runs full size, as its paper did: T2K's HPL at 625
     nodes is Table 5's N (1,508,000, from its huge pages), not quick mode's 1/50."""
@@ -53,6 +58,7 @@ def test_a_paper_systems_dry_run_is_its_papers_run(tmp_path):
                for d in dats), len(dats)
 
 
+@pytest.mark.machine_dependent
 def test_a_run_that_reframe_refuses_stops_with_one_message(tmp_path):
     var = tmp_path / 'var'
     proc = _make(var, 'run', 'RFM_OPTS=--no-such-option')

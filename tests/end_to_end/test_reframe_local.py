@@ -13,7 +13,7 @@ from hpcbench.benchmarks import ceilings, dgemm, hpl, imb, stream
 from hpcbench.core import layout
 from hpcbench.rfm import site_config
 from hpcbench.stack import blas, host, mpi_stacks
-from conftest import BIN, ROOT, needs_root, requires_spack, run_reframe
+from conftest import BIN, ROOT, needs_root, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
 
@@ -29,6 +29,7 @@ def _cores():
     return len(info['topology']['cores'])
 
 
+@pytest.mark.machine_dependent
 def test_checks_load_and_a_dry_run_has_one_stream_test_per_thread_count(var):
     # A dry run lists the Spack-built checks even without a Spack (`-l` lists what can run).
     proc = run_reframe('--dry-run', '-n', 'StreamCheck', '-p', 'openmpi')
@@ -41,6 +42,7 @@ def test_checks_load_and_a_dry_run_has_one_stream_test_per_thread_count(var):
         (n, stores) for n in stream.thread_sweep(_cores()) for stores in sorted(stream.PROGRAMS)]
 
 
+@pytest.mark.machine_dependent
 def test_dry_run_writes_stream_jobs_once_per_partition(var):
     """STREAM uses no MPI: it runs in the partition's first environment only (issue 22)."""
     proc = run_reframe('--dry-run', '-n', 'StreamCheck')
@@ -84,6 +86,7 @@ def test_dry_run_writes_stream_jobs_once_per_partition(var):
     assert "location -i 'stream stream_array_size=" in text
 
 
+@pytest.mark.machine_dependent
 def test_dry_run_writes_hpl_jobs_per_layout_with_binding_and_a_fitting_hpl_dat(var):
     proc = run_reframe('--dry-run', '-n', 'HplCheck', '-S', 'sizing=tuning')
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -128,6 +131,7 @@ def test_dry_run_writes_hpl_jobs_per_layout_with_binding_and_a_fitting_hpl_dat(v
             assert 8 * ns[0] ** 2 <= hpl.TUNING_MEMORY_FRACTION * host.memory_bytes()
 
 
+@pytest.mark.machine_dependent
 def test_an_hpl_n_that_does_not_fit_is_refused_before_its_job_is_written(var):
     proc = run_reframe('--dry-run', '-n', 'HplCheck', '-p', 'openmpi$', '-S', 'n=400000')
     assert proc.returncode != 0
@@ -136,7 +140,6 @@ def test_an_hpl_n_that_does_not_fit_is_refused_before_its_job_is_written(var):
     assert not list((var / 'stage').glob('**/HplCheck_*/rfm_job.sh'))
 
 
-@pytest.mark.spack_free
 def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_nothing(var):
     """What a fresh machine without Spack runs: Debian's hpcc on Debian's Open MPI and the
     IMB-MPI1 of Intel MPI's wheel, through the same checks as Spack's builds; nothing that
@@ -190,7 +193,6 @@ def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_not
 
 
 @pytest.mark.spack
-@requires_spack
 def test_real_stream_run_passes_and_a_regression_against_a_baseline_fails(
         installed, var, tmp_path, monkeypatch):
     refs_dir = tmp_path / 'refs'       # no baseline yet: the user's is not this test's
@@ -249,6 +251,7 @@ def _jobs_by_environment(var, check):
     return jobs
 
 
+@pytest.mark.machine_dependent
 def test_quick_mode_runs_what_the_mpi_does_not_change_on_the_first_stack_only(var):
     """Issue 22: a case whose figures do not depend on the MPI stack (HPL on one rank, IOR
     through POSIX) runs once, on the first stack (and with each BLAS), in quick mode; the
@@ -314,6 +317,7 @@ def test_quick_mode_runs_what_the_mpi_does_not_change_on_the_first_stack_only(va
     assert {env: len(jobs) for env, jobs in everywhere.items()} == {s: 9 for s in stacks}
 
 
+@pytest.mark.machine_dependent
 def test_dry_run_writes_imb_and_startup_jobs_for_every_mpi_environment(var):
     proc = run_reframe('--dry-run', '-n', 'Imb|MpiStartup')
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -359,7 +363,6 @@ def test_dry_run_writes_imb_and_startup_jobs_for_every_mpi_environment(var):
 
 
 @pytest.mark.spack
-@requires_spack
 def test_real_imb_and_startup_runs_pass_and_compare_stacks(installed, var, tmp_path,
                                                            monkeypatch):
     monkeypatch.setenv('HPCBENCH_REFERENCES', str(tmp_path))    # no baseline
@@ -385,6 +388,7 @@ def test_real_imb_and_startup_runs_pass_and_compare_stacks(installed, var, tmp_p
     assert re.search(r'^barrier_cv \[%\] +[\d.]+ +[\d.]+$', shown.stdout, re.M)
 
 
+@pytest.mark.machine_dependent
 def test_an_impossible_imb_size_range_is_refused_in_setup(var):
     proc = run_reframe('--dry-run', '-n', 'ImbPairCheck%benchmark=PingPong$', '-p', 'openmpi',
                        '-S', 'min_msglog=23')
@@ -406,6 +410,7 @@ def test_an_impossible_imb_size_range_is_refused_in_setup(var):
      'iterations=-5 (a positive number); seconds_per_size=-1.0 (a positive number)'),
     ('MpiStartupCheck', ['launches=0'], 'launches=0 (a positive number)'),
 ])
+@pytest.mark.machine_dependent
 def test_bad_inputs_are_refused_in_setup_with_one_message_and_no_job(var, check, settings,
                                                                      refused):
     args = [a for setting in settings for a in ('-S', setting)]
@@ -418,6 +423,7 @@ def test_bad_inputs_are_refused_in_setup_with_one_message_and_no_job(var, check,
     assert not list((var / 'stage').glob(f'**/{name}/rfm_job.sh'))
 
 
+@pytest.mark.machine_dependent
 def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
     proc = run_reframe('--dry-run', '-n', 'IorCheck', '-p', 'openmpi')
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -437,6 +443,7 @@ def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
                              r'/proc/sys/vm/drop_caches\nmpirun ', job)
 
 
+@pytest.mark.machine_dependent
 def test_an_ior_run_that_does_not_fit_is_refused_in_setup(var):
     proc = run_reframe('--dry-run', '-n', 'IorCheck%pattern=file-per-process%api=posix',
                        '-p', 'openmpi', '-S', f'block_size={1 << 50}')
@@ -448,7 +455,6 @@ def test_an_ior_run_that_does_not_fit_is_refused_in_setup(var):
 
 
 @pytest.mark.spack
-@requires_spack
 def test_real_ior_run_passes_and_leaves_nothing_behind(installed, var, tmp_path, monkeypatch):
     monkeypatch.setenv('HPCBENCH_REFERENCES', str(tmp_path))    # no baseline
     proc = run_reframe('-r', '-n', 'IorCheck%pattern=shared-strided%api=mpiio-collective',
@@ -466,6 +472,7 @@ def _ior_setup(io_dir):
                        '-p', 'openmpi', env={'HPCBENCH_IO_DIR': str(io_dir)})
 
 
+@pytest.mark.machine_dependent
 @needs_root
 def test_an_io_directory_on_a_read_only_mount_is_refused_in_setup(var, tmp_path, mounted):
     source = tmp_path / 'data'
@@ -478,6 +485,7 @@ def test_an_io_directory_on_a_read_only_mount_is_refused_in_setup(var, tmp_path,
     assert not list((var / 'stage').glob('**/IorCheck_*/rfm_job.sh'))
 
 
+@pytest.mark.machine_dependent
 @needs_root
 def test_an_io_directory_too_small_is_refused_in_setup_in_a_unit_that_shows_it(var, mounted):
     small = mounted('-t', 'tmpfs', '-o', 'size=64m', 'hpcbench-test')
@@ -487,6 +495,7 @@ def test_an_io_directory_too_small_is_refused_in_setup_in_a_unit_that_shows_it(v
                      proc.stdout), proc.stdout[-2000:]
 
 
+@pytest.mark.machine_dependent
 def test_a_mistyped_io_directory_is_refused_not_created(var, tmp_path):
     typo = tmp_path / 'scratch' / 'typo'
     proc = _ior_setup(typo)
@@ -495,6 +504,7 @@ def test_a_mistyped_io_directory_is_refused_not_created(var, tmp_path):
     assert not typo.exists() and not typo.parent.exists()
 
 
+@pytest.mark.machine_dependent
 def test_an_io_directory_with_shell_syntax_in_its_name_reaches_the_job_as_a_name(var, tmp_path):
     # A directory that exists, named so that an unquoted use would run `touch PWNED`.
     odd = tmp_path / 'io dir' / '$(touch PWNED)'
@@ -512,6 +522,7 @@ def test_an_io_directory_with_shell_syntax_in_its_name_reaches_the_job_as_a_name
     assert list(odd.iterdir()) == []        # and the job's directory was removed at exit
 
 
+@pytest.mark.machine_dependent
 @pytest.mark.parametrize('system, rate', [('local', site_config.LOCAL_POLL_RATE_MIN),
                                           ('testbed', None), ('tsubame', None)])
 def test_reframe_looks_for_ended_jobs_each_second_only_where_they_run_here(system, rate):

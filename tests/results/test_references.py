@@ -183,6 +183,7 @@ _NO_SEEDS = (f'no seed papers at {references.paths.SEEDS_DIR} (a clone alone; HP
              'with them only (test_every_paper_figure_is_printed_in_the_quote_stored_with_it)')
 
 
+@pytest.mark.machine_dependent
 @pytest.mark.skipif(not references.paths.SEEDS_DIR.is_dir(), reason=_NO_SEEDS)
 def test_every_quote_is_in_its_seed():
     """Where the papers' texts are at hand: every seed cited exists, and every figure's quote

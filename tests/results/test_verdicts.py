@@ -217,7 +217,6 @@ def _compare(var, new, old, threshold=5):
     return proc, verdict_of
 
 
-@pytest.mark.spack_free
 def test_a_busy_node_is_a_regression_and_an_unchanged_run_is_not(tmp_path, monkeypatch,
                                                                  capsys):
     """Six rounds, each of two sessions of four PingPong runs: quiet, then loaded (a
@@ -402,7 +401,6 @@ def test_a_sample_keeps_what_is_no_number_apart_and_judges_nothing_with_it():
     assert verdict.reason == 'a figure that is no number (new: inf) is not judged'
 
 
-@pytest.mark.spack_free
 def test_a_stored_figure_that_is_no_number_is_shown_as_it_is_and_the_rest_reported(tmp_path):
     """Two real sessions of HPCC; the newest's HPL figure and one ratio then made NaN and
     infinite in the results database itself, as a broken parser or an old suite could have
@@ -457,7 +455,6 @@ def test_session_ids_are_taken_whole_or_by_a_prefix_that_names_one():
         results_db.resolve(stored, [''], '--new')
 
 
-@pytest.mark.spack_free
 @pytest.mark.parametrize('options, message', [
     (['--old', 'f00'], "error: --old 'f00': no stored session of the last year is so named"),
     (['--new', 'f00'], "error: --new 'f00': no stored session of the last year is so named"),
@@ -477,7 +474,6 @@ def test_compare_refuses_bad_options_in_one_message(tmp_path, options, message):
     assert 'Traceback' not in proc.stderr and 'no earlier session' not in proc.stderr
 
 
-@pytest.mark.spack_free
 def test_every_command_taking_a_session_takes_a_prefix_of_it(tmp_path):
     """hpcbench.results.results_db.session, under compare-stacks, time-per-check, baseline
     and the rest: a prefix names the session as in compare; an unknown one is one

@@ -5,7 +5,12 @@ import json
 import re
 import stat
 
+import pytest
+
 from conftest import FIXTURES, run_reframe
+
+# Which checks are listed, and the jobs written, depend on the Spack found.
+pytestmark = pytest.mark.machine_dependent
 
 
 def _recorded_nvidia_smi(tmp_path, node):

@@ -634,6 +634,7 @@ def test_ctrl_c_during_setup_says_so_in_one_line(tmp_path):
     assert proc.stderr == 'hpcbench setup: interrupted; run it again to go on\n', proc.stderr
 
 
+@pytest.mark.machine_dependent
 def test_run_wide_quiet_node_settings_give_the_builds_no_warning(tmp_path):
     proc = subprocess.run([str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c',
                            'reframe-checks', '-n', 'StreamCheck', '-S', 'quiet_node_action=warn',

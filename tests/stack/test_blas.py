@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, FIXTURES, ROOT, requires_spack, run_reframe
+from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import layout, node, paths
 from hpcbench.report import contents
 from hpcbench.results import results_db, stack_comparison, verdicts
@@ -47,6 +47,7 @@ def test_the_default_is_the_fastest_the_machine_has_unless_hpcbench_blas_says(mo
     assert _names(blas.local_libraries()) == ['blis', 'openblas']
 
 
+@pytest.mark.machine_dependent
 def test_an_unknown_blas_is_one_error_and_nothing_runs(tmp_path):
     proc = run_reframe('-l', env={'HPCBENCH_BLAS': 'openblas,atlas',
                                   'HPCBENCH_VAR': str(tmp_path / 'var')})
@@ -326,7 +327,6 @@ def _linked(program):
 
 
 @pytest.mark.spack
-@requires_spack
 def test_hpl_and_dgemm_run_on_every_blas(installed, tmp_path):
     """HPL (quick, one node, all cores in one rank) and its DGEMM ceiling (in HPL's job) on
     Open MPI with every BLAS of the machine and on MPICH with the default: each build links

@@ -14,7 +14,7 @@ import yaml
 from hpcbench.core import accelerators, node
 from hpcbench.stack import bootstrap, cuda, spack
 
-from conftest import FIXTURES, ROOT, requires_spack
+from conftest import FIXTURES, ROOT
 
 H200 = accelerators.from_query_csv((FIXTURES / 'gpu/h200/nvidia-smi-query.csv').read_text())
 
@@ -134,7 +134,7 @@ def test_a_bad_command_is_one_usage_line():
     assert proc.stderr == 'usage: python -m hpcbench.stack.cuda [describe|install]\n'
 
 
-@requires_spack
+@pytest.mark.spack
 def test_the_gpu_programs_build_with_the_pinned_spack_on_a_machine_without_a_gpu():
     """The toolkit from the wheels (downloaded once into the per-user cache), then Spack builds
     BabelStream, dgemm-rate +cuda and host-device-bandwidth for sm_90 in an environment of

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import BIN, FIXTURES, ROOT, requires_spack, run_reframe
+from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.results import results_db, stack_comparison, verdicts
 from hpcbench.stack import mpi_stacks, spack
 
@@ -116,7 +116,6 @@ def test_a_known_failure_is_skipped_saying_why_and_the_other_benchmarks_run(var)
 
 
 @pytest.mark.spack
-@requires_spack
 @requires_mvapich2
 def test_the_known_failure_is_real_on_this_build(installed, tmp_path):
     """The entry describes the MVAPICH2 here, not a guess: its IMB Uniband still crashes at
@@ -143,7 +142,6 @@ def test_the_known_failure_is_real_on_this_build(installed, tmp_path):
 
 
 @pytest.mark.spack
-@requires_spack
 @requires_mvapich2
 def test_real_runs_on_mvapich2_pass_under_both_launchers_and_compare_with_the_others(
         installed, var, tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, ROOT, requires_spack
+from conftest import BIN, ROOT
 from hpcbench.core import paths
 from hpcbench.stack import bootstrap, debian, shell, spack
 
@@ -52,7 +52,7 @@ def test_a_system_not_installed_here_is_refused_with_one_message():
     assert "invalid choice: 'tsubame'" in proc.stderr
 
 
-@requires_spack
+@pytest.mark.spack
 def test_an_mpi_the_machine_lacks_is_refused_with_one_message_and_no_code():
     proc = subprocess.run([str(HPCBENCH), 'shell', '--mpi', 'mpt'], capture_output=True,
                           text=True)
@@ -70,7 +70,6 @@ def _zsh():
 
 
 @pytest.mark.spack
-@requires_spack
 @pytest.mark.parametrize('program', ['bash', 'zsh'])
 def test_one_line_gives_a_new_shell_the_builds_of_the_chosen_mpi(installed, program):
     if program == 'zsh':
@@ -109,7 +108,6 @@ def test_one_line_gives_a_new_shell_the_builds_of_the_chosen_mpi(installed, prog
 
 
 @pytest.mark.spack
-@requires_spack
 def test_a_build_that_is_not_installed_is_named_in_one_message(installed):
     stacks, libraries = bootstrap.machine_stacks(), bootstrap.machine_blas()
     if len(stacks) < 2 or len(libraries) < 2:
@@ -122,7 +120,7 @@ def test_a_build_that_is_not_installed_is_named_in_one_message(installed):
                            'on every MPI)\n')
 
 
-@requires_spack
+@pytest.mark.spack
 def test_what_spack_cannot_load_is_one_message_with_spack_s_reason():
     with pytest.raises(shell.ShellError) as raised:
         shell._spack_shell_code(spack.find(), '-e', str(ROOT / 'spack-envs' / 'local'),

@@ -92,6 +92,7 @@ def test_the_description_is_what_slurm_says_and_asks_what_it_cannot_know(root):
     assert written[2].read_text().split('spack:', 1)[1] == testbed_env.split('spack:', 1)[1]
 
 
+@pytest.mark.machine_dependent
 def test_the_site_config_reads_the_description_back(root):
     written, _, _ = _describe(root, io_directory='/scratch/hpcbench')
     config = described_site.site_configuration(written[1])
@@ -115,6 +116,7 @@ def test_the_site_config_reads_the_description_back(root):
     assert ['SLURM_MPI_TYPE', 'pmi2'] in mpich['env_vars']
 
 
+@pytest.mark.machine_dependent
 def test_gpus_that_answer_on_the_node_are_no_stand_ins(root):
     written, asks, _ = _describe(root, gpus_seen=2)
     assert not [a for a in asks if 'gpus_stand_in' in a]
@@ -122,6 +124,7 @@ def test_gpus_that_answer_on_the_node_are_no_stand_ins(root):
     assert 'stand_in' not in gpu['extras']['accelerators']
 
 
+@pytest.mark.machine_dependent
 def test_a_dry_run_of_the_described_system_writes_its_jobs(root, tmp_path):
     written, _, _ = _describe(root, io_directory=str(tmp_path))
     done = run_reframe('--system', 'mycluster', '-n', 'StreamCheck|GpuDgemmCheck',
@@ -197,6 +200,7 @@ def test_the_machine_builds_the_described_system_s_stack_for_its_nodes(root, mon
     assert bootstrap.described_gpus('mycluster') == []
 
 
+@pytest.mark.machine_dependent
 def test_nodes_of_their_own_hosts_run_jobs_side_by_side_with_the_quiet_node_check(root):
     """On a cluster (each node its own machine) ReFrame submits many jobs at once and each
     checks its node is quiet; the testbed's nodes, one host, run one at a time unchecked."""

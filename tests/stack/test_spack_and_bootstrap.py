@@ -11,7 +11,7 @@ import yaml
 
 from hpcbench.core import node, paths
 from hpcbench.stack import bootstrap, mpi_stacks, spack
-from conftest import ROOT, needs_root, requires_spack, run_reframe
+from conftest import ROOT, needs_root, run_reframe
 
 
 @pytest.fixture
@@ -26,6 +26,7 @@ def empty_cache(tmp_path, monkeypatch):
     return cache
 
 
+@pytest.mark.machine_dependent
 def test_spack_is_found_from_spack_root(tmp_path, monkeypatch):
     (tmp_path / 'spack' / 'bin').mkdir(parents=True)
     (tmp_path / 'spack' / 'bin' / 'spack').write_text('')
@@ -69,6 +70,7 @@ def test_no_spack_setup_says_so_and_prepares_the_registry_only_path(empty_cache)
     assert not (empty_cache / 'spack').exists()
 
 
+@pytest.mark.machine_dependent
 def test_hpcbench_no_spack_hides_an_existing_spack(tmp_path, monkeypatch):
     test_spack_is_found_from_spack_root(tmp_path, monkeypatch)
     monkeypatch.setenv('HPCBENCH_NO_SPACK', '1')
@@ -306,7 +308,7 @@ def _installed_hash(found, spec):
     return done.stdout.split()
 
 
-@requires_spack
+@pytest.mark.spack
 def test_what_an_install_builds_is_kept_as_binaries_and_nothing_else_pushes(
         installed, tmp_path, monkeypatch):
     """A real build (one of the environment's, removed first) is pushed to the build cache
@@ -331,7 +333,7 @@ def test_what_an_install_builds_is_kept_as_binaries_and_nothing_else_pushes(
         bootstrap.write_spack_config(found)
 
 
-@requires_spack
+@pytest.mark.spack
 @needs_root
 def test_a_build_cache_that_cannot_be_written_is_said_and_the_set_up_goes_on(
         installed, tmp_path, monkeypatch, mounted, capsys):
@@ -356,7 +358,7 @@ def _startup_build_script(var):
     return script.read_text()
 
 
-@requires_spack
+@pytest.mark.spack
 def test_a_build_located_once_is_taken_from_there_while_it_is_installed(installed, tmp_path):
     """Issue 22: each build fixture started Spack to locate its build, every run (84 s of a
     warm make run). Spack's answer is remembered per lock; a second run does not start

@@ -342,8 +342,6 @@ def test_without_spack_hpcc_runs_through_slurm(slurm_suite):
 
 
 @pytest.mark.spack
-@pytest.mark.skipif(spack.find() is None, reason='no Spack found (SPACK_ROOT or the per-user '
-                    'cache): the Spack-built checks cannot run on the testbed')
 def test_multi_node_checks_pass_through_slurm(slurm_suite):
     found = bootstrap.bootstrap()
     bootstrap.install_environment(found, 'testbed')
@@ -373,8 +371,6 @@ def test_multi_node_checks_pass_through_slurm(slurm_suite):
 
 
 @pytest.mark.spack
-@pytest.mark.skipif(spack.find() is None, reason='no Spack found (SPACK_ROOT or the per-user '
-                    'cache): the Spack-built checks cannot run on the testbed')
 def test_a_described_cluster_runs_a_multi_node_check_through_slurm(cluster, tmp_path):
     """`hpcbench new-system` on the testbed, then its stack set up (hpcbench setup --system
     NAME, as `make run` starts) and a 2-node HPL of the described system through Slurm. The
