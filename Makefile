@@ -38,6 +38,8 @@ RFM_OPTS ?=
 MODE ?= $(shell $(BIN)/hpcbench default-mode --system $(SYSTEM))
 MODE_NAME = $(or $(filter quick full,$(MODE)),$(error MODE must be quick or full, not '$(MODE)'))
 MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME) --system $(SYSTEM))
+# The system's own: one job at a time where its Slurm nodes share a host (the testbed).
+EXEC_OPTS = $(shell $(BIN)/hpcbench exec-options --system $(SYSTEM))
 # Slow-node screening: flag nodes this many percent below the median.
 SCREEN_THRESHOLD ?= 5
 $(if $(word 2,$(value SCREEN_THRESHOLD))$(call _left,$(value SCREEN_THRESHOLD),0 1 2 3 4 5 6 7 8 9 .),\
@@ -64,7 +66,7 @@ $(if $(word 2,$(value SCREEN_THRESHOLD))$(call _left,$(value SCREEN_THRESHOLD),0
 run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	$(BIN)/hpcbench setup --system $(SYSTEM)
 	before=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
-	$(REFRAME) $(MODE_OPTS) -r --performance-report \
+	$(REFRAME) $(EXEC_OPTS) $(MODE_OPTS) -r --performance-report \
 	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(value RFM_OPTS); \
 	status=$$?; \
 	newest=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
@@ -116,15 +118,15 @@ venv: $(VENV_STAMP)
 
 # HPL tuning sweep at 1/25 of the memory (T2K 4.4), then the table of the best values.
 tune: $(VENV_STAMP)
-	$(BIN)/hpcbench setup
-	$(REFRAME) -t '^sweep$$' -r $(value RFM_OPTS)
-	$(BIN)/hpcbench hpl-tuning
+	$(BIN)/hpcbench setup --system $(SYSTEM)
+	$(REFRAME) $(EXEC_OPTS) -t '^sweep$$' -r $(value RFM_OPTS)
+	$(BIN)/hpcbench hpl-tuning --system $(SYSTEM)
 
 # Single-node HPL on every node of each partition (T2K 4.2), then the slow nodes.
 screen: $(VENV_STAMP)
-	$(BIN)/hpcbench setup
-	$(REFRAME) -t '^screen$$' --distribute=all -r $(value RFM_OPTS)
-	$(BIN)/hpcbench screen-nodes --threshold $(SCREEN_THRESHOLD)
+	$(BIN)/hpcbench setup --system $(SYSTEM)
+	$(REFRAME) $(EXEC_OPTS) -t '^screen$$' --distribute=all -r $(value RFM_OPTS)
+	$(BIN)/hpcbench screen-nodes --system $(SYSTEM) --threshold $(SCREEN_THRESHOLD)
 
 # A site's own Slurm cluster, described from its controller on a login node (site-configs/
 # NAME.yaml and .py, spack-envs/NAME, references/NAME.yaml, for review): make new-system

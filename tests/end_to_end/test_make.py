@@ -43,6 +43,22 @@ def test_rfm_opts_reach_reframe_as_written_with_quotes_and_dollars(tmp_path):
     assert {'StreamCheck', 'MpiStartupCheck'} <= staged['openmpi']
 
 
+def test_a_system_whose_nodes_share_a_host_runs_one_job_at_a_time(tmp_path):
+    """The testbed's Slurm nodes are processes of this host: its runs (make run, screen,
+    tune) start one job at a time, as a described cluster whose nodes share hosts does
+    (site_config.execution_options); local's are not serialized. Each target sets up, and
+    reads the results of, the system it runs."""
+    for system, policy in (('testbed', ' --exec-policy=serial '), ('local', None)):
+        proc = _make(tmp_path / 'var', '-n', 'run', 'screen', 'tune', f'SYSTEM={system}')
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+        runs = [line for line in proc.stdout.splitlines() if '/reframe -C ' in line]
+        assert len(runs) == 3, proc.stdout
+        assert all((policy in line) if policy else ('--exec-policy' not in line)
+                   for line in runs), runs
+        for command in ('setup', 'screen-nodes', 'hpl-tuning'):
+            assert f'hpcbench {command} --system {system}' in proc.stdout, command
+
+
 @pytest.mark.machine_dependent
 def test_a_paper_systems_dry_run_is_its_papers_run(tmp_path):
     """Without MODE=, a paper's system runs full size, as its paper did: T2K's HPL at 625

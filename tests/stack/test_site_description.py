@@ -14,7 +14,7 @@ import yaml
 from conftest import FIXTURES, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import slurm_cluster
 from hpcbench.rfm import described_site
-from hpcbench.stack import site_description
+from hpcbench.stack import mpi_stacks, site_description
 
 TESTBED = FIXTURES / 'slurm' / 'testbed'
 
@@ -201,17 +201,105 @@ def test_the_machine_builds_the_described_system_s_stack_for_its_nodes(root, mon
 
 
 @pytest.mark.machine_dependent
-def test_nodes_of_their_own_hosts_run_jobs_side_by_side_with_the_quiet_node_check(root):
+def test_nodes_of_their_own_hosts_run_jobs_side_by_side_with_the_quiet_node_check(
+        root, monkeypatch):
     """On a cluster (each node its own machine) ReFrame submits many jobs at once and each
     checks its node is quiet; the testbed's nodes, one host, run one at a time unchecked."""
+    from hpcbench.core import paths
+    from hpcbench.rfm import site_config
+    monkeypatch.setattr(paths, 'SITE_CONFIGS_DIR', root / 'site-configs')
     written, _, _ = _describe(root, own_hosts=True)
-    for entry in yaml.safe_load(written[0].read_text())['partitions']:
+    described = yaml.safe_load(written[0].read_text())
+    assert described['nodes_share_hosts'] is False
+    for entry in described['partitions']:
         assert entry['max_jobs'] == 100 and 'quiet_node' not in entry
+    assert site_config.execution_options('mycluster') == []
     shared, _, _ = _describe(root, force=True)
-    for entry in yaml.safe_load(shared[0].read_text())['partitions']:
+    described = yaml.safe_load(shared[0].read_text())
+    for entry in described['partitions']:
         assert entry['max_jobs'] == 1 and entry['quiet_node'] == {'action': 'off'}
+    # Nor do two partitions' jobs run at once: a run starts one job at a time.
+    assert described['nodes_share_hosts'] is True
+    assert site_config.execution_options('mycluster') == ['--exec-policy=serial']
     config = described_site.site_configuration(shared[1])
     assert config['systems'][0]['partitions'][0]['extras']['quiet_node'] == {'action': 'off'}
+
+
+def _installed(prefix, tool, printed):
+    """An MPI installed in a prefix of its own, as a cluster's module has it: bin/mpicc, and
+    bin/`tool` printing what this machine's own printed (tests/fixtures/mpi/`printed`)."""
+    (prefix / 'bin').mkdir(parents=True)
+    for name, text in (('mpicc', ''), (tool, (FIXTURES / 'mpi' / printed).read_text())):
+        program = prefix / 'bin' / name
+        program.write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}EOF\n")
+        program.chmod(0o755)
+    return prefix
+
+
+def test_an_mpi_named_with_its_prefix_replaces_the_login_node_s_own(root, tmp_path):
+    """--mpi PREFIX: the cluster's own install of an MPI (a module's prefix) instead of the
+    login node's of that MPI, in its place; described in mpi_prefixes and read back, its
+    wrappers first on PATH in its environment."""
+    openmpi = _installed(tmp_path / 'openmpi-4.1.4', 'ompi_info', 'ompi_info-version.txt')
+    mpich = _installed(tmp_path / 'mpich-4.0.2', 'mpichversion', 'mpichversion.txt')
+    stacks, named, asks = site_description.login_node_stacks([str(openmpi)])
+    own = [s.name for s in mpi_stacks.local_stacks() if s.available()]
+    assert [s.name for s in stacks] == own and named == {'openmpi': openmpi} and not asks
+    assert type(stacks[0]) is mpi_stacks.InstalledMpi and stacks[0].prefix == openmpi
+    # Spack describes MPICH itself; spack-packages' detection of Open MPI fails on any
+    # install, so it is given by its version, as Debian's is.
+    assert stacks[0].spack_external() == {'spec': 'openmpi@4.1.4', 'prefix': str(openmpi)}
+    assert not stacks[0].spack_detects
+    named_mpich = mpi_stacks.installed_mpi(mpich)
+    assert (named_mpich.name, named_mpich.version(), named_mpich.spack_detects) == (
+        'mpich', '4.0.2', True)
+
+    written, _, _ = _describe(root, mpi_prefixes=named)
+    described = yaml.safe_load(written[0].read_text())
+    assert described['mpi_prefixes'] == {'openmpi': str(openmpi)}
+    assert site_description.stacks_of(described, written[0])[0].prefix == openmpi
+    environment = described_site.site_configuration(written[1])['environments'][0]
+    assert environment['name'] == 'openmpi'
+    assert ['PATH', f'{openmpi}/bin:$PATH'] in environment['env_vars']
+
+
+def test_a_login_node_without_the_suite_s_mpis_asks_for_the_cluster_s(tmp_path, monkeypatch):
+    """Not Debian, or not root: Debian's MPIs are neither there nor installable; the
+    description keeps those it has (Intel MPI from PyPI) and the named ones, and asks."""
+    monkeypatch.setattr(mpi_stacks.DebianMpi, 'available', lambda self: False)
+    mpich = _installed(tmp_path / 'mpich', 'mpichversion', 'mpichversion.txt')
+    stacks, _, asks = site_description.login_node_stacks([str(mpich)])
+    assert [s.name for s in stacks][:2] == ['mpich', 'intelmpi']
+    assert asks == ['mpi_stacks: no openmpi on this login node; name the cluster\'s own '
+                    'installs with --mpi PREFIX (repeatable: the prefix whose bin/ holds its '
+                    'mpicc; Open MPI, MPICH, MVAPICH2)']
+
+
+def test_a_prefix_that_is_no_mpi_or_two_of_one_are_one_message_each(root, tmp_path):
+    (tmp_path / 'empty').mkdir()
+    openmpi = _installed(tmp_path / 'openmpi', 'ompi_info', 'ompi_info-version.txt')
+    other = _installed(tmp_path / 'openmpi-5', 'ompi_info', 'ompi_info-version.txt')
+    unknown = _installed(tmp_path / 'unknown', 'impi_info', 'ompi_info-version.txt')
+    for prefixes, said in (
+            ([tmp_path / 'empty'], r'--mpi .*/empty: no MPI installed there \(no bin/mpicc\)'),
+            ([unknown], r'--mpi .*/unknown: its bin/mpicc is no MPI this suite knows: neither '
+                        r'bin/ompi_info \(Open MPI\) nor bin/mpichversion'),
+            ([openmpi, other], r'--mpi .*/openmpi and --mpi .*/openmpi-5 are both openmpi: '
+                               'a system builds each benchmark once per MPI package')):
+        with pytest.raises(site_description.NewSystemError, match=said):
+            site_description.new_system('mycluster', root, mpi_prefixes=prefixes)
+    assert not (root / 'site-configs').exists()
+
+    # In the description: a prefix gone, or one that holds another MPI than its name.
+    written, _, _ = _describe(root, mpi_prefixes={'openmpi': openmpi})
+    described = yaml.safe_load(written[0].read_text())
+    for prefixes, said in (({'openmpi': str(tmp_path / 'gone')}, 'mpi_prefixes.openmpi: .*/gone:'
+                            ' no MPI installed there'),
+                           ({'mpich': str(openmpi)}, 'mpi_prefixes.mpich: .*/openmpi holds '
+                                                     'openmpi, not mpich')):
+        written[0].write_text(yaml.safe_dump({**described, 'mpi_prefixes': prefixes}))
+        with pytest.raises(site_description.DescriptionError, match=f'mycluster.yaml: {said}'):
+            described_site.site_configuration(written[1])
 
 
 def test_a_node_without_slurm_is_one_message_and_nothing_is_written(root, tmp_path):

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import BIN, ROOT, run_reframe, slurm_conf_nodes
-from hpcbench.core import gpu_ranks
+from hpcbench.core import gpu_ranks, paths
 from hpcbench.stack import bootstrap, slurm_query, spack, testbed, testbed_processes
 
 
@@ -132,6 +133,14 @@ def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster)
                        match=r'^`scontrol show config` failed \(exit 1\): .*Unable to contact '
                              'slurm controller'):
         slurm_query.running_cluster(dict(env, SLURM_CONF=str(unreachable)))
+    # A node with no slurm.conf (here the testbed's is not at Slurm's default place) and no
+    # configless controller: which variable to set.
+    assert not Path('/etc/slurm/slurm.conf').exists(), 'this host has a Slurm of its own'
+    with pytest.raises(slurm_query.SlurmDescriptionError,
+                       match=r'Could not establish a configuration source; this node has no '
+                             r'slurm.conf of its own and no configless controller: set '
+                             r'SLURM_CONF to the cluster\'s$'):
+        slurm_query.running_cluster({k: v for k, v in env.items() if k != 'SLURM_CONF'})
 
 
 def test_new_system_describes_the_running_testbed_through_its_controller_and_a_job(
@@ -139,7 +148,6 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
     """`hpcbench new-system` on the testbed: a job on a node of each partition, the
     description as the testbed's slurm.conf declares it; an unreachable controller is one
     message, and nothing is written."""
-    import yaml
     root = tmp_path / 'project'
     (root / 'spack-envs' / 'testbed').mkdir(parents=True)
     shutil.copy(Path(__file__).parents[2] / 'spack-envs' / 'testbed' / 'spack.yaml',
@@ -372,20 +380,25 @@ def test_multi_node_checks_pass_through_slurm(slurm_suite):
 
 @pytest.mark.spack
 def test_a_described_cluster_runs_a_multi_node_check_through_slurm(cluster, tmp_path):
-    """`hpcbench new-system` on the testbed, then its stack set up (hpcbench setup --system
-    NAME, as `make run` starts) and a 2-node HPL of the described system through Slurm. The
-    system's files go where a site's would (site-configs/, spack-envs/, references/) and are
-    removed after; its results under tmp_path."""
+    """`hpcbench new-system` on the testbed, its Open MPI named as a cluster's install
+    (--mpi: this machine's Open MPI prefix, so nothing is built again), then its stack set up
+    (hpcbench setup --system NAME, as `make run` starts) and a 2-node HPL of the described
+    system through Slurm with that MPI. The system's files go where a site's would
+    (site-configs/, spack-envs/, references/) and are removed after; its results under
+    tmp_path."""
     name = 'testbed-described'
     made = [ROOT / 'site-configs' / f'{name}.yaml', ROOT / 'site-configs' / f'{name}.py',
             ROOT / 'spack-envs' / name, ROOT / 'references' / f'{name}.yaml']
     assert not any(p.exists() for p in made), f'{name} exists: not this test\'s to replace'
     env = {'SLURM_CONF': str(cluster.slurm_conf), 'HPCBENCH_VAR': str(tmp_path / 'var')}
+    openmpi = paths.cache_dir() / 'mpi' / 'openmpi'
     try:
         described = subprocess.run(
-            [str(BIN / 'hpcbench'), 'new-system', name, f'--io-directory={tmp_path}'],
-            env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+            [str(BIN / 'hpcbench'), 'new-system', name, f'--io-directory={tmp_path}',
+             f'--mpi={openmpi}'], env={**os.environ, **env}, capture_output=True, text=True,
+            timeout=600)
         assert described.returncode == 0, described.stdout + described.stderr
+        assert yaml.safe_load(made[0].read_text())['mpi_prefixes'] == {'openmpi': str(openmpi)}
         setup = subprocess.run([str(BIN / 'hpcbench'), 'setup', '--system', name],
                                env={**os.environ, **env}, capture_output=True, text=True,
                                timeout=3000)
@@ -401,6 +414,8 @@ def test_a_described_cluster_runs_a_multi_node_check_through_slurm(cluster, tmp_
         perflog = tmp_path / 'var' / 'perflogs' / name / 'batch' / 'HplCheck.log'
         assert re.search(r'\|inputs=N=\d+ NB=\d+ P=2 Q=2 per-core.* nodes=2 ',
                          perflog.read_text())
+        job, = (tmp_path / 'var' / 'output').glob('**/HplCheck_*/rfm_job.sh')
+        assert f'export PATH={openmpi}/bin:$PATH' in job.read_text()
     finally:
         for path in made:
             if path.is_dir():

@@ -1,5 +1,5 @@
 """`hpcbench` commands `make run` calls around ReFrame: default-mode and mode-options (the
-execution mode's options), stored-run (this run's session, once stored), time-per-check
+execution mode's options), exec-options (the system's), stored-run (this run's session, once stored), time-per-check
 (where the session's wall time went)."""
 from hpcbench.cli.results_commands import stored_session
 
@@ -36,6 +36,15 @@ def _mode_options(args):
     print(shlex.join(site_config.mode_options(args.mode, args.system)))
 
 
+def _exec_options(args):
+    """The ReFrame options every run on the system takes (one job at a time where its nodes
+    share a host), shell-quoted."""
+    import shlex
+
+    from hpcbench.rfm import site_config
+    print(shlex.join(site_config.execution_options(args.system)))
+
+
 def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
     timing = sub.add_parser('time-per-check',
@@ -56,6 +65,12 @@ def register(sub):
     mode.add_argument('--system', help="the system whose mode (full: its paper's run, node "
                                        'screening included where its paper screened)')
     mode.set_defaults(func=_mode_options)
+    execution = sub.add_parser('exec-options', help="print the ReFrame options every run on "
+                                                    'the system takes (make run, screen, '
+                                                    'tune): one job at a time where its '
+                                                    'Slurm nodes share a host')
+    execution.add_argument('--system', default='local')
+    execution.set_defaults(func=_exec_options)
     default_mode = sub.add_parser('default-mode', help="the mode make uses without MODE= "
                                                        '(quick here, full on a paper system)')
     default_mode.add_argument('--system', default='local')

@@ -98,7 +98,7 @@ def _new_system(args):
     from hpcbench.stack import site_description
     written, asks = site_description.new_system(
         args.name, force=args.force, access=args.access, io_directory=args.io_directory,
-        timeout=args.job_timeout)
+        timeout=args.job_timeout, mpi_prefixes=args.mpi)
     print(f'described {args.name}; wrote, for review:')
     for path in written:
         print(f'  {path}')
@@ -180,6 +180,10 @@ def register(sub):
     describe.add_argument('--access', action='append', default=[], metavar='OPTION',
                           help='an sbatch option every job needs, e.g. --access=--account=me '
                                '(repeatable)')
+    describe.add_argument('--mpi', action='append', default=[], metavar='PREFIX',
+                          help="an MPI the cluster installed (Open MPI, MPICH, MVAPICH2: the "
+                               "prefix whose bin/ holds its mpicc), used instead of the login "
+                               "node's own of that MPI (repeatable)")
     describe.add_argument('--job-timeout', type=int, default=600, metavar='SECONDS',
                           help='how long the short job on each partition may wait and run')
     describe.add_argument('--force', action='store_true',

@@ -278,6 +278,17 @@ def mode_options(name, system=None):
     return known[name]
 
 
+def execution_options(system):
+    """ReFrame's options for every run on `system` (make run, screen, tune): one job at a time
+    where its Slurm nodes are processes of one host (the testbed; a described cluster with
+    nodes_share_hosts). There ReFrame's max_jobs, per partition, let two partitions' jobs
+    run at once on the same cores, the second waiting for the host's launch lock while its
+    time limit ran: a 2-node HPL of the described testbed was killed at its limit so."""
+    from hpcbench.stack import site_description
+    shared = system == 'testbed' or site_description.nodes_share_hosts(system)
+    return ['--exec-policy=serial'] if shared else []
+
+
 # How often, at least, ReFrame looks whether a job of this machine ended (per second). Its
 # default slows to one look in 10 s: a one-minute HPL job then ended up to 9 s before
 # ReFrame saw it, and the next waited (the durations of make run's jobs fell on ReFrame's

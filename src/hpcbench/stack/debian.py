@@ -1,6 +1,7 @@
 """Debian packages the suite's tools need (the Spack path, the testbed, gitlab-ci-local):
 installed when missing and running as root, else one error naming the command to run."""
 import os
+import shutil
 import subprocess
 
 
@@ -16,6 +17,11 @@ def missing(packages):
                           *packages], capture_output=True, text=True).stdout
     installed = {ln.split()[0] for ln in out.splitlines() if ln.split()[1:2] == ['ii']}
     return [p for p in packages if p not in installed]
+
+
+def installable():
+    """Whether the suite can install Debian packages here (ensure): root, with apt."""
+    return os.geteuid() == 0 and shutil.which('apt-get') is not None
 
 
 def multiarch():

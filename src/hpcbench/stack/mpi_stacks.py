@@ -68,6 +68,10 @@ class MpiStack:
         links = self.runtime_links() if runtime_only else self.links()
         return [str(t) for t in links.values() if not Path(t).exists()]
 
+    def available(self):
+        """Whether this machine has it, or the suite's set-up installs it (PyPI's)."""
+        return not self.missing()
+
     def known_failures(self):
         """{what (e.g. 'IMB Uniband'): why}: the benchmarks this build of the MPI is known to
         crash in, which the checks skip on it, saying why (KNOWN_FAILURES)."""
@@ -88,7 +92,13 @@ class MpiStack:
                 'prefix': str(self.prefix)}
 
 
-class DebianOpenMpi(MpiStack):
+class DebianMpi(MpiStack):
+    def available(self):
+        # The set-up installs Debian's MPIs where it can (as root, with apt).
+        return not self.missing() or debian.installable()
+
+
+class DebianOpenMpi(DebianMpi):
     def version(self):
         return _first_version(['ompi_info', '--version'], r'Open MPI v([\d.]+)')
 
@@ -103,7 +113,7 @@ class DebianOpenMpi(MpiStack):
         return links
 
 
-class DebianMpich(MpiStack):
+class DebianMpich(DebianMpi):
     def version(self):
         return _first_version(['mpichversion'], r'MPICH Version:\s+([\d.]+)')
 
@@ -157,6 +167,9 @@ class PypiIntelMpi(MpiStack):
     def version(self):
         return INTEL_MPI_VERSION
 
+    def available(self):
+        return True                # `hpcbench setup` installs the wheels from PyPI
+
     # What pip installs (hpcbench.stack.bundle downloads the same).
     wheel_options = ()
 
@@ -191,27 +204,38 @@ class PypiIntelMpi(MpiStack):
         return links
 
 
-class InstalledMvapich2(MpiStack):
-    """An MVAPICH2 installed by the site, in a prefix of its own (its bin/mpichversion says
-    MVAPICH2). Its wrappers and launchers are used as they are: no prefix of links."""
+class InstalledMpi(MpiStack):
+    """An MPI the site installed in a prefix of its own (a module's, /opt/...), named by
+    `hpcbench new-system --mpi PREFIX` (installed_mpi): its wrappers and launchers used as they
+    are, no prefix of links; Spack's own detection describes it (its variants from the
+    configure line it records), but for Open MPI: spack-packages v2025.11.0's detection of it
+    fails on every install ('Spec' object has no attribute 'cc' in get_spack_compiler_spec;
+    fixed upstream by spack/spack-packages#4163), so it is openmpi@<its version>, as Debian's."""
+
+    @property
+    def spack_detects(self):
+        return self.spack_name != 'openmpi'
 
     def version(self):
-        return mvapich2_version(self.prefix)
+        return _installed_version(self.spack_name, self.prefix)
+
+    def links(self):
+        return {}
+
+
+class InstalledMvapich2(InstalledMpi):
+    """An MVAPICH2 installed by the site, in a prefix of its own (its bin/mpichversion says
+    MVAPICH2), found without being named (site_mvapich2) or named."""
 
     def known_failures(self):
         return KNOWN_FAILURES.get(('mvapich2', self.version(), mvapich2_device(self.prefix)),
                                   {})
-
-    def links(self):
-        return {}
 
     @property
     def other_launchers(self):
         # mpirun_rsh (TSUBAME's and Oakforest-PACS's launcher) is built unless the site
         # configured Hydra alone.
         return ('mpirun_rsh',) if (self.bin_dir / 'mpirun_rsh').exists() else ()
-
-    spack_detects = True
 
 
 # Where sites install MVAPICH2 when no module or variable says (OSU's default prefix, Mellanox
@@ -254,6 +278,52 @@ KNOWN_FAILURES = {
 
 class Mvapich2NotFound(RuntimeError):
     pass
+
+
+class InstalledMpiError(RuntimeError):
+    pass
+
+
+# How an MPI installed in a prefix says what it is: the Spack package, then the program in its
+# bin/ and what that prints (MVAPICH2's mpichversion first: it is MPICH's tool, renamed in its
+# output).
+INSTALLED_MPIS = (
+    ('mvapich2', 'mpichversion', (), r'MVAPICH2 Version:\s+([\d.]+\w*)'),
+    ('mpich', 'mpichversion', (), r'MPICH Version:\s+([\d.]+\w*)'),
+    ('openmpi', 'ompi_info', ('--version',), r'Open MPI v([\d.]+\w*)'),
+)
+
+
+def _installed_version(package, prefix):
+    if package == 'mvapich2':
+        return mvapich2_version(prefix)
+    for name, tool, args, pattern in INSTALLED_MPIS:
+        program = Path(prefix) / 'bin' / tool
+        if name == package and program.is_file():
+            return _first_version([str(program), *args], pattern)
+    return None
+
+
+def installed_mpi(prefix):
+    """The MPI installed at `prefix` (Open MPI, MPICH or MVAPICH2: its bin/ holds mpicc and
+    ompi_info or mpichversion) as a stack named after its Spack package; an error naming
+    what was looked for where there is none."""
+    prefix = Path(prefix).expanduser().absolute()
+    if not (prefix / 'bin' / 'mpicc').is_file():
+        raise InstalledMpiError(f'{prefix}: no MPI installed there (no bin/mpicc); give the '
+                                'prefix whose bin/ holds its mpicc, e.g. what `module show '
+                                '<mpi>` sets PATH to, less /bin')
+    for package, tool, _, _ in INSTALLED_MPIS:
+        if _installed_version(package, prefix):
+            kind = InstalledMvapich2 if package == 'mvapich2' else InstalledMpi
+            # Open MPI refuses to run as root unless told; a CI runner may be root.
+            env = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'} \
+                if package == 'openmpi' else {}
+            return kind(package, package, '', prefix, prefix / 'bin', env)
+    raise InstalledMpiError(
+        f'{prefix}: its bin/mpicc is no MPI this suite knows: neither bin/ompi_info (Open MPI) '
+        'nor bin/mpichversion (MPICH, MVAPICH2) tells a version. Intel MPI needs no prefix: '
+        'every system gets it from PyPI (intelmpi)')
 
 
 def site_mvapich2(environ=os.environ, locations=MVAPICH2_LOCATIONS):

@@ -7,6 +7,9 @@ each partition (its processor by ReFrame's own detector, its clock and flop per 
 - `site-configs/NAME.py`: the site config that reads it (three lines);
 - `spack-envs/NAME/spack.yaml`: the pinned stack over the login node's externals, the same
   specs as the testbed's environment (host.yaml, written by `hpcbench setup`, holds them);
+  its MPI stacks are those the login node has as `local` finds them, each replaced by an
+  install the user names with `--mpi PREFIX` (a module's Open MPI, MPICH or MVAPICH2:
+  `mpi_prefixes` in the description; Spack's own detection describes it);
 - `references/NAME.yaml`: no figures yet (`make baseline` fills it after the first runs).
 
 What it cannot know it asks for, once, in its output, naming the field to set (the IO
@@ -80,6 +83,9 @@ def load(path):
     except (OSError, yaml.YAMLError) as err:
         raise DescriptionError(f'{path}: {err}') from None
     _require(description, SYSTEM_FIELDS, str(path))
+    if not isinstance(description.get('mpi_prefixes') or {}, dict):
+        raise DescriptionError(f'{path}.mpi_prefixes: {description["mpi_prefixes"]!r} is not '
+                               'a mapping of MPI stack to install prefix')
     for entry in description['partitions']:
         _require(entry, PARTITION_FIELDS, f'{path}: partitions[{entry.get("name", "?")}]'
                  if isinstance(entry, dict) else f'{path}: partitions')
@@ -91,14 +97,59 @@ def load(path):
 
 
 def stacks_of(system, path):
-    """The login node's MPI stacks (hpcbench.stack.mpi_stacks) the description names, in its
-    order; one it names that the node lacks is an error."""
+    """The MPI stacks (hpcbench.stack.mpi_stacks) the description names, in its order: the
+    login node's own, or the install its `mpi_prefixes` names; one that is not there is an
+    error."""
     known = {s.name: s for s in mpi_stacks.local_stacks()}
+    for name, prefix in (system.get('mpi_prefixes') or {}).items():
+        try:
+            known[name] = mpi_stacks.installed_mpi(prefix)
+        except mpi_stacks.InstalledMpiError as err:
+            raise DescriptionError(f'{path}: mpi_prefixes.{name}: {err}') from None
+        if known[name].name != name:
+            raise DescriptionError(f'{path}: mpi_prefixes.{name}: {prefix} holds '
+                                   f'{known[name].name}, not {name}')
     missing = [name for name in system['mpi_stacks'] if name not in known]
     if missing:
         raise DescriptionError(f'{path}: mpi_stacks: {", ".join(missing)} not found on this '
-                               f'node (it has {", ".join(known) or "none"})')
+                               f'node (it has {", ".join(known) or "none"}; an install of '
+                               'its own goes in mpi_prefixes)')
     return [known[name] for name in system['mpi_stacks']]
+
+
+def login_node_stacks(prefixes=(), environ=None):
+    """(the MPI stacks, {name: prefix} of those named, what to ask): those of this login node
+    (mpi_stacks.local_stacks) it has or the set-up installs, each replaced by the install of
+    the same MPI at one of `prefixes` (the user's `--mpi`); the others named last."""
+    named = {}
+    for prefix in prefixes:
+        try:
+            stack = mpi_stacks.installed_mpi(prefix)
+        except mpi_stacks.InstalledMpiError as err:
+            raise NewSystemError(f'--mpi {err}') from None
+        if stack.name in named:
+            raise NewSystemError(
+                f'--mpi {named[stack.name].prefix} and --mpi {stack.prefix} are both '
+                f'{stack.name}: a system builds each benchmark once per MPI package; name one')
+        named[stack.name] = stack
+    stacks, absent, others = [], [], dict(named)
+    for stack in mpi_stacks.local_stacks(*([environ] if environ is not None else [])):
+        if stack.name in others:
+            stacks.append(others.pop(stack.name))
+        elif stack.available():
+            stacks.append(stack)
+        else:
+            absent.append(stack.name)
+    asks = [f'mpi_stacks: no {", ".join(absent)} on this login node; name the cluster\'s '
+            'own installs with --mpi PREFIX (repeatable: the prefix whose bin/ holds its '
+            'mpicc; Open MPI, MPICH, MVAPICH2)'] if absent else []
+    return stacks + list(others.values()), {n: s.prefix for n, s in named.items()}, asks
+
+
+def nodes_share_hosts(system):
+    """Whether the Slurm nodes of described system `system` are processes of shared hosts."""
+    path = paths.SITE_CONFIGS_DIR / f'{system}.yaml'
+    return system in described_systems() and bool(load(path).get('nodes_share_hosts'))
 
 
 def described_systems(site_configs=None):
@@ -188,9 +239,11 @@ def partition_description(partition, facts, io_directory, shares_hosts):
     return entry, asks
 
 
-def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=None):
+def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=None,
+             mpi_prefixes=None):
     """(the description, [what to ask]) of `cluster` (hpcbench.core.slurm_cluster) as system
-    `name`: `facts` {partition: node_facts()}, `stacks` the login node's MPI stack names."""
+    `name`: `facts` {partition: node_facts()}, `stacks` the login node's MPI stack names,
+    `mpi_prefixes` {stack name: prefix} of those the user named."""
     shares_hosts = slurm_cluster.nodes_share_hosts(cluster.partitions)
     launcher = _launcher(cluster)
     partitions, asks = [], []
@@ -212,8 +265,14 @@ def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=N
         'scheduler': 'slurm' if cluster.accounting else 'squeue',
         'launcher': launcher,
         'mpi_plugins': list(cluster.mpi_plugins),
+        # Several Slurm nodes on one host (an emulated cluster): a run starts one job at a
+        # time (hpcbench.rfm.site_config.execution_options).
+        'nodes_share_hosts': shares_hosts,
         'access': list(access),
         'mpi_stacks': list(stacks),
+        # MPIs installed in prefixes of their own, named with --mpi (the others: the login
+        # node's, as `local` finds them).
+        'mpi_prefixes': {name: str(prefix) for name, prefix in (mpi_prefixes or {}).items()},
         # Each stack's run-time variables here (hpcbench.stack.mpi_stacks.slurm_run_env).
         'run_env': mpi_stacks.slurm_run_env(stacks, launcher == 'srun',
                                             shares_hosts),
@@ -302,16 +361,17 @@ def write(name, description, asks, root=paths.PROJECT_ROOT, force=False):
 
 
 def new_system(name, root=paths.PROJECT_ROOT, force=False, access=(), io_directory=None,
-               env=None, timeout=600):
+               env=None, timeout=600, mpi_prefixes=()):
     """Describe the cluster this login node's Slurm reaches as system `name` and write it:
     (paths written, [what to ask])."""
     check_name(name, root, force)
+    stacks, named, mpi_asks = login_node_stacks(mpi_prefixes)
     try:
         cluster = slurm_query.running_cluster(env)
         facts = {p.name: node_facts(p.name, access, env, timeout) for p in cluster.partitions}
     except SlurmDescriptionError as err:
         raise NewSystemError(str(err)) from None
-    stacks = [s.name for s in mpi_stacks.local_stacks()]
-    description, asks = describe(name, cluster, facts, socket.gethostname(), stacks, access,
-                                 io_directory)
+    description, asks = describe(name, cluster, facts, socket.gethostname(),
+                                 [s.name for s in stacks], access, io_directory, named)
+    asks += mpi_asks
     return write(name, description, asks, root, force), asks

@@ -31,8 +31,10 @@ def ask(command, env=None, timeout=120):
             from None
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
+        hint = ('; this node has no slurm.conf of its own and no configless controller: set '
+                'SLURM_CONF to the cluster\'s') if said and 'configuration source' in said[-1] else ''
         raise SlurmDescriptionError(f'`{" ".join(command)}` failed (exit {done.returncode}): '
-                                    f'{said[-1] if said else "it printed nothing"}')
+                                    f'{said[-1] if said else "it printed nothing"}{hint}')
     # srun --mpi=list prints its list on stderr in some releases.
     return done.stdout + (done.stderr if command[0] == 'srun' else '')
 
