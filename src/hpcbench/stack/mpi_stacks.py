@@ -24,6 +24,9 @@ from hpcbench.stack import debian
 # the newest in spack-packages v2025.11.0; 2021.19 needs a libfabric wheel PyPI does not have).
 INTEL_MPI_VERSION = '2021.17.0'
 
+# Open MPI refuses to run as root unless told (a CI runner, a container may be root).
+OPEN_MPI_AS_ROOT = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
+
 
 def _first_version(cmd, pattern):
     try:
@@ -284,24 +287,21 @@ class InstalledMpiError(RuntimeError):
     pass
 
 
-# How an MPI installed in a prefix says what it is: the Spack package, then the program in its
-# bin/ and what that prints (MVAPICH2's mpichversion first: it is MPICH's tool, renamed in its
-# output).
-INSTALLED_MPIS = (
-    ('mvapich2', 'mpichversion', (), r'MVAPICH2 Version:\s+([\d.]+\w*)'),
-    ('mpich', 'mpichversion', (), r'MPICH Version:\s+([\d.]+\w*)'),
-    ('openmpi', 'ompi_info', ('--version',), r'Open MPI v([\d.]+\w*)'),
-)
+# How an MPI installed in a prefix says its version, by Spack package: the program in its bin/
+# and what that prints. MVAPICH2 is asked first (mvapich2_version): its mpichversion is
+# MPICH's tool, renamed in its output.
+INSTALLED_MPIS = {
+    'mpich': ('mpichversion', (), r'MPICH Version:\s+([\d.]+\w*)'),
+    'openmpi': ('ompi_info', ('--version',), r'Open MPI v([\d.]+\w*)'),
+}
 
 
 def _installed_version(package, prefix):
     if package == 'mvapich2':
         return mvapich2_version(prefix)
-    for name, tool, args, pattern in INSTALLED_MPIS:
-        program = Path(prefix) / 'bin' / tool
-        if name == package and program.is_file():
-            return _first_version([str(program), *args], pattern)
-    return None
+    tool, args, pattern = INSTALLED_MPIS[package]
+    program = Path(prefix) / 'bin' / tool
+    return _first_version([str(program), *args], pattern) if program.is_file() else None
 
 
 def installed_mpi(prefix):
@@ -313,12 +313,10 @@ def installed_mpi(prefix):
         raise InstalledMpiError(f'{prefix}: no MPI installed there (no bin/mpicc); give the '
                                 'prefix whose bin/ holds its mpicc, e.g. what `module show '
                                 '<mpi>` sets PATH to, less /bin')
-    for package, tool, _, _ in INSTALLED_MPIS:
+    for package in ('mvapich2', *INSTALLED_MPIS):
         if _installed_version(package, prefix):
             kind = InstalledMvapich2 if package == 'mvapich2' else InstalledMpi
-            # Open MPI refuses to run as root unless told; a CI runner may be root.
-            env = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'} \
-                if package == 'openmpi' else {}
+            env = dict(OPEN_MPI_AS_ROOT) if package == 'openmpi' else {}
             return kind(package, package, '', prefix, prefix / 'bin', env)
     raise InstalledMpiError(
         f'{prefix}: its bin/mpicc is no MPI this suite knows: neither bin/ompi_info (Open MPI) '
@@ -378,13 +376,13 @@ def slurm_run_env(names, srun=True, shared_hosts=False):
 def local_stacks(environ=os.environ):
     """The MPI stacks of this machine, in the order the suite lists them."""
     cache = paths.cache_dir()
-    root_ok = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
     impi_prefix = cache / 'intel-mpi' / INTEL_MPI_VERSION
     impi_component = impi_prefix / 'mpi' / '.'.join(INTEL_MPI_VERSION.split('.')[:2])
     return [
         # Debian builds its hpcc package against its default MPI, Open MPI.
         DebianOpenMpi('openmpi', 'openmpi', '', cache / 'mpi' / 'openmpi',
-                      cache / 'mpi' / 'openmpi' / 'bin', root_ok, {'hpcc': '/usr/bin/hpcc'}),
+                      cache / 'mpi' / 'openmpi' / 'bin', dict(OPEN_MPI_AS_ROOT),
+                      {'hpcc': '/usr/bin/hpcc'}),
         DebianMpich('mpich', 'mpich', '', cache / 'mpi' / 'mpich',
                     cache / 'mpi' / 'mpich' / 'bin'),
         PypiIntelMpi('intelmpi', 'intel-oneapi-mpi',
