@@ -9,7 +9,7 @@ each partition (its processor by ReFrame's own detector, its clock and flop per 
   specs as the testbed's environment (host.yaml, written by `hpcbench setup`, holds them);
   its MPI stacks are those the login node has as `local` finds them, each replaced by an
   install the user names with `--mpi PREFIX` (a module's Open MPI, MPICH or MVAPICH2:
-  `mpi_prefixes` in the description; Spack's own detection describes it);
+  `mpi_prefixes` in the description; hpcbench.stack.mpi_stacks.InstalledMpi);
 - `references/NAME.yaml`: no figures yet (`make baseline` fills it after the first runs).
 
 What it cannot know it asks for, once, in its output, naming the field to set (the IO
