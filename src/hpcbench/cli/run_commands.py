@@ -1,6 +1,6 @@
 """`hpcbench` commands `make run` calls around ReFrame: default-mode and mode-options (the
-execution mode's options), exec-options (the system's), stored-run (this run's session, once stored), time-per-check
-(where the session's wall time went)."""
+execution mode's options), exec-options (the system's), stored-run (this run's session,
+once stored), time-per-check (where the session's wall time went)."""
 from hpcbench.cli.results_commands import stored_session
 
 

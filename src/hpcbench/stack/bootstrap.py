@@ -229,14 +229,9 @@ def machine_systems():
     return (*MACHINE_SYSTEMS, *site_description.described_systems())
 
 
-def _description(system):
-    path = paths.SITE_CONFIGS_DIR / f'{system}.yaml'
-    return site_description.load(path), path
-
-
 def described_gpus(system):
     """The GPUs of a described cluster's partitions whose drivers answer (their GRES)."""
-    description, _ = _description(system)
+    description, _ = site_description.description_of(system)
     return [gpu for entry in description['partitions'] if not entry.get('gpus_stand_in')
             for gpu in accelerator_facts.from_gres(entry.get('gres', ''))]
 
@@ -247,7 +242,7 @@ def machine_stacks(system='local'):
     if system == 'testbed':
         return testbed.mpi_stacks_launched()
     if system not in MACHINE_SYSTEMS:
-        return site_description.stacks_of(*_description(system))
+        return site_description.stacks_of(*site_description.description_of(system))
     return mpi_stacks.local_stacks()
 
 
@@ -261,7 +256,7 @@ def machine_nodes(system):
     """The nodes site-configs/<system>.py describes (local: the host; testbed: one emulated
     node; a described cluster: each partition's), from the same functions."""
     if system not in MACHINE_SYSTEMS:
-        description, path = _description(system)
+        description, path = site_description.description_of(system)
         return [node.from_partition(entry['processor'], entry, f'{path}: {entry["name"]}')
                 for entry in description['partitions']]
 

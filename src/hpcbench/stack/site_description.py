@@ -146,10 +146,16 @@ def login_node_stacks(prefixes=(), environ=None):
     return stacks + list(others.values()), {n: s.prefix for n, s in named.items()}, asks
 
 
+def description_of(system):
+    """(the description, its path) of described system `system`."""
+    path = paths.SITE_CONFIGS_DIR / f'{system}.yaml'
+    return load(path), path
+
+
 def nodes_share_hosts(system):
     """Whether the Slurm nodes of described system `system` are processes of shared hosts."""
-    path = paths.SITE_CONFIGS_DIR / f'{system}.yaml'
-    return system in described_systems() and bool(load(path).get('nodes_share_hosts'))
+    return system in described_systems() and \
+        bool(description_of(system)[0].get('nodes_share_hosts'))
 
 
 def described_systems(site_configs=None):
