@@ -67,7 +67,7 @@ class HpccCheck(BenchmarkRun, SiteTuning):
                      'and its DGEMM (quick mode; MODE=full runs HPCC with every BLAS)')
         if not self.every_mpi:
             skip_unless_first_stack(self, 'HPCC runs on one MPI stack; IMB and HplCheck '
-                                          'compare the stacks')
+                                          'compare the stacks', 'every_mpi')
         self.node = partition_node(self.current_partition)
         self.layout = partition_layout(self.current_partition, 'per-core')
         try:

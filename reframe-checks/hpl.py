@@ -470,6 +470,10 @@ class HplNodeScreen(HplBase):
     repeats = 1
     tags = {'hpl', 'screen'}
 
+    def depends_on_stack(self):
+        # One rank on one node sends no MPI message: `make screen` screens a node once.
+        return partition_layout(self.current_partition, self.layout_name).ranks_per_node > 1
+
     @run_after('setup')
     def configure_run(self):
         self.plan_run(self.tuning(), self.repeats)

@@ -1,10 +1,12 @@
 """The Makefile's targets as a user meets them, each with its own var/ (HPCBENCH_VAR)."""
 import os
 import re
+import shlex
 import subprocess
 
 import pytest
 
+from hpcbench.stack import mpi_stacks
 from conftest import ROOT
 
 
@@ -57,6 +59,31 @@ def test_a_system_whose_nodes_share_a_host_runs_one_job_at_a_time(tmp_path):
                    for line in runs), runs
         for command in ('setup', 'screen-nodes', 'hpl-tuning'):
             assert f'hpcbench {command} --system {system}' in proc.stdout, command
+
+
+@pytest.mark.machine_dependent
+def test_make_screen_screens_each_node_once_on_the_first_stack(tmp_path):
+    """One rank on one node sends no MPI message: screening every node once per MPI stack
+    tripled `make screen` on the testbed (15 jobs for its 5 nodes) for the same figures.
+    The target's own ReFrame command, as a dry run, stages one screen per node, on the
+    first stack, and says why the others skip."""
+    var = tmp_path / 'var'
+    printed = _make(var, '-n', 'screen').stdout.replace('\\\n', ' ')
+    command = next(line for line in printed.splitlines() if '/reframe -C ' in line)
+    args = shlex.split(command)
+    assert args[-1] == '-r', command
+    proc = subprocess.run([*args[:-1], '--dry-run'], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, 'HPCBENCH_VAR': str(var)}, timeout=600)
+    out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
+    assert proc.returncode == 0, out[-2000:] + proc.stderr
+    stacks = [s.name for s in mpi_stacks.local_stacks()]
+    screened = {p.parent.parent.name for p in (var / 'stage' / 'local' / 'default').glob(
+        '*/HplNodeScreen*/rfm_job.sh')}
+    assert screened == {stacks[0]}, screened
+    for other in stacks[1:]:
+        assert re.search(rf'SKIP.*HplNodeScreen .*@local:default\+{other} \[its figures do '
+                         rf'not depend on the MPI stack: measured on {stacks[0]} '
+                         r'\(HplNodeScreen\.every_stack=false', out), out[-2000:]
 
 
 @pytest.mark.machine_dependent

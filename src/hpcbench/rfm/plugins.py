@@ -165,7 +165,8 @@ class StackCoverage(rfm.RegressionTestPlugin):
     """Which MPI stacks a check's cases run on.
 
     Every stack the check is valid for, unless `every_stack` is False (quick mode,
-    hpcbench.rfm.site_config.MODES): then a case whose figures do not depend on the MPI stack
+    hpcbench.rfm.site_config.MODES; `make screen`, which screens each node once): then a
+    case whose figures do not depend on the MPI stack
     (`depends_on_stack()` is False: one rank, or I/O through POSIX) runs on the partition's
     first stack only (the MPI of the first of its environments the check is valid for, with
     each BLAS), and on the others is skipped, saying so. A check overrides
@@ -181,20 +182,21 @@ class StackCoverage(rfm.RegressionTestPlugin):
         if self.every_stack or self.depends_on_stack():
             return
 
-        skip_unless_first_stack(self, 'its figures do not depend on the MPI stack')
+        skip_unless_first_stack(self, 'its figures do not depend on the MPI stack',
+                                'every_stack')
 
 
-def skip_unless_first_stack(test, why):
+def skip_unless_first_stack(test, why, setting):
     """Skip `test` unless its environment has the partition's first MPI stack (the MPI of
-    the first of its environments the check is valid for), saying `why` and where it is
-    measured (quick mode)."""
+    the first of its environments the check is valid for), saying `why`, where it is
+    measured and which of its variables (`setting`, false) asked for one stack."""
     valid = rt.valid_sysenv_comb(test.valid_systems, test.valid_prog_environs)
     first = next(envs[0] for part, envs in valid.items()
                  if part.fullname == test.current_partition.fullname)
     mpi = test.current_environ.extras.get('spack_mpi')
     test.skip_if(mpi != first.extras.get('spack_mpi'),
-                 f'{why}: measured on {first.name} (quick mode; MODE=full runs it on every '
-                 'stack)')
+                 f'{why}: measured on {first.name} ({type(test).__name__}.{setting}=false, '
+                 'as quick mode and make screen set it; true runs it on every stack)')
 
 
 class Provenance(rfm.RegressionTestPlugin):
