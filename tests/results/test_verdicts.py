@@ -99,7 +99,8 @@ def test_a_session_stored_before_stream_had_its_stores_parameter_is_the_compiled
     assert set(stored) == {'compiled'}
     for stores in ('compiled', 'nontemporal'):
         for tc in stream_cases:
-            tc = {**tc, 'name': f'{tc["name"]} %stores={stores}', 'stores': stores}
+            tc = {**tc, 'name': f'{tc["name"]} %stores={stores}',
+                  'display_name': f'{tc["display_name"]} %stores={stores}', 'stores': stores}
             new['runs'][0]['testcases'].append(tc)
     both = triads()
     assert sorted(both['compiled']) == sorted(

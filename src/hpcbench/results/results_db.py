@@ -11,6 +11,8 @@ from hpcbench.core import paths
 
 # Test parameters in a case's name, including --distribute's `.part` and `.nid`.
 _PARAM = re.compile(r'%([\w.$]+)=(\S+)')
+# The parameter ReFrame's --repeat gives each run of a case (in its display name).
+REPEAT_PARAMETER = '.repeat_no'
 
 
 _ANSI = re.compile(r'\x1b\[[0-9;]*m')
@@ -166,8 +168,13 @@ def measured_runs(session_data, fixtures=False):
 
             check = tc['name'].split()[0]
             # Typed values where the case records them (parameters), else the name's text.
+            # A case of --distribute is stored under its check's bare name; its partition
+            # and node (%.part, %.nid) are in its display name only. --repeat's runs
+            # (%.repeat_no there too) are runs of one case.
+            named = tc.get('display_name') or tc['name']
             match = with_added_parameters(
-                check, {p: tc.get(p, text) for p, text in _PARAM.findall(tc['name'])})
+                check, {p: tc.get(p, text) for p, text in _PARAM.findall(named)
+                        if p != REPEAT_PARAMETER})
             perf, refs = {}, {}
             for key, (value, ref, lower, upper, unit, result) in tc['perfvalues'].items():
                 perf[key.rsplit(':', 1)[1]] = (value, unit)

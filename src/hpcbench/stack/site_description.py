@@ -29,6 +29,7 @@ import yaml
 from hpcbench.core import accelerators, paths
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
+from hpcbench.results import references_text
 from hpcbench.stack import host, mpi_stacks, slurm_query
 
 # The first line of every description this command writes: what --force may overwrite.
@@ -335,11 +336,12 @@ def _texts(name, description, asks, testbed_env):
                  'host.yaml, written by\n# `hpcbench setup`, describes them. Concretized on '
                  'the cluster, so its lock is not committed\n# until its externals are '
                  'fixed.\n' + specs)
-    references = yaml.safe_dump({
+    # In the one form every references file has, as `make baseline` writes it again.
+    references = references_text.to_text({
         'system': name,
         'about': f'{name}: no figures yet; `make baseline SYSTEM={name}` records them from '
                  'its first runs, and cited vendor or procurement figures may be added.',
-        'sources': {}, 'figures': []}, sort_keys=False)
+        'sources': {}, 'figures': []}, f'references/{name}.yaml')
     return {'description': head + yaml.dump(description, Dumper=_Dumper, sort_keys=False,
                                             width=96),
             'site_config': site_config, 'spack_env': spack_env, 'references': references}
