@@ -125,6 +125,12 @@ class HplBase(BenchmarkRun, SiteTuning):
     # entries matching a `num_nodes`: TSUBAME's Table 3-6).
     _RUN_SETTINGS = ('grid', 'n')
 
+    def depends_on_stack(self):
+        # One rank (per-socket on a one-socket node, one node screened, ...) sends no MPI
+        # message.
+        layout = partition_layout(self.current_partition, self.layout_name)
+        return self.num_nodes * layout.ranks_per_node > 1
+
     def paper(self):
         """The paper's HPL settings for this partition and node count (extras.hpl_tuning)."""
         return paper_settings(self, 'hpl_tuning', [*self._LIST_SETTINGS, *self._SCALAR_SETTINGS,
@@ -285,12 +291,10 @@ class HplCheck(HplBase):
     tags = {'hpl', 'compute'}
 
     def depends_on_stack(self):
-        # One rank (per-socket on a one-socket node, ...) sends no MPI message.
-        kept, _ = partition_layouts(self.current_partition)
-        if self.layout_name not in kept:
+        if self.layout_name not in partition_layouts(self.current_partition)[0]:
             return True  # configure_run says why it does not run
 
-        return self.num_nodes * kept[self.layout_name].ranks_per_node > 1
+        return super().depends_on_stack()
 
     @run_after('setup')
     def configure_run(self):
@@ -469,10 +473,6 @@ class HplNodeScreen(HplBase):
     num_nodes = 1
     repeats = 1
     tags = {'hpl', 'screen'}
-
-    def depends_on_stack(self):
-        # One rank on one node sends no MPI message: `make screen` screens a node once.
-        return partition_layout(self.current_partition, self.layout_name).ranks_per_node > 1
 
     @run_after('setup')
     def configure_run(self):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hpcbench.core import paths
 
-# Test parameters in a case's name, including --distribute's `.part` and `.nid`.
+# Test parameters in a case's display name, including --distribute's `.part` and `.nid`.
 _PARAM = re.compile(r'%([\w.$]+)=(\S+)')
 # The parameter ReFrame's --repeat gives each run of a case (in its display name).
 REPEAT_PARAMETER = '.repeat_no'

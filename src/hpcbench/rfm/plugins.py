@@ -195,8 +195,8 @@ def skip_unless_first_stack(test, why, setting):
                  if part.fullname == test.current_partition.fullname)
     mpi = test.current_environ.extras.get('spack_mpi')
     test.skip_if(mpi != first.extras.get('spack_mpi'),
-                 f'{why}: measured on {first.name} ({type(test).__name__}.{setting}=false, '
-                 'as quick mode and make screen set it; true runs it on every stack)')
+                 f'{why}: measured on {first.name} ({type(test).__name__}.{setting}=false; '
+                 'true runs it on every stack)')
 
 
 class Provenance(rfm.RegressionTestPlugin):
