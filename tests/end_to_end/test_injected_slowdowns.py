@@ -113,13 +113,30 @@ def test_injected_slowdowns_are_regressions_in_their_figures_and_nowhere_else(
             print(re.sub(r'\s{2,}', ' | ', lines[figure]))
     assert proc.returncode == 1 and 'regression(s)' in proc.stderr, proc.stdout + proc.stderr
     slowed = {('StreamCheck', 'triad'), ('StreamCheck', 'copy'), ('HplCheck', 'gflops'),
-              ('HplCheck', 'efficiency'), ('IorCheck', 'write_max'), ('IorCheck', 'read_max')}
+              ('IorCheck', 'write_max'), ('IorCheck', 'read_max')}
+    if not _efficiency_withheld_for_a_wrong_peak(before, loaded):
+        slowed.add(('HplCheck', 'efficiency'))
     for figure in slowed:
         assert found.get(figure) == 'regression', (figure, proc.stdout)
     elsewhere = {figure: v for figure, v in found.items()
                  if v == 'regression' and figure[0] == 'MpiStartupCheck'}
     assert not elsewhere, proc.stdout
     assert any(check == 'MpiStartupCheck' for check, _ in found), proc.stdout
+
+
+def _efficiency_withheld_for_a_wrong_peak(*uuids):
+    """Whether HPL's Rmax / Rpeak was withheld in one of the sessions, each time because
+    the nominal peak is below what the node did (a VM whose cpu MHz is its base clock: its
+    cores boost above it), so that compare has no such figure to judge. A withheld one
+    without that reason fails."""
+    config = results_db.site_config('local')
+    withheld = [(case['testcase'].get('flagged') or {}).get('efficiency', 'no reason given')
+                for uuid in uuids for case in results_db.measured_runs(
+                    results_db.session(config, uuid))
+                if case['check'] == 'HplCheck' and 'efficiency' not in case['perfvalues']]
+    for why in withheld:
+        assert 'of the nominal peak, which is wrong' in why, why
+    return bool(withheld)
 
 
 def test_a_ceiling_measured_under_load_does_not_make_hpl_beat_it(var, capsys):
