@@ -1,6 +1,11 @@
 # The suite's entry points. `make run`: set up this machine and run every check on it;
 # `make test`: the project's tests. Everything else is a step of those two.
 SHELL := /bin/bash
+# Every variable given on the command line is taken as the text the user typed: make would
+# otherwise expand a `$(shell ...)` in it (RFM_OPTS, NAME, BUNDLE, MODE, any name) when it
+# passes the command line on to the recipes. Each becomes a simple variable holding its text.
+$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),\
+  $(eval override $(v) := $$(value $(v)))))
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -36,7 +41,8 @@ RFM_OPTS ?=
 # user's RFM_OPTS, after them, win (ReFrame's --mode would merge -p with its default);
 # --ci-generate needs --mode itself, which it carries into every job.
 MODE ?= $(shell $(BIN)/hpcbench default-mode --system $(SYSTEM))
-MODE_NAME = $(or $(filter quick full,$(MODE)),$(error MODE must be quick or full, not '$(MODE)'))
+MODE_NAME = $(or $(if $(filter 1,$(words $(MODE))),$(filter quick full,$(MODE))),\
+  $(error MODE must be quick or full, not '$(MODE)'))
 MODE_OPTS = $(shell $(BIN)/hpcbench mode-options $(MODE_NAME) --system $(SYSTEM))
 # The system's own: one job at a time where its Slurm nodes share a host (the testbed).
 EXEC_OPTS = $(shell $(BIN)/hpcbench exec-options --system $(SYSTEM))
@@ -216,7 +222,13 @@ unpack-bundle:
 # documentation site.
 # Results (results.db, perflogs, reports, output, logs) are never deleted by a target, nor
 # is a running testbed's state (var/testbed).
+# A directory that is not the suite's (no .hpcbench-results in it, not the checkout's var/:
+# hpcbench.core.paths.claim_var_dir) keeps its own stage/, topology/ and ci/: refused.
 clean:
+	@if [ -d $(VAR) ] && [ ! -f $(VAR)/.hpcbench-results ] && \
+	    [ "$$(cd $(VAR) && pwd -P)" != "$$(cd var 2>/dev/null && pwd -P)" ]; then \
+	  echo "make clean: $(VAR) is not the suite's results directory (no .hpcbench-results" \
+	       "in it): nothing was removed" >&2; exit 1; fi
 	rm -rf $(VAR)/stage $(VAR)/topology $(VAR)/ci $(VAR)/dry-run-report.json $(VENV) site
 	@echo "make clean: kept the results in $(VAR)/ (results.db, perflogs, reports, output," \
 	     "logs); remove them yourself if you mean to"

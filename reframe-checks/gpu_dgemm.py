@@ -14,7 +14,9 @@ Figures, the median over the node's GPUs (each GPU's kept as the sample): TFLOP/
 median call: the rate sustained at the power limit, not the first calls' before the cap
 holds the clocks down), percent of the datasheet FP64 peak with tensor cores, the power
 drawn during the calls and GFLOP/s per watt, both of the same calls; where the clocks were
-held down the reasons are said.
+held down the reasons are said. A power trace that does not cover the calls (a sampler that
+started late, stopped early or stalled: hpcbench.benchmarks.gpu_power.during_calls) is no
+power figure: power and GFLOP/s per watt are withheld, saying why, and the rate stands.
 
 On an accelerator its vendor drives through a BLAS (partition feature `clearspeed`:
 TSUBAME's ClearSpeed Advance boards and ClearSpeed's CSXL, hpcbench.benchmarks.dgemm.
@@ -73,13 +75,23 @@ class GpuDgemmCheck(GpuRun):
     @sanity_function
     def every_product_verified(self):
         def parse(rank, text):
-            return (dgemm.parse(text, self.repeats),
-                    self.power_of(rank, text) if self.sampled else None)
+            result = dgemm.parse(text, self.repeats)
+            if not self.sampled:
+                return result, None
+            try:
+                summary = self.power_of(rank, text)
+                gpu_power.gflops_per_watt(result.median * 1e9, summary.power_median_w)
+                return result, summary
+            except gpu_power.TraceError as err:
+                return result, f'rank {rank}: {err}'
 
         self.per_gpu = []
-        for rank, gpu, host, (result, summary) in self.each_rank(
-                parse, dgemm.DgemmOutputError, gpu_power.TraceError):
-            if summary and summary.limited_by:
+        unsampled = []
+        for rank, gpu, host, (result, summary) in self.each_rank(parse,
+                                                                 dgemm.DgemmOutputError):
+            if isinstance(summary, str):
+                unsampled.append(summary)
+            elif summary and summary.limited_by:
                 getlogger().info(f'{self.unique_name}: rank {rank} (GPU {gpu} on {host}): '
                                  'clocks held down by '
                                  f'{", ".join(summary.limited_by)} at '
@@ -91,7 +103,12 @@ class GpuDgemmCheck(GpuRun):
         self.record_samples(how + f'the median of {self.repeats} calls',
                             tflops=[r.median / 1e3 for r, _ in self.per_gpu],
                             fp64_peak_efficiency=[self.percent(r) for r, _ in self.per_gpu])
-        if self.sampled:
+        if unsampled:
+            # A trace that does not cover the calls is no record of their power: the rate
+            # stands, its power is not reported.
+            for name in ('power', 'gflops_per_watt'):
+                self.withhold_figure(name, f'no power figure: {"; ".join(unsampled)}')
+        elif self.sampled:
             self.record_samples(how + 'the median power of the samples during the calls',
                                 power=[s.power_median_w for _, s in self.per_gpu],
                                 gflops_per_watt=[gpu_power.gflops_per_watt(r.median * 1e9,
@@ -110,7 +127,8 @@ class GpuDgemmCheck(GpuRun):
                 'it is not this GPU\'s')
 
     def power_of(self, rank, text):
-        """The summary of rank's power trace during its calls."""
+        """The summary of rank's power trace during its calls; TraceError where there is
+        none, or it does not cover the calls (gpu_power.during_calls)."""
         window = gpu_ranks.calls_window(text)
         if not window:
             raise gpu_power.TraceError('no "calls from/to" stamps: the rank was not sampled')

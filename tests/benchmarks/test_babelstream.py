@@ -54,7 +54,7 @@ MUTATIONS = {
                        'did not start'),
     'text output': (RUNS[RUNS.index('BabelStream'):RUNS.index('Using CUDA device', 300)],
                     'no CSV table of the kernels'),
-    'a kernel missing': (_broken('Dot,50,', 'Dots,50,'), 'no result of Dot'),
+    'a kernel missing': (re.sub(r'^Dot,.*\n', '', CSV_RUN, flags=re.M), 'no result of Dot'),
     'a kernel twice': (CSV_RUN + 'Triad,50,536870912,8,3.9e+06,0.0032,0.0033,0.0032\n',
                        'Triad is reported twice'),
     'not a number': (_broken('3.94774e+06', 'nan(ind)'), 'Triad: a value is no number'),
@@ -62,6 +62,20 @@ MUTATIONS = {
     'another size': (_broken('Add,50,536870912', 'Add,50,33554432'),
                      'Add ran on 33554432 values, 536870912 were asked'),
     'truncated': (CSV_RUN[:CSV_RUN.index('Triad,')], 'no result of Triad, Dot'),
+    # Issue 51, item 8: rates its own runtime and size do not give, other values, more rows.
+    'an infinite rate': (_broken('3.94774e+06', 'inf'), 'Triad: inf MB/s is not the'),
+    'a rate of 1e300': (_broken('3.94774e+06', '1e300'), 'Triad: 1e+300 MB/s is not the'),
+    'ten times the rate': (_broken('3.94774e+06', '3.94774e+07'),
+                           "Triad: 3.94774e+07 MB/s is not the 12884901888 bytes it moves over "
+                           "its fastest call of 0.00326386 s (3.94775e+06 MB/s): the output is "
+                           "not one run's"),
+    'floats': (_broken('Copy,50,536870912,8,', 'Copy,50,536870912,4,'),
+               'Copy: values of 4 bytes, not doubles (8)'),
+    'no size': (_broken('Copy,50,536870912,8,', 'Copy,50,536870912,0,'),
+                'Copy: values of 0 bytes'),
+    'an extra kernel': (CSV_RUN + 'Nstream,50,536870912,8,3.9e+06,0.0032,0.0033,0.0032\n',
+                        "a kernel 'Nstream' in the table: BabelStream 5.0 runs Copy, Mul, "
+                        'Add, Triad, Dot'),
 }
 
 

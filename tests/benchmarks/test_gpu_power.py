@@ -67,10 +67,34 @@ def _broken(old, new):
     (_broken('0x0000000000000000', 'Not Active'), "line 2: clocks event reasons 'Not Active'"),
     (_broken('2026/11/26 05:20:33.313', 'soon'), "line 2: 'soon' is no time"),
     (_broken(', 44, 0x0000000000000000', ''), 'nvidia-smi: line 2 has 4 fields, the header 6'),
+    # Issue 51, item 9: what no GPU draws, and units that are not watts.
+    (_broken('380.47 W', '-380.47 W'), "line 2: power '-380.47 W' is no value a GPU has (from "
+                                       "0 to 5000 W)"),
+    (_broken('380.47 W', '99999999 W'), "line 2: power '99999999 W' is no value a GPU has"),
+    (_broken('380.47 W', '380470 mW'), "line 2: power.draw '380470 mW' is not in its header's "
+                                       "unit, W"),
+    (_broken('380.47 W', '380.47 J'), "line 2: power.draw '380.47 J' is not in its header's "
+                                      "unit, W"),
+    (_broken('380.47 W', '3.8047e+02.1 W'), "line 2: power '3.8047e+02.1 W' is no number"),
 ])
 def test_a_broken_trace_is_refused_naming_its_line(text, said):
     with pytest.raises(gpu_power.TraceError, match=re.escape(said)):
         gpu_power.parse_trace(text)
+
+
+def test_a_power_in_scientific_notation_or_a_header_s_unit_is_read_as_watts():
+    """`6.980e+02 W` was read as 7.0 W, a [kW] header as watts."""
+    assert gpu_power.parse_trace(_broken('380.47 W', '3.8047e+02 W'))[0].power_w == 380.47
+    kilowatts = H200.replace('power.draw [W]', 'power.draw [kW]')
+    kilowatts = re.sub(r', (\d+\.\d+) W,', lambda m: f', {float(m.group(1)) / 1e3:.5f},',
+                       kilowatts)
+    first = gpu_power.parse_trace(kilowatts)[0]
+    assert first.power_w == pytest.approx(380.47)
+
+
+def test_a_gpu_that_drew_no_power_is_one_message():
+    with pytest.raises(gpu_power.TraceError, match=r'a power of 0 W during the calls'):
+        gpu_power.gflops_per_watt(53.8e12, 0.0)
 
 
 def test_samples_come_in_time_order():

@@ -79,7 +79,9 @@ def test_a_partition_describes_its_gpus_for_reframe_and_the_checks():
 
 def test_a_node_of_two_models_is_refused_naming_them():
     gpus = accelerators.from_query_csv(_csv('h200')) + accelerators.from_query_csv(_csv('h100'))
-    with pytest.raises(accelerators.AcceleratorError, match='NVIDIA H100 80GB HBM3, NVIDIA H200'):
+    with pytest.raises(accelerators.AcceleratorError,
+                       match=re.escape('(NVIDIA H200 (sm_90): device 0; NVIDIA H100 80GB HBM3 '
+                                       '(sm_90): device 0)')):
         accelerators.devices_entry(gpus)
 
 
@@ -96,10 +98,32 @@ def _broken_csv(old, new):
     (_broken_csv('143771 MiB', '[N/A]'), "GPU 0 memory '[N/A]' is no number"),
     (_broken_csv('700.00 W', '[Not Supported]'), "power limit '[Not Supported]' is no number"),
     (_broken_csv(', 580.159.04', ''), 'line 2 has 10 fields, the header 11'),
+    # Issue 51, item 15: numbers no GPU has, and units of another size.
+    (_broken_csv('143771 MiB', '1.2.3 MiB'), "GPU 0 memory '1.2.3 MiB' is no number"),
+    (_broken_csv('143771 MiB', '1e30 MiB'), "GPU 0 memory '1e30 MiB' is no value a GPU has "
+                                            '(from 1 to 1.67772e+07 MiB)'),
+    (_broken_csv('143771 MiB', '143771 MB').replace('[MiB]', '[MB]'),
+     "GPU 0 memory '143771 MB' is not in MiB (or KiB, GiB, TiB)"),
+    (_broken_csv('143771 MiB', '143771 GiB'), "line 2: memory.total '143771 GiB' is not in its "
+                                              "header's unit, MiB"),
+    (_broken_csv('700.00 W', '-700.00 W'), "GPU 0 power limit '-700.00 W' is no value a GPU "
+                                           'has (from 0 to 5000 W)'),
+    (_broken_csv('700.00 W', 'inf W'), "GPU 0 power limit 'inf W' is no number"),
 ])
 def test_a_broken_query_output_is_one_message(text, said):
     with pytest.raises(accelerators.AcceleratorError, match=re.escape(said)):
         accelerators.from_query_csv(text)
+
+
+def test_a_header_s_unit_is_its_values_unit():
+    """nvidia-smi's `--format=csv,nounits` gives units in the header only: a [GiB] header is
+    GiB (it was read as MiB), a value in its header's unit is converted."""
+    nounits = _csv('h200').replace('143771 MiB', '140.4 ').replace('memory.total [MiB]',
+                                                                    'memory.total [GiB]')
+    gpu, = accelerators.from_query_csv(nounits)
+    assert gpu.memory_bytes == int(140.4 * 1024 * accelerators.MIB)
+    scientific = _csv('h200').replace('700.00 W', '7.0000e+02 W')
+    assert accelerators.from_query_csv(scientific)[0].power_limit_w == 700.0
 
 
 def test_a_broken_xml_is_one_message_and_an_ambiguous_architecture_asks_for_the_query():
@@ -135,6 +159,15 @@ def test_a_tool_that_fails_is_said_with_what_it_printed(tmp_path):
                        match=r'exited with 9: NVIDIA-SMI has failed because it couldn\'t '
                              'communicate with the NVIDIA driver'):
         accelerators.detect(tool)
+
+
+def test_a_tool_that_hangs_or_prints_no_text_is_one_message(tmp_path):
+    hangs = _tool(tmp_path, 'exec sleep 60\n')
+    with pytest.raises(accelerators.AcceleratorError, match=r'did not answer within 1 s'):
+        accelerators.detect(hangs, timeout=1)
+    binary = _tool(tmp_path, "printf 'index, name\\n0, \\377\\376\\n'\n")
+    with pytest.raises(accelerators.AcceleratorError, match=r'printed what is not UTF-8 text'):
+        accelerators.detect(binary)
 
 
 def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():

@@ -116,6 +116,8 @@ def test_a_run_that_reframe_refuses_stops_with_one_message(tmp_path):
 
 def test_make_clean_keeps_every_result(tmp_path):
     var = tmp_path / 'var'
+    var.mkdir()
+    (var / '.hpcbench-results').write_text('made by a run of the suite\n')
     results = [var / 'results.db', var / 'perflogs' / 'local' / 'default' / 'X.log',
                var / 'reports' / 'run-report-1.json', var / 'output' / 'x' / 'rfm_job.out',
                var / 'logs' / 'reframe-run_1.log']
@@ -130,6 +132,63 @@ def test_make_clean_keeps_every_result(tmp_path):
     assert all(p.exists() for p in results)
     assert not any(p.exists() for p in scratch) and not venv.exists()
     assert f'kept the results in {var}/' in proc.stdout
+
+
+def test_a_results_directory_of_other_files_is_neither_cleaned_nor_written(tmp_path):
+    """Issue 51, item 4: `make clean` with HPCBENCH_VAR at a directory of its own deleted
+    its ci/, stage/ and topology/; / or /etc as HPCBENCH_VAR got run.lock, stage/, logs/...
+    written into it, by `reframe -l` too."""
+    theirs = tmp_path / 'project'
+    files = [theirs / 'ci' / 'pipeline.yml', theirs / 'stage' / 'notes.txt',
+             theirs / 'topology' / 'map.json', theirs / 'README']
+    for path in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('theirs')
+    before = sorted(p.relative_to(theirs) for p in theirs.rglob('*'))
+    venv = tmp_path / 'venv'
+    venv.mkdir()
+    proc = _make(theirs, 'clean', f'VENV={venv}')
+    assert proc.returncode != 0
+    assert (f"make clean: {theirs} is not the suite's results directory (no .hpcbench-results "
+            'in it): nothing was removed') in proc.stderr, proc.stderr
+    said = ("error: the results directory {} holds other files (README, ci, stage, topology) "
+            "and is not the suite's (no .hpcbench-results in it): give the run a new or empty "
+            'directory with HPCBENCH_VAR=<directory>').format(theirs)
+    from conftest import BIN, run_reframe
+    for command in (['-l'], ['-n', 'StreamCheck', '--dry-run']):
+        listed = run_reframe(*command, env={'HPCBENCH_VAR': str(theirs)})
+        assert listed.returncode == 1 and said in listed.stderr, listed.stderr
+        assert 'Traceback' not in listed.stdout + listed.stderr
+    report = subprocess.run([str(BIN / 'hpcbench'), 'report'], cwd=ROOT, capture_output=True,
+                            text=True, env={**os.environ, 'HPCBENCH_VAR': str(theirs)})
+    assert report.returncode == 1 and report.stderr.startswith(said), report.stderr
+    assert sorted(p.relative_to(theirs) for p in theirs.rglob('*')) == before
+    assert venv.exists() and all(p.read_text() == 'theirs' for p in files)
+    # A new or empty directory becomes the suite's.
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    assert run_reframe('-l', env={'HPCBENCH_VAR': str(empty)}).returncode == 0
+    assert (empty / '.hpcbench-results').is_file()
+
+
+def test_make_takes_every_variable_as_typed_and_never_runs_what_it_holds(tmp_path):
+    """Issue 51, item 16: a `$(shell ...)` in any variable given on the command line (NAME,
+    RFM_OPTS, BUNDLE, MODE, an unrelated one) was run by make; MODE='quick full' passed
+    its check and ran unsized."""
+    var = tmp_path / 'var'
+    ran = tmp_path / 'ran'
+    hostile = {name: f'$(shell touch {ran}-{name})' for name in
+               ('RFM_OPTS', 'NAME', 'BUNDLE', 'REPORT_OPTS', 'UNRELATED')}
+    proc = _make(var, '-n', 'run', 'new-system', *(f'{k}={v}' for k, v in hostile.items()),
+                 timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert hostile['RFM_OPTS'] in proc.stdout
+    assert not list(tmp_path.glob('ran*'))
+    for mode in ('quick full', hostile['RFM_OPTS']):
+        refused = _make(var, '-n', 'run', f'MODE={mode}', timeout=120)
+        assert refused.returncode != 0
+        assert f"MODE must be quick or full, not '{mode}'" in refused.stderr, refused.stderr
+    assert not list(tmp_path.glob('ran*'))
 
 
 def test_make_n_prints_a_run_and_runs_nothing(tmp_path):

@@ -44,6 +44,27 @@ def test_latest_results_come_from_the_newest_session_that_ran_each_check():
     assert contents.latest_cases([new, old], 'testbed') == ([], [])
 
 
+def test_a_run_of_a_few_cases_hides_none_of_those_an_earlier_fuller_run_measured():
+    """Issue 51, item 20: after a full run (HPL on four BLAS) and a narrow one (`-n
+    'StreamCheck|HplCheck' -p 'openmpi$'`), the report took HPL's cases of the narrow run
+    alone and said "No test case ran with more than one BLAS". The full run is the real
+    session of HPL on four BLAS; the narrow one is its `openmpi` case, run again later."""
+    from hpcbench.results import stack_comparison
+    full = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
+    narrow = json.loads(json.dumps(full))
+    narrow['session_info']['uuid'] = 'f0000000-0000-4000-8000-000000000001'
+    narrow['session_info']['time_start_unix'] += 86400
+    for run in narrow['runs']:
+        run['testcases'] = [tc for tc in run['testcases'] if tc['environ'] == 'openmpi']
+    cases, used = contents.latest_cases([narrow, full], 'local')
+    assert {(c['environ'], c['session']) for c in cases} == {
+        ('openmpi', _uuid(narrow)), ('openmpi-blis', _uuid(full)),
+        ('openmpi-openblas', _uuid(full)), ('openmpi-openblas-spack', _uuid(full))}
+    assert [_uuid(d) for d in used] == [_uuid(narrow), _uuid(full)]
+    grids = stack_comparison.blas_mpi_grids(stack_comparison.side_by_side(cases))
+    assert grids and len(grids[0][3][1]) > 1      # BLAS rows of HPL's grid
+
+
 def test_a_check_that_failed_sanity_has_no_results_but_one_below_its_reference_has():
     new, _ = _sessions()
     failed = {tc['name'].split()[0] for run in new['runs'] for tc in run['testcases']

@@ -1,5 +1,8 @@
 import json
+import os
 import re
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -7,7 +10,7 @@ import yaml
 
 from hpcbench.results import (baselines, reference_schema, references, references_text,
                               results_db, stack_comparison)
-from conftest import FIXTURES
+from conftest import FIXTURES, needs_root
 
 CHIC = {
     'system': 'chic',
@@ -607,6 +610,74 @@ def test_every_references_file_is_in_its_one_form(system):
     assert '&id' not in text and '*id' not in text
 
 
+def _rewrite(references_dir):
+    import os
+    import subprocess
+    from conftest import BIN, ROOT
+    return subprocess.run([str(BIN / 'hpcbench'), 'references', '--rewrite', '--system',
+                           'chic'], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, 'HPCBENCH_REFERENCES': str(references_dir)})
+
+
+def test_rewrite_refuses_what_it_would_lose_or_write_through_and_says_so(tmp_path):
+    """Issue 51, item 17: --rewrite dropped hand-written comments without a word, wrote
+    through a symbolic link out of references/, and an unwritable file gave a traceback."""
+    edited = tmp_path / 'edited'
+    edited.mkdir()
+    path = edited / 'chic.yaml'
+    text = yaml.safe_dump(CHIC, sort_keys=True)
+    commented = text.replace('system: chic\n', 'system: chic  # the cluster in Chemnitz\n')
+    path.write_text('# checked against the paper on 2026-11-20\n' + commented)
+    run = _rewrite(edited)
+    assert run.returncode == 1 and 'Traceback' not in run.stderr
+    assert run.stderr == (f'error: {path} has 2 comment(s) (line 1: # checked against the '
+                          'paper on 2026-11-20; line 45: system: chic  # the cluster in '
+                          "Chemnitz): the one form keeps none, so --rewrite would drop them; "
+                          "say it in the file's `about`, a figure's `where` or `notes`, then "
+                          'rewrite\n'), run.stderr
+    assert path.read_text().startswith('# checked against')
+    # A `#` inside a string is no comment.
+    assert references_text.comments("about: 'see #3'\nx: a#b\n") == []
+
+    outside = tmp_path / 'outside.yaml'
+    outside.write_text(text)
+    path.unlink()
+    path.symlink_to(outside)
+    run = _rewrite(edited)
+    assert run.returncode == 1 and run.stderr == (
+        f'error: {path} is a symbolic link (to {outside}): --rewrite writes the files of '
+        'references/ themselves, never through a link\n'), run.stderr
+    assert outside.read_text() == text
+
+    path.unlink()
+    path.write_text(text)
+    edited.chmod(0o555)
+    try:
+        if os.access(edited, os.W_OK):
+            return              # root writes anywhere: the unwritable case needs a user
+        run = _rewrite(edited)
+        assert run.returncode == 1 and run.stderr.startswith(f'error: {path} cannot be '
+                                                             'rewritten (Permission denied')
+        assert path.read_text() == text
+    finally:
+        edited.chmod(0o755)
+
+
+@needs_root
+def test_rewrite_of_a_file_on_a_read_only_mount_is_one_message(tmp_path, mounted):
+    source = tmp_path / 'source'
+    source.mkdir()
+    text = yaml.safe_dump(CHIC, sort_keys=True)
+    (source / 'chic.yaml').write_text(text)
+    read_only = mounted('--bind', '-o', 'ro', str(source))
+    subprocess.run(['mount', '-o', 'remount,bind,ro', str(read_only)], check=True)
+    run = _rewrite(read_only)
+    assert run.returncode == 1 and 'Traceback' not in run.stderr
+    assert run.stderr.startswith(f'error: {read_only}/chic.yaml cannot be rewritten '
+                                 '(Read-only file system'), run.stderr
+    assert (read_only / 'chic.yaml').read_text() == text
+
+
 def test_a_hand_edit_is_put_back_in_the_one_form_and_nothing_invalid_is_written(tmp_path):
     import os
     import subprocess
@@ -625,3 +696,28 @@ def test_a_hand_edit_is_put_back_in_the_one_form_and_nothing_invalid_is_written(
     broken['figures'][0]['value'] = float('nan')
     with pytest.raises(reference_schema.ReferenceError, match='value nan'):
         references_text.to_text(broken)
+
+
+def test_a_broken_references_file_is_its_own_one_line_not_a_failed_read_of_the_results(
+        tmp_path):
+    """Issue 51, item 18: an invalid references file was reported as "reading the results
+    database failed", with a line of ReFrame's traceback; and every ReFrame command left its
+    startup log (/tmp/rfm-*.log) behind."""
+    import shutil
+    import tempfile
+    from conftest import BIN, ROOT, run_reframe
+    refs = tmp_path / 'references'
+    shutil.copytree(ROOT / 'references', refs)
+    (refs / 'local.yaml').write_text('system: local\nsources: {}\nfigures: [1\n')
+    said = (f"error: {refs}/local.yaml: not valid YAML: line 4, column 1: expected ',' or "
+            "']', but got '<stream end>'\n")
+    env = {'HPCBENCH_REFERENCES': str(refs), 'HPCBENCH_VAR': str(tmp_path / 'var')}
+    for command in (['compare'], ['report']):
+        done = subprocess.run([str(BIN / 'hpcbench'), *command], cwd=ROOT, capture_output=True,
+                              text=True, env={**os.environ, **env}, timeout=300)
+        assert done.returncode == 1 and done.stderr == said, done.stderr
+    startup_logs = set(Path(tempfile.gettempdir()).glob('rfm-*.log'))
+    listed = run_reframe('-l', env=env)
+    assert listed.returncode == 1 and listed.stderr == said, listed.stderr
+    assert run_reframe('-l', env={'HPCBENCH_VAR': str(tmp_path / 'var')}).returncode == 0
+    assert set(Path(tempfile.gettempdir()).glob('rfm-*.log')) <= startup_logs

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -454,6 +455,26 @@ def test_session_ids_are_taken_whole_or_by_a_prefix_that_names_one():
         results_db.resolve(stored, ['f00'], '--old')
     with pytest.raises(RuntimeError, match=r"--new '': 2 stored sessions begin so"):
         results_db.resolve(stored, [''], '--new')
+
+
+@pytest.mark.parametrize('uuid', ['', '{}', '; touch ran', None])
+def test_a_run_report_without_a_session_uuid_is_one_message_and_runs_nothing(tmp_path, uuid):
+    """Issue 51, item 11: a run report whose session UUID was empty made `stored-run` start
+    a ReFrame run of every check, without the run lock."""
+    report = json.loads((FIXTURES / 'report' / 'session-new.json').read_text())
+    report['session_info']['uuid'] = uuid
+    path = tmp_path / 'run-report-1.json'
+    path.write_text(json.dumps(report))
+    var = tmp_path / 'var'
+    started = time.monotonic()
+    proc = subprocess.run([str(BIN / 'hpcbench'), 'stored-run', '--report', str(path)],
+                          cwd=ROOT, env={**os.environ, 'HPCBENCH_VAR': str(var)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and time.monotonic() - started < 60
+    assert proc.stderr == (f"error: this run's report {path} does not read (ValueError: its "
+                           f"session UUID {uuid!r} is none): the run was not stored, and no "
+                           'other session is shown as its\n'), proc.stderr
+    assert not (var / 'stage').exists() and not (var / 'run.lock').exists()
 
 
 @pytest.mark.parametrize('options, message', [

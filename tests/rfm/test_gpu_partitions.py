@@ -57,6 +57,50 @@ def test_a_failing_nvidia_smi_is_said_and_the_host_described_without_gpus(tmp_pa
     assert 'exited with 6: No devices were found' in shown.stderr
 
 
+def _fake_nvidia_smi(tmp_path, script):
+    tool = tmp_path / 'nvidia-smi'
+    tool.write_text('#!/bin/sh\n' + script)
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return tool
+
+
+def _described_without_gpus(tool, said):
+    """ReFrame's commands, with `tool` as the node's nvidia-smi: the host is described
+    without its GPUs, said once, and lists the checks a host without a GPU lists."""
+    env = {'HPCBENCH_NVIDIA_SMI': str(tool)}
+    shown = run_reframe('--show-config=systems/0/partitions/0', env=env)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert 'Traceback' not in shown.stderr
+    assert shown.stderr.count('warning: this host is described without its GPUs: ') == 1
+    assert said in shown.stderr, shown.stderr
+    partition = json.loads(shown.stdout[shown.stdout.index('{'):])
+    assert partition.get('devices', []) == [] and 'accelerators' not in partition['extras']
+    assert _listed('site-configs/local.py', 'local', env) == _listed('site-configs/local.py',
+                                                                     'local')
+
+
+def test_a_node_of_two_gpu_models_is_said_once_and_its_cpu_checks_run(tmp_path):
+    """Issue 51, item 7: every ReFrame command failed with a traceback."""
+    h200 = (FIXTURES / 'gpu' / 'h200' / 'nvidia-smi-query.csv').read_text().splitlines()
+    h100 = (FIXTURES / 'gpu' / 'h100' / 'nvidia-smi-query.csv').read_text().splitlines()
+    both = tmp_path / 'both.csv'
+    both.write_text('\n'.join([*h200, h100[1].replace('0, NVIDIA H100', '1, NVIDIA H100', 1)])
+                    + '\n')
+    tool = _fake_nvidia_smi(tmp_path, f'cat "{both}"\n')
+    _described_without_gpus(tool, 'a node of several accelerator models (NVIDIA H200 (sm_90): '
+                                  'device 0; NVIDIA H100 80GB HBM3 (sm_90): device 1)')
+
+
+def test_a_hanging_nvidia_smi_is_said_once_and_the_host_described_without_gpus(tmp_path):
+    tool = _fake_nvidia_smi(tmp_path, 'exec sleep 600\n')
+    _described_without_gpus(tool, 'did not answer within 20 s (a hung driver?)')
+
+
+def test_an_nvidia_smi_that_prints_no_text_is_said_once(tmp_path):
+    tool = _fake_nvidia_smi(tmp_path, "printf 'index, name\\n0, \\377\\376 GPU\\n'\n")
+    _described_without_gpus(tool, 'printed what is not UTF-8 text')
+
+
 GPU_CHECKS = {'BabelStreamCheck', 'GpuDgemmCheck', 'HostDeviceBandwidthCheck', 'GpuNodeScreen'}
 
 

@@ -277,13 +277,14 @@ def test_the_orphaned_job_of_a_killed_run_fails_the_next_run_naming_it(tmp_path,
         out = re.sub(r'\x1b\[[0-9;]*m', '', proc.stdout)
         assert proc.returncode != 0
         # The orphaned job still holds the node's launch lock: named, its ranks too.
-        reason = re.search(r"Reason: sanity error: the node was not quiet before the launch: "
+        reason = re.search(r"Reason: sanity error: the job did not take the node's launch "
+                           r"lock and ran nothing: "
                            r"BUSY: the node's launch lock is held by another hpcbench job, "
                            r"orphaned \(the run that started it is gone\): not waited for: "
                            r"the job of PID \d+ .*", out)
         assert reason, out[-3000:]
         # In full in the job's output: the orphaned job, by its script's PID and directory,
-        # and its processes (Open MPI's launcher keeps the lock's descriptor from the ranks).
+        # and its processes (its script, launcher and ranks).
         line, = [ln for path in second.rglob('HpccCheck*/rfm_job.out')
                  for ln in path.read_text().splitlines() if ln.startswith(quiet_node.MARKER)]
         job_script, = [pid for pid in orphans if 'rfm_job.sh' in _command_of(pid)]
@@ -391,10 +392,11 @@ def test_a_load_at_the_start_of_a_run_delays_the_first_benchmark_and_no_build_ru
 
 # --- The node's launch lock (issue 38): two runs on one node never measure together -------
 
-def _job(tmp_path, name, lock, seconds, lock_wait=60):
+def _job(tmp_path, name, lock, seconds, lock_wait=60, action='fail'):
     """A real job script as the suite writes it (quiet_node.job_lines), whose measurement
     is `seconds` of a busy core; it records when it measured."""
-    chosen = quiet_node.settings({'max_busy_cores': 4, 'lock_wait': lock_wait})
+    chosen = quiet_node.settings({'max_busy_cores': 4, 'lock_wait': lock_wait,
+                                  'action': action})
     script = tmp_path / f'{name}.sh'
     script.write_text('\n'.join([
         '#!/bin/bash',
@@ -429,8 +431,9 @@ def test_two_jobs_started_together_measure_one_after_the_other_and_the_second_sa
                       line)
     assert waited and 2 <= int(waited.group(1)) <= 10, line
     assert 'launched after waiting' not in out_first
-    # The lock file is every user's: a second user's job opens it too.
-    assert lock.stat().st_mode & 0o666 == 0o666
+    # The lock file is every user's to read (a second user's job takes it too), and nobody
+    # writes to it: who holds it is in its holder's command line.
+    assert lock.stat().st_mode & 0o777 == 0o644 and lock.stat().st_size == 0
 
 
 def test_a_lock_held_past_its_wait_makes_the_node_busy_naming_the_holder(tmp_path):
@@ -445,6 +448,125 @@ def test_a_lock_held_past_its_wait_makes_the_node_busy_naming_the_holder(tmp_pat
                      rf"for 1 s: the job of PID {first.pid} .*held by PID {first.pid}: ",
                      out_second), out_second
     assert not (tmp_path / 'second.start').exists()
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A directory like /dev/shm (every user writes to it, sticky) where a test plants what
+    another user would put in the lock's place, as that user (`nobody`) where the tests run
+    as root."""
+    shared = tmp_path / 'shm'
+    shared.mkdir()
+    shared.chmod(0o1777)
+
+    def plant(*command):
+        as_nobody = ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups'] \
+            if os.geteuid() == 0 else []
+        subprocess.run([*as_nobody, *command], check=True, cwd=shared)
+        return shared / 'hpcbench-launch.lock'
+
+    return plant
+
+
+def _refused(tmp_path, lock, what):
+    started = time.monotonic()
+    job = _job(tmp_path, 'job', lock, 1)
+    out = job.communicate(timeout=30)[0]
+    assert time.monotonic() - started < 20
+    assert job.returncode == quiet_node.BUSY_EXIT, out
+    line, = [ln for ln in out.splitlines() if ln.startswith(quiet_node.MARKER)]
+    assert re.fullmatch(rf"{quiet_node.MARKER} REFUSED: the node's launch lock "
+                        rf"{re.escape(str(lock))} is {what}: refused, nothing was run: remove "
+                        rf"it \(no hpcbench job made it\) or set HPCBENCH_LAUNCH_LOCK to "
+                        rf"another path", line), line
+    assert not (tmp_path / 'job.start').exists()
+
+
+def test_a_launch_lock_planted_as_a_link_is_refused_and_its_target_left_whole(tmp_path,
+                                                                               planted):
+    """Issue 51, item 1: another user makes the lock's path a symbolic link to a file of
+    root's; the job refuses it and writes nothing through it."""
+    target = tmp_path / 'precious'
+    target.write_text('root\'s own content\n')
+    target.chmod(0o644)
+    lock = planted('ln', '-s', str(target), 'hpcbench-launch.lock')
+    _refused(tmp_path, lock, 'a symbolic link')
+    assert target.read_text() == 'root\'s own content\n'
+    # A link to nothing is refused too: no file is made where it points.
+    lock.unlink()
+    lock = planted('ln', '-s', str(tmp_path / 'made-through-the-link'),
+                   'hpcbench-launch.lock')
+    _refused(tmp_path, lock, 'a symbolic link')
+    assert not (tmp_path / 'made-through-the-link').exists()
+
+
+def test_a_launch_lock_planted_as_a_fifo_a_directory_or_a_hard_link_is_refused_at_once(
+        tmp_path, planted):
+    lock = planted('mkfifo', 'hpcbench-launch.lock')
+    _refused(tmp_path, lock, 'a FIFO')
+    lock.unlink()
+    lock = planted('mkdir', 'hpcbench-launch.lock')
+    _refused(tmp_path, lock, 'a directory')
+    lock.rmdir()
+    planted('touch', 'a-file')
+    lock = planted('ln', 'a-file', 'hpcbench-launch.lock')
+    _refused(tmp_path, lock, re.escape("a file of 2 hard links (another file's name)"))
+
+
+@needs_root
+def test_a_launch_lock_owned_by_a_system_account_is_refused(tmp_path, planted):
+    lock = planted('touch', 'hpcbench-launch.lock')
+    assert lock.stat().st_uid == 65534
+    _refused(tmp_path, lock, 'owned by the system account nobody, not by a user')
+
+
+def test_with_the_check_off_a_lock_not_had_still_fails_the_job(tmp_path):
+    """Issue 51, item 10: with the quiet-node check off (the testbed, nodes that share
+    hosts) a job does not run beside another: it waits, and runs nothing once the wait is
+    over."""
+    lock = tmp_path / 'launch.lock'
+    first = _job(tmp_path, 'first', lock, 6)
+    time.sleep(0.5)
+    second = _job(tmp_path, 'second', lock, 1, lock_wait=1, action='off')
+    out_second = second.communicate(timeout=60)[0]
+    first.communicate(timeout=60)
+    assert second.returncode == quiet_node.BUSY_EXIT, out_second
+    assert re.search(rf"BUSY: the node's launch lock is held by another hpcbench job, waited "
+                     rf"for 1 s: the job of PID {first.pid} ", out_second), out_second
+    assert not (tmp_path / 'second.start').exists()
+
+
+def test_with_the_check_off_an_orphaned_holder_fails_the_job_at_once(tmp_path):
+    lock = tmp_path / 'launch.lock'
+    script = tmp_path / 'orphan.sh'
+    chosen = quiet_node.settings({'max_busy_cores': 4})
+    script.write_text('\n'.join(['#!/bin/bash', *quiet_node.job_lines(
+        sys.executable, quiet_node.__file__, chosen), 'touch orphan.start', 'sleep 30', '']))
+    script.chmod(0o755)
+    # The job's parent (a run that started it) killed with SIGKILL: the job lives on.
+    run = subprocess.Popen(['bash', '-c', f'{script} >orphan.out 2>&1 & echo $!; wait'],
+                           cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, quiet_node.LAUNCH_LOCK_ENV: str(lock)},
+                           start_new_session=True)
+    orphan = int(run.stdout.readline())
+    try:
+        for _ in range(100):
+            if (tmp_path / 'orphan.start').exists():
+                break
+            time.sleep(0.1)
+        run.kill()
+        run.wait()
+        started = time.monotonic()
+        second = _job(tmp_path, 'second', lock, 1, action='off')
+        out = second.communicate(timeout=60)[0]
+        assert time.monotonic() - started < 20
+        assert second.returncode == quiet_node.BUSY_EXIT, out
+        assert re.search(rf"BUSY: the node's launch lock is held by another hpcbench job, "
+                         rf"orphaned \(the run that started it is gone\): not waited for: the "
+                         rf"job of PID {orphan} .*held by PID {orphan}: ", out), out
+        assert not (tmp_path / 'second.start').exists()
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
 
 
 @needs_registry_hpcc
@@ -511,6 +633,25 @@ def test_a_results_database_that_takes_no_write_is_refused_before_anything_runs(
     assert _stored_session_count(database) == 1
 
 
+def test_an_empty_results_database_is_refused_before_anything_runs(tmp_path):
+    """Issue 51, item 12: a 0-byte results.db (as a full disk leaves it) passed the check;
+    every later run measured, then lost its results ("no such table")."""
+    var = tmp_path / 'var'
+    listing = _reframe(var, '-l')
+    assert listing.returncode == 0, listing.stderr
+    database = var / 'results.db'
+    database.write_bytes(b'')
+    proc = _reframe(var, '-n', 'HpccCheck', '-S', 'memory_fraction=0.001', '-r')
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"error: the results database {database} is no results database of ReFrame's (no "
+        'sessions or testcases table: 0 bytes, as a full disk or an interrupted write leaves '
+        'it): the run would measure and store nothing; move it aside (ReFrame makes a new '
+        'one) or give the run another results directory with HPCBENCH_VAR=<directory>\n'), \
+        proc.stderr
+    assert not (var / 'stage').exists() and database.read_bytes() == b''
+
+
 @needs_root
 @needs_registry_hpcc
 def test_a_run_whose_session_was_not_stored_fails_and_shows_no_other_as_its(tmp_path):
@@ -572,6 +713,7 @@ def test_a_full_results_directory_is_refused_in_one_message_before_anything_runs
     # Made before it was full, as a results directory in use is.
     subprocess.run(['rm', f'{point}/filler'], check=True)
     (var / 'logs').mkdir(parents=True)
+    (var / '.hpcbench-results').write_text('made by a run\n')
     subprocess.run(['dd', 'if=/dev/zero', f'of={point}/filler', 'bs=64k'],
                    capture_output=True)
     env = {**os.environ, 'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'}
@@ -613,8 +755,8 @@ def test_a_read_only_results_directory_is_refused_in_one_message(tmp_path, mount
                           text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr == (f'error: {var} cannot be written (Read-only file system: '
-                           f'{var}/run.lock): give the run a writable results directory with '
-                           'HPCBENCH_VAR=<directory>\n'), proc.stderr
+                           f'{var}/.hpcbench-results): give the run a writable results '
+                           'directory with HPCBENCH_VAR=<directory>\n'), proc.stderr
     assert 'Traceback' not in proc.stdout
 
 
@@ -631,7 +773,55 @@ def test_ctrl_c_during_setup_says_so_in_one_line(tmp_path):
                           env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')},
                           preexec_fn=sigint_as_from_a_terminal, timeout=120)
     assert proc.returncode == 130
-    assert proc.stderr == 'hpcbench setup: interrupted; run it again to go on\n', proc.stderr
+    assert proc.stderr == 'hpcbench setup: interrupted (SIGINT); run it again to go on\n', \
+        proc.stderr
+
+
+@pytest.mark.parametrize('signal_name', ['TERM', 'HUP', 'INT'])
+def test_a_signal_to_setup_ends_the_spack_it_started_and_all_spack_started(tmp_path,
+                                                                           signal_name):
+    """Issue 51, item 5: SIGTERM to `hpcbench setup` alone left Spack's install running,
+    orphaned. A stand-in Spack whose install starts a build process (a real process tree,
+    as Spack's builds are), run the way setup runs Spack (bootstrap.run_spack); the signal
+    goes to hpcbench alone, as `kill PID` sends it."""
+    spack_root = tmp_path / 'spack'
+    (spack_root / 'bin').mkdir(parents=True)
+    fake = spack_root / 'bin' / 'spack'
+    fake.write_text(f'#!/bin/sh\nsleep 300 &\necho $! > {tmp_path}/build.pid\n'
+                    f'echo $$ > {tmp_path}/spack.pid\nwait\n')
+    fake.chmod(0o755)
+    script = ('from pathlib import Path\n'
+              'from hpcbench.cli import main\n'
+              'from hpcbench.stack import bootstrap, spack\n'
+              f'found = spack.Spack(Path({str(spack_root)!r}), Path({str(tmp_path)!r}))\n'
+              'bootstrap.setup = lambda *a, **k: bootstrap.run_spack(found, "install")\n'
+              'raise SystemExit(main.main(["setup"]))\n')
+    proc = subprocess.Popen([str(BIN / 'python'), '-c', script], stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')},
+                            preexec_fn=sigint_as_from_a_terminal)
+    for _ in range(300):
+        if (tmp_path / 'build.pid').exists() and (tmp_path / 'spack.pid').exists():
+            break
+        time.sleep(0.1)
+    time.sleep(0.3)
+    children = [int((tmp_path / f'{name}.pid').read_text()) for name in ('spack', 'build')]
+    assert all(_alive(pid) for pid in children)
+    proc.send_signal(getattr(signal, f'SIG{signal_name}'))
+    stderr = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + getattr(signal, f'SIG{signal_name}'), stderr
+    assert stderr == (f'hpcbench setup: interrupted (SIG{signal_name}); run it again to go '
+                      'on\n'), stderr
+    time.sleep(0.5)
+    assert not [pid for pid in children if _alive(pid)]
+
+
+def _alive(pid):
+    """Whether `pid` runs (a zombie has ended: it waits for its parent alone)."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            return fp.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
 
 
 @pytest.mark.machine_dependent

@@ -5,13 +5,16 @@ prints them; tests/stack/test_testbed.py describes a running testbed through Slu
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
+import time
 
 import pytest
 import yaml
 
-from conftest import FIXTURES, ROOT, run_reframe, slurm_conf_nodes
+from conftest import BIN, FIXTURES, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import slurm_cluster
 from hpcbench.results import references_text
 from hpcbench.rfm import described_site
@@ -182,7 +185,8 @@ def test_a_wrong_description_is_one_message_naming_its_file_and_field(root, chan
     described = yaml.safe_load(written[0].read_text())
     change(described)
     written[0].write_text(yaml.safe_dump(described))
-    with pytest.raises(site_description.DescriptionError, match=f'mycluster.yaml.*{said}'):
+    # One line, as ReFrame shows it (the site config exits with it).
+    with pytest.raises(SystemExit, match=f'^error: .*mycluster.yaml.*{said}'):
         described_site.site_configuration(written[1])
 
 
@@ -302,8 +306,56 @@ def test_a_prefix_that_is_no_mpi_or_two_of_one_are_one_message_each(root, tmp_pa
                            ({'mpich': str(openmpi)}, 'mpi_prefixes.mpich: .*/openmpi holds '
                                                      'openmpi, not mpich')):
         written[0].write_text(yaml.safe_dump({**described, 'mpi_prefixes': prefixes}))
-        with pytest.raises(site_description.DescriptionError, match=f'mycluster.yaml: {said}'):
+        with pytest.raises(SystemExit, match=f'^error: .*mycluster.yaml: {said}'):
             described_site.site_configuration(written[1])
+
+
+def test_a_prefix_of_shell_syntax_is_refused_and_never_run(root, tmp_path):
+    """Issue 51, item 3: an --mpi prefix with `$(...)` was written into the description,
+    and a dry run ran the command (ReFrame expands an environment's variables by running
+    what they hold); so was a cache's path."""
+    hostile = tmp_path / 'mpi$(touch ran)`touch ran2`'
+    openmpi = _installed(hostile, 'ompi_info', 'ompi_info-version.txt')
+    with pytest.raises(site_description.NewSystemError,
+                       match=r"^--mpi an MPI install prefix '.*/mpi\$\(touch ran\)`touch "
+                             r"ran2`': a path that reaches job scripts, Spack and make has "
+                             r'letters, digits and _ \. / - \+ @ : ~ = only'):
+        site_description.new_system('mycluster', root, mpi_prefixes=[openmpi])
+    assert not (root / 'site-configs').exists()
+    # Written by hand into a description: the site config refuses it in one line.
+    written, _, _ = _describe(root)
+    described = yaml.safe_load(written[0].read_text())
+    written[0].write_text(yaml.safe_dump({**described, 'mpi_prefixes': {'openmpi': str(
+        openmpi)}}))
+    done = run_reframe('--system', 'mycluster', '--dry-run', config=str(written[1]),
+                       env={'HPCBENCH_VAR': str(tmp_path / 'var')})
+    assert done.returncode != 0
+    assert re.search(r"^error: .*mycluster\.yaml: mpi_prefixes\.openmpi: an MPI install "
+                     r"prefix '.*': a path that reaches job scripts", done.stdout + done.stderr,
+                     re.M), done.stderr
+    assert 'Traceback' not in done.stdout + done.stderr
+    assert not list(tmp_path.rglob('ran*')) and not list(ROOT.glob('ran*'))
+    assert not (tmp_path / 'var' / 'stage').exists()
+
+
+@pytest.mark.parametrize('variable', ['HPCBENCH_CACHE', 'HPCBENCH_MIRROR',
+                                      'HPCBENCH_BUILDCACHE'])
+def test_a_cache_of_shell_syntax_is_refused_before_anything_runs(tmp_path, variable):
+    hostile = tmp_path / 'cache$(touch ran)`touch ran2`;touch ran3'
+    hostile.mkdir()
+    done = run_reframe('--dry-run', '-n', 'HpccCheck', env={
+        variable: str(hostile), 'HPCBENCH_VAR': str(tmp_path / 'var')})
+    said = (done.stdout + done.stderr).strip()
+    assert done.returncode == 1 and 'Traceback' not in said
+    assert said.startswith(f"error: {variable} '{hostile}': a path that reaches job scripts"), said
+    assert not list(tmp_path.rglob('ran*')) and not list(ROOT.glob('ran*'))
+    assert not (tmp_path / 'var' / 'stage').exists()
+    if variable == 'HPCBENCH_CACHE':
+        setup = subprocess.run([str(BIN / 'hpcbench'), 'setup', '--registry-only'],
+                               capture_output=True, text=True,
+                               env={**os.environ, variable: str(hostile)})
+        assert setup.returncode == 1 and setup.stderr.startswith(f"error: {variable} '")
+        assert 'Traceback' not in setup.stderr
 
 
 def test_a_node_without_slurm_is_one_message_and_nothing_is_written(root, tmp_path):
@@ -312,3 +364,139 @@ def test_a_node_without_slurm_is_one_message_and_nothing_is_written(root, tmp_pa
                              r'Slurm cluster to describe \(Slurm is the scheduler it reads'):
         site_description.new_system('mycluster', root, env={'PATH': str(tmp_path / 'bin')})
     assert not (root / 'site-configs').exists()
+
+
+# --- What a cluster's own tools can print (issue 51, items 6, 14, 15) -----------------------
+
+def _controller(tmp_path, nodes=None, partitions=None, facts=None):
+    """Stand-ins for scontrol and srun on PATH that print what the testbed's controller
+    printed (tests/fixtures/slurm/testbed), with `nodes`, `partitions` or the node facts
+    line (`facts`) in their place; srun's job prints this node's facts."""
+    fakes = tmp_path / 'fake-slurm'
+    fakes.mkdir()
+    texts = {name: (TESTBED / f'{name}.txt').read_text() for name in (
+        'scontrol-show-config', 'scontrol-show-partition', 'scontrol-show-node',
+        'srun-mpi-list')}
+    texts['scontrol-show-node'] = nodes or texts['scontrol-show-node']
+    texts['scontrol-show-partition'] = partitions or texts['scontrol-show-partition']
+    if facts is None:
+        facts = site_description.NODE_FACTS_MARK + json.dumps(_this_node_s_facts())
+    texts['facts'] = facts + '\n'
+    for name, text in texts.items():
+        (fakes / name).write_bytes(text.encode(errors='surrogateescape'))
+    (fakes / 'scontrol').write_text(
+        f'#!/bin/sh\ncase "$2" in config) cat {fakes}/scontrol-show-config;; '
+        f'partition) cat {fakes}/scontrol-show-partition;; node) cat {fakes}/scontrol-show-node;;'
+        ' esac\n')
+    (fakes / 'srun').write_text(
+        f'#!/bin/sh\ncase "$1" in --mpi=list) cat {fakes}/srun-mpi-list;; *) cat {fakes}/facts;;'
+        ' esac\n')
+    for tool in ('scontrol', 'srun'):
+        (fakes / tool).chmod(0o755)
+    return {**os.environ, 'PATH': f'{fakes}:{os.environ["PATH"]}'}
+
+
+def _new_system(root, env, *options):
+    return subprocess.run([str(BIN / 'hpcbench'), 'new-system', *options, 'mycluster'],
+                          capture_output=True, text=True, timeout=120,
+                          env={**env, 'HPCBENCH_PROJECT': str(root),
+                               'HPCBENCH_VAR': str(root / 'var')})
+
+
+NODES = (TESTBED / 'scontrol-show-node.txt').read_text()
+PARTITIONS = (TESTBED / 'scontrol-show-partition.txt').read_text()
+
+
+@pytest.mark.parametrize('nodes, partitions, said', [
+    # A GRES of 10^7 GPUs took 44 s and 2.4 GB, one of 10^11 grew past 12 GB.
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:h200:10000000'), None,
+     "GRES 'gpu:h200:10000000': 10000000 GPUs are not what a node has (from 1 to 64)"),
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:h200:99999999999'), None,
+     "GRES 'gpu:h200:99999999999': 99999999999 GPUs are not what a node has"),
+    (NODES.replace('CPUTot=2', 'CPUTot=0'), None,
+     'node g1: CPUTot=0 is no count a node has (from 1 to 65536)'),
+    (NODES.replace('RealMemory=8035', 'RealMemory=-1'), None,
+     'node g1: RealMemory=-1 is no count a node has'),
+    (NODES.replace('RealMemory=8035', 'RealMemory=99999999999999'), None,
+     'node g1: RealMemory=99999999999999 is no count a node has'),
+    (NODES.replace('Partitions=gpu', 'Partitions=g;touch${IFS}ran'),
+     PARTITIONS.replace('PartitionName=gpu', 'PartitionName=g;touch${IFS}ran'),
+     "partition 'g;touch${IFS}ran': a name ReFrame takes has letters, digits, _ and - only"),
+    (NODES.replace('Partitions=gpu', 'Partitions=../gpu'),
+     PARTITIONS.replace('PartitionName=gpu', 'PartitionName=../gpu'),
+     "partition '../gpu': a name ReFrame takes"),
+    (NODES.replace('Partitions=gpu', 'Partitions=grafik\u00e4'),
+     PARTITIONS.replace('PartitionName=gpu', 'PartitionName=grafik\u00e4'),
+     "partition 'grafik\u00e4': a name ReFrame takes"),
+    (NODES.replace('Partitions=gpu', 'Partitions=' + 'g' * 5000),
+     PARTITIONS.replace('PartitionName=gpu', 'PartitionName=' + 'g' * 5000),
+     "partition '" + 'g' * 80 + "'...: a name ReFrame takes"),
+])
+def test_what_a_controller_prints_beyond_any_node_is_one_message_and_nothing_written(
+        root, tmp_path, nodes, partitions, said):
+    started = time.monotonic()
+    done = _new_system(root, _controller(tmp_path, nodes, partitions))
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1, done.stdout + done.stderr
+    line, = done.stderr.splitlines()
+    assert line.startswith('error: ') and said in line, line
+    assert not (root / 'site-configs').exists() and not list(tmp_path.rglob('ran'))
+
+
+@pytest.mark.parametrize('facts, said', [
+    ('{"processor": ', 'the node facts of partition batch are not JSON'),
+    ('[1, 2]', 'the node facts of partition batch: a mapping expected'),
+    ('{"hostname": "n1", "processor": "a CPU", "clock_hz": 2.4e9, "clock_source": "x", '
+     '"flops_per_cycle": 16, "gpus_seen": 0}', "partition batch.processor: 'a CPU' is not dict"),
+    ('{"hostname": "n1", "processor": {"num_cpus": "many"}, "clock_hz": 2.4e9, '
+     '"clock_source": "x", "flops_per_cycle": 16, "gpus_seen": 0}',
+     "the node facts of partition batch: no processor ReFrame describes (TypeError"),
+    ('{"hostname": "n1", "processor": {"num_cpus": 2, "topology": {"caches": [{"type": '
+     '"L3", "size": 1}]}}, "clock_hz": -2.4e9, "clock_source": "x", "flops_per_cycle": 16, '
+     '"gpus_seen": 0}', 'clock_hz -2400000000.0 is not a positive figure'),
+])
+def test_node_facts_that_describe_no_node_are_one_message_and_nothing_written(
+        root, tmp_path, facts, said):
+    done = _new_system(root, _controller(
+        tmp_path, facts=site_description.NODE_FACTS_MARK + facts))
+    assert done.returncode == 1, done.stdout + done.stderr
+    line, = done.stderr.splitlines()
+    assert line.startswith('error: ') and said in line, line
+    assert not (root / 'site-configs').exists()
+
+
+def test_a_description_of_no_node_is_one_message_and_stops_no_other_system(root, tmp_path):
+    """`memory_bytes: -1048576` was taken (HPL then failed: "isqrt() argument must be
+    nonnegative"); a nonsense processor in one description stopped `hpcbench setup` of every
+    system."""
+    written, _, _ = _describe(root)
+    described = yaml.safe_load(written[0].read_text())
+    for change, said in (
+            (lambda p: p.update(memory_bytes=-1048576),
+             r'partitions\[batch\]: memory_bytes -1048576 is not a positive figure'),
+            (lambda p: p.update(processor={'num_cpus': 2, 'topology': 'nonsense'}),
+             r"partitions\[batch\]: no processor ReFrame describes \(AttributeError"),
+            (lambda p: p.update(name='batch;x'), r'partitions\[batch;x\]\.name: a partition '
+                                                  'name has letters')):
+        broken = json.loads(json.dumps(described))
+        change(broken['partitions'][0])
+        written[0].write_text(HEADER_LINE + yaml.safe_dump(broken))
+        with pytest.raises(SystemExit, match=f'^error: .*mycluster.yaml: {said}'):
+            described_site.site_configuration(written[1])
+        with pytest.raises(site_description.DescriptionError):
+            site_description.load(written[0])
+
+
+HEADER_LINE = site_description.HEADER + ' mycluster` (a test)\n'
+
+
+def test_an_mpi_whose_tool_prints_binary_is_one_message(root, tmp_path):
+    """An --mpi prefix whose ompi_info printed no text gave a UnicodeDecodeError traceback."""
+    prefix = _installed(tmp_path / 'openmpi', 'ompi_info', 'ompi_info-version.txt')
+    (prefix / 'bin' / 'ompi_info').write_text("#!/bin/sh\nprintf 'Open MPI v\\377\\376\\n'\n")
+    done = _new_system(root, _controller(tmp_path), '--mpi', str(prefix))
+    assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
+    assert done.stderr == (f'error: --mpi {prefix}: its bin/mpicc is no MPI this suite knows: '
+                           'neither bin/ompi_info (Open MPI) nor bin/mpichversion (MPICH, '
+                           'MVAPICH2) tells a version. Intel MPI needs no prefix: every system '
+                           'gets it from PyPI (intelmpi)\n'), done.stderr

@@ -385,3 +385,19 @@ def test_a_build_located_once_is_taken_from_there_while_it_is_installed(installe
     store.write_text('{not json')
     assert ' location -i ' in run()
     assert list(json.loads(store.read_text()).values()) == [prefix]
+
+
+def test_a_remembered_prefix_counts_only_once_its_install_is_whole(tmp_path, monkeypatch):
+    """Issue 51, item 18: a prefix holding only .spack/ (Spack writes the spec there when an
+    install starts) was taken for an installed build."""
+    monkeypatch.setattr(paths, 'VAR_DIR', tmp_path / 'var')
+    env = tmp_path / 'env'
+    env.mkdir()
+    (env / 'spack.lock').write_text('{"roots": []}')
+    prefix = tmp_path / 'install' / 'hpl-2.3-abcdef'
+    (prefix / '.spack').mkdir(parents=True)
+    (prefix / '.spack' / 'spec.json').write_text('{}')
+    spack.remember_prefix(env, 'hpl ^openmpi', str(prefix))
+    assert spack.remembered_prefix(env, 'hpl ^openmpi') is None
+    (prefix / '.spack' / 'install_manifest.json').write_text('{}')
+    assert spack.remembered_prefix(env, 'hpl ^openmpi') == str(prefix)

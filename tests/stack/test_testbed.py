@@ -69,14 +69,22 @@ def test_stop_never_kills_a_process_that_only_reuses_a_recorded_pid(tmp_path):
         unrelated.wait()
 
 
+def _stand_in(tmp_path, daemon, program='/bin/sleep'):
+    """A program named as a daemon is (a copy of `program`): what stop knows a daemon by."""
+    named = tmp_path / 'bin' / daemon
+    named.parent.mkdir(exist_ok=True)
+    shutil.copy(program, named)
+    return str(named)
+
+
 def test_stop_finds_the_daemons_of_a_removed_state_directory_by_what_they_are(tmp_path):
     # Stand-ins for a slurmd and munged whose state directory (var/testbed) was removed
     # while they ran: found by their environment's slurm.conf and their command line.
     root = tmp_path / 'testbed'
     layout = testbed.Layout(root)
-    slurmd = subprocess.Popen(['sleep', '300'], env={**os.environ,
-                                                     'SLURM_CONF': str(layout.slurm_conf)})
-    munged = subprocess.Popen(['sh', '-c', 'sleep 300; :', 'munged',
+    slurmd = subprocess.Popen([_stand_in(tmp_path, 'slurmd'), '300'],
+                              env={**os.environ, 'SLURM_CONF': str(layout.slurm_conf)})
+    munged = subprocess.Popen([_stand_in(tmp_path, 'munged', '/bin/sh'), '-c', 'sleep 300; :',
                                f'--key-file={layout.munge}/munge.key'])
     bystander = subprocess.Popen(['sleep', '300'])
     try:
@@ -88,6 +96,32 @@ def test_stop_finds_the_daemons_of_a_removed_state_directory_by_what_they_are(tm
         assert bystander.poll() is None
     finally:
         for proc in (slurmd, munged, bystander):
+            proc.kill()
+            proc.wait()
+
+
+def test_make_testbed_stop_from_the_documented_shell_stops_the_daemons_and_not_its_caller(
+        tmp_path):
+    """Issue 51, item 19: after `eval "$(ci/testbed/testbed env)"` (docs/testbed-and-ci.md)
+    the shell, make and srun carry the testbed's SLURM_CONF: `make testbed-stop` signalled its
+    own ancestors (make: Terminated, rc 143) and left every daemon running."""
+    root = tmp_path / 'testbed'
+    layout = testbed.Layout(root)
+    env = {**os.environ, 'SLURM_CONF': str(layout.slurm_conf),
+           'HPCBENCH_TESTBED_DIR': str(root)}
+    daemon = subprocess.Popen([_stand_in(tmp_path, 'slurmctld'), '300'], env=env)
+    # A user's own program in that shell (a job's step, a tail of a log): not a daemon.
+    theirs = subprocess.Popen(['sleep', '300'], env=env)
+    try:
+        shell = subprocess.run(['bash', '-c', 'make --no-print-directory testbed-stop; '
+                                'echo "the shell lives on after make: $?"'],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert 'the shell lives on after make: 0' in shell.stdout, shell.stdout + shell.stderr
+        assert 'Terminated' not in shell.stdout + shell.stderr
+        daemon.wait(timeout=10)
+        assert theirs.poll() is None
+    finally:
+        for proc in (daemon, theirs):
             proc.kill()
             proc.wait()
 

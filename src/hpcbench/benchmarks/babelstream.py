@@ -30,6 +30,11 @@ L2_MULTIPLE = 4
 DEFAULT_ELEMENTS = 1 << 25
 DOUBLE_BYTES = 8
 NUM_TIMES = 100
+# The arrays each kernel reads and writes (BabelStream's own count: a = b, b = s * c, c = a +
+# b, a = b + s * c, sum of a * b): its rate is these bytes over its fastest call.
+ARRAYS_MOVED = {'Copy': 2, 'Mul': 2, 'Add': 3, 'Triad': 3, 'Dot': 2}
+# BabelStream prints six significant digits: a rate and its runtime agree within this.
+RATE_ROUNDING = 1e-3
 # The performance variables of the check: each kernel's bandwidth, and triad against the
 # datasheet's memory bandwidth.
 VARIABLES = tuple(f'{k.lower()}_bandwidth' for k in KERNELS) + ('triad_datasheet_efficiency',)
@@ -99,8 +104,9 @@ class Run:
 @any_newlines
 def parse(text, elements=None, num_times=None):
     """The run of BabelStream's `--csv` output: its device and the five kernels. Refused with
-    one message naming what is wrong: a validation failure, a kernel missing or given twice,
-    a number that is none or not above 0, or another size or count than was asked."""
+    one message naming what is wrong: a validation failure, a kernel missing, given twice or
+    unknown, a number that is none or not above 0, values that are not doubles, a rate that
+    is not its bytes over its fastest call, or another size or count than was asked."""
     failed = re.search(r'^.*Validation failed.*$', text, re.M)
     if failed:
         raise BabelStreamOutputError(f'BabelStream\'s own check failed: {failed.group(0).strip()}')
@@ -114,13 +120,15 @@ def parse(text, elements=None, num_times=None):
     for row in csv.DictReader(io.StringIO(table)):
         name = row['function']
         if name not in KERNELS:
-            continue
+            raise BabelStreamOutputError(f'a kernel {name!r} in the table: BabelStream 5.0 '
+                                         f'runs {", ".join(KERNELS)}')
         if name in kernels:
             raise BabelStreamOutputError(f'{name} is reported twice')
         try:
             kernel = Kernel(name, int(row['num_times']), int(row['n_elements']),
                             float(row['max_mbytes_per_sec']) * 1e6, float(row['min_runtime']),
                             float(row['max_runtime']), float(row['avg_runtime']))
+            sizeof = int(row['sizeof'])
         except (TypeError, ValueError):     # a short row, or a value that is no number
             raise BabelStreamOutputError(f'{name}: a value is no number: '
                                          f'{",".join(str(v) for v in row.values())}') from None
@@ -128,12 +136,21 @@ def parse(text, elements=None, num_times=None):
             raise BabelStreamOutputError(f'{name}: {kernel.max_bytes_per_s / 1e6:g} MB/s over '
                                          f'{kernel.min_s:g} to {kernel.max_s:g} s (average '
                                          f'{kernel.avg_s:g}) is no measurement')
+        if sizeof != DOUBLE_BYTES:
+            raise BabelStreamOutputError(f'{name}: values of {sizeof} bytes, not doubles (8): '
+                                         'the check measures double precision')
         if elements is not None and kernel.n_elements != elements:
             raise BabelStreamOutputError(f'{name} ran on {kernel.n_elements} values, '
                                          f'{elements} were asked')
         if num_times is not None and kernel.num_times != num_times:
             raise BabelStreamOutputError(f'{name} ran {kernel.num_times} times, {num_times} '
                                          'were asked')
+        moved = ARRAYS_MOVED[name] * kernel.n_elements * sizeof
+        if abs(kernel.max_bytes_per_s * kernel.min_s / moved - 1) > RATE_ROUNDING:
+            raise BabelStreamOutputError(
+                f'{name}: {kernel.max_bytes_per_s / 1e6:g} MB/s is not the {moved} bytes it '
+                f'moves over its fastest call of {kernel.min_s:g} s '
+                f'({moved / kernel.min_s / 1e6:g} MB/s): the output is not one run\'s')
         kernels[name] = kernel
     missing = [k for k in KERNELS if k not in kernels]
     if missing:

@@ -17,7 +17,7 @@ import datetime
 import statistics
 from dataclasses import dataclass
 
-from hpcbench.core import accelerators
+from hpcbench.core import accelerators, gpu_ranks
 
 QUERY_FIELDS = ('timestamp', 'power.draw', 'clocks.sm', 'clocks.mem', 'temperature.gpu',
                 'clocks_event_reasons.active')
@@ -38,6 +38,15 @@ class TraceError(ValueError):
     pass
 
 
+# The sampler's interval (seconds): the rank wrapper's `nvidia-smi -lms`.
+SAMPLE_INTERVAL = gpu_ranks.SAMPLE_MS / 1000
+# A trace covers the calls with no gap of more than this many intervals (a second; the H200
+# node's largest was 0.226 s of 0.2) and at least this share of the samples the calls'
+# length holds (its three jobs had 100 % of them).
+GAP_INTERVALS = 5
+COVERED = 0.8
+
+
 @dataclass(frozen=True)
 class Sample:
     time: datetime.datetime
@@ -48,7 +57,7 @@ class Sample:
     reasons: int
 
 
-def sampler_command(output, interval_ms=200, nvidia_smi='nvidia-smi'):
+def sampler_command(output, interval_ms=gpu_ranks.SAMPLE_MS, nvidia_smi='nvidia-smi'):
     """The shell words of the sampler a job starts in the background before its calls."""
     return [nvidia_smi, f'--query-gpu={",".join(QUERY_FIELDS)}', '--format=csv',
             '-lms', str(int(interval_ms)), '-f', output]
@@ -70,13 +79,14 @@ def parse_trace(text):
         except ValueError:
             raise TraceError(f'line {line}: clocks event reasons '
                              f'{cell["clocks_event_reasons.active"]!r} is no bit mask') from None
-        def number(field, what):
-            return accelerators.smi_number(cell[field], f'line {line}: {what}', TraceError)
+        def number(field, what, unit):
+            return accelerators.smi_number(cell[field], f'line {line}: {what}', TraceError,
+                                           unit)
 
-        samples.append(Sample(time, number('power.draw', 'power'),
-                              number('clocks.sm', 'SM clock') * 1e6,
-                              number('clocks.mem', 'memory clock') * 1e6,
-                              number('temperature.gpu', 'temperature'), reasons))
+        samples.append(Sample(time, number('power.draw', 'power', 'W'),
+                              number('clocks.sm', 'SM clock', 'MHz') * 1e6,
+                              number('clocks.mem', 'memory clock', 'MHz') * 1e6,
+                              number('temperature.gpu', 'temperature', 'C'), reasons))
     return sorted(samples, key=lambda s: s.time)
 
 
@@ -119,12 +129,48 @@ def window(samples, start=None, end=None):
                    max(s.temperature_c for s in chosen), tuple(reasons_of(mask)))
 
 
-def during_calls(samples, start, end):
+def during_calls(samples, start, end, interval=SAMPLE_INTERVAL):
     """The samples of the calls: from `start` to `end` (the calls' window) and the GPU not
     idle (NVML's gpu_idle reason: the program at work on the host, making its matrices or
-    checking the result)."""
+    checking the result). A trace that does not cover the window is no record of the calls'
+    power (a sampler killed, crashed or starved: a quarter of the calls' samples gave 332 W
+    where the whole trace gives 698 W): TraceError, saying how. It covers the window when it
+    has a sample at most one `interval` (seconds, the sampler's) after the window's start
+    and one at most one interval before its end (the sampler runs a second beyond both), no
+    gap longer than GAP_INTERVALS intervals between them, and at least COVERED of the
+    samples the window's length holds."""
+    step = datetime.timedelta(seconds=interval)
+    seconds = (end - start).total_seconds()
+    if not samples or samples[0].time > start + step:
+        raise TraceError(f'the trace starts {_after(samples, start)} the calls began '
+                         f'({_clock(start)}): the sampler started late, no power figure')
+    if samples[-1].time < end - step:
+        raise TraceError(f'the trace ends {(end - samples[-1].time).total_seconds():.1f} s '
+                         f'before the calls did (at {_clock(samples[-1].time)}, the calls '
+                         f'{_clock(start)} to {_clock(end)}): the sampler stopped early, no '
+                         'power figure')
+    within = [s for s in samples if start - step <= s.time <= end + step]
+    gap = max((b.time - a.time).total_seconds() for a, b in zip(within, within[1:]))
+    if gap > GAP_INTERVALS * interval:
+        raise TraceError(f'no sample for {gap:.1f} s during the calls (one every {interval:g} '
+                         's was asked): the sampler stalled, no power figure')
+    count = sum(start <= s.time <= end for s in samples)
+    if count < COVERED * seconds / interval:
+        raise TraceError(f'{count} samples over the calls\' {seconds:.1f} s, one every '
+                         f'{interval:g} s gives {seconds / interval:.0f}: the sampler missed '
+                         'most, no power figure')
     idle = next(bit for bit, name in EVENT_REASONS.items() if name == 'gpu_idle')
     return [s for s in samples if start <= s.time <= end and not s.reasons & idle]
+
+
+def _clock(time):
+    return f'{time:%H:%M:%S}.{time.microsecond // 1000:03d}'
+
+
+def _after(samples, start):
+    if not samples:
+        return 'with no sample, after'
+    return f'{(samples[0].time - start).total_seconds():.1f} s after'
 
 
 def parse_stamp(text):
@@ -136,4 +182,8 @@ def parse_stamp(text):
 
 
 def gflops_per_watt(flops_per_s, power_w):
+    """The rate per watt; a GPU that drew no power at work is a trace that is not its."""
+    if not power_w > 0:
+        raise TraceError(f'a power of {power_w:g} W during the calls: no GPU computes on no '
+                         'power, the trace is not the calls\'')
     return flops_per_s / 1e9 / power_w

@@ -2,12 +2,17 @@
 adding its own to the parser. An error a command expects (no Spack, a bad references file,
 a stored result missing) is one line on stderr and exit status 1; Ctrl-C is one line too."""
 import argparse
+import signal
 import sys
 
 from hpcbench.cli import (ci_commands, report_commands, results_commands, run_commands,
                           stack_commands)
 
 GROUPS = (stack_commands, run_commands, results_commands, report_commands, ci_commands)
+# Commands that neither read nor write the results directory (make expands them before
+# its recipes run): every other one claims it first (hpcbench.core.paths.claim_var_dir).
+WITHOUT_RESULTS = ('default-mode', 'mode-options', 'exec-options', 'references',
+                   'provenance', 'new-system')
 
 
 def main(argv=None):
@@ -17,19 +22,31 @@ def main(argv=None):
         group.register(sub)
     args = parser.parse_args(argv)
 
+    from hpcbench.core import child_processes, paths, run_lock
     from hpcbench.results import reference_schema
     from hpcbench.stack import bootstrap, spack
+    child_processes.end_on_signals()
     try:
+        # A results directory that is not the suite's is refused before anything is read
+        # or written there.
+        if args.command not in WITHOUT_RESULTS:
+            try:
+                paths.claim_var_dir()
+            except OSError as err:
+                raise RuntimeError(run_lock.unusable(paths.VAR_DIR, err)) from None
         args.func(args)
     except (spack.SpackNotFound, bootstrap.BootstrapError, reference_schema.ReferenceError,
             RuntimeError) as err:
         print(f'error: {err}', file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         # What each step leaves is whole or gone (clones and unpacking into temporary
-        # directories renamed at the end, Spack's own installs): no traceback to read.
-        print(f'hpcbench {args.command}: interrupted; run it again to go on', file=sys.stderr)
-        return 130
+        # directories renamed at the end, Spack's own installs), and what it started has
+        # ended (hpcbench.core.child_processes): no traceback to read.
+        signal_name = str(err) if isinstance(err, child_processes.Terminated) else 'SIGINT'
+        print(f'hpcbench {args.command}: interrupted ({signal_name}); run it again to go on',
+              file=sys.stderr)
+        return 128 + getattr(signal, signal_name)
 
     return 0
 

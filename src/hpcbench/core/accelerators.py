@@ -110,13 +110,41 @@ def datasheet(accelerator):
                  if re.fullmatch(pattern, accelerator.model.strip(), re.I)), None)
 
 
-def smi_number(text, what, error=AcceleratorError):
-    """The number of an nvidia-smi value ('143771 MiB', '1980 MHz', '700.00 W'), else `error`
-    saying that `what` is no number ('[N/A]' where a GPU does not report it)."""
-    match = re.match(r'\s*(-?[\d.]+)', text or '')
+# The units nvidia-smi gives its numbers in, each with those of its kind it may also be
+# given in (a header's [kW], a value's mW: converted), and the range a GPU's value can be
+# in: a value outside is a broken tool or a wrong unit, never a figure (issue 51: a
+# power of -697.6 W, 99,999,999 W or a memory of 1e30 MiB was taken as given).
+UNITS = {'W': {'mW': 1e-3, 'W': 1, 'kW': 1e3},
+         'MHz': {'kHz': 1e-3, 'MHz': 1, 'GHz': 1e3},
+         'MiB': {'KiB': 1 / 1024, 'MiB': 1, 'GiB': 1024, 'TiB': 1024 ** 2},
+         'C': {'C': 1}, '': {'': 1}}
+# (least, most) of a value in its unit: a board draws at most a few kW (the largest today
+# about 1.2 kW); clocks are below 10 GHz; memory from 1 MiB to 16 TiB; a die between -40 C
+# and 150 C; an index or a count of GPUs below 4096.
+RANGES = {'W': (0, 5000), 'MHz': (0, 10000), 'MiB': (1, 16 * 1024 ** 2), 'C': (-40, 150),
+          '': (0, 4096)}
+_SMI_VALUE = re.compile(r'\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*')
+
+
+def smi_number(text, what, error=AcceleratorError, unit=''):
+    """The number of an nvidia-smi value ('143771 MiB', '1980 MHz', '700.00 W', '6.98e+02 W')
+    in `unit` (a key of UNITS: the value's own unit, or none, taken as `unit`), else `error`
+    saying that `what` is no number ('[N/A]' where a GPU does not report it, '1.2.3'), is in
+    a unit of another kind, or is outside the range a GPU's can be in (RANGES)."""
+    match = _SMI_VALUE.fullmatch(text or '')
     if not match:
         raise error(f'{what} {(text or "").strip()!r} is no number')
-    return float(match.group(1))
+    given = match.group(2) or unit
+    if given not in UNITS[unit]:
+        raise error(f'{what} {text.strip()!r} is not in {unit or "a plain number"}'
+                    + (f' (or {", ".join(u for u in UNITS[unit] if u != unit)})'
+                       if len(UNITS[unit]) > 1 else ''))
+    value = float(match.group(1)) * UNITS[unit][given]
+    least, most = RANGES[unit]
+    if not least <= value <= most:
+        raise error(f'{what} {text.strip()!r} is no value a GPU has (from {least:g} to '
+                    f'{most:g}{" " + unit if unit else ""})')
+    return value
 
 
 # Fields nvidia-smi's CSV header names by their long names.
@@ -125,22 +153,37 @@ LONG_NAMES = {'clocks.current.sm': 'clocks.sm', 'clocks.current.memory': 'clocks
 
 def smi_csv(text, fields, error=AcceleratorError, empty='nvidia-smi printed nothing'):
     """[(line number, {field: value})] of an nvidia-smi `--format=csv` output: the header
-    line first, its units in brackets dropped and its long names taken as `fields` name
-    them; each of `fields` present and every line as long as the header, else `error`."""
+    line first, its long names taken as `fields` name them; each of `fields` present and
+    every line as long as the header, else `error`. A header's unit in brackets (`power.draw
+    [W]`) is the unit of its column's values: given to a value printed without one
+    (`--format=csv,nounits`), and a value printed in another unit is refused."""
     rows = [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text))
             if any(cell.strip() for cell in row)]
     if not rows:
         raise error(empty)
-    header = [LONG_NAMES.get(name, name) for name in
-              (re.sub(r'\s*\[.*\]$', '', cell) for cell in rows[0])]
+    header, units = [], []
+    for cell in rows[0]:
+        unit = re.search(r'\s*\[(.*)\]$', cell)
+        header.append(LONG_NAMES.get(cell[:unit.start()] if unit else cell,
+                                     cell[:unit.start()] if unit else cell))
+        units.append(unit.group(1).strip() if unit else '')
     missing = [f for f in fields if f not in header]
     if missing:
         raise error(f'nvidia-smi: no {", ".join(missing)} in its header {", ".join(rows[0])}')
+    found = []
     for number, row in enumerate(rows[1:], 2):
         if len(row) != len(header):
             raise error(f'nvidia-smi: line {number} has {len(row)} fields, the header '
                         f'{len(header)}')
-    return [(number, dict(zip(header, row))) for number, row in enumerate(rows[1:], 2)]
+        values = {}
+        for name, unit, value in zip(header, units, row):
+            own = _SMI_VALUE.fullmatch(value)
+            if unit and own and own.group(2) and own.group(2) != unit:
+                raise error(f'nvidia-smi: line {number}: {name} {value!r} is not in its '
+                            f'header\'s unit, {unit}')
+            values[name] = f'{value} {unit}' if unit and own and not own.group(2) else value
+        found.append((number, values))
+    return found
 
 
 def _arch(compute_capability, what):
@@ -151,8 +194,15 @@ def _arch(compute_capability, what):
     return f'sm_{match.group(1)}{match.group(2)}'
 
 
-def _number_of(text, what):
-    return smi_number(text, f'nvidia-smi: {what}')
+def _number_of(text, what, unit=''):
+    return smi_number(text, f'nvidia-smi: {what}', unit=unit)
+
+
+def _index(text):
+    index = _number_of(text, 'index')
+    if index != int(index):
+        raise AcceleratorError(f'nvidia-smi: index {text!r} is no GPU index')
+    return int(index)
 
 
 def _ecc(text):
@@ -169,13 +219,14 @@ def from_query_csv(text):
         gpus.append(Accelerator(
             vendor='nvidia', kind='gpu', model=value['name'],
             arch=_arch(value['compute_cap'], where),
-            memory_bytes=int(_number_of(value['memory.total'], f'{where} memory')) * MIB,
-            index=int(_number_of(value['index'], 'index')), uuid=value['uuid'],
+            memory_bytes=int(_number_of(value['memory.total'], f'{where} memory', 'MiB') * MIB),
+            index=_index(value['index']), uuid=value['uuid'],
             pci_bus_id=value['pci.bus_id'],
-            max_sm_clock_hz=_number_of(value['clocks.max.sm'], f'{where} SM clock') * 1e6,
+            max_sm_clock_hz=_number_of(value['clocks.max.sm'], f'{where} SM clock',
+                                       'MHz') * 1e6,
             max_memory_clock_hz=_number_of(value['clocks.max.memory'],
-                                        f'{where} memory clock') * 1e6,
-            power_limit_w=_number_of(value['power.limit'], f'{where} power limit'),
+                                           f'{where} memory clock', 'MHz') * 1e6,
+            power_limit_w=_number_of(value['power.limit'], f'{where} power limit', 'W'),
             ecc_enabled=_ecc(value['ecc.mode.current']),
             driver_version=value['driver_version']))
     return gpus
@@ -210,16 +261,17 @@ def from_smi_xml(text):
             vendor='nvidia', kind='gpu', model=gpu.findtext('product_name', '').strip(),
             arch=_arch(capability, where),
             memory_bytes=int(_number_of(gpu.findtext('fb_memory_usage/total'),
-                                     f'{where} memory')) * MIB,
-            index=int(gpu.findtext('minor_number') or index), uuid=gpu.findtext('uuid', ''),
+                                        f'{where} memory', 'MiB') * MIB),
+            index=_index(gpu.findtext('minor_number') or str(index)),
+            uuid=gpu.findtext('uuid', ''),
             pci_bus_id=gpu.get('id', ''),
             max_sm_clock_hz=_number_of(gpu.findtext('max_clocks/sm_clock'),
-                                    f'{where} SM clock') * 1e6,
+                                       f'{where} SM clock', 'MHz') * 1e6,
             max_memory_clock_hz=_number_of(gpu.findtext('max_clocks/mem_clock'),
-                                        f'{where} memory clock') * 1e6,
+                                           f'{where} memory clock', 'MHz') * 1e6,
             power_limit_w=_number_of(gpu.findtext('gpu_power_readings/current_power_limit')
-                                  or gpu.findtext('power_readings/power_limit'),
-                                  f'{where} power limit'),
+                                     or gpu.findtext('power_readings/power_limit'),
+                                     f'{where} power limit', 'W'),
             ecc_enabled=_ecc(gpu.findtext('ecc_mode/current_ecc')),
             driver_version=driver))
     return gpus
@@ -235,6 +287,8 @@ GRES_TYPES = {
     'a100': ('NVIDIA A100-SXM4-80GB', 'sm_80', 80 * GB),
     'a100_40g': ('NVIDIA A100-SXM4-40GB', 'sm_80', 40 * GB),
 }
+# The most accelerators a node has (8 to 16 today; a GRES beyond this is a broken count).
+MAX_DEVICES = 64
 _GRES_GPU = re.compile(r'^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)(?:\(.*\))?$')
 
 
@@ -258,24 +312,38 @@ def from_gres(gres):
                 f'GRES {item!r}: ' + (f'the type {kind!r} is not one of' if kind else
                                      'no type: declare it as gpu:TYPE:COUNT with TYPE one of')
                 + f' {", ".join(sorted(GRES_TYPES))} (hpcbench.core.accelerators.GRES_TYPES)')
+        count = int(match.group('count'))
+        if not 1 <= len(gpus) + count <= MAX_DEVICES:
+            raise AcceleratorError(f'GRES {item!r}: {len(gpus) + count} GPUs are not what a '
+                                   f'node has (from 1 to {MAX_DEVICES})')
         model, arch, memory = GRES_TYPES[kind]
         gpus += [Accelerator('nvidia', 'gpu', model, arch, memory, index=i)
-                 for i in range(len(gpus), len(gpus) + int(match.group('count')))]
+                 for i in range(len(gpus), len(gpus) + count)]
     return gpus
 
 
-def detect(nvidia_smi=None, timeout=60):
+def detect(nvidia_smi=None, timeout=20):
     """The GPUs of this node, from its nvidia-smi; [] where there is none. A tool that is
-    there and fails (a driver not loaded) is an AcceleratorError saying what it printed."""
+    there and fails (a driver not loaded), prints what is not text, or does not answer
+    within `timeout` seconds (a hung driver: it answers in well under a second otherwise)
+    is an AcceleratorError saying so."""
     tool = nvidia_smi or shutil.which('nvidia-smi')
     if not tool:
         return []
-    done = subprocess.run([tool, f'--query-gpu={",".join(QUERY_FIELDS)}', '--format=csv'],
-                          capture_output=True, text=True, timeout=timeout)
+    try:
+        done = subprocess.run([tool, f'--query-gpu={",".join(QUERY_FIELDS)}', '--format=csv'],
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AcceleratorError(f'{tool} did not answer within {timeout} s (a hung driver?)') \
+            from None
+    stdout, stderr = (out.decode(errors='replace') for out in (done.stdout, done.stderr))
     if done.returncode != 0:
-        said = ' '.join((done.stdout + done.stderr).split())[:300]
+        said = ' '.join((stdout + stderr).split())[:300]
         raise AcceleratorError(f'{tool} exited with {done.returncode}: {said}')
-    return from_query_csv(done.stdout)
+    if '\ufffd' in stdout:
+        raise AcceleratorError(f'{tool} printed what is not UTF-8 text: '
+                               f'{" ".join(stdout.split())[:200]!r}')
+    return from_query_csv(stdout)
 
 
 def cuda_arch(vendor, arch):
@@ -286,20 +354,27 @@ def cuda_arch(vendor, arch):
     return arch[len('sm_'):]
 
 
-def _one_model(accelerators):
-    models = sorted({(a.vendor, a.kind, a.model, a.arch) for a in accelerators})
+def one_model(accelerators):
+    """(vendor, kind, model, arch) of a node's accelerators, all of one model; a node of
+    several is an AcceleratorError naming each model and its devices."""
+    models = {}
+    for a in accelerators:
+        models.setdefault((a.vendor, a.kind, a.model, a.arch), []).append(str(a.index))
     if len(models) > 1:
-        raise AcceleratorError('a node of several accelerator models ('
-                               + ', '.join(m[2] for m in models) + '): describe each as a '
-                               'partition of its own')
-    return models[0]
+        raise AcceleratorError(
+            'a node of several accelerator models ('
+            + '; '.join(f'{model[2]} ({model[3]}): {"devices" if len(indices) > 1 else "device"}'
+                        f' {", ".join(indices)}' for model, indices in models.items())
+            + '): the checks measure one model per partition; describe each model as a '
+            'partition of its own (a site config whose partitions set CUDA_VISIBLE_DEVICES)')
+    return next(iter(models))
 
 
 def devices_entry(accelerators):
     """ReFrame's `devices` of a partition whose nodes each have `accelerators`: [] for none."""
     if not accelerators:
         return []
-    _vendor, kind, model, arch = _one_model(accelerators)
+    _vendor, kind, model, arch = one_model(accelerators)
     return [{'type': kind, 'arch': arch, 'model': model, 'num_devices': len(accelerators)}]
 
 
@@ -309,7 +384,7 @@ def partition_extras(accelerators):
     datasheet's figures, or {} for none. A model without a datasheet has `datasheet: None`."""
     if not accelerators:
         return {}
-    vendor, kind, model, arch = _one_model(accelerators)
+    vendor, kind, model, arch = one_model(accelerators)
     sheet = datasheet(accelerators[0])
     described = {
         'vendor': vendor, 'kind': kind, 'model': model, 'arch': arch,
@@ -331,6 +406,6 @@ def features(accelerators):
     boards, driven through its BLAS)."""
     if not accelerators:
         return []
-    vendor, kind, _model, _arch = _one_model(accelerators)
+    vendor, kind, _model, _arch = one_model(accelerators)
     return [kind, *{'nvidia': ['cuda'], 'amd': ['rocm'],
                      'clearspeed': ['clearspeed']}.get(vendor, [])]

@@ -20,6 +20,8 @@ OUTPUT_GLOB = 'rank-*.out'
 RANK_LINE = re.compile(r'^== rank (\d+): GPU (\S+) on (\S+)$', re.M)
 # nvidia-smi's timestamp format, for the calls' window in a power trace.
 STAMP = '%Y/%m/%d %H:%M:%S.%3N'
+# How often a sampled rank's nvidia-smi samples its GPU (milliseconds).
+SAMPLE_MS = 200
 
 _WRAPPER = r'''#!/bin/sh
 # One rank per GPU (hpcbench.core.gpu_ranks): this rank's GPU is its local rank's among the
@@ -42,7 +44,7 @@ export CUDA_VISIBLE_DEVICES=$gpu
 out=rank-$rank.out
 echo "== rank $rank: GPU $gpu on $(hostname)" > "$out"
 if [ -n "$query" ]; then
-    nvidia-smi -i "$gpu" --query-gpu="$query" --format=csv -lms 200 -f "power-rank-$rank.csv" &
+    nvidia-smi -i "$gpu" --query-gpu="$query" --format=csv -lms SAMPLE_MS -f "power-rank-$rank.csv" &
     sampler=$!
     sleep 1
     echo "calls from $(date +'STAMP')" >> "$out"
@@ -56,7 +58,7 @@ if [ -n "$query" ]; then
     wait "$sampler" 2>/dev/null
 fi
 exit $status
-'''.replace('STAMP', STAMP)
+'''.replace('STAMP', STAMP).replace('SAMPLE_MS', str(SAMPLE_MS))
 
 
 class RankOutputError(ValueError):
@@ -76,8 +78,8 @@ def print_ranks_commands():
 
 
 def split(text, ranks):
-    """{rank: (gpu, host, its output)} of a job's output of `ranks` ranks; a rank missing or
-    given twice is one message."""
+    """{rank: (gpu, host, its output)} of a job's output of `ranks` ranks; a rank missing,
+    given twice or beyond those asked is one message."""
     marks = list(RANK_LINE.finditer(text))
     sections = {}
     for mark, following in zip(marks, [*marks[1:], None]):
@@ -86,6 +88,10 @@ def split(text, ranks):
             raise RankOutputError(f'rank {rank} printed twice')
         end = following.start() if following else len(text)
         sections[rank] = (mark.group(2), mark.group(3), text[mark.end():end])
+    beyond = sorted(set(sections) - set(range(ranks)))
+    if beyond:
+        raise RankOutputError(f'output of rank(s) {", ".join(map(str, beyond))}, beyond the '
+                              f'{ranks} asked: it is not this job\'s')
     missing = sorted(set(range(ranks)) - set(sections))
     if missing:
         raise RankOutputError(f'no output of rank(s) {", ".join(map(str, missing))} of '

@@ -59,7 +59,25 @@ REQUIRED_EXTRAS = ('memory_bytes', 'clock_hz', 'flops_per_cycle')
 
 
 def from_partition(processor, extras, where='partition'):
-    """Node from a ReFrame processor dict (``partition.processor.info``) and partition extras."""
+    """Node from a ReFrame processor dict (``partition.processor.info``) and partition extras;
+    NodeDescriptionError naming `where` for one that is not (fields missing, of another
+    type, counts that are none)."""
+    try:
+        node = _from_partition(processor, extras, where)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        if isinstance(err, NodeDescriptionError):
+            raise
+        raise NodeDescriptionError(f'{where}: no processor ReFrame describes '
+                                   f'({type(err).__name__}: {err})') from None
+    for field in ('num_cores', 'num_sockets', 'llc_bytes_total', 'memory_bytes', 'clock_hz',
+                  'flops_per_cycle'):
+        if not 0 < getattr(node, field) < float('inf'):
+            raise NodeDescriptionError(f'{where}: {field} {getattr(node, field)!r} is not a '
+                                       'positive figure')
+    return node
+
+
+def _from_partition(processor, extras, where):
     missing = [k for k in REQUIRED_EXTRAS if not (extras or {}).get(k)]
     if not processor or not processor.get('num_cpus'):
         raise NodeDescriptionError(f'{where}: no processor description (detect it or set it)')

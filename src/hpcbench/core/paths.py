@@ -8,6 +8,7 @@ Three places, on purpose apart:
   survives fresh clones and is never committed.
 """
 import os
+import re
 from pathlib import Path
 
 # The package is installed in editable mode from the checkout (src layout).
@@ -30,19 +31,41 @@ SITE_CONFIGS_DIR = PROJECT_ROOT / 'site-configs'
 SEEDS_DIR = Path(os.environ.get('HPCBENCH_SEEDS', PROJECT_ROOT.parent / 'shared' / 'seeds'))
 
 
+# What a path that reaches a shell may not hold (a job script's exported variables, Spack's
+# and make's command lines): anything but letters, digits and _ . / - + @ : ~ =, the
+# Makefile's rule for HPCBENCH_VAR. ReFrame runs the command of a `$(...)` or backquotes in
+# an environment's variables when it loads it, and writes them unquoted into job scripts.
+UNSAFE_IN_PATH = re.compile(r'[^A-Za-z0-9_./+@:~=-]')
+
+
+class UnsafePathError(RuntimeError):
+    pass
+
+
+def plain(path, what):
+    """`path` (a Path), refused (UnsafePathError naming `what`) when it holds anything
+    UNSAFE_IN_PATH refuses."""
+    if UNSAFE_IN_PATH.search(str(path)):
+        raise UnsafePathError(
+            f'{what} {str(path)!r}: a path that reaches job scripts, Spack and make has '
+            'letters, digits and _ . / - + @ : ~ = only (no spaces, quotes or shell syntax); '
+            'give another one')
+    return path
+
+
 def cache_dir():
     """The per-user cache: ``$HPCBENCH_CACHE``, else ``$XDG_CACHE_HOME/hpcbench``."""
     if os.environ.get('HPCBENCH_CACHE'):
-        return Path(os.environ['HPCBENCH_CACHE'])
+        return plain(Path(os.environ['HPCBENCH_CACHE']), 'HPCBENCH_CACHE')
 
     xdg = os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache'
-    return Path(xdg) / 'hpcbench'
+    return plain(Path(xdg) / 'hpcbench', 'the per-user cache (set HPCBENCH_CACHE)')
 
 
 def mirror_dir():
     """The local Spack source mirror: ``$HPCBENCH_MIRROR``, else ``<cache>/mirror``."""
     if os.environ.get('HPCBENCH_MIRROR'):
-        return Path(os.environ['HPCBENCH_MIRROR'])
+        return plain(Path(os.environ['HPCBENCH_MIRROR']), 'HPCBENCH_MIRROR')
 
     return cache_dir() / 'mirror'
 
@@ -51,9 +74,54 @@ def buildcache_dir():
     """The Spack build cache (binary mirror) that installs and the pipeline push to and
     install from: ``$HPCBENCH_BUILDCACHE``, else ``<cache>/buildcache``; used when it exists."""
     if os.environ.get('HPCBENCH_BUILDCACHE'):
-        return Path(os.environ['HPCBENCH_BUILDCACHE'])
+        return plain(Path(os.environ['HPCBENCH_BUILDCACHE']), 'HPCBENCH_BUILDCACHE')
 
     return cache_dir() / 'buildcache'
+
+
+# The file that makes a directory the suite's results directory: a run writes into, and
+# `make clean` removes scratch from, only a directory that is new, empty, the checkout's own
+# var/ or holds it. A directory of other files given as HPCBENCH_VAR (/, /etc, a project's)
+# is refused: its own stage/ or ci/ are not the suite's to fill or delete.
+VAR_MARKER = '.hpcbench-results'
+
+
+class VarNotOursError(RuntimeError):
+    pass
+
+
+def claim_var_dir(var_dir=None):
+    """Make `var_dir` (VAR_DIR) the suite's results directory, or refuse it
+    (VarNotOursError, one message): it is created where there is none and marked
+    (VAR_MARKER) where it is empty or the checkout's var/; a directory of other files with no
+    marker is not the suite's. OSError where it cannot be written."""
+    var_dir = Path(var_dir or VAR_DIR)
+    marker = var_dir / VAR_MARKER
+    if os.path.isfile(marker) and not os.path.islink(marker):
+        return var_dir
+    try:
+        entries = os.listdir(var_dir)
+    except FileNotFoundError:
+        entries = []
+    except NotADirectoryError:
+        raise VarNotOursError(f'the results directory {var_dir} is a file: give the run a '
+                              'directory with HPCBENCH_VAR=<directory>') from None
+    if entries and os.path.realpath(var_dir) != os.path.realpath(PROJECT_ROOT / 'var'):
+        raise VarNotOursError(
+            f'the results directory {var_dir} holds other files ({", ".join(sorted(entries)[:5])}'
+            f'{", ..." if len(entries) > 5 else ""}) and is not the suite\'s (no {VAR_MARKER} '
+            'in it): give the run a new or empty directory with HPCBENCH_VAR=<directory> (one '
+            f'an earlier version of the suite wrote: touch {marker})')
+    os.makedirs(var_dir, exist_ok=True)
+    try:
+        with open(marker, 'x') as fp:
+            fp.write('The results directory of hpcbench: ReFrame\'s results database, '
+                     'perflogs, run reports, and the stage and output of its runs.\n')
+    except FileExistsError:
+        raise VarNotOursError(f'{marker} is not a file: the results directory {var_dir} is '
+                              'not the suite\'s; give the run another one with '
+                              'HPCBENCH_VAR=<directory>') from None
+    return var_dir
 
 
 def install_tree_dir():

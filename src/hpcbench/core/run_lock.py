@@ -16,7 +16,6 @@ import datetime
 import errno
 import fcntl
 import os
-import re
 import shlex
 import sqlite3
 import sys
@@ -94,11 +93,6 @@ class VarUnusableError(RuntimeError):
     pass
 
 
-# What a results directory's path may not hold: the Makefile allows letters, digits and
-# _ . / - + @ : ~ = alone.
-PATH_REFUSED = r'[^A-Za-z0-9_./+@:~=-]'
-
-
 def unusable(var_dir, err):
     """One sentence for an OSError met writing into `var_dir`."""
     if err.errno == errno.ENOSPC:
@@ -111,9 +105,9 @@ def unusable(var_dir, err):
 
 
 def plain_path(var_dir):
-    """VarUnusableError when `var_dir`'s path holds what PATH_REFUSED refuses (checked before
-    anything is made there)."""
-    if re.search(PATH_REFUSED, str(var_dir)):
+    """VarUnusableError when `var_dir`'s path holds what paths.UNSAFE_IN_PATH refuses (checked
+    before anything is made there)."""
+    if paths.UNSAFE_IN_PATH.search(str(var_dir)):
         raise VarUnusableError(
             f'{str(var_dir)!r}: a results directory\'s path has no spaces or shell syntax (it '
             'reaches job scripts, Spack and make); give the run another one with '
@@ -124,7 +118,7 @@ def ready(var_dir, database=None):
     """VarUnusableError unless a run can keep its results in `var_dir`: room on its file
     system (paths.MIN_FREE_BYTES) and, for `database`, a write the database takes (made and rolled
     back: a read-only file or mount, a directory in its place, a database another process
-    locks, a file that is not one)."""
+    locks, a file that is not one) and ReFrame's tables in it (not an empty file)."""
     if paths.free_bytes(var_dir) < paths.MIN_FREE_BYTES:
         raise VarUnusableError(
             f'{paths.full(var_dir)} (a run needs {paths.MIN_FREE_BYTES >> 20} MiB for its stage '
@@ -138,6 +132,8 @@ def ready(var_dir, database=None):
         connection = sqlite3.connect(f'file:{urllib.parse.quote(str(database))}?mode=rw',
                                      uri=True, timeout=10)
         try:
+            tables = {name for name, in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
             connection.execute('BEGIN IMMEDIATE')
             connection.execute('CREATE TABLE hpcbench_write_probe (x)')
             connection.rollback()
@@ -148,3 +144,14 @@ def ready(var_dir, database=None):
                                f'({err}): the run would measure and store nothing; make it '
                                'writable or give the run another results directory with '
                                'HPCBENCH_VAR=<directory>') from None
+    # ReFrame lays out its tables only in a database file it does not find: in a file
+    # without them (an empty one, as a full disk leaves it) a run measures, then loses
+    # every result ("no such table").
+    missing = {'sessions', 'testcases'} - tables
+    if missing:
+        raise VarUnusableError(
+            f'the results database {database} is no results database of ReFrame\'s (no '
+            f'{" or ".join(sorted(missing))} table: {os.path.getsize(database)} bytes, as a '
+            'full disk or an interrupted write leaves it): the run would measure and store '
+            'nothing; move it aside (ReFrame makes a new one) or give the run another results '
+            'directory with HPCBENCH_VAR=<directory>')

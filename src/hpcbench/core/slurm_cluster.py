@@ -47,13 +47,29 @@ def records(text, kind):
     return found
 
 
+# What one node can have, as Slurm counts it: anything outside is a broken or hostile
+# controller's output, refused in one message before anything is sized from it (a GRES of
+# 10^11 GPUs took minutes and gigabytes). The largest nodes today: a few thousand hardware
+# threads, tens of TB of memory (a shared-memory system's single image), 8 to 16 sockets.
+NODE_LIMITS = {'CPUTot': 1 << 16, 'Sockets': 1 << 10, 'CoresPerSocket': 1 << 12,
+               'ThreadsPerCore': 64, 'RealMemory': 1 << 28, 'TotalNodes': 1 << 20}
+# A partition's name as ReFrame takes one (its schema's alphanum_ext_string): it names the
+# partition's directories and reaches job scripts.
+PARTITION_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
+
+
 def _number(record, key, what):
+    """The count `key` of `record`, from 1 to NODE_LIMITS[key]; else one error naming it."""
     try:
-        return int(record[key])
+        value = int(record[key])
     except KeyError:
         raise SlurmDescriptionError(f'{what}: no {key}= in its record') from None
     except ValueError:
         raise SlurmDescriptionError(f'{what}: {key}={record[key]!r} is not a number') from None
+    if not 1 <= value <= NODE_LIMITS[key]:
+        raise SlurmDescriptionError(f'{what}: {key}={value} is no count a node has (from 1 to '
+                                    f'{NODE_LIMITS[key]})')
+    return value
 
 
 def _names(value):
@@ -150,12 +166,17 @@ def read_cluster(partition_output, node_output):
     partitions = []
     for record in records(partition_output, 'Partition'):
         name = record['PartitionName']
+        if not PARTITION_NAME.fullmatch(name):
+            raise SlurmDescriptionError(
+                f'partition {name[:80]!r}{"..." if len(name) > 80 else ""}: a name ReFrame '
+                'takes has letters, digits, _ and - only (starting with a letter or _, at most '
+                '64): describe it under another name by hand, or rename it in Slurm')
         members = tuple(n for n in nodes if name in n.partitions)
-        total = _number(record, 'TotalNodes', f'partition {name}')
         if not members:
             raise SlurmDescriptionError(
                 f'partition {name} has no nodes (Nodes={record.get("Nodes", "")}): nothing '
                 'to describe it by')
+        total = _number(record, 'TotalNodes', f'partition {name}')
         if len(members) != total:
             raise SlurmDescriptionError(
                 f'partition {name}: {len(members)} node records name it, its TotalNodes is '

@@ -2,13 +2,15 @@
 figure's `match` and `tolerance` on one line, long strings folded at LINE_WIDTH, no YAML
 anchors or aliases; so that `hpcbench references --rewrite` after a hand edit, and a
 baseline, write what a person reads and a review diffs."""
+import contextlib
 import json
+import os
 from pathlib import Path
 
 import yaml
 
 from hpcbench.results.references import load, parse, reference_file
-from hpcbench.results.reference_schema import DataLoader
+from hpcbench.results.reference_schema import DataLoader, ReferenceError
 
 
 def dump(refs):
@@ -93,12 +95,52 @@ def to_text(data, where='references'):
                      width=LINE_WIDTH)
 
 
+def comments(text):
+    """[(line number, text)] of the YAML comments in `text`: a `#` at a line's start or after
+    a blank, outside every scalar (a quote's `#` is no comment)."""
+    scalars = [(token.start_mark.index, token.end_mark.index)
+               for token in yaml.scan(text, Loader=yaml.SafeLoader)
+               if isinstance(token, yaml.ScalarToken)]
+    found, start = [], 0
+    for number, line in enumerate(text.splitlines(True), 1):
+        for column, char in enumerate(line):
+            if char == '#' and (column == 0 or line[column - 1] in ' \t') and not any(
+                    first <= start + column < last for first, last in scalars):
+                found.append((number, line.strip()))
+                break
+        start += len(line)
+    return found
+
+
 def rewrite(system, path=None):
-    """Write a system's references file in its one form (to_text); True when it changed."""
+    """Write a system's references file in its one form (to_text); True when it changed.
+    Refused (ReferenceError, one message, nothing written): a file the one form would lose
+    something of (comments: it keeps none), a file that is a link (--rewrite writes the
+    files of references/, never through a link out of it), a file that cannot be written."""
     path = Path(path) if path else reference_file(system)
+    if path.is_symlink():
+        raise ReferenceError(f'{path} is a symbolic link (to {os.readlink(path)}): --rewrite '
+                             'writes the files of references/ themselves, never through a link')
     load(system, path)                          # refused here, with the file's own message
     text = path.read_text()
+    said = comments(text)
+    if said:
+        listed = '; '.join(f'line {n}: {line[:60]}' for n, line in said[:3])
+        raise ReferenceError(
+            f'{path} has {len(said)} comment(s) ({listed}{"; ..." if len(said) > 3 else ""}): '
+            'the one form keeps none, so --rewrite would drop them; say it in the file\'s '
+            '`about`, a figure\'s `where` or `notes`, then rewrite')
     written = to_text(yaml.load(text, Loader=DataLoader), str(path))
-    if written != text:
-        path.write_text(written)
-    return written != text
+    if written == text:
+        return False
+    # Written beside it and renamed over it: whole or not at all.
+    temporary = path.with_name(f'.{path.name}.rewrite')
+    try:
+        temporary.write_text(written)
+        os.replace(temporary, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        raise ReferenceError(f'{path} cannot be rewritten ({err.strerror}: '
+                             f'{err.filename}): nothing was changed') from None
+    return True

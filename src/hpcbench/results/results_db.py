@@ -11,6 +11,8 @@ from hpcbench.core import paths
 
 # Test parameters in a case's display name, including --distribute's `.part` and `.nid`.
 _PARAM = re.compile(r'%([\w.$]+)=(\S+)')
+# A session's UUID, as ReFrame names sessions.
+UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 # The parameter ReFrame's --repeat gives each run of a case (in its display name).
 REPEAT_PARAMETER = '.repeat_no'
 
@@ -35,6 +37,11 @@ def reframe_json(config, *args):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         said = without_colours(proc.stdout + proc.stderr).strip().splitlines()
+        # The site config refused something before ReFrame read anything (a references
+        # file, a results directory): its own one line, not a failed read of the database.
+        refused = next((line for line in said if line.startswith('error: ')), None)
+        if refused:
+            raise RuntimeError(refused[len('error: '):])
         errors = [line for line in said if 'ERROR' in line or 'Error' in line]
         reason = '\n'.join(errors or said[-5:]) or f'exit status {proc.returncode}'
         raise RuntimeError(f'reading the results database of {Path(config).stem} '
@@ -100,6 +107,10 @@ def this_run(config, report):
            if paths.free_bytes(report.parent) < paths.MIN_FREE_BYTES else '')
     try:
         uuid = json.loads(report.read_text())['session_info']['uuid']
+        # Only a session's UUID reaches ReFrame's query: an empty one made it run every
+        # check, without the run lock.
+        if not isinstance(uuid, str) or not UUID.fullmatch(uuid):
+            raise ValueError(f'its session UUID {uuid!r} is none')
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise RuntimeError(f"this run's report {report} does not read ({type(err).__name__}: "
                            f'{err}){why}: the run was not stored, and no other session is '

@@ -13,6 +13,7 @@ corrects; this turns it into ReFrame's configuration, one partition per Slurm pa
 A description missing a field or holding a wrong one is one error naming the file and field
 (hpcbench.stack.site_description.load).
 """
+import sys
 from pathlib import Path
 
 from hpcbench.core import accelerators
@@ -55,8 +56,11 @@ def site_configuration(site_config_file):
     """ReFrame's configuration of the system whose description sits beside
     `site_config_file` (site-configs/<name>.py: site-configs/<name>.yaml)."""
     path = Path(site_config_file).with_suffix('.yaml')
-    system = site_description.load(path)
-    stacks = site_description.stacks_of(system, path)
+    try:
+        system = site_description.load(path)
+        stacks = site_description.stacks_of(system, path)
+    except site_description.DescriptionError as err:
+        sys.exit(f'error: {err}')
     spack_extras, spack_env_vars = site_config.spack_partition_settings()
     environments = site_config.stack_environments(stacks, [system['name']], spack_extras,
                                                   blas.local_libraries(),

@@ -151,6 +151,9 @@ class QuietNode(QuietNodeSettings):
         text = open(output, errors='replace').read() if os.path.exists(output) else ''
         line = next((ln for ln in text.splitlines() if ln.startswith(quiet_node.MARKER)), '')
         self.node_state = line[len(quiet_node.MARKER):].strip()
+        if self.node_state.startswith((quiet_node.LOCK_REFUSED, quiet_node.LOCK_NOT_HAD)):
+            raise SanityError(f'the job did not take the node\'s launch lock and ran '
+                              f'nothing: {self.node_state}')
         if self.node_state.startswith('BUSY'):
             if self.quiet_node_settings['action'] == 'fail':
                 raise SanityError(f'the node was not quiet before the launch: {self.node_state}')
@@ -304,6 +307,13 @@ class Samples(rfm.RegressionTestPlugin):
                  '(ceiling_efficiency, sustained_peak_efficiency). Give the partition its '
                  'real clock (extras clock_hz; on this machine HPCBENCH_CLOCK_HZ)')
         return True
+
+    def withhold_figure(self, name, why):
+        """Withhold the figure `name`, which the job did not measure as it should (a power
+        trace that does not cover the calls), saying why."""
+        if name in self.perf_variables:
+            self._withhold(name, why)
+            getlogger().warning(f'{self.unique_name}: {name} withheld: {why}')
 
     def _withhold(self, name, why):
         """Take the figure `name` out of the reported ones, kept in `flagged` with why."""

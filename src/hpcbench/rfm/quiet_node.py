@@ -14,22 +14,30 @@ Before it surveys the node, the job takes the node's launch lock (LAUNCH_LOCK, i
 node's memory file system: every checkout, every results directory and every user of the
 node takes the same one) and holds it to its end: two runs started together, from two
 checkouts or two HPCBENCH_VARs, would each see the other idle at the survey and then
-measure under each other's load. The job script opens the lock file on a descriptor of its
-own (job_lines) and this check locks that descriptor, so that the lock lasts as long as the
-job script, not this process; the kernel releases it however the job ends. A job that
-waited for another says so in its line, naming it; one that waited `lock_wait` seconds in
-vain is busy.
+measure under each other's load. The lock is a file in a directory every user writes to,
+so it is opened without following a link or blocking on a FIFO, refused unless it is a
+regular file of one link owned by a user (open_launch_lock), and never written: what a job
+says of itself is in its holder's command line. The holder (hold(), a process this check
+starts in the job's process group) takes the lock and keeps it until the job script ends;
+the kernel releases it however the holder ends. A job that waited for another says so in
+its line, naming it (/proc/locks names the holder, every user may read both); one that
+waited `lock_wait` seconds in vain, or found the holder orphaned, ran nothing, whatever
+the action: the lock keeps jobs apart where a node's load is no verdict too.
 
-Standard library only: the job runs it with the node's python3, outside the project's venv.
+Standard library only: the job runs it with the node's python3 (3.6 and later), outside the
+project's venv.
 Prints one line beginning with MARKER; exits BUSY_EXIT when busy and the action is `fail`.
 """
 import argparse
 import datetime
 import errno
 import fcntl
-import getpass
 import os
+import pwd
 import re
+import select
+import stat
+import subprocess
 import sys
 import time
 
@@ -50,6 +58,12 @@ LAUNCH_LOCK = '/dev/shm/hpcbench-launch.lock'
 LAUNCH_LOCK_ENV = 'HPCBENCH_LAUNCH_LOCK'
 # Culprits named on a busy verdict.
 NAMED = 5
+# How a job's line begins where it did not take the launch lock: it ran nothing, whatever
+# the check's action.
+LOCK_REFUSED = 'REFUSED:'
+LOCK_NOT_HAD = "BUSY: the node's launch lock is"
+# Seconds a lock's holder process may take to start.
+HOLDER_START = 60
 
 
 class QuietNodeSettingsError(ValueError):
@@ -91,105 +105,297 @@ def settings(partition_setting, action=None, wait=None, lock_wait=None):
 
 def job_lines(python, script, chosen):
     """The job script's lines that take the node's launch lock and run this check with
-    `chosen` settings (settings()). The shell opens the lock file (created readable and
-    writable by every user, once) on a descriptor it keeps to its end; `python` is a shell
-    word, `script` a quoted path."""
+    `chosen` settings (settings()); `python` is a shell word, `script` a quoted path. The
+    job's own PID ($$) is what the lock's holder waits for."""
     return [
         f'hpcbench_launch_lock="${{{LAUNCH_LOCK_ENV}:-{LAUNCH_LOCK}}}"',
-        '[ -e "$hpcbench_launch_lock" ] || (umask 0 && set -C && : > "$hpcbench_launch_lock") '
-        '2>/dev/null',
-        'exec {hpcbench_launch_lock_fd}<"$hpcbench_launch_lock" || { echo "hpcbench: the '
-        'node\'s launch lock $hpcbench_launch_lock cannot be opened: set '
-        f'{LAUNCH_LOCK_ENV} to a file on the node every user can read" >&2; exit 1; }}',
-        f'{python} {script} --launch-lock "$hpcbench_launch_lock" --launch-lock-fd '
-        f'"$hpcbench_launch_lock_fd" --lock-wait {chosen["lock_wait"]} --action '
-        f'{chosen["action"]} --max-busy-cores {chosen["max_busy_cores"]} --max-memory-in-use '
-        f'{chosen["max_memory_in_use"]} --sample {chosen["sample"]} --wait {chosen["wait"]} '
-        '|| exit $?']
+        f'{python} {script} --launch-lock "$hpcbench_launch_lock" --job "$$" --lock-wait '
+        f'{chosen["lock_wait"]} --action {chosen["action"]} --max-busy-cores '
+        f'{chosen["max_busy_cores"]} --max-memory-in-use {chosen["max_memory_in_use"]} '
+        f'--sample {chosen["sample"]} --wait {chosen["wait"]} || exit $?']
 
 
-def _holders(path):
-    """Who has the lock file open besides this process and its ancestors: [(pid, command)]
-    (the processes of another job: its script, its launcher, its ranks; those of other
-    users are seen by root only)."""
+class LockRefused(Exception):
+    """The launch lock's path is not a lock this check may take (one message)."""
+
+
+# Owners of a lock file other than root and the job's own user that no hpcbench job can have
+# been: system accounts (below the first login UID) and the overflow user `nobody`.
+FIRST_LOGIN_UID = 1000
+NOBODY_UID = 65534
+_KINDS = ((stat.S_ISDIR, 'a directory'), (stat.S_ISFIFO, 'a FIFO'),
+          (stat.S_ISSOCK, 'a socket'), (stat.S_ISCHR, 'a character device'),
+          (stat.S_ISBLK, 'a block device'))
+
+
+def open_launch_lock(path):
+    """A descriptor of the node's launch lock at `path`, read-only, made (0644) where there is
+    none. Opened without following a link and without blocking (a FIFO), then refused
+    (LockRefused, one message) unless it is a regular file of one link owned by root, this
+    user or another login user: nothing is ever written to it, so a link another user
+    planted there cannot aim a job at a file, and a FIFO cannot hang it."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    why = ('refused, nothing was run: remove it (no hpcbench job made it) or set '
+           f'{LAUNCH_LOCK_ENV} to another path')
+    for _ in range(3):
+        try:
+            fd = os.open(path, flags)
+            break
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            what = ('a symbolic link' if err.errno == errno.ELOOP else
+                    f'not to be opened ({err.strerror})')
+            raise LockRefused(f'the node\'s launch lock {path} is {what}: {why}') from None
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            os.fchmod(fd, 0o644)
+            break
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise LockRefused(f'the node\'s launch lock {path} cannot be made '
+                              f'({err.strerror}): set {LAUNCH_LOCK_ENV} to a file on the node '
+                              'every user can read') from None
+    else:
+        raise LockRefused(f'the node\'s launch lock {path} keeps changing: {why}')
+    found = os.fstat(fd)
+    problem = next((what for test, what in _KINDS if test(found.st_mode)), None)
+    if problem is None and not stat.S_ISREG(found.st_mode):
+        problem = 'not a regular file'
+    elif problem is None and found.st_nlink != 1:
+        problem = f'a file of {found.st_nlink} hard links (another file\'s name)'
+    elif problem is None and found.st_uid not in (0, os.geteuid()) and (
+            found.st_uid < FIRST_LOGIN_UID or found.st_uid == NOBODY_UID):
+        problem = f'owned by the system account {_user(found.st_uid)}, not by a user'
+    if problem:
+        os.close(fd)
+        raise LockRefused(f'the node\'s launch lock {path} is {problem}: {why}')
+    return fd
+
+
+def _user(uid):
     try:
-        wanted = os.stat(path)
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f'UID {uid}'
+
+
+def _printable(text):
+    """Text another user wrote (a command line), safe to print on one line."""
+    return ''.join(c if c.isprintable() else '?' for c in text)
+
+
+def _lock_owner(lock):
+    """The PID that holds the flock of the file `lock` (device, inode), from /proc/locks
+    (every user may read it), or None."""
+    try:
+        with open('/proc/locks') as fp:
+            lines = fp.read().splitlines()
     except OSError:
-        return []
-    own = ancestors(os.getpid(), _snapshot())
-    found = []
+        return None
+    device, inode = lock
+    wanted = f'{os.major(device):02x}:{os.minor(device):02x}:{inode}'
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 00:1a:567 0 EOF"; a waiter's line starts "1: ->".
+        if len(fields) >= 6 and fields[1] == 'FLOCK' and fields[5] == wanted:
+            return int(fields[4]) if fields[4].lstrip('-').isdigit() else None
+    return None
+
+
+# The record a holder carries in its command line, for any user to read: (option, key).
+_RECORD = (('--job', 'job'), ('--job-parent', 'parent'), ('--job-user', 'user'),
+           ('--job-since', 'since'), ('--job-directory', 'directory'))
+
+
+def _record_of(pid):
+    """{key: text} of the job a holder of the lock holds it for (its command line), or None
+    when `pid` is no holder."""
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as fp:
+            words = [w.decode(errors='replace') for w in fp.read().split(b'\0')]
+    except OSError:
+        return None
+    if '--hold' not in words:
+        return None
+    record = {}
+    for option, key in _RECORD:
+        if option in words[:-1]:
+            record[key] = _printable(words[words.index(option) + 1])
+    return record if record.get('job', '').isdigit() else None
+
+
+def _group_members(group, but=()):
+    """The running processes (not zombies) of process group `group`, but those in `but`."""
+    members = []
     for entry in os.listdir('/proc'):
-        if not entry.isdigit() or int(entry) in own:
+        if not entry.isdigit() or int(entry) in but:
             continue
         try:
-            for fd in os.listdir(f'/proc/{entry}/fd'):
-                held = os.stat(f'/proc/{entry}/fd/{fd}')
-                if (held.st_dev, held.st_ino) == (wanted.st_dev, wanted.st_ino):
-                    found.append((int(entry), _command(int(entry))))
-                    break
+            with open(f'/proc/{entry}/stat') as fp:
+                text = fp.read()
         except OSError:
             continue
-    return sorted(found)
+        fields = text[text.rindex(')') + 2:].split()
+        if fields[0] != 'Z' and int(fields[2]) == group:
+            members.append(int(entry))
+    return sorted(members)
 
 
-def _holder(path):
-    """(the lock's holder in words: what it wrote into the lock file and the processes that
-    have it open; whether it is orphaned: the process that started its job script (ReFrame,
-    the scheduler's step) is gone, as when ReFrame was killed with SIGKILL)."""
-    try:
-        with open(path, errors='replace') as fp:
-            written = fp.read(500).strip()
-    except OSError:
-        written = ''
-    holders = _holders(path)
+def _job_processes(job, holder):
+    """The processes of the job whose script is `job`: the script and what it started (its
+    descendants) or, once the script is gone, what is left of its process group; not
+    `holder`."""
+    processes = _snapshot()
+    if job not in processes:
+        return _group_members(job, (holder,))
+    children = {}
+    for pid, (_, _, parent) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = [], [job]
+    while todo:
+        pid = todo.pop(0)
+        found.append(pid)
+        todo += sorted(children.get(pid, []))
+    return [pid for pid in found if pid != holder]
+
+
+def _holder(lock):
+    """(the holder of the lock `lock` (device, inode) in words: the job it holds it for, as
+    its holder's command line records it, and that job's processes; whether it is orphaned:
+    the process that started its job script (ReFrame, the scheduler's step) is gone, as when
+    ReFrame was killed with SIGKILL). A job whose script has ended is not orphaned: the
+    rest of its process group is ending (a launcher's tail), and is waited for."""
+    holder = _lock_owner(lock)
+    if holder is None:
+        return 'a process this node does not show (another PID namespace)', False
+    record = _record_of(holder)
+    if record is None:
+        return f'PID {holder}, no hpcbench job: {_printable(_command(holder))}', False
+    job = int(record['job'])
+    state = _stat(job)
+    orphaned = state is not None and str(state[2]) != record.get('parent')
+    written = (f'PID {job} (user {record.get("user", "?")}, since {record.get("since", "?")}, '
+               f'started by PID {record.get("parent", "?")}) in {record.get("directory", "?")}')
     # A job's script, launcher and ranks: twice the culprits of a busy verdict.
-    processes = '; '.join(f'PID {pid}: {command}' for pid, command in holders[:2 * NAMED])
-    recorded = re.match(r'PID (\d+) .*started by PID (\d+)', written)
-    orphaned = False
-    if recorded and int(recorded.group(1)) in dict(holders):
-        job = _stat(int(recorded.group(1)))
-        orphaned = job is not None and job[2] != int(recorded.group(2))
-    words = ', '.join(part for part in (written and f'the job of {written}',
-                                        processes and f'held by {processes}') if part)
-    return (words or 'a job that has not yet said who it is'), orphaned
+    processes = '; '.join(f'PID {pid}: {_printable(_command(pid))}'
+                          for pid in _job_processes(job, holder)[:2 * NAMED])
+    ended = '' if state else ', its script ended'
+    return (f'the job of {written}{ended}' + (f', held by {processes}' if processes else
+                                              ', its processes gone')), orphaned
 
 
-def take_launch_lock(fd, path, lock_wait):
-    """Lock the node's launch lock, open on descriptor `fd` (the job script's), waiting at
-    most `lock_wait` seconds for another job, not at all for an orphaned one (its run was
-    killed: nobody will end it). Returns (seconds waited or None when the lock was not had,
-    the holder in words or '' when it was free at once, whether the holder is orphaned)."""
-    start = time.monotonic()
-    holder = ''
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError as err:
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
-        if not holder:
-            holder, orphaned = _holder(path)
-            if orphaned:
-                return None, holder, True
-            print(f'hpcbench launch lock: another hpcbench job runs on this node ({holder}); '
-                  f'waiting up to {lock_wait:g} s', flush=True)
-        if time.monotonic() - start >= lock_wait:
-            return None, _holder(path)[0], False
-        time.sleep(0.2)
-    waited = time.monotonic() - start
-    # Who holds it now, for a job that will wait for this one (the file is every user's;
-    # not writable, it names nobody). The job script is this process's parent.
-    job = os.getppid()
+def _started(pid):
+    """When `pid` started (clock ticks after boot), or None once it is gone: a PID the
+    kernel gives again is another process."""
     try:
-        with open(path, 'r+') as fp:
-            started = datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M:%S %Z')
-            fp.write(f'PID {job} (user {getpass.getuser()}, since {started}, started by PID '
-                     f'{(_stat(job) or (0, 0, 0))[2]}) in {os.getcwd()}')
-            fp.truncate()
+        with open(f'/proc/{pid}/stat') as fp:
+            text = fp.read()
     except OSError:
-        pass
-    return waited, holder, False
+        return None
+    return int(text[text.rindex(')') + 2:].split()[19])
+
+
+def _wait_for_exit(pid, started):
+    """Return once process `pid` (which started at `started`) has ended: on a descriptor of
+    it where the kernel has them (Linux 5.3, Python 3.9), else by looking every second."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        handle = None
+    if handle is not None:
+        if _started(pid) == started:
+            select.select([handle], [], [])
+        os.close(handle)
+        return
+    while _started(pid) == started:
+        time.sleep(1)
+
+
+def hold(path, job):
+    """The lock's holder (run as `--hold PATH --job PID ...` by take_launch_lock): takes the
+    lock, says so on its standard output (`waiting` while another job holds it, then
+    `locked`; `refused MESSAGE` for a lock it may not take), and keeps it until the job
+    script `job` has ended and, where that script led its process group (as under ReFrame
+    and Slurm), every process left of the group. The kernel releases the lock however this
+    process ends; a job's cancellation ends it with the job's process group."""
+    def say(line):
+        os.write(1, (line + '\n').encode(errors='replace'))
+
+    try:
+        fd = open_launch_lock(path)
+    except LockRefused as err:
+        say(f'refused {err}')
+        return 1
+    started = _started(job)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+        found = os.fstat(fd)
+        say(f'waiting {found.st_dev} {found.st_ino}')
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    say('locked')
+    null = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1):
+        os.dup2(null, stream)
+    if started is None:
+        return 0
+    _wait_for_exit(job, started)
+    # What the script left running in the group it led (a launcher's tail, ranks that
+    # outlived a script killed alone); a group it did not lead has no such members.
+    while _group_members(job, (os.getpid(),)):
+        time.sleep(0.2)
+    return 0
+
+
+def take_launch_lock(path, job, lock_wait):
+    """Take the node's launch lock at `path` for the job script `job` (a PID): a holder
+    process (hold()) takes it and keeps it to the job's end, its command line saying for
+    whom. Waits at most `lock_wait` seconds for another job, not at all for an orphaned one
+    (its run was killed: nobody will end it). Returns (seconds waited or None when the lock
+    was not had, the holder in words or '' when it was free at once, whether the holder is
+    orphaned); LockRefused for a path that is no lock."""
+    state = _stat(job)
+    started = datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M:%S %Z')
+    holder = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), '--hold', path, '--job', str(job),
+         '--job-parent', str(state[2] if state else 0), '--job-user',
+         _user(os.geteuid()), '--job-since', started, '--job-directory', os.getcwd()],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    start = time.monotonic()
+    said, lock, words = b'', None, ''
+    try:
+        while b'locked\n' not in said:
+            # The holder's start is a python's (well under a second); then the wait.
+            left = (lock_wait if lock else HOLDER_START) - (time.monotonic() - start)
+            if not select.select([holder.stdout], [], [], max(left, 0))[0]:
+                if lock:
+                    return None, _holder(lock)[0], False
+                raise LockRefused(f'the launch lock\'s holder said nothing in {HOLDER_START} s')
+            chunk = os.read(holder.stdout.fileno(), 4096)
+            said += chunk
+            if not chunk:
+                text = said.decode(errors='replace').strip()
+                raise LockRefused(text[len('refused '):] if text.startswith('refused ') else
+                                  f'the launch lock\'s holder ended (exit status '
+                                  f'{holder.wait()}) before it took {path}: {text}')
+            waiting = re.search(rb'^waiting (\d+) (\d+)$', said, re.M)
+            if waiting and not lock:
+                lock = tuple(int(n) for n in waiting.groups())
+                words, orphaned = _holder(lock)
+                if orphaned:
+                    return None, words, True
+                print(f'hpcbench launch lock: another hpcbench job runs on this node '
+                      f'({words}); waiting up to {lock_wait:g} s', flush=True)
+        return time.monotonic() - start, words, False
+    finally:
+        holder.stdout.close()
+        if b'locked\n' not in said:
+            holder.kill()
+            holder.wait()
 
 
 def _stat(pid):
@@ -331,10 +537,16 @@ def main(argv=None):
     parser.add_argument('--wait', type=float, default=DEFAULTS['wait'])
     parser.add_argument('--lock-wait', type=float, default=DEFAULTS['lock_wait'])
     parser.add_argument('--launch-lock', default=LAUNCH_LOCK,
-                        help='the lock file open on --launch-lock-fd (named when waited for)')
-    parser.add_argument('--launch-lock-fd', type=int,
-                        help="the job script's descriptor of the node's launch lock")
+                        help="the node's launch lock (a file, made where there is none)")
+    parser.add_argument('--job', type=int,
+                        help="the job script's PID: the launch lock is held to its end")
+    # The lock's holder (take_launch_lock starts it): its record, in its command line.
+    parser.add_argument('--hold', help=argparse.SUPPRESS)
+    for option, _ in _RECORD[1:]:
+        parser.add_argument(option, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.hold:
+        return hold(args.hold, args.job)
     try:
         chosen = settings({'max_busy_cores': args.max_busy_cores,
                            'max_memory_in_use': args.max_memory_in_use,
@@ -344,16 +556,23 @@ def main(argv=None):
         parser.error(str(err))
 
     lock_note = ''
-    if args.launch_lock_fd is not None:
-        waited, holder, orphaned = take_launch_lock(args.launch_lock_fd, args.launch_lock,
-                                                    chosen['lock_wait'])
+    if args.job is not None:
+        try:
+            waited, holder, orphaned = take_launch_lock(args.launch_lock, args.job,
+                                                        chosen['lock_wait'])
+        except LockRefused as err:
+            print(f'{MARKER} {LOCK_REFUSED} {err}', flush=True)
+            print(f'hpcbench: {err}', file=sys.stderr, flush=True)
+            return BUSY_EXIT
+        # Not had, the lock fails the job whatever the action: the check may be off, or
+        # only warn, where a node's load is no verdict (the testbed's nodes share a host),
+        # but two jobs never measure together.
         if waited is None:
             how = ('orphaned (the run that started it is gone): not waited for'
                    if orphaned else f'waited for {chosen["lock_wait"]:g} s')
-            line = (f'{MARKER} BUSY: the node\'s launch lock is held by another hpcbench job, '
-                    f'{how}: {holder}')
-            print(line, flush=True)
-            return BUSY_EXIT if chosen['action'] == 'fail' else 0
+            print(f'{MARKER} {LOCK_NOT_HAD} held by another hpcbench job, {how}: {holder}',
+                  flush=True)
+            return BUSY_EXIT
         if holder:
             lock_note = (f'launched after waiting {waited:.0f} s for another hpcbench job '
                          f'({holder}), ')

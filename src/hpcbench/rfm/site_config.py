@@ -1,7 +1,9 @@
 """What every site config shares: where results go (perflogs, results database, stage and
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
+import contextlib
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
 from hpcbench.benchmarks import dgemm, hpcc, hpl, imb
@@ -11,6 +13,20 @@ from hpcbench.rfm import backends
 from hpcbench.stack import spack
 
 VAR = str(paths.VAR_DIR)
+
+
+def refuse_unsafe_paths():
+    """The per-user cache, mirror and build cache reach every job script (its MPI stacks'
+    variables, which ReFrame expands by running any command they hold): one of shell syntax
+    is refused in one message before ReFrame loads anything (paths.plain)."""
+    try:
+        for where in (paths.cache_dir, paths.mirror_dir, paths.buildcache_dir):
+            where()
+    except paths.UnsafePathError as err:
+        sys.exit(f'error: {err}')
+
+
+refuse_unsafe_paths()
 
 
 def take_var_for_this_run():
@@ -46,7 +62,35 @@ def say_an_unwritable_log_once():
     logging.FileHandler.close = close
 
 
+def claim_var():
+    """ReFrame writes its log, the detected topology and a run's stage into var/ as soon as
+    it loads the site config: a results directory that is not the suite's (a directory of
+    other files, a path of shell syntax) is refused first, in one message."""
+    try:
+        run_lock.plain_path(paths.VAR_DIR)
+        paths.claim_var_dir()
+    except (run_lock.VarUnusableError, paths.VarNotOursError) as err:
+        sys.exit(f'error: {err}')
+    except OSError as err:
+        sys.exit(f'error: {run_lock.unusable(paths.VAR_DIR, err)}')
+
+
+def drop_the_startup_log():
+    """ReFrame logs its start, before it reads a site config, into a temporary file of its
+    own (/tmp/rfm-*.log) and leaves it there: one more file per command. This run's log is
+    in var/logs; the temporary one is removed as soon as the site config loads."""
+    from reframe.core import logging as reframe_logging
+    temporary = Path(tempfile.gettempdir())
+    for name in reframe_logging.log_files() if reframe_logging._logger else ():
+        path = Path(name)
+        if path.parent == temporary and path.name.startswith('rfm-') and path.suffix == '.log':
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
 if Path(sys.argv[0]).name == 'reframe':
+    drop_the_startup_log()
+    claim_var()
     take_var_for_this_run()
     say_an_unwritable_log_once()
 
@@ -315,12 +359,18 @@ def site(systems, environments):
 
     schedulers = {part.get('scheduler') for system in systems
                   for part in system.get('partitions', [])}
+    from hpcbench.results.reference_schema import ReferenceError
+    try:
+        system_modes = [{**mode, 'target_systems': [system['name']]}
+                        for system in systems for mode in modes(system['name'])]
+    except ReferenceError as err:
+        # A references file broken by hand: its own message, not a traceback of ReFrame's.
+        sys.exit(f'error: {err}')
     return {
         'systems': systems,
         'environments': environments,
         # Each system's own (its paper's run: modes()), for --mode and --ci-generate.
-        'modes': [{**mode, 'target_systems': [system['name']]}
-                  for system in systems for mode in modes(system['name'])],
+        'modes': system_modes,
         'general': [{
             **({'poll_rate_min': LOCAL_POLL_RATE_MIN} if schedulers == {'local'} else {}),
             'topology_prefix': str(paths.TOPOLOGY_DIR),

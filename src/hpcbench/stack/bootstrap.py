@@ -17,7 +17,7 @@ import yaml
 
 from hpcbench.benchmarks import babelstream, dgemm, host_device, stream
 from hpcbench.core import accelerators as accelerator_facts
-from hpcbench.core import node, paths
+from hpcbench.core import child_processes, node, paths
 from hpcbench.stack import (blas, cuda, debian, host, mpi_stacks, site_description, spack,
                             testbed)
 
@@ -163,7 +163,7 @@ def run_spack(found, *args, quiet=False, env=None):
     """Run the isolated Spack (with `env` over its environment; `quiet`: its standard
     output dropped); its own errors show what went wrong, ours names the step."""
     env = {**os.environ, **spack.isolated_environment(found), **(env or {})}
-    proc = subprocess.run([str(found.executable), *args], env=env,
+    proc = child_processes.run([str(found.executable), *args], env=env,
                           stdout=subprocess.DEVNULL if quiet else None)
     if proc.returncode != 0:
         raise BootstrapError(f'`spack {" ".join(args)}` failed (exit {proc.returncode})')
@@ -366,7 +366,10 @@ def write_host_yaml(config, target):
         say(f'wrote {target}')
 
 
-def bootstrap(refresh=False, found=None):
+def bootstrap(refresh=False, found=None, system=None):
+    """Spack's configuration and every system's host.yaml on this machine. A described
+    cluster whose description is broken is skipped, saying why, unless it is `system` (the
+    one being set up): one site's broken file stops no other system's set-up."""
     found = found or spack.locate_or_clone()
     ensure_apt_packages()
     stacks = machine_stacks()
@@ -378,13 +381,18 @@ def bootstrap(refresh=False, found=None):
     # The testbed's nodes are this host: the same GPU programs. A described cluster's are
     # its GPU partitions' (this login node may have none).
     this_host = gpu_build(host.accelerators())
-    for system in machine_systems():
-        cuda_archs, cuda_toolkit = (this_host if system in MACHINE_SYSTEMS
-                                    else gpu_build(described_gpus(system)))
-        write_host_yaml(host_config(machine_stacks(system), tools, machine_nodes(system),
-                                    system, detected, machine_blas(system), cuda_archs,
-                                    cuda_toolkit),
-                        paths.SPACK_ENVS_DIR / system / 'host.yaml')
+    for each in machine_systems():
+        try:
+            cuda_archs, cuda_toolkit = (this_host if each in MACHINE_SYSTEMS
+                                        else gpu_build(described_gpus(each)))
+            config = host_config(machine_stacks(each), tools, machine_nodes(each), each,
+                                 detected, machine_blas(each), cuda_archs, cuda_toolkit)
+        except (site_description.DescriptionError, node.NodeDescriptionError) as err:
+            if each == system:
+                raise BootstrapError(str(err)) from None
+            say(f'skipped {each}: {err}')
+            continue
+        write_host_yaml(config, paths.SPACK_ENVS_DIR / each / 'host.yaml')
     return found
 
 
@@ -417,7 +425,7 @@ def setup(refresh=False, system='local'):
         return None
 
     suggest_default_blas()
-    found = bootstrap(refresh, found)
+    found = bootstrap(refresh, found, system)
     install_environment(found, system)
     return found
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 # Standard library and these alone (no hpcbench.stack.bootstrap, which needs PyYAML): unpacking
 # runs before the venv exists.
-from hpcbench.core import paths
+from hpcbench.core import child_processes, paths
 from hpcbench.stack import blas, spack
 
 FORMAT = 1
@@ -203,9 +203,9 @@ def make(system='local', output_dir=None, binaries=True):
                                 '--unsigned', '--update-index', str(tree / 'buildcache'))
         for what, requirements, options in wheel_sets(system):
             say(f'wheels of {what}: {" ".join(requirements)}')
-            subprocess.run([sys.executable, '-m', 'pip', 'download', '--quiet',
-                            '--disable-pip-version-check', '--dest', str(tree / 'wheels'),
-                            *options, *requirements], check=True)
+            child_processes.run([sys.executable, '-m', 'pip', 'download', '--quiet',
+                                 '--disable-pip-version-check', '--dest',
+                                 str(tree / 'wheels'), *options, *requirements], check=True)
         (tree / 'locks').mkdir()
         shutil.copyfile(lock, tree / 'locks' / f'{key}.lock')
         if blas.order_path().exists():

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.core import accelerators as accelerator_facts
-from hpcbench.core import paths
+from hpcbench.core import child_processes, paths
 
 # The parts of the 13.0 toolkit the GPU programs need, each at the version that worked
 # together (built here, run on an H200 whose driver 580.159.04 reports CUDA 13.0).
@@ -164,8 +164,8 @@ def download_wheels(directory):
     print(f'downloading the CUDA {WHEELS_CUDA_VERSION} toolkit wheels from PyPI into '
           f'{directory} (about 600 MB, once)', flush=True)
     Path(directory).mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, '-m', 'pip', 'download', '--quiet', *PIP_OPTIONS,
-                    '--dest', str(directory), *wanted], check=True)
+    child_processes.run([sys.executable, '-m', 'pip', 'download', '--quiet', *PIP_OPTIONS,
+                         '--dest', str(directory), *wanted], check=True)
 
 
 def lay_out(wheels, prefix):

@@ -4,6 +4,8 @@ import os
 import shutil
 import subprocess
 
+from hpcbench.core import child_processes
+
 
 class MissingPackages(RuntimeError):
     pass
@@ -67,7 +69,8 @@ def ensure(packages, say=print, lock_timeout=None):
     env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
     wait = ['-o', f'DPkg::Lock::Timeout={int(lock_timeout or LOCK_TIMEOUT)}']
     for step in (['apt-get', *wait, 'update', '-q'], [cmd[0], *wait, *cmd[1:]]):
-        proc = subprocess.run(step, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        proc = child_processes.run(step, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE,
                               text=True)
         if proc.returncode != 0:
             said = [ln for ln in proc.stderr.splitlines() if ln.startswith(('E:', 'W:'))]

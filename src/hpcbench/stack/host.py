@@ -142,9 +142,13 @@ def processor_info(system='local', partition='default'):
 def accelerators():
     """This host's GPUs (hpcbench.core.accelerators.detect) from its nvidia-smi, or the tool
     HPCBENCH_NVIDIA_SMI names (a node's recorded output, in tests); [] where there is none.
-    A tool that fails is said once, and the host is described without GPUs."""
+    A tool that fails, hangs or prints nonsense, and GPUs of several models, are said once,
+    and the host is described without GPUs: its CPU checks still run."""
     try:
-        return accelerator_facts.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None)
+        found = accelerator_facts.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None)
+        if found:
+            accelerator_facts.one_model(found)
+        return found
     except (accelerator_facts.AcceleratorError, OSError) as err:
         print(f'warning: this host is described without its GPUs: {err}', file=sys.stderr)
         return []

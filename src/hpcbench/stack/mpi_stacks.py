@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcbench.core import paths
+from hpcbench.core import child_processes, paths
 from hpcbench.stack import debian
 
 # Intel MPI's PyPI wheels, pinned to a version Spack's intel-oneapi-mpi knows (2021.17.0 is
@@ -30,7 +30,9 @@ OPEN_MPI_AS_ROOT = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFI
 
 def _first_version(cmd, pattern):
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+        # A tool that prints no text (a broken install's binary output) tells no version.
+        out = subprocess.run(cmd, capture_output=True, text=True, errors='replace',
+                             timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -151,9 +153,9 @@ def install_wheels(what, target, requirements, *pip_options):
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=target.parent))
     try:
-        subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet',
-                        '--no-warn-script-location', *pip_options, '--prefix', str(tmp),
-                        *requirements], check=True)
+        child_processes.run([sys.executable, '-m', 'pip', 'install', '--quiet',
+                             '--no-warn-script-location', *pip_options, '--prefix', str(tmp),
+                             *requirements], check=True)
         tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -308,7 +310,10 @@ def installed_mpi(prefix):
     """The MPI installed at `prefix` (Open MPI, MPICH or MVAPICH2: its bin/ holds mpicc and
     ompi_info or mpichversion) as a stack named after its Spack package; an error naming
     what was looked for where there is none."""
-    prefix = Path(prefix).expanduser().absolute()
+    try:
+        prefix = paths.plain(Path(prefix).expanduser().absolute(), 'an MPI install prefix')
+    except paths.UnsafePathError as err:
+        raise InstalledMpiError(str(err)) from None
     if not (prefix / 'bin' / 'mpicc').is_file():
         raise InstalledMpiError(f'{prefix}: no MPI installed there (no bin/mpicc); give the '
                                 'prefix whose bin/ holds its mpicc, e.g. what `module show '
@@ -330,6 +335,10 @@ def site_mvapich2(environ=os.environ, locations=MVAPICH2_LOCATIONS):
     location; None when there is none."""
     given = environ.get('HPCBENCH_MVAPICH2_PREFIX')
     if given:
+        try:
+            paths.plain(Path(given), 'HPCBENCH_MVAPICH2_PREFIX')
+        except paths.UnsafePathError as err:
+            raise Mvapich2NotFound(str(err)) from None
         if not mvapich2_version(given):
             raise Mvapich2NotFound(
                 f'HPCBENCH_MVAPICH2_PREFIX={shlex.quote(given)}: not an MVAPICH2 install '

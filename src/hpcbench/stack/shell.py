@@ -12,12 +12,11 @@ environment. POSIX shell code: bash and zsh read it alike.
 """
 import os
 import shlex
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import yaml
 
-from hpcbench.core import paths
+from hpcbench.core import child_processes, paths
 from hpcbench.stack import bootstrap, spack
 
 
@@ -72,7 +71,7 @@ def _spack_shell_code(found, *args, path=None):
     """What `spack <args> --sh` prints; `path`: the PATH it starts from (its exports are
     absolute values)."""
     env = {**os.environ, **spack.isolated_environment(found), **({'PATH': path} if path else {})}
-    proc = subprocess.run([str(found.executable), *args], capture_output=True, text=True,
+    proc = child_processes.run([str(found.executable), *args], capture_output=True, text=True,
                           env=env)
     if proc.returncode != 0:
         error = next((ln for ln in proc.stderr.splitlines() if 'Error' in ln),

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from hpcbench.core import accelerators, paths
+from hpcbench.core.node import NodeDescriptionError, from_partition
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
 from hpcbench.results import references_text
@@ -90,10 +91,20 @@ def load(path):
     for entry in description['partitions']:
         _require(entry, PARTITION_FIELDS, f'{path}: partitions[{entry.get("name", "?")}]'
                  if isinstance(entry, dict) else f'{path}: partitions')
+        where = f'{path}: partitions[{entry["name"]}]'
+        if not slurm_cluster.PARTITION_NAME.fullmatch(entry['name']):
+            raise DescriptionError(f'{where}.name: a partition name has letters, digits, _ and '
+                                   '- only (starting with a letter or _, at most 64)')
+        if not 1 <= entry['num_nodes'] <= slurm_cluster.NODE_LIMITS['TotalNodes']:
+            raise DescriptionError(f'{where}.num_nodes: {entry["num_nodes"]} is no count of '
+                                   'nodes')
         try:
+            from_partition(entry['processor'], entry, where)
             accelerators.from_gres(entry.get('gres', ''))
+        except NodeDescriptionError as err:
+            raise DescriptionError(str(err)) from None
         except accelerators.AcceleratorError as err:
-            raise DescriptionError(f'{path}: partitions[{entry["name"]}].gres: {err}') from None
+            raise DescriptionError(f'{where}.gres: {err}') from None
     return description
 
 
@@ -184,9 +195,33 @@ def node_facts(partition, access=(), env=None, timeout=600):
     output = slurm_query.ask(command, env, timeout)
     for line in output.splitlines():
         if line.startswith(NODE_FACTS_MARK):
-            return json.loads(line[len(NODE_FACTS_MARK):])
+            return checked_facts(partition, line[len(NODE_FACTS_MARK):])
     raise SlurmDescriptionError(f'the job on partition {partition} printed no node facts: '
                                 f'{output.strip()[-300:]!r}')
+
+
+# The fields of a node's facts (print_node_facts) and their types.
+FACT_FIELDS = {'hostname': str, 'processor': dict, 'clock_hz': (int, float),
+               'clock_source': str, 'flops_per_cycle': int, 'gpus_seen': int}
+
+
+def checked_facts(partition, text):
+    """The node facts a job on `partition` printed (one JSON line), refused in one message
+    (SlurmDescriptionError) unless they describe a node: JSON, each field of its type, a
+    processor ReFrame describes, a clock and a flop count that are positive."""
+    where = f'the node facts of partition {partition}'
+    try:
+        facts = json.loads(text)
+    except ValueError as err:
+        raise SlurmDescriptionError(f'{where} are not JSON ({err}): {text[:200]!r}') from None
+    try:
+        _require(facts, FACT_FIELDS, where)
+        from_partition(facts['processor'], {'memory_bytes': 1, **facts}, where)
+    except (DescriptionError, NodeDescriptionError) as err:
+        raise SlurmDescriptionError(str(err)) from None
+    if facts['gpus_seen'] < 0:
+        raise SlurmDescriptionError(f'{where}: gpus_seen {facts["gpus_seen"]} is no count')
+    return facts
 
 
 def _launcher(cluster):

@@ -24,8 +24,8 @@ def ask(command, env=None, timeout=120):
                                     'it reads; for another, docs/your-cluster.md, "Other '
                                     'schedulers, by hand")')
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=env)
+        done = subprocess.run(command, capture_output=True, text=True, errors='replace',
+                              timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise SlurmDescriptionError(f'`{" ".join(command)}` did not answer in {timeout} s') \
             from None

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench.core import paths
+from hpcbench.core import child_processes, paths
 
 # The pinned release: Spack v1.1.0 and the builtin packages released with it.
 SPACK_RELEASE = 'v1.1.0'
@@ -141,9 +141,9 @@ def _clone(url, tag, commit, dest):
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}-', dir=dest.parent))
     try:
-        subprocess.run(['git', 'clone', '--quiet', '--depth', '1', '--branch', tag,
-                        url, str(tmp)], check=True, capture_output=True, text=True,
-                       timeout=600)
+        child_processes.run(['git', 'clone', '--quiet', '--depth', '1', '--branch', tag,
+                             url, str(tmp)], check=True, capture_output=True, text=True,
+                            timeout=600, env={**os.environ, 'GIT_TERMINAL_PROMPT': '0'})
         head = subprocess.run(['git', '-C', str(tmp), 'rev-parse', 'HEAD'], check=True,
                               capture_output=True, text=True).stdout.strip()
         if head != commit:
@@ -237,12 +237,20 @@ def _read_locations(path):
     return known if isinstance(known, dict) else {}
 
 
+# What a whole install holds: Spack writes its spec into the prefix when the install starts
+# and the manifest of its files when it has finished (its post-install hook; an install
+# from the build cache brings the manifest with it). A prefix with the spec alone is an
+# install that stopped half-way.
+INSTALLED_MARKS = ('spec.json', 'install_manifest.json')
+
+
 def remembered_prefix(env_dir, spec):
     """The install prefix of `spec` in the environment at `env_dir` that Spack named for its
-    current lock, if it is still installed there; else None."""
+    current lock, if it is still installed there, whole (INSTALLED_MARKS); else None."""
     path = _locations_file(env_dir)
     prefix = _read_locations(path).get(spec) if path else None
-    if isinstance(prefix, str) and (Path(prefix) / '.spack' / 'spec.json').is_file():
+    if isinstance(prefix, str) and all((Path(prefix) / '.spack' / mark).is_file()
+                                       for mark in INSTALLED_MARKS):
         return prefix
 
     return None

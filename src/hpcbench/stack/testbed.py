@@ -473,7 +473,7 @@ _STOP_ORDER = ('slurmd', 'slurmctld', 'slurmdbd', 'mariadb', 'munged')
 def _stop_rank(name):
     """Rank of a daemon's name (`slurmd-n2` as recorded, `mariadbd[812]` as found)."""
     kind = re.sub(r'(-n\d+|\[\d+\])$', '', name)
-    kind = {'mariadbd': 'mariadb'}.get(kind, kind)
+    kind = {'mariadbd': 'mariadb', 'mysqld': 'mariadb'}.get(kind, kind)
     return _STOP_ORDER.index(kind) if kind in _STOP_ORDER else -1
 
 

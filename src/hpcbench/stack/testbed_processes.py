@@ -72,18 +72,47 @@ def parent_pid(pid):
         return None
 
 
+# What the testbed's daemons are, by executable: a process found by its environment or
+# command line is one of them only if it runs one of these (its caller's shell, make, srun
+# or a user's job carry the testbed's SLURM_CONF too: `eval "$(ci/testbed/testbed env)"`).
+DAEMONS = ('slurmd', 'slurmctld', 'slurmdbd', 'mariadbd', 'mysqld', 'munged')
+
+
+def executable(pid):
+    """The name of the program `pid` runs (its /proc/PID/exe, else its comm), or ''."""
+    try:
+        return os.path.basename(os.readlink(f'/proc/{pid}/exe')).removesuffix(' (deleted)')
+    except OSError:
+        pass
+    try:
+        with open(f'/proc/{pid}/comm') as fp:
+            return fp.read().strip()
+    except OSError:
+        return ''
+
+
+def ancestors(pid):
+    """`pid` and the processes above it."""
+    chain = set()
+    while pid and pid not in chain:
+        chain.add(pid)
+        pid = parent_pid(pid)
+    return chain
+
+
 def found_running(layout):
-    """{name: pid} of the testbed's daemons found by what they are (belongs_to), whether
-    or not their PID files still exist (the state directory removed while they ran). A
-    daemon's own children (slurmctld's slurmscriptd) end with it and are left out."""
+    """{name: pid} of the testbed's daemons found by what they are (belongs_to, and a daemon
+    by its executable: DAEMONS), whether or not their PID files still exist (the state
+    directory removed while they ran); never this process or one above it (the user's
+    shell, make). A daemon's own children (slurmctld's slurmscriptd) end with it and are
+    left out."""
+    mine = ancestors(os.getpid())
     found = {}
     for entry in os.listdir('/proc'):
-        if entry.isdigit() and int(entry) != os.getpid() and belongs_to(int(entry), layout):
-            try:
-                with open(f'/proc/{entry}/comm') as fp:
-                    name = fp.read().strip()
-            except OSError:
-                continue
+        if not entry.isdigit() or int(entry) in mine:
+            continue
+        name = executable(int(entry))
+        if name in DAEMONS and belongs_to(int(entry), layout):
             found[f'{name}[{entry}]'] = int(entry)
 
     pids = set(found.values())
