@@ -760,6 +760,25 @@ def test_a_read_only_results_directory_is_refused_in_one_message(tmp_path, mount
     assert 'Traceback' not in proc.stdout
 
 
+@needs_root
+@pytest.mark.spack
+def test_setup_with_a_read_only_results_directory_says_so_in_one_line(tmp_path, mounted):
+    """Issue 51, item 13 (last round's E16): a read-only HPCBENCH_VAR gave `hpcbench setup`
+    two chained tracebacks (it writes the detected topology there)."""
+    source = tmp_path / 'source'
+    source.mkdir()
+    (source / '.hpcbench-results').write_text('made by a run\n')
+    var = mounted('--bind', str(source))
+    subprocess.run(['mount', '-o', 'remount,bind,ro', str(var)], check=True)
+    proc = subprocess.run([str(BIN / 'hpcbench'), 'setup', '--system', 'local'], cwd=ROOT,
+                          env={**os.environ, 'HPCBENCH_VAR': str(var)}, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1] == (
+        f'error: {var} cannot be written (Read-only file system: {var}/topology): give the '
+        'run a writable results directory with HPCBENCH_VAR=<directory>'), proc.stderr
+
+
 def test_ctrl_c_during_setup_says_so_in_one_line(tmp_path):
     # A real SIGINT in the middle of `hpcbench setup`.
     script = ('import signal\n'

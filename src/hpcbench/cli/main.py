@@ -2,6 +2,7 @@
 adding its own to the parser. An error a command expects (no Spack, a bad references file,
 a stored result missing) is one line on stderr and exit status 1; Ctrl-C is one line too."""
 import argparse
+import os
 import signal
 import sys
 
@@ -30,14 +31,19 @@ def main(argv=None):
         # A results directory that is not the suite's is refused before anything is read
         # or written there.
         if args.command not in WITHOUT_RESULTS:
-            try:
-                paths.claim_var_dir()
-            except OSError as err:
-                raise RuntimeError(run_lock.unusable(paths.VAR_DIR, err)) from None
+            paths.claim_var_dir()
         args.func(args)
     except (spack.SpackNotFound, bootstrap.BootstrapError, reference_schema.ReferenceError,
             RuntimeError) as err:
         print(f'error: {err}', file=sys.stderr)
+        return 1
+    except OSError as err:
+        # A file that cannot be written (a read-only or full results directory, cache or
+        # checkout): which, and why, in one line.
+        inside = os.path.abspath(err.filename or '').startswith(
+            os.path.abspath(paths.VAR_DIR) + os.sep)
+        print(f'error: {run_lock.unusable(paths.VAR_DIR, err)}' if inside else
+              f'error: {err.strerror or err}: {err.filename or "?"}', file=sys.stderr)
         return 1
     except KeyboardInterrupt as err:
         # What each step leaves is whole or gone (clones and unpacking into temporary
