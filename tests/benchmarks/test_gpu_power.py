@@ -102,3 +102,12 @@ def test_samples_come_in_time_order():
     shuffled = '\n'.join([lines[0], *reversed(lines[1:])]) + '\n'
     times = [s.time for s in gpu_power.parse_trace(shuffled)]
     assert times == sorted(times) and times[0] == datetime.datetime(2026, 11, 26, 5, 20, 33, 313000)
+
+
+def test_calls_shorter_than_the_sampling_interval_are_covered_by_the_samples_around_them():
+    samples = gpu_power.parse_trace(H100)
+    start = samples[10].time + datetime.timedelta(milliseconds=50)
+    end = start + datetime.timedelta(milliseconds=60)
+    assert gpu_power.during_calls(samples, start, end) == []
+    with pytest.raises(gpu_power.TraceError, match=r'the sampler missed more than 20 % of'):
+        gpu_power.during_calls(samples[::3], samples[10].time, samples[40].time)

@@ -138,7 +138,8 @@ def during_calls(samples, start, end, interval=SAMPLE_INTERVAL):
     has a sample at most one `interval` (seconds, the sampler's) after the window's start
     and one at most one interval before its end (the sampler runs a second beyond both), no
     gap longer than GAP_INTERVALS intervals between them, and at least COVERED of the
-    samples the window's length holds."""
+    samples the window's length holds (whole samples: a window shorter than an interval
+    needs none of its own)."""
     step = datetime.timedelta(seconds=interval)
     seconds = (end - start).total_seconds()
     if not samples or samples[0].time > start + step:
@@ -150,15 +151,16 @@ def during_calls(samples, start, end, interval=SAMPLE_INTERVAL):
                          f'{_clock(start)} to {_clock(end)}): the sampler stopped early, no '
                          'power figure')
     within = [s for s in samples if start - step <= s.time <= end + step]
-    gap = max((b.time - a.time).total_seconds() for a, b in zip(within, within[1:]))
+    gap = max(((b.time - a.time).total_seconds() for a, b in zip(within, within[1:])),
+              default=0.0)
     if gap > GAP_INTERVALS * interval:
         raise TraceError(f'no sample for {gap:.1f} s during the calls (one every {interval:g} '
                          's was asked): the sampler stalled, no power figure')
     count = sum(start <= s.time <= end for s in samples)
-    if count < COVERED * seconds / interval:
+    if count < int(COVERED * seconds / interval):
         raise TraceError(f'{count} samples over the calls\' {seconds:.1f} s, one every '
                          f'{interval:g} s gives {seconds / interval:.0f}: the sampler missed '
-                         'most, no power figure')
+                         f'more than {100 * (1 - COVERED):.0f} % of them, no power figure')
     idle = next(bit for bit, name in EVENT_REASONS.items() if name == 'gpu_idle')
     return [s for s in samples if start <= s.time <= end and not s.reasons & idle]
 

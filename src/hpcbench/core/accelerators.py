@@ -164,8 +164,8 @@ def smi_csv(text, fields, error=AcceleratorError, empty='nvidia-smi printed noth
     header, units = [], []
     for cell in rows[0]:
         unit = re.search(r'\s*\[(.*)\]$', cell)
-        header.append(LONG_NAMES.get(cell[:unit.start()] if unit else cell,
-                                     cell[:unit.start()] if unit else cell))
+        name = cell[:unit.start()] if unit else cell
+        header.append(LONG_NAMES.get(name, name))
         units.append(unit.group(1).strip() if unit else '')
     missing = [f for f in fields if f not in header]
     if missing:
