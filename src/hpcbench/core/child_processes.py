@@ -25,12 +25,14 @@ class Terminated(KeyboardInterrupt):
 
 def end_on_signals():
     """SIGTERM and SIGHUP end this process as Ctrl-C does: through the code that ends its
-    children and says what was left."""
+    children and says what was left. A signal the process was started ignoring (`nohup`
+    ignores SIGHUP) stays ignored."""
     def handler(signum, _frame):
         raise Terminated(signal.Signals(signum).name)
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, handler)
 
 
 def _group_alive(pgid):

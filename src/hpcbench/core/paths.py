@@ -118,9 +118,11 @@ def claim_var_dir(var_dir=None):
             fp.write('The results directory of hpcbench: ReFrame\'s results database, '
                      'perflogs, run reports, and the stage and output of its runs.\n')
     except FileExistsError:
-        raise VarNotOursError(f'{marker} is not a file: the results directory {var_dir} is '
-                              'not the suite\'s; give the run another one with '
-                              'HPCBENCH_VAR=<directory>') from None
+        # Another command claimed it at the same moment: its marker is as good.
+        if not os.path.isfile(marker) or os.path.islink(marker):
+            raise VarNotOursError(f'{marker} is not a file: the results directory {var_dir} '
+                                  'is not the suite\'s; give the run another one with '
+                                  'HPCBENCH_VAR=<directory>') from None
     return var_dir
 
 

@@ -25,7 +25,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench.core import paths
+from hpcbench.core import child_processes, paths
 from hpcbench.report import browser
 from hpcbench.results import results_db
 from hpcbench.stack import bootstrap, debian
@@ -313,14 +312,6 @@ def run_inside(root, command, log_path, timeout, offline=False):
                    first_check)
 
 
-def _terminate_on_signal():
-    """SIGTERM and SIGHUP end the check like Ctrl-C: through the clean-up."""
-    def handler(signum, _frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
-
-
 def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=None,
           offline=False):
     """Run `commands` (README's) in a clean root; print a summary; return the exit status
@@ -352,7 +343,7 @@ def check(commit='HEAD', commands=COMMANDS, timeout=2400, workdir=None, bundle=N
     logs = paths.VAR_DIR / 'clean-root' / stamp
     logs.mkdir(parents=True, exist_ok=True)
 
-    _terminate_on_signal()
+    child_processes.end_on_signals()    # like Ctrl-C: through the clean-up
     outcomes = []
     start = time.monotonic()
     with clean_root(project, sha, workdir, bundle=bundle) as root:
