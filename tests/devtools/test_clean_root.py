@@ -155,8 +155,9 @@ def test_a_directory_not_made_by_the_check_is_never_removed(tmp_path):
 INTERRUPTED_CHECK = """
 import sys
 from pathlib import Path
+from hpcbench.core import child_processes
 from hpcbench.devtools import clean_root, root_dirs
-clean_root._terminate_on_signal()
+child_processes.end_on_signals()
 tarball, workdir = map(Path, sys.argv[1:3])
 command, offline = sys.argv[3], sys.argv[4] == 'offline'
 with clean_root.clean_root(clean_root.paths.PROJECT_ROOT, 'HEAD', workdir, tarball) as root:
