@@ -500,3 +500,30 @@ def test_an_mpi_whose_tool_prints_binary_is_one_message(root, tmp_path):
                            'neither bin/ompi_info (Open MPI) nor bin/mpichversion (MPICH, '
                            'MVAPICH2) tells a version. Intel MPI needs no prefix: every system '
                            'gets it from PyPI (intelmpi)\n'), done.stderr
+
+
+@pytest.mark.spack
+def test_one_broken_description_stops_no_other_system_s_setup(root, monkeypatch, capsys):
+    """Issue 51, item 14: a nonsense processor written into one described cluster stopped
+    `hpcbench setup` of every system; it is skipped, saying why, unless it is the one set
+    up."""
+    from hpcbench.core import paths
+    from hpcbench.stack import bootstrap, spack
+    written, _, _ = _describe(root)
+    described = yaml.safe_load(written[0].read_text())
+    described['partitions'][0]['processor'] = {'num_cpus': 2, 'topology': 'nonsense'}
+    written[0].write_text(HEADER_LINE + yaml.safe_dump(described))
+    for system in ('local', 'testbed'):
+        (root / 'spack-envs' / system).mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(paths, 'SITE_CONFIGS_DIR', root / 'site-configs')
+    monkeypatch.setattr(paths, 'SPACK_ENVS_DIR', root / 'spack-envs')
+    found = spack.find()
+    bootstrap.bootstrap(found=found, system='local')
+    said = capsys.readouterr().out
+    assert re.search(r'skipped mycluster: .*mycluster\.yaml: partitions\[batch\]: no processor '
+                     r'ReFrame describes \(AttributeError', said), said
+    assert (root / 'spack-envs' / 'local' / 'host.yaml').is_file()
+    assert not (root / 'spack-envs' / 'mycluster' / 'host.yaml').exists()
+    with pytest.raises(bootstrap.BootstrapError, match=r'mycluster\.yaml: partitions\[batch\]: '
+                                                       'no processor ReFrame describes'):
+        bootstrap.bootstrap(found=found, system='mycluster')
