@@ -79,9 +79,7 @@ class GpuDgemmCheck(GpuRun):
             if not self.sampled:
                 return result, None
             try:
-                summary = self.power_of(rank, text)
-                gpu_power.gflops_per_watt(result.median * 1e9, summary.power_median_w)
-                return result, summary
+                return result, self.power_of(rank, text)
             except gpu_power.TraceError as err:
                 return result, f'rank {rank}: {err}'
 
@@ -103,6 +101,14 @@ class GpuDgemmCheck(GpuRun):
         self.record_samples(how + f'the median of {self.repeats} calls',
                             tflops=[r.median / 1e3 for r, _ in self.per_gpu],
                             fp64_peak_efficiency=[self.percent(r) for r, _ in self.per_gpu])
+        per_watt = []
+        for rank, (result, summary) in enumerate(self.per_gpu):
+            if self.sampled and not unsampled:
+                try:
+                    per_watt.append(gpu_power.gflops_per_watt(result.median * 1e9,
+                                                              summary.power_median_w))
+                except gpu_power.TraceError as err:
+                    unsampled.append(f'rank {rank}: {err}')
         if unsampled:
             # A trace that does not cover the calls is no record of their power: the rate
             # stands, its power is not reported.
@@ -111,9 +117,7 @@ class GpuDgemmCheck(GpuRun):
         elif self.sampled:
             self.record_samples(how + 'the median power of the samples during the calls',
                                 power=[s.power_median_w for _, s in self.per_gpu],
-                                gflops_per_watt=[gpu_power.gflops_per_watt(r.median * 1e9,
-                                                                           s.power_median_w)
-                                                 for r, s in self.per_gpu])
+                                gflops_per_watt=per_watt)
         return True
 
     @run_before('performance')

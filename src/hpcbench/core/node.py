@@ -64,9 +64,9 @@ def from_partition(processor, extras, where='partition'):
     type, counts that are none)."""
     try:
         node = _from_partition(processor, extras, where)
+    except NodeDescriptionError:
+        raise
     except (TypeError, ValueError, KeyError, AttributeError) as err:
-        if isinstance(err, NodeDescriptionError):
-            raise
         raise NodeDescriptionError(f'{where}: no processor ReFrame describes '
                                    f'({type(err).__name__}: {err})') from None
     for field in ('num_cores', 'num_sockets', 'llc_bytes_total', 'memory_bytes', 'clock_hz',

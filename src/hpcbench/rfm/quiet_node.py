@@ -232,13 +232,8 @@ def _group_members(group, but=()):
     for entry in os.listdir('/proc'):
         if not entry.isdigit() or int(entry) in but:
             continue
-        try:
-            with open(f'/proc/{entry}/stat') as fp:
-                text = fp.read()
-        except OSError:
-            continue
-        fields = text[text.rindex(')') + 2:].split()
-        if fields[0] != 'Z' and int(fields[2]) == group:
+        fields = _stat_fields(entry)
+        if fields and fields[0] != 'Z' and int(fields[2]) == group:
             members.append(int(entry))
     return sorted(members)
 
@@ -289,12 +284,8 @@ def _holder(lock):
 def _started(pid):
     """When `pid` started (clock ticks after boot), or None once it is gone: a PID the
     kernel gives again is another process."""
-    try:
-        with open(f'/proc/{pid}/stat') as fp:
-            text = fp.read()
-    except OSError:
-        return None
-    return int(text[text.rindex(')') + 2:].split()[19])
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
 
 
 def _wait_for_exit(pid, started):
@@ -398,8 +389,9 @@ def take_launch_lock(path, job, lock_wait):
             holder.wait()
 
 
-def _stat(pid):
-    """(CPU ticks used, resident bytes, parent PID) of a process, or None once it is gone."""
+def _stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, ...), or None
+    once the process is gone."""
     try:
         with open(f'/proc/{pid}/stat') as fp:
             text = fp.read()
@@ -407,7 +399,14 @@ def _stat(pid):
         return None
 
     # The command name is in parentheses and may hold spaces or parentheses itself.
-    fields = text[text.rindex(')') + 2:].split()
+    return text[text.rindex(')') + 2:].split()
+
+
+def _stat(pid):
+    """(CPU ticks used, resident bytes, parent PID) of a process, or None once it is gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
     # After the name: state ppid ... utime(14th field) stime(15th) ... rss(24th).
     return (int(fields[11]) + int(fields[12]), int(fields[21]) * os.sysconf('SC_PAGE_SIZE'),
             int(fields[1]))
