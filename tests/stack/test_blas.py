@@ -78,7 +78,8 @@ def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, 
     assert packages['openblas']['buildable'] is True
     assert definitions['blas_default'] == ['intel-oneapi-mkl']
     assert definitions['blas_others'] == [
-        f'openblas@{blas.SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch ~lapack',
+        f'openblas@{blas.SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch ~lapack '
+        '~complex',
         'openblas threads=pthreads', 'blis']
     assert definitions['blas_libraries'] == [*definitions['blas_default'],
                                              *definitions['blas_others']]
@@ -319,6 +320,9 @@ def _assert_built_for_its_target(library):
     # ~lapack: the BLAS alone (LAPACK's LU, dgetrf, is not in the library).
     lapack = spec['spec']['nodes'][0]['parameters'].get('lapack', True)
     assert hasattr(openblas, 'dgemm_') and hasattr(openblas, 'dgetrf_') == lapack
+    # ~complex: the real routines alone (zgemm is not there).
+    complex_ = spec['spec']['nodes'][0]['parameters'].get('complex', True)
+    assert hasattr(openblas, 'sgemm_') and hasattr(openblas, 'zgemm_') == complex_
 
 
 def _linked(program):

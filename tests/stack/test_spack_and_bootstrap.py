@@ -401,3 +401,92 @@ def test_a_remembered_prefix_counts_only_once_its_install_is_whole(tmp_path, mon
     assert spack.remembered_prefix(env, 'hpl ^openmpi') is None
     (prefix / '.spack' / 'install_manifest.json').write_text('{}')
     assert spack.remembered_prefix(env, 'hpl ^openmpi') == str(prefix)
+
+
+@pytest.fixture
+def bootstrapped():
+    """This machine's host.yaml (bootstrap: seconds when it is there)."""
+    return bootstrap.bootstrap()
+
+
+def _one_root_environment(tmp_path, root, without=()):
+    """A copy of the local environment's layout (spack-envs/<name>, this-machine.yaml, the
+    project's package repositories) holding `root` alone, on this machine's host.yaml less
+    the externals `without`."""
+    envs = tmp_path / 'spack-envs'
+    env = envs / 'one-root'
+    env.mkdir(parents=True)
+    (tmp_path / 'packages').symlink_to(paths.PACKAGES_REPO_DIR.parent.parent)
+    (envs / 'this-machine.yaml').write_text(
+        (paths.SPACK_ENVS_DIR / 'this-machine.yaml').read_text())
+    host = yaml.safe_load((paths.SPACK_ENVS_DIR / 'local' / 'host.yaml').read_text())
+    for name in without:
+        del host['packages'][name]
+    (env / 'host.yaml').write_text(yaml.safe_dump(host))
+    (env / 'spack.yaml').write_text(yaml.safe_dump({'spack': {
+        'include': [{'path': 'host.yaml'}, {'path': '../this-machine.yaml'}],
+        'specs': [root], 'view': False}}))
+    return env
+
+
+def _root_hash(env):
+    return json.loads((env / 'spack.lock').read_text())['roots'][0]['hash']
+
+
+@pytest.mark.spack
+def test_the_solver_leaves_out_what_the_environment_never_builds_and_solves_the_same(
+        bootstrapped, tmp_path, capsys):
+    """Issue 52: `hpl ^openmpi` grounded 538 packages (every MPI, compiler and GPU stack),
+    20 s a root. The packages a machine environment never builds are marked so for the
+    concretization alone; its solution is the one of the whole repository."""
+    found = bootstrapped
+    env = _one_root_environment(tmp_path, 'mpi-startup ^openmpi')
+    scope = tmp_path / 'scope'
+    scope.mkdir()
+    bootstrap.run_spack(found, '-e', str(env), 'python',
+                        str(Path(bootstrap.__file__).parent / 'spack_never_built.py'),
+                        str(scope / 'packages.yaml'), quiet=True)
+    never = yaml.safe_load((scope / 'packages.yaml').read_text())['packages']
+    assert all(entry == {'buildable': False} for entry in never.values())
+    # Other MPIs and compilers are out; what the environment uses is in.
+    assert {'mvapich2', 'llvm', 'nvhpc'} <= set(never), sorted(never)
+    assert not {'openmpi', 'mpich', 'gcc', 'mpi-startup', 'gcc-runtime'} & set(never)
+    bootstrap.concretize(found, env)
+    pruned = _root_hash(env)
+    bootstrap.run_spack(found, '-e', str(env), 'concretize', '--force', quiet=True)
+    assert _root_hash(env) == pruned
+    assert 'whole Spack repository' not in capsys.readouterr().out
+
+
+@pytest.mark.spack
+def test_an_environment_that_must_build_a_tool_is_solved_against_the_whole_repository(
+        bootstrapped, tmp_path, capsys):
+    """Without m4 among the machine's externals, IOR's build needs m4 built: the problem
+    without the packages it never builds has no solution, and the whole one is solved,
+    saying so."""
+    found = bootstrapped
+    env = _one_root_environment(tmp_path, 'ior ^openmpi', without=('m4',))
+    bootstrap.concretize(found, env)
+    said = capsys.readouterr().out
+    assert 'concretizing against the whole Spack repository' in said, said
+    lock = json.loads((env / 'spack.lock').read_text())
+    built = {spec['name'] for spec in lock['concrete_specs'].values()
+             if not spec.get('external')}
+    assert 'm4' in built, sorted(built)
+
+
+def test_a_set_up_says_the_seconds_of_each_phase_on_one_line():
+    """perf/setup_phases.py reads this line; a phase that fails still counts its time."""
+    import time
+    phases = bootstrap.Phases()
+    with phases('concretize'):
+        time.sleep(0.2)
+    with pytest.raises(bootstrap.BootstrapError):
+        with phases('install'):
+            time.sleep(0.1)
+            raise bootstrap.BootstrapError('a build failed')
+    with phases('install'):
+        time.sleep(0.1)
+    line = phases.line()
+    assert re.fullmatch(r'set-up phases \(s\): packages 0\.0, wheels 0\.0, externals 0\.0, '
+                        r'concretize 0\.2, install 0\.2, push 0\.0; total 0\.4', line), line

@@ -30,7 +30,8 @@ def register(sub):
     rep = sub.add_parser('report', help='write the HTML report and Markdown summary of the '
                                         "stored results (ReFrame's results database)")
     rep.add_argument('--system', default='local')
-    rep.add_argument('--session', help='show this session (default: each check\'s newest)')
+    rep.add_argument('--session', help='show this session (default: each check\'s newest in '
+                                       'the sessions judged: the newest and the --days before)')
     rep.add_argument('--against', help='judge it against this session (default: those of '
                                        'the --days before it)')
     judging_options(rep)

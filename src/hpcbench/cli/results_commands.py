@@ -33,7 +33,7 @@ def _baseline(args):
     if args.session:
         sessions = [results_db.session(config, uuid) for uuid in args.session]
     else:
-        sessions = results_db.stored_sessions(config, f'now-{args.days}d:now')
+        sessions = results_db.stored_sessions(config, args.days)
     if not sessions:
         raise RuntimeError(f'no stored session of {args.system} in the last {args.days} days: '
                            'run the suite first')
@@ -240,6 +240,9 @@ def _compare(args):
     status 1 on a regression."""
     from hpcbench.report import contents, markdown_summary
     from hpcbench.results import references, results_db, verdicts
+    # The system's references are checked first, as every ReFrame command does when it
+    # loads the site config: a broken file is its own one line.
+    references.load(args.system)
     stored = results_db.stored_sessions(results_db.site_config(args.system))
     new = results_db.resolve(stored, args.new, '--new')
     old = results_db.resolve(stored, args.old, '--old')

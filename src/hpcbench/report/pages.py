@@ -23,7 +23,8 @@ from hpcbench.report import plots, trend_plots
 from hpcbench.results import references, results_db, verdicts
 from hpcbench.report.markdown_summary import markdown
 from hpcbench.report.html_page import render_html
-from hpcbench.report.contents import Comparison, ceiling_cases, gpu_rows, latest_cases
+from hpcbench.report.contents import (Comparison, ceiling_cases, gpu_rows, latest_cases,
+                                      over_stored_runs)
 
 
 # --- Markdown ------------------------------------------------------------------------------
@@ -79,6 +80,7 @@ def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHO
     shutil.rmtree(plot_dir, ignore_errors=True)
     plot_dir.mkdir(parents=True)
     history = results_db.figure_samples(stored or sessions, system)
+    over_stored_runs(cases, history)
     saved = [(plot, plots.save(plot, plot_dir))
              for plot in itertools.chain(plots.all_plots(cases, papers, system),
                                          trend_plots.trends(history, reference_set, system,
@@ -97,16 +99,29 @@ def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHO
 def from_database(system, directory, session=None, against=None,
                   threshold=verdicts.THRESHOLD, days=verdicts.DAYS):
     """The report of `system` from its results database: the latest results of every check
-    (or those of `session`), and that session (default: the newest) judged against
-    `against` (default: the sessions of the `days` before it)."""
+    measured in the window it judges (or those of `session`), and that session (default:
+    the newest) judged against `against` (default: the sessions of the `days` before it).
+    Only the window is read, and its trend plots cover it: a year of nightly history costs
+    what a month does (hpcbench.results.results_db.Store)."""
     if Path(directory).exists():
         claim_directory(directory)      # refused before the database is even read
     config = results_db.site_config(system)
+    references.load(system)     # a broken references file is named before anything is read
     stored = results_db.stored_sessions(config)
     session = session and results_db.resolve(stored, [session], '--session')[0]
     against = against and results_db.resolve(stored, [against], '--against')[0]
 
     compared = verdicts.sessions_to_judge(stored, system, session and [session],
                                           against and [against], days)
-    shown = [s for s in stored if s['session_info']['uuid'] == session] if session else stored
-    return write(directory, system, shown, compared, threshold, stored)
+    if session:
+        shown = [s for s in stored if results_db.uuid_of(s) == session]
+    elif compared:
+        shown = [s for s in stored if results_db.uuid_of(s) in {*compared[0], *compared[1]}]
+    else:
+        # Nothing to judge against: the newest session with results of the system.
+        shown = [next((s for s in stored if verdicts.measures(s, system)), stored[0])
+                 ] if stored else []
+    window = [s for s in stored if results_db.uuid_of(s) in
+              {*(compared[0] + compared[1] if compared else ()),
+               *map(results_db.uuid_of, shown)}]
+    return write(directory, system, shown, compared, threshold, window)

@@ -27,8 +27,6 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from scipy.stats import mannwhitneyu
-
 from hpcbench.results import baselines, results_db, stack_comparison
 
 # The significance level of the test: the chance that unchanged code is called changed.
@@ -110,7 +108,8 @@ def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA, basis='run
         return verdict('no change', f'median changed {change:+.1f} %, within ±{threshold:g} %')
 
     # One-sided: are the new values lower (or higher) than the old ones, as their medians
-    # suggest?
+    # suggest? (scipy.stats takes 0.6 s to import: every hpcbench command would pay it.)
+    from scipy.stats import mannwhitneyu
     p = mannwhitneyu(new.values, old.values,
                      alternative='less' if change < 0 else 'greater').pvalue
     worse = change < 0 if better == 'higher' else change > 0
@@ -211,27 +210,37 @@ def judge_figure(variable, old, new, threshold=THRESHOLD, alpha=ALPHA):
                  old_range=old_range)
 
 
-def _measured(sessions, system):
-    return [d for d in sessions
-            if any(case['system'] == system for case in results_db.measured_runs(d))]
+def measures(data, system):
+    """Whether a session holds valid figures of `system`."""
+    return any(case['system'] == system for case in results_db.measured_runs(data))
 
 
 def sessions_to_judge(sessions, system, new=None, old=None, days=DAYS):
     """(new UUIDs, old UUIDs) of `system` to compare (sessions as stored, newest first):
     `new` (default: the newest session that measured the system) against `old` (default:
     every session that measured it in the `days` before the first new one); None when
-    there is nothing to compare with."""
-    measured = _measured(sessions, system)
-    started = {d['session_info']['uuid']: d['session_info']['time_start_unix'] for d in measured}
-    new = list(new or ([measured[0]['session_info']['uuid']] if measured else []))
-    if not new:
-        return None
+    there is nothing to compare with. Only what this needs is read: the newest sessions
+    until one measured the system, the new ones, and those of the window (a year of
+    history costs no more than a month)."""
+    by_uuid = {results_db.uuid_of(d): d for d in sessions}
+    if new:
+        new = list(new)
+    else:
+        newest = next((d for d in sessions if measures(d, system)), None)
+        if newest is None:
+            return None
+        new = [results_db.uuid_of(newest)]
     if old:
         old = [u for u in old if u not in new]
     else:
-        first = min(started.get(u, math.inf) for u in new)
-        old = [u for u, t in started.items()
-               if u not in new and first - days * 86400 <= t < first]
+        starts = [results_db.started_of(by_uuid[u]) for u in new
+                  if u in by_uuid and measures(by_uuid[u], system)]
+        if not starts:
+            return None
+        first = min(starts)
+        old = [u for u, d in by_uuid.items()
+               if u not in new and first - days * 86400 <= results_db.started_of(d) < first
+               and measures(d, system)]
     return (new, old) if old else None
 
 
@@ -267,7 +276,7 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA, across
     never ran the new runs' stack (another build, BLAS or MPI), the row says `stack
     changed` instead of a verdict; `across_stacks` judges such runs against the old ones
     all the same, the stacks named in the reason."""
-    by_uuid = {d['session_info']['uuid']: d for d in sessions}
+    by_uuid = {results_db.uuid_of(d): d for d in sessions}
     missing = [u for u in (*new, *old) if u not in by_uuid]
     if missing:
         raise ValueError(f'no stored session {", ".join(missing)}')

@@ -188,11 +188,12 @@ def local_libraries():
     libraries = {
         'mkl': PypiMkl('mkl', 'intel-oneapi-mkl', cache / 'mkl' / MKL_VERSION),
         # Built for the kernels of the machine's target alone (hpcbench_host's recipe;
-        # dynamic dispatch would build every x86 kernel set, many times longer) and without
-        # LAPACK, which no benchmark calls (it took 4.5 of a 6.6-min build).
+        # dynamic dispatch would build every x86 kernel set, many times longer), without
+        # LAPACK, which no benchmark calls (it took 4.5 of a 6.6-min build), and without
+        # the complex routines (~complex), which none calls either.
         'openblas-spack': SpackOpenblas(
-            'openblas-spack',
-            f'openblas@{SPACK_OPENBLAS_VERSION} threads=openmp ~dynamic_dispatch ~lapack'),
+            'openblas-spack', f'openblas@{SPACK_OPENBLAS_VERSION} threads=openmp '
+                              '~dynamic_dispatch ~lapack ~complex'),
         'openblas': debian_openblas(),
         'blis': DebianBlis('blis', 'blis', cache / 'blas' / 'blis'),
     }

@@ -3,6 +3,7 @@ config scopes, the detected topology and the local environment's host.yaml.
 
 Idempotent: every step checks before it acts, so a second run takes seconds.
 """
+import contextlib
 import datetime
 import hashlib
 import json
@@ -11,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
@@ -65,6 +67,34 @@ def say(msg):
 
 class BootstrapError(RuntimeError):
     pass
+
+
+class Phases:
+    """The seconds each phase of a set-up took, in the order they first ran: packages
+    (Debian's), wheels (the MPI and BLAS prefixes, from PyPI's wheels), externals (Spack's
+    config, the detected tools and MPIs, host.yaml), concretize, install, push (the build
+    cache). `hpcbench setup` says them on one line at its end (perf/setup_phases.py reads
+    it)."""
+    NAMES = ('packages', 'wheels', 'externals', 'concretize', 'install', 'push')
+
+    def __init__(self):
+        self.seconds = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+
+    def line(self):
+        spent = ', '.join(f'{name} {self.seconds.get(name, 0.0):.1f}' for name in self.NAMES)
+        return f'set-up phases (s): {spent}; total {sum(self.seconds.values()):.1f}'
+
+
+# The phases of this process's set-up.
+phase = Phases()
 
 
 # --- Debian packages -------------------------------------------------------------------------
@@ -159,14 +189,18 @@ def write_spack_config(found):
         f'{buildcache if buildcache.is_dir() else "none"}')
 
 
-def run_spack(found, *args, quiet=False, env=None):
+def run_spack(found, *args, quiet=False, env=None, stderr=None):
     """Run the isolated Spack (with `env` over its environment; `quiet`: its standard
-    output dropped); its own errors show what went wrong, ours names the step."""
+    output dropped; `stderr`: where its errors go, else here); its own errors show what
+    went wrong, ours names the step."""
     env = {**os.environ, **spack.isolated_environment(found), **(env or {})}
     proc = child_processes.run([str(found.executable), *args], env=env,
-                          stdout=subprocess.DEVNULL if quiet else None)
+                               stdout=subprocess.DEVNULL if quiet else None, stderr=stderr)
     if proc.returncode != 0:
-        raise BootstrapError(f'`spack {" ".join(args)}` failed (exit {proc.returncode})')
+        said = [line for line in (proc.stderr or b'').decode(errors='replace').splitlines()
+                if line.strip()]
+        raise BootstrapError(f'`spack {" ".join(args)}` failed (exit {proc.returncode})'
+                             + (f': {said[-1].strip()}' if said else ''))
 
 
 def spack_external_find(found, *args):
@@ -371,16 +405,26 @@ def bootstrap(refresh=False, found=None, system=None):
     cluster whose description is broken is skipped, saying why, unless it is `system` (the
     one being set up): one site's broken file stops no other system's set-up."""
     found = found or spack.locate_or_clone()
-    ensure_apt_packages()
-    stacks = machine_stacks()
-    ensure_prefixes(stacks)
-    ensure_prefixes(machine_blas())
-    write_spack_config(found)
-    tools = detected_tools(found, refresh)
-    detected = detected_mpi_externals(found, stacks)
-    # The testbed's nodes are this host: the same GPU programs. A described cluster's are
-    # its GPU partitions' (this login node may have none).
-    this_host = gpu_build(host.accelerators())
+    with phase('packages'):
+        ensure_apt_packages()
+    with phase('wheels'):
+        stacks = machine_stacks()
+        ensure_prefixes(stacks)
+        ensure_prefixes(machine_blas())
+        # The testbed's nodes are this host: the same GPU programs (the toolkit's wheels
+        # installed when it has GPUs). A described cluster's are its GPU partitions' (this
+        # login node may have none).
+        this_host = gpu_build(host.accelerators())
+    with phase('externals'):
+        write_spack_config(found)
+        tools = detected_tools(found, refresh)
+        detected = detected_mpi_externals(found, stacks)
+        _write_host_yamls(system, tools, detected, this_host)
+    return found
+
+
+def _write_host_yamls(system, tools, detected, this_host):
+    """host.yaml of every system on this machine (bootstrap)."""
     for each in machine_systems():
         try:
             cuda_archs, cuda_toolkit = (this_host if each in MACHINE_SYSTEMS
@@ -393,7 +437,6 @@ def bootstrap(refresh=False, found=None, system=None):
             say(f'skipped {each}: {err}')
             continue
         write_host_yaml(config, paths.SPACK_ENVS_DIR / each / 'host.yaml')
-    return found
 
 
 def registry_only():
@@ -427,6 +470,7 @@ def setup(refresh=False, system='local'):
     suggest_default_blas()
     found = bootstrap(refresh, found, system)
     install_environment(found, system)
+    say(phase.line())
     return found
 
 
@@ -468,16 +512,19 @@ def install_environment(found, system='local'):
         else:
             say(f'concretizing spack-envs/{system}')
             start = datetime.datetime.now()
-            run_spack(found, '-e', str(env), 'concretize', '--force')
+            with phase('concretize'):
+                concretize(found, env)
             say(f'concretized in {(datetime.datetime.now() - start).total_seconds():.0f} s')
             cached.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(lock, cached)
 
     database = paths.install_tree_dir() / '.spack-db' / 'index.json'
     before = database.stat().st_mtime_ns if database.exists() else None
-    run_spack(found, '-e', str(env), 'install', '--fail-fast')
+    with phase('install'):
+        run_spack(found, '-e', str(env), 'install', '--fail-fast')
     if database.exists() and database.stat().st_mtime_ns != before:
-        keep_as_binaries(found, system)
+        with phase('push'):
+            keep_as_binaries(found, system)
 
 
 def keep_as_binaries(found, system):
@@ -490,6 +537,26 @@ def keep_as_binaries(found, system):
         say(f'kept the builds of spack-envs/{system} as binaries in {paths.buildcache_dir()}')
     except (BootstrapError, OSError) as err:
         say(f'builds not kept as binaries ({paths.buildcache_dir()}): {err}')
+
+
+def concretize(found, env):
+    """Concretize a machine environment with the packages it never builds marked so
+    (hpcbench.stack.spack_never_built, in a config scope of this command alone): the solver
+    leaves them out of its problem and finds the same solution in a tenth of the time. A
+    problem with no solution that way (a build tool this machine lacks must be built) is
+    solved again against the whole repository, saying so."""
+    with tempfile.TemporaryDirectory(prefix='hpcbench-solver-') as scope:
+        try:
+            run_spack(found, '-e', str(env), 'python', str(Path(__file__).parent /
+                      'spack_never_built.py'), str(Path(scope) / 'packages.yaml'), quiet=True)
+            run_spack(found, '-C', scope, '-e', str(env), 'concretize', '--force',
+                      stderr=subprocess.PIPE)
+            return
+        except BootstrapError as err:
+            say(f'{err}: the environment needs a package built that it does not name (a '
+                'build tool this machine lacks?); concretizing against the whole Spack '
+                'repository (slower)')
+    run_spack(found, '-e', str(env), 'concretize', '--force')
 
 
 def concretization_inputs(env):

@@ -5,8 +5,11 @@
 # instructions of one OpenBLAS kernel set, so ~dynamic_dispatch builds that one set instead
 # (still portable to every CPU of the level). And `~lapack` builds the BLAS alone: HPL, HPCC
 # and DGEMM call no LAPACK, and LAPACK with LAPACKE took 4.5 of the 6.6 min of its build
-# here. Otherwise it is the builtin recipe; this machine's environments (local, testbed)
-# use it.
+# here. `~complex` builds the real routines alone (BUILD_SINGLE=1 BUILD_DOUBLE=1; double
+# alone does not link in 0.3.28: its library refers to spotrf and sgetrf), all that HPL,
+# HPCC and DGEMM call: the library in 50 s here. It builds the library without OpenBLAS's
+# self-tests, whose Makefile builds the complex ones whatever was built.
+# Otherwise it is the builtin recipe; this machine's environments (local, testbed) use it.
 from spack_repo.builtin.packages.openblas.package import CMakeBuilder  # noqa: F401
 from spack_repo.builtin.packages.openblas.package import MakefileBuilder as BuiltinMakefileBuilder
 from spack_repo.builtin.packages.openblas.package import Openblas as BuiltinOpenblas
@@ -25,6 +28,12 @@ class Openblas(BuiltinOpenblas):
     and without LAPACK under ~lapack."""
 
     variant("lapack", default=True, description="Build LAPACK and LAPACKE too (~lapack: BLAS)")
+    variant(
+        "complex",
+        default=True,
+        description="Build the complex routines too (~complex: the real ones alone)",
+    )
+    conflicts("~complex +lapack", msg="LAPACK needs the complex routines")
 
 
 def _lapack_only_with_the_variant(pkg):
@@ -51,7 +60,18 @@ class MakefileBuilder(BuiltinMakefileBuilder):
         defs = super().make_defs
         if self.spec.satisfies("~lapack"):
             defs += ["NO_LAPACK=1", "NO_LAPACKE=1"]
+        if self.spec.satisfies("~complex"):
+            # OpenBLAS builds every precision unless some are named.
+            defs += ["BUILD_SINGLE=1", "BUILD_DOUBLE=1"]
         return defs
+
+    @property
+    def build_targets(self):
+        targets = super().build_targets
+        if self.spec.satisfies("~complex"):
+            # `shared` (the library) instead of `all`, which adds the self-tests.
+            targets = [t if t != "all" else "shared" for t in targets]
+        return targets
 
     def _microarch_target_args(self):
         args = super()._microarch_target_args()
