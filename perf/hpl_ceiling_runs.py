@@ -23,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpcbench.core import paths
 from hpcbench.results import results_db
 from hpcbench.rfm import site_config
 
@@ -63,8 +62,7 @@ def run(var, repeat, mpi):
 def summary(var, mpi):
     """Per BLAS, the one-rank HPL runs on `mpi` that the results directory holds (these
     repeats and any earlier run of the same inputs, `make run`'s included)."""
-    os.environ['HPCBENCH_VAR'] = str(var)
-    paths.VAR_DIR = var
+    os.environ['HPCBENCH_VAR'] = str(var)      # where results_db.Store reads
     ratios, withheld = {}, {}
     for session in results_db.stored_sessions(results_db.site_config('local')):
         for case in results_db.measured_runs(session):

@@ -223,18 +223,21 @@ def sessions_to_judge(sessions, system, new=None, old=None, days=DAYS):
     until one measured the system, the new ones, and those of the window (a year of
     history costs no more than a month)."""
     by_uuid = {results_db.uuid_of(d): d for d in sessions}
+    measuring = None        # the new sessions that measured the system, once known
     if new:
         new = list(new)
     else:
         newest = next((d for d in sessions if measures(d, system)), None)
         if newest is None:
             return None
-        new = [results_db.uuid_of(newest)]
+        new, measuring = [results_db.uuid_of(newest)], [newest]
     if old:
         old = [u for u in old if u not in new]
     else:
-        starts = [results_db.started_of(by_uuid[u]) for u in new
-                  if u in by_uuid and measures(by_uuid[u], system)]
+        if measuring is None:
+            measuring = [by_uuid[u] for u in new
+                         if u in by_uuid and measures(by_uuid[u], system)]
+        starts = [results_db.started_of(d) for d in measuring]
         if not starts:
             return None
         first = min(starts)
