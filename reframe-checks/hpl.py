@@ -77,7 +77,8 @@ class HplBase(BenchmarkRun, SiteTuning):
     valid_systems = ['*']
     valid_prog_environs = ['+mpi +spack-builds']
     build = fixture(HplBuild, scope='environment')
-    # Subclasses define `layout_name` (hpcbench.core.layout.LAYOUT_NAMES) and `num_nodes`.
+    required_attributes = {'layout_name': 'the rank layout, of hpcbench.core.layout.LAYOUT_NAMES',
+                           'num_nodes': 'the nodes of a run'}
 
     #: Solves of the same N in one job; the spread between them is reported.
     repeats = variable(int, value=3)

@@ -111,11 +111,11 @@ class ImbBase(BenchmarkRun, SiteTuning):
 
 
 class ImbBenchmark(ImbBase):
-    """One IMB benchmark over the whole message-size range (subclasses: `benchmark`),
-    launched `repeats` times in the job; the figures come from the fastest run at each
+    """One IMB benchmark over the whole message-size range, launched `repeats` times in the job; the figures come from the fastest run at each
     size (hpcbench.benchmarks.imb.best_of)."""
     #: IMB launches in the job (None: hpcbench.benchmarks.imb.BEST_OF, three for the curves
     #: whose shape is read, PingPong and PingPing; one for the others).
+    required_attributes = {'benchmark': "the IMB benchmark's name"}
     repeats = variable(int, type(None), value=None)
     #: IMB's overall volume per message size (MB) for the benchmarks that send a window of
     #: messages per repetition (hpcbench.benchmarks.imb.WINDOWED); None: IMB's 40 (quick mode:

@@ -60,8 +60,9 @@ def check_classes_of(*files):
     return classes
 
 
-def run_reframe(*args, env=None, config='site-configs/local.py', timeout=900):
-    cmd = [str(BIN / 'reframe'), '-C', config, '-c', 'reframe-checks', *args]
+def run_reframe(*args, env=None, config='site-configs/local.py', timeout=900,
+                checks='reframe-checks'):
+    cmd = [str(BIN / 'reframe'), '-C', config, '-c', checks, *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 

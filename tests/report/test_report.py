@@ -195,7 +195,7 @@ def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
     (theirs / 'index.html').write_text('their page')
     proc = subprocess.run([str(BIN / 'hpcbench'), 'report', '--output', str(theirs)],
                           capture_output=True, text=True)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr == (f'error: {theirs} holds files that no hpcbench report wrote: give '
                            '--output a new or empty directory (nothing was written)\n')
     assert (theirs / 'plots' / 'keep.png').read_bytes() == b'not ours'

@@ -509,7 +509,7 @@ def test_hpcbench_references_refuses_a_bad_file_in_one_line(tmp_path):
     proc = subprocess.run([str(BIN / 'hpcbench'), 'references'], cwd=ROOT, timeout=60,
                           env={**os.environ, 'HPCBENCH_REFERENCES': str(tmp_path)},
                           capture_output=True, text=True)
-    assert proc.returncode == 1 and proc.stderr.startswith('error: ') \
+    assert proc.returncode == 2 and proc.stderr.startswith('error: ') \
         and 'an alias (*a)' in proc.stderr and 'Traceback' not in proc.stderr, proc.stderr
 
 
@@ -629,7 +629,7 @@ def test_rewrite_refuses_what_it_would_lose_or_write_through_and_says_so(tmp_pat
     commented = text.replace('system: chic\n', 'system: chic  # the cluster in Chemnitz\n')
     path.write_text('# checked against the paper on 2026-11-20\n' + commented)
     run = _rewrite(edited)
-    assert run.returncode == 1 and 'Traceback' not in run.stderr
+    assert run.returncode == 2 and 'Traceback' not in run.stderr
     assert run.stderr == (f'error: {path} has 2 comment(s) (line 1: # checked against the '
                           'paper on 2026-11-20; line 45: system: chic  # the cluster in '
                           "Chemnitz): the one form keeps none, so --rewrite would drop them; "
@@ -644,7 +644,7 @@ def test_rewrite_refuses_what_it_would_lose_or_write_through_and_says_so(tmp_pat
     path.unlink()
     path.symlink_to(outside)
     run = _rewrite(edited)
-    assert run.returncode == 1 and run.stderr == (
+    assert run.returncode == 2 and run.stderr == (
         f'error: {path} is a symbolic link (to {outside}): --rewrite writes the files of '
         'references/ themselves, never through a link\n'), run.stderr
     assert outside.read_text() == text
@@ -656,7 +656,7 @@ def test_rewrite_refuses_what_it_would_lose_or_write_through_and_says_so(tmp_pat
         if os.access(edited, os.W_OK):
             return              # root writes anywhere: the unwritable case needs a user
         run = _rewrite(edited)
-        assert run.returncode == 1 and run.stderr.startswith(f'error: {path} cannot be '
+        assert run.returncode == 2 and run.stderr.startswith(f'error: {path} cannot be '
                                                              'rewritten (Permission denied')
         assert path.read_text() == text
     finally:
@@ -672,7 +672,7 @@ def test_rewrite_of_a_file_on_a_read_only_mount_is_one_message(tmp_path, mounted
     read_only = mounted('--bind', '-o', 'ro', str(source))
     subprocess.run(['mount', '-o', 'remount,bind,ro', str(read_only)], check=True)
     run = _rewrite(read_only)
-    assert run.returncode == 1 and 'Traceback' not in run.stderr
+    assert run.returncode == 2 and 'Traceback' not in run.stderr
     assert run.stderr.startswith(f'error: {read_only}/chic.yaml cannot be rewritten '
                                  '(Read-only file system'), run.stderr
     assert (read_only / 'chic.yaml').read_text() == text
@@ -715,7 +715,7 @@ def test_a_broken_references_file_is_its_own_one_line_not_a_failed_read_of_the_r
     for command in (['compare'], ['report']):
         done = subprocess.run([str(BIN / 'hpcbench'), *command], cwd=ROOT, capture_output=True,
                               text=True, env={**os.environ, **env}, timeout=300)
-        assert done.returncode == 1 and done.stderr == said, done.stderr
+        assert done.returncode == 2 and done.stderr == said, done.stderr
     startup_logs = set(Path(tempfile.gettempdir()).glob('rfm-*.log'))
     listed = run_reframe('-l', env=env)
     assert listed.returncode == 1 and listed.stderr == said, listed.stderr

@@ -737,7 +737,7 @@ def test_a_full_cache_is_said_to_be_full_not_missing_a_spack(tmp_path, mounted):
         env.pop(name, None)
     proc = subprocess.run([str(BIN / 'hpcbench'), 'setup'], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.count('\n') == 1 and proc.stderr.startswith(
         f'error: the file system of {point / "cache"} is full (mounted at {point}, 0 MiB '
         'free): the per-user cache holds Spack'), proc.stderr
@@ -773,7 +773,7 @@ def test_setup_with_a_read_only_results_directory_says_so_in_one_line(tmp_path, 
     proc = subprocess.run([str(BIN / 'hpcbench'), 'setup', '--system', 'local'], cwd=ROOT,
                           env={**os.environ, 'HPCBENCH_VAR': str(var)}, capture_output=True,
                           text=True, timeout=600)
-    assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
     assert proc.stderr.splitlines()[-1] == (
         f'error: {var} cannot be written (Read-only file system: {var}/topology): give the '
         'run a writable results directory with HPCBENCH_VAR=<directory>'), proc.stderr

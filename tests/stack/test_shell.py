@@ -57,7 +57,7 @@ def test_an_mpi_the_machine_lacks_is_refused_with_one_message_and_no_code():
     proc = subprocess.run([str(HPCBENCH), 'shell', '--mpi', 'mpt'], capture_output=True,
                           text=True)
     names = ', '.join(s.name for s in bootstrap.machine_stacks())
-    assert proc.returncode == 1 and proc.stdout == ''
+    assert proc.returncode == 2 and proc.stdout == ''
     assert proc.stderr == f'error: --mpi mpt: this machine has {names}\n'
 
 
@@ -114,7 +114,7 @@ def test_a_build_that_is_not_installed_is_named_in_one_message(installed):
         pytest.skip('one MPI stack or one BLAS library here: every pair is built')
     proc = subprocess.run([str(HPCBENCH), 'shell', '--mpi', stacks[1].name, '--blas',
                            libraries[1].name], capture_output=True, text=True)
-    assert proc.returncode == 1 and proc.stdout == ''
+    assert proc.returncode == 2 and proc.stdout == ''
     assert proc.stderr == (f'error: HPL with {libraries[1].name} is built on '
                            f'{stacks[0].name} only (the default BLAS, {libraries[0].name}, '
                            'on every MPI)\n')

@@ -354,7 +354,7 @@ def test_a_cache_of_shell_syntax_is_refused_before_anything_runs(tmp_path, varia
         setup = subprocess.run([str(BIN / 'hpcbench'), 'setup', '--registry-only'],
                                capture_output=True, text=True,
                                env={**os.environ, variable: str(hostile)})
-        assert setup.returncode == 1 and setup.stderr.startswith(f"error: {variable} '")
+        assert setup.returncode == 2 and setup.stderr.startswith(f"error: {variable} '")
         assert 'Traceback' not in setup.stderr
 
 
@@ -437,7 +437,7 @@ def test_what_a_controller_prints_beyond_any_node_is_one_message_and_nothing_wri
     started = time.monotonic()
     done = _new_system(root, _controller(tmp_path, nodes, partitions))
     assert time.monotonic() - started < 60
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr
     line, = done.stderr.splitlines()
     assert line.startswith('error: ') and said in line, line
     assert not (root / 'site-configs').exists() and not list(tmp_path.rglob('ran'))
@@ -459,7 +459,7 @@ def test_node_facts_that_describe_no_node_are_one_message_and_nothing_written(
         root, tmp_path, facts, said):
     done = _new_system(root, _controller(
         tmp_path, facts=site_description.NODE_FACTS_MARK + facts))
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr
     line, = done.stderr.splitlines()
     assert line.startswith('error: ') and said in line, line
     assert not (root / 'site-configs').exists()
@@ -495,7 +495,7 @@ def test_an_mpi_whose_tool_prints_binary_is_one_message(root, tmp_path):
     prefix = _installed(tmp_path / 'openmpi', 'ompi_info', 'ompi_info-version.txt')
     (prefix / 'bin' / 'ompi_info').write_text("#!/bin/sh\nprintf 'Open MPI v\\377\\376\\n'\n")
     done = _new_system(root, _controller(tmp_path), '--mpi', str(prefix))
-    assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
+    assert done.returncode == 2 and 'Traceback' not in done.stderr, done.stderr
     assert done.stderr == (f'error: --mpi {prefix}: its bin/mpicc is no MPI this suite knows: '
                            'neither bin/ompi_info (Open MPI) nor bin/mpichversion (MPICH, '
                            'MVAPICH2) tells a version. Intel MPI needs no prefix: every system '

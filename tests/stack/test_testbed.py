@@ -208,7 +208,7 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
                                   cluster.slurm_conf.read_text()))
     other = subprocess.run([*command[:2], 'other'], capture_output=True, text=True,
                            env=dict(env, SLURM_CONF=str(unreachable)), timeout=600)
-    assert other.returncode == 1 and other.stderr.startswith(
+    assert other.returncode == 2 and other.stderr.startswith(
         'error: `scontrol show config` failed (exit 1): ')
     assert not (root / 'site-configs' / 'other.yaml').exists()
 

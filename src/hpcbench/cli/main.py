@@ -1,13 +1,15 @@
 """`hpcbench`: the suite's commands, one module per group (hpcbench.cli.*_commands), each
 adding its own to the parser. An error a command expects (no Spack, a bad references file,
-a stored result missing) is one line on stderr and exit status 1; Ctrl-C is one line too."""
+a stored result missing) is one line on stderr and exit status 2; a judging command's
+verdict that something got worse is exit status 1 (hpcbench.cli: EXIT_*); Ctrl-C is one
+line too."""
 import argparse
 import os
 import signal
 import sys
 
-from hpcbench.cli import (ci_commands, report_commands, results_commands, run_commands,
-                          stack_commands)
+from hpcbench.cli import (EXIT_ERROR, EXIT_OK, EXIT_WORSE, Worse, ci_commands,
+                          report_commands, results_commands, run_commands, stack_commands)
 
 GROUPS = (stack_commands, run_commands, results_commands, report_commands, ci_commands)
 # Commands that neither read nor write the results directory (make expands them before
@@ -33,10 +35,13 @@ def main(argv=None):
         if args.command not in WITHOUT_RESULTS:
             paths.claim_var_dir()
         args.func(args)
+    except Worse as verdict:
+        print(verdict, file=sys.stderr)
+        return EXIT_WORSE
     except (spack.SpackNotFound, bootstrap.BootstrapError, reference_schema.ReferenceError,
             RuntimeError) as err:
         print(f'error: {err}', file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except OSError as err:
         # A file that cannot be written (a read-only or full results directory, cache or
         # checkout): which, and why, in one line.
@@ -44,7 +49,7 @@ def main(argv=None):
             os.path.abspath(paths.VAR_DIR) + os.sep)
         print(f'error: {run_lock.unusable(paths.VAR_DIR, err)}' if inside else
               f'error: {err.strerror or err}: {err.filename or "?"}', file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except KeyboardInterrupt as err:
         # What each step leaves is whole or gone (clones and unpacking into temporary
         # directories renamed at the end, Spack's own installs), and what it started has
@@ -54,7 +59,7 @@ def main(argv=None):
               file=sys.stderr)
         return 128 + getattr(signal, signal_name)
 
-    return 0
+    return EXIT_OK
 
 
 if __name__ == '__main__':

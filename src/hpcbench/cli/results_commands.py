@@ -4,6 +4,8 @@ compare-stacks, hpl-tuning (the sweep's best values), screen-nodes (slow nodes).
 import argparse
 import datetime
 
+from hpcbench.cli import Worse
+
 
 def stored_session(args):
     """The session --session names, else the newest stored one of --system."""
@@ -128,7 +130,7 @@ def _screen_nodes(args):
                            + ' or '.join(check for check, *_ in SCREENS)
                            + (f' (session {args.session})' if args.session else ''))
     if slow_total:
-        raise RuntimeError(f'{slow_total} slow node(s) flagged')
+        raise Worse(f'{slow_total} slow node(s) flagged')
 
 
 def _compare_stacks(args):
@@ -237,7 +239,7 @@ def _threshold(text):
 
 def _compare(args):
     """Judge sessions against earlier ones, figure by figure (hpcbench.results.verdicts); exit
-    status 1 on a regression."""
+    status 1 on a regression, 2 when it cannot judge (hpcbench.cli)."""
     from hpcbench.report import contents, markdown_summary
     from hpcbench.results import references, results_db, verdicts
     # The system's references are checked first, as every ReFrame command does when it
@@ -267,7 +269,7 @@ def _compare(args):
     print(markdown_summary.text_table(markdown_summary.COMPARISON_HEADER,
                                       [markdown_summary.comparison_cells(r) for r in shown]))
     if comparison.regressions:
-        raise RuntimeError(f'{len(comparison.regressions)} regression(s)')
+        raise Worse(f'{len(comparison.regressions)} regression(s)')
 
 
 def register(sub):
@@ -295,7 +297,8 @@ def register(sub):
     tuning.add_argument('--system', default='local')
     tuning.add_argument('--session', help='session UUID (default: the newest with a sweep)')
     tuning.set_defaults(func=_hpl_tuning)
-    screen = sub.add_parser('screen-nodes', help='flag nodes whose single-node HPL is slow')
+    screen = sub.add_parser('screen-nodes', help='flag nodes whose single-node HPL is slow '
+                                                 '(exit 1: one is, 2: an error)')
     screen.add_argument('--system', default='local')
     screen.add_argument('--session', help='session UUID (default: the newest screening)')
     screen.add_argument('--threshold', type=float, default=5.0,
@@ -318,7 +321,8 @@ def register(sub):
     counts.set_defaults(func=_reference_counts)
     judge = sub.add_parser('compare', help='judge stored sessions against earlier ones: '
                                            'regression, improvement, no change or '
-                                           'inconclusive per figure (exit 1 on a regression)')
+                                           'inconclusive per figure (exit 0: none regressed, '
+                                           '1: a regression, 2: an error)')
     judge.add_argument('--system', default='local')
     judge.add_argument('--new', nargs='+', metavar='UUID',
                        help='sessions to judge (default: the newest)')

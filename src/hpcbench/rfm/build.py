@@ -14,6 +14,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
+from hpcbench.rfm.contract import SubclassContract
 from hpcbench.stack import provenance, spack
 
 # Where a build's stage records the install prefix it located (its run fixtures read it).
@@ -33,7 +34,7 @@ class QuietNodeSettings(rfm.RegressionTestPlugin):
     quiet_node_lock_wait = variable(int, float, type(None), value=None)
 
 
-class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings):
+class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassContract):
     """Locates a benchmark's build and records its prefix: with a Spack, one of the roots of
     the partition's Spack environment; without one, the program a registry ships built
     against the ReFrame environment's MPI (the registry-only path).

@@ -41,10 +41,9 @@ def cuda_arch(partition):
 
 
 class GpuProgramBuild(BenchmarkBuild):
-    """The build of a GPU program for the partition's architecture: subclasses set
-    `spec_of`, a function of Spack's cuda_arch giving the root spec the environment lists
-    (hpcbench.stack.bootstrap.gpu_specs)."""
-    spec_of = None
+    """The build of a GPU program for the partition's architecture."""
+    required_attributes = {'spec_of': "a function of Spack's cuda_arch giving the root spec "
+                                      'the environment lists (hpcbench.stack.bootstrap.gpu_specs)'}
 
     @run_after('setup')
     def choose_build(self):

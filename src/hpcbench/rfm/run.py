@@ -12,16 +12,19 @@ from reframe.core.exceptions import SanityError
 
 from hpcbench.benchmarks import ceilings
 from hpcbench.stack import debian
+from hpcbench.rfm.contract import SubclassContract
 from hpcbench.rfm.partition import job_output, partition_node, run_script
 from hpcbench.rfm.plugins import CheckedInputs, Provenance, QuietNode, Samples, StackCoverage
 
 
 class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, QuietNode, Provenance,
-                   Samples):
+                   Samples, SubclassContract):
     """What every benchmark check is. A check deriving from it defines:
 
-    - in its class body: `build`, a fixture of a BenchmarkBuild (hpcbench.rfm.build: Spack's
-      build or a registry's program), `valid_systems`, `valid_prog_environs`, and in
+    - in its class body: what its base requires (`required_attributes`, refused at init
+      when left out: hpcbench.rfm.contract), `build`, a fixture of a BenchmarkBuild
+      (hpcbench.rfm.build: Spack's build or a registry's program), `valid_systems`,
+      `valid_prog_environs`, and in
       `input_kinds` the numeric inputs a user may set with -S ({name: 'positive', ...});
     - by the end of setup: its job (executable, options, tasks, input files) from its pure
       module in hpcbench.benchmarks; `depends_on_stack()` False for a case whose figures no

@@ -1,0 +1,103 @@
+"""What `hpcbench compare` tells a CI job by its exit status alone (hpcbench.cli): 0 when
+nothing regressed, 1 on a regression, 2 when it cannot judge. The sessions are copies of a
+real stored one (tests/fixtures/report, hpcbench.devtools.history), the newest with HPL
+made slower, as a slower node would be."""
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, FIXTURES, ROOT
+from hpcbench.core import paths
+from hpcbench.devtools import history
+
+NIGHTS = 10
+
+
+def _session(hpl_factor):
+    session = json.loads((FIXTURES / 'report' / 'session-new.json').read_text())
+    for run in session['runs']:
+        for case in run['testcases']:
+            for name, figure in (case.get('perfvalues') or {}).items():
+                if name.endswith(':hpl'):
+                    figure[0] *= hpl_factor
+    return session
+
+
+@pytest.fixture
+def var(tmp_path):
+    var = tmp_path / 'var'
+    var.mkdir()
+    (var / paths.VAR_MARKER).write_text('test\n')
+    return var
+
+
+def _compare(var, *options):
+    return subprocess.run([str(BIN / 'hpcbench'), 'compare', *options], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, 'HPCBENCH_VAR': str(var)})
+
+
+def _history(var, newest_hpl_factor):
+    """NIGHTS nights: the older half as stored, the newer half's HPL times the factor;
+    (--new, --old) options naming them."""
+    half = NIGHTS // 2
+    old = history.fill(var / 'results.db', [_session(1.0)], half,
+                       now=time.time() - half * history.DAY)
+    db = sqlite3.connect(var / 'results.db')
+    new = []
+    for night in range(half):
+        session = history.night(_session(newest_hpl_factor),
+                                time.time() - (half - night) * history.DAY)
+        history.store(db, session)
+        new.append(session['session_info']['uuid'])
+    db.commit()
+    db.close()
+    return ['--new', *new, '--old', *old]
+
+
+def test_nothing_regressed_is_0(var):
+    same = _compare(var, *_history(var, 1.0))
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stderr == ''
+
+
+def test_a_regression_is_1_and_said_without_error(var):
+    slower = _compare(var, *_history(var, 0.5))
+    assert slower.returncode == 1, slower.stdout + slower.stderr
+    assert re.fullmatch(r'[1-9]\d* regression\(s\)\n', slower.stderr), slower.stderr
+    regressed = [line for line in slower.stdout.splitlines() if '| regression' in line
+                 or ' regression ' in line]
+    assert regressed and all(' hpl ' in line for line in regressed), slower.stdout
+
+
+def test_a_session_that_is_not_stored_is_2(var):
+    _history(var, 0.5)
+    broken = _compare(var, '--new', 'no-such-session')
+    assert broken.returncode == 2, broken.stderr
+    assert broken.stderr.startswith("error: --new 'no-such-session': no stored session")
+    assert broken.stderr.count('\n') == 1
+
+
+def test_a_broken_references_file_is_2_even_with_a_regression_stored(var, tmp_path):
+    options = _history(var, 0.5)
+    references = tmp_path / 'references'
+    references.mkdir()
+    (references / 'local.yaml').write_text('system: local\nfigures: [1\n')
+    broken = subprocess.run([str(BIN / 'hpcbench'), 'compare', *options], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, 'HPCBENCH_VAR': str(var),
+                                 'HPCBENCH_REFERENCES': str(references)})
+    assert broken.returncode == 2 and broken.stdout == '', broken.stderr
+    assert broken.stderr.startswith(f'error: {references}/local.yaml: not valid YAML')
+
+
+def test_an_unreadable_database_is_2_not_a_regression(var):
+    (var / 'results.db').write_bytes(b'not a database, only text ' * 100)
+    broken = _compare(var)
+    assert broken.returncode == 2, broken.stderr
+    assert "is no results database of ReFrame's" in broken.stderr
