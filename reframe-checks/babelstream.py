@@ -2,7 +2,7 @@
 
 The arrays are sized from the partition's GPUs (hpcbench.benchmarks.babelstream: three
 arrays of at most 1/8 of a device's memory, each at least 4x its L2 where the partition's
-extras give it (accelerators.l2_bytes; no tool reports it): 2^29 doubles on an H200),
+description gives it (accelerators.l2_bytes; no tool reports it): 2^29 doubles on an H200),
 BabelStream runs once per GPU (one rank each, hpcbench.rfm.gpu), validates its own results
 and prints CSV. The figures are the median over the node's GPUs of each kernel's best rate,
 every GPU's kept as the sample; triad is judged against the datasheet memory bandwidth

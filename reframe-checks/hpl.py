@@ -2,7 +2,7 @@
 
 - HplCheck: N from the nodes' memory (80 % on one node, 75 % on several; TSUBAME §3), a
   near-square P x Q (or, where the partition's paper gives them, its HPL.dat, grid and N per
-  node count: extras.hpl_tuning, cited), every distinct rank/thread layout of the node (T2K
+  node count: description hpl_tuning, cited), every distinct rank/thread layout of the node (T2K
   §3.2) with each rank bound by numactl, every node count of the partition; efficiency
   against nominal Rpeak, against the flop rate the node's cores sustain (NodeCeilings,
   hpcbench.benchmarks.ceilings) and against the DGEMM ceiling: the DGEMM rate of its BLAS on
@@ -38,6 +38,7 @@ from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout
                                     partition_layouts, partition_node, skip_beyond_partition,
                                     skip_unless_node_count, suite_module_command)
 from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.machine.described import partition_description
 from hpcbench.rfm.plugins import SiteTuning
 from hpcbench.rfm.run import BenchmarkRun, NodeCeilings
 
@@ -122,7 +123,7 @@ class HplBase(BenchmarkRun, SiteTuning):
     _SCALAR_SETTINGS = ('pmap', 'swap', 'swap_threshold', 'l1_transposed', 'u_transposed',
                         'equilibration', 'alignment', 'threshold')
 
-    # What a paper may give per node count beside HPL.dat's settings (extras.hpl_tuning
+    # What a paper may give per node count beside HPL.dat's settings (description hpl_tuning
     # entries matching a `num_nodes`: TSUBAME's Table 3-6).
     _RUN_SETTINGS = ('grid', 'n')
 
@@ -133,13 +134,13 @@ class HplBase(BenchmarkRun, SiteTuning):
         return self.num_nodes * layout.ranks_per_node > 1
 
     def paper(self):
-        """The paper's HPL settings for this partition and node count (extras.hpl_tuning)."""
+        """The paper's HPL settings for this partition and node count (description hpl_tuning)."""
         return paper_settings(self, 'hpl_tuning', [*self._LIST_SETTINGS, *self._SCALAR_SETTINGS,
                                                    *self._RUN_SETTINGS], num_nodes=self.num_nodes)
 
     def tuning(self):
         """HPL.dat's settings: those given (-S), else the paper's for the partition and node
-        count (extras.hpl_tuning), else hpcbench.benchmarks.hpl.Tuning's defaults."""
+        count (description hpl_tuning), else hpcbench.benchmarks.hpl.Tuning's defaults."""
         paper = self.paper()
         chosen = {name: given_or_paper(self, name, paper)
                   for name in (*self._LIST_SETTINGS, *self._SCALAR_SETTINGS)}
@@ -172,7 +173,7 @@ class HplBase(BenchmarkRun, SiteTuning):
         skip_beyond_partition(self, self.num_nodes)
         self.node = partition_node(part)
         self.layout = partition_layout(part, self.layout_name)
-        hugepages = part.extras.get('hugepages')
+        hugepages = partition_description(part).hugepages
         ranks = self.num_nodes * self.layout.ranks_per_node
         grids, paper_n = self.paper_run(ranks)
         n = self.n or paper_n
@@ -191,8 +192,8 @@ class HplBase(BenchmarkRun, SiteTuning):
             self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
                                  tuning, self.memory_fraction, n, repeats,
                                  grids=grids, sizing=self.sizing,
-                                 huge_pages=hugepages and (int(hugepages['pages']),
-                                                           int(hugepages['page_kib']) * 1024))
+                                 huge_pages=hugepages and (hugepages['pages'],
+                                                           hugepages['page_kib'] * 1024))
         except hpl.HplInputError as err:
             raise ReframeError(f'{part.fullname}: {err}') from None
 
@@ -220,7 +221,7 @@ class HplBase(BenchmarkRun, SiteTuning):
         self.time_limit = int(4 * inputs.expected_results
                               * hpl.estimated_seconds(largest, self.plan.rpeak_flops) + 300)
         bind_ranks(self, self.layout, self.build.program('xhpl'),
-                   rank_env=self.use_huge_pages(part.extras.get('hugepages')))
+                   rank_env=self.use_huge_pages(hugepages))
 
     def sizes_in_job(self):
         """Whether the job sets N itself, in quick mode (HplCheck: from the DGEMM rate its
@@ -229,13 +230,14 @@ class HplBase(BenchmarkRun, SiteTuning):
 
     def use_huge_pages(self, hugepages):
         """The matrix on huge pages, as T2K did (§4.5), when the partition reserves them
-        (extras.hugepages: pages per node and their size): a check before the run that the
-        node has them, and libhugetlbfs's malloc for HPL itself."""
+        (its description's hugepages: pages per node and their size, integers the schema
+        checked): a check before the run that the node has them, and libhugetlbfs's malloc
+        for HPL itself."""
         if not hugepages:
             return None
 
-        pages, kib = int(hugepages['pages']), int(hugepages['page_kib'])
-        self.prerun_cmds = [*self.prerun_cmds, hpl.huge_pages_check(pages, kib)]
+        self.prerun_cmds = [*self.prerun_cmds,
+                            hpl.huge_pages_check(hugepages['pages'], hugepages['page_kib'])]
         return {'HUGETLB_MORECORE': 'yes', 'LD_PRELOAD': 'libhugetlbfs.so'}
 
     @sanity_function

@@ -208,7 +208,7 @@ class ImbGroupCheck(ImbBenchmark):
     descr = 'IMB collectives and transfers on every node of the partition'
     benchmark = parameter(imb.GROUP_BENCHMARKS)
     layout_name = parameter(_group_layouts())
-    #: Nodes (None: the paper's, extras.imb_group, else every node of the partition); kept
+    #: Nodes (None: the paper's, description imb_group, else every node of the partition); kept
     #: in the variable, so that references match what ran.
     num_nodes = variable(int, type(None), value=None)
     input_kinds = {**ImbBenchmark.input_kinds, 'num_nodes': 'positive'}
@@ -229,7 +229,7 @@ class ImbVariability(ImbBase):
     descr = 'Run-to-run variability of Barrier and 16 B Allreduce (Oakforest-PACS)'
     #: IMB launches in the job; each gives one t_avg per benchmark.
     repeats = variable(int, value=10)
-    #: Nodes (None: the paper's, extras.imb_variability, else every node of the
+    #: Nodes (None: the paper's, description imb_variability, else every node of the
     #: partition); kept in the variable, so that references match what ran.
     num_nodes = variable(int, type(None), value=None)
     input_kinds = {**ImbBase.input_kinds, 'repeats': 'positive', 'num_nodes': 'positive'}

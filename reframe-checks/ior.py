@@ -1,7 +1,7 @@
 """IOR: file per process, shared file segmented and shared file strided (CHiC §4), each with
 POSIX, MPI-IO independent and MPI-IO collective, safe on a production file system.
 
-- Target directory: the partition's `extras.io_directory`; each job works in a directory of
+- Target directory: the partition's `io_directory` (its description); each job works in a directory of
   its own below it, removed when the job ends, fails or is interrupted (a shell trap), and
   IOR writes nowhere else. On Lustre the job stripes it first (`io_stripe_count`,
   `io_stripe_size`, default 1 MiB as CHiC) with `lfs setstripe`; elsewhere it says so.
@@ -32,11 +32,12 @@ from hpcbench.rfm.partition import (given_or_paper, job_output, paper_settings,
                                     partition_layout, partition_node, partition_num_nodes,
                                     repeat_launch, skip_beyond_partition)
 from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.machine.described import partition_description
 from hpcbench.rfm.plugins import SiteTuning
 from hpcbench.rfm.run import BenchmarkRun
 
 
-# What a paper's IOR run may set (extras.ior); tasks_per_node is a list there, one test
+# What a paper's IOR run may set (its description's ior); tasks_per_node is a list there, one test
 # case per value.
 PAPER_SETTINGS = ('num_nodes', 'tasks_per_node', 'block_size', 'transfer_size',
                   'stripe_count', 'read_cache_policy')
@@ -49,7 +50,7 @@ def _partition_tasks_per_node(partition, paper):
 
 def _configured_tasks_per_node():
     """Every partition's tasks per node, for any pattern and API (a partition skips the
-    others). A bad extras.ior is reported by the test's setup."""
+    others). A bad paper's `ior` is reported by the test's setup."""
     system = rt.runtime().system
     values = set()
     for part in system.partitions:
@@ -57,7 +58,7 @@ def _configured_tasks_per_node():
             for api in ior.APIS:
                 try:
                     paper = references.paper_settings(
-                        system.name, 'ior', part.extras.get('ior'), PAPER_SETTINGS,
+                        system.name, 'ior', partition_description(part).ior, PAPER_SETTINGS,
                         {'pattern': pattern, 'api': api})
                     values.update(_partition_tasks_per_node(part, paper))
                 except (reference_schema.ReferenceError, layout.LayoutError):
@@ -79,7 +80,7 @@ class IorCheck(BenchmarkRun, SiteTuning):
     build = fixture(IorBuild, scope='environment')
     pattern = parameter(ior.PATTERNS)
     api = parameter(list(ior.APIS))
-    #: Tasks per node: the paper's (extras.ior, e.g. Oakforest-PACS's 16, 32 and 64), else
+    #: Tasks per node: the paper's (its description's ior, e.g. Oakforest-PACS's 16, 32 and 64), else
     #: one per core; each partition runs its own values.
     tasks_per_node = parameter(_configured_tasks_per_node())
     #: Bytes per transfer (None: the partition's stripe size, else 1 MiB).
@@ -114,22 +115,22 @@ class IorCheck(BenchmarkRun, SiteTuning):
     @run_after('setup')
     def configure_run(self):
         part = self.current_partition
-        extras = part.extras
-        # -S values win, then the paper's run (extras.ior, cited), then the site's io_*
-        # extras and the derived defaults.
+        described = partition_description(part)
+        # -S values win, then the paper's run (the description's ior, cited), then the
+        # description's io_* fields and the derived defaults.
         paper = paper_settings(self, 'ior', PAPER_SETTINGS, pattern=self.pattern,
                                api=self.api)
         wanted = _partition_tasks_per_node(part, paper)
         self.skip_if(self.tasks_per_node not in wanted,
                      f'{part.fullname} runs IOR at {", ".join(map(str, wanted))} task(s) '
                      'per node')
-        directory = extras.get('io_directory')
+        directory = described.io_directory
         # A dry run may write the job of another machine (a paper's system), whose
         # directory, free space and permissions cannot be checked from here.
         on_this_machine = (not self.is_dry_run()
                            or self.current_system.name in bootstrap.machine_systems())
         if not directory or (on_this_machine and not os.path.isdir(directory)):
-            raise ReframeError(f'{part.fullname}: extras.io_directory {directory!r} is not an '
+            raise ReframeError(f'{part.fullname}: io_directory {directory!r} is not an '
                                'existing directory')
 
         nodes = self.num_nodes = given_or_paper(self, 'num_nodes', paper,
@@ -137,9 +138,9 @@ class IorCheck(BenchmarkRun, SiteTuning):
         skip_beyond_partition(self, nodes)
         per_node = self.tasks_per_node
         policy = (given_or_paper(self, 'read_cache_policy', paper)
-                  or extras.get('io_read_cache_policy') or ('reorder' if nodes > 1 else 'size'))
+                  or described.io_read_cache_policy or ('reorder' if nodes > 1 else 'size'))
         transfer = given_or_paper(self, 'transfer_size', paper,
-                                  int(extras.get('io_stripe_size', ior.DEFAULT_TRANSFER)))
+                                  described.io_stripe_size or ior.DEFAULT_TRANSFER)
         try:
             ior.check_policy(policy, self.api, nodes, os.geteuid() == 0)
             block = given_or_paper(self, 'block_size', paper) or (
@@ -161,7 +162,9 @@ class IorCheck(BenchmarkRun, SiteTuning):
                  *map(shlex.quote, self.extra_options), '-o', '"$workdir/ior"']
                 for opts in phases]
         stripes = self.stripe_count = given_or_paper(self, 'stripe_count', paper,
-                                                     extras.get('io_stripe_count', -1))
+                                                     described.io_stripe_count
+                                                     if described.io_stripe_count is not None
+                                                     else -1)
         self.prerun_cmds = ior.job_prologue(directory, stripes, transfer)
         self.executable = program
         self.executable_opts = runs[-1]

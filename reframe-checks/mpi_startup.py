@@ -53,7 +53,7 @@ class MpiStartupCheck(BenchmarkRun, SiteTuning):
         part = self.current_partition
         skip_unless_node_count(self, self.num_nodes)
         cores = partition_layout(part, 'per-core').ranks_per_node
-        # Given (-S), else the paper's (extras.mpi_startup, cited), else one per core; kept
+        # Given (-S), else the paper's (description mpi_startup, cited), else one per core; kept
         # in the variable, so that references match what ran.
         paper = paper_settings(self, 'mpi_startup', ['ranks_per_node'])
         per_node = given_or_paper(self, 'ranks_per_node', paper, cores)

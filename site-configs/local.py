@@ -1,7 +1,7 @@
 """ReFrame configuration of the `local` system: whatever machine this is.
 
 One partition, the host itself: its processor topology is ReFrame's detection (cached under
-var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.stack.host), and its
+var/topology), its memory, clock and flop/cycle come from /proc (hpcbench.machine.host), and its
 GPUs, where it has some, from its nvidia-smi (ReFrame's `devices`, the features `gpu` and
 `cuda`, the datasheet figures in `extras`). One environment per MPI stack this machine has
 (hpcbench.stack.mpi_stacks: an installed MVAPICH2 is found), and one per other launcher of a
@@ -13,13 +13,14 @@ the node.
 
 from hpcbench.core import paths
 from hpcbench.rfm import site_config
-from hpcbench.stack import blas, host, mpi_stacks
+from hpcbench.machine import host
+from hpcbench.stack import blas, mpi_stacks
 
 STACKS = mpi_stacks.local_stacks()
 # This host's GPUs, where it has some (its nvidia-smi): the partition's devices and features.
-GPU_SETTINGS, GPU_EXTRAS = site_config.accelerator_settings(host.accelerators())
-spack_extras, spack_env_vars = site_config.spack_partition_settings()
-ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_extras,
+GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(host.accelerators())
+spack_fields, spack_env_vars = site_config.spack_partition_settings()
+ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_fields,
                                               blas.local_libraries())
 
 site_configuration = site_config.site(
@@ -28,24 +29,14 @@ site_configuration = site_config.site(
         'descr': 'The machine the suite runs on',
         'hostnames': ['.*'],
         'modules_system': 'nomod',
-        'partitions': [{
-            'name': 'default',
-            'descr': 'This host',
-            'scheduler': 'local',
-            'launcher': 'mpirun',
-            'max_jobs': 1,
-            'processor': host.processor_info('local', 'default'),
-            'environs': [env['name'] for env in ENVIRONMENTS],
-            'env_vars': spack_env_vars,
-            **GPU_SETTINGS,
-            'extras': {
-                **host.partition_extras(),
-                **GPU_EXTRAS,
-                **spack_extras,
-                'spack_env': str(paths.SPACK_ENVS_DIR / 'local'),
-                **host.io_extras(),
-            },
-        }],
+        'partitions': [site_config.reframe_partition(
+            __file__, 'default',
+            {**host.partition_extras(), **GPU_FIELDS, **spack_fields,
+             'spack_env': str(paths.SPACK_ENVS_DIR / 'local'), **host.io_extras()},
+            descr='This host', scheduler='local', launcher='mpirun', max_jobs=1,
+            processor=host.processor_info('local', 'default'),
+            environs=[env['name'] for env in ENVIRONMENTS], env_vars=spack_env_vars,
+            **GPU_SETTINGS)],
     }],
     environments=ENVIRONMENTS,
 )

@@ -24,7 +24,8 @@ import sys
 
 from hpcbench.core import accelerators
 from hpcbench.rfm import site_config
-from hpcbench.stack import host, mpi_stacks, testbed
+from hpcbench.machine import host
+from hpcbench.stack import mpi_stacks, testbed
 
 NODES = testbed.configured_nodes()
 STACKS = testbed.mpi_stacks_launched()
@@ -42,42 +43,34 @@ if not testbed.is_running():
 # What the stacks need under srun on nodes that share one host name and one address.
 RUN_ENV = mpi_stacks.slurm_run_env([s.name for s in STACKS], srun=True, shared_hosts=True)
 
-spack_extras, spack_env_vars = site_config.spack_partition_settings()
-ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_extras,
+spack_fields, spack_env_vars = site_config.spack_partition_settings()
+ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_fields,
                                               testbed.blas_libraries(), RUN_ENV)
 
 
 # The GPU nodes' GPUs as their GRES declares them; stand-ins, which the GPU checks skip in a
 # run (a dry run writes their jobs).
-GPU_SETTINGS, GPU_EXTRAS = site_config.accelerator_settings(
+GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(
     accelerators.from_gres(testbed.GPU_GRES))
-GPU_EXTRAS['accelerators']['stand_in'] = (
+GPU_FIELDS['accelerators']['stand_in'] = (
     'its GPUs are stand-in devices (no GPU, no driver): the GPU checks write their jobs in a '
     'dry run; tests/stack/test_testbed.py runs a GRES job of one rank per GPU through Slurm')
 
 
 def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gpus=False):
-    return {
-        'name': name,
-        'descr': descr,
-        'scheduler': 'slurm',
-        'launcher': launcher,
-        'access': [f'--partition={slurm_partition}'],
+    return site_config.reframe_partition(
+        __file__, name,
+        {**testbed.node_extras(testbed.GPU_NODES if gpus else NODES),
+         **(GPU_FIELDS if gpus else {}), **spack_fields,
+         'spack_env': str(site_config.spack_env_dir('testbed')),
+         # The nodes share the host's file system and page cache.
+         **host.io_extras()},
+        descr=descr, scheduler='slurm', launcher=launcher,
+        access=[f'--partition={slurm_partition}'],
         **(dict(GPU_SETTINGS, resources=site_config.SLURM_GPU_RESOURCES) if gpus else {}),
         # The emulated nodes share the host's cores: one benchmark at a time.
-        'max_jobs': 1,
-        'processor': host.processor_info(),
-        'environs': [env['name'] for env in ENVIRONMENTS],
-        'env_vars': spack_env_vars,
-        'extras': {
-            **testbed.node_extras(testbed.GPU_NODES if gpus else NODES),
-            **(GPU_EXTRAS if gpus else {}),
-            **spack_extras,
-            'spack_env': str(site_config.spack_env_dir('testbed')),
-            # The nodes share the host's file system and page cache.
-            **host.io_extras(),
-        },
-    }
+        max_jobs=1, processor=host.processor_info(),
+        environs=[env['name'] for env in ENVIRONMENTS], env_vars=spack_env_vars)
 
 
 site_configuration = site_config.site(

@@ -60,6 +60,23 @@ def check_classes_of(*files):
     return classes
 
 
+def described_partition(name='default', fullname=None, processor=None, **fields):
+    """A stand-in for a ReFrame partition whose description is `fields` (over a node of
+    24 GiB at 2 GHz, 16 flop/cycle), as a site config would make it
+    (hpcbench.machine.description): its extras, its GPUs in `devices`, its processor."""
+    import types
+    from hpcbench.machine import description
+    made = description.partition({'memory_bytes': 24 << 30, 'clock_hz': 2e9,
+                                  'flops_per_cycle': 16, 'spack_env': 'spack-envs/local',
+                                  **fields}, 'a test')
+    gpus = made.gpus_per_node
+    return types.SimpleNamespace(
+        name=name, fullname=fullname or f'local:{name}', extras=made.to_extras(),
+        processor=types.SimpleNamespace(info=processor),
+        select_devices=lambda kind: [types.SimpleNamespace(num_devices=gpus)]
+        if kind == 'gpu' and gpus else [])
+
+
 def run_reframe(*args, env=None, config='site-configs/local.py', timeout=900,
                 checks='reframe-checks'):
     cmd = [str(BIN / 'reframe'), '-C', config, '-c', checks, *args]
@@ -80,7 +97,7 @@ def load_on_every_core():
     shared one half of the CPU against the job's half, however many (HPL -51 % with one per
     core, -56 % with three; STREAM -24 to -47 %, 'no change' at 30 % in two CI runs; IMB
     PingPong's bandwidth -19 %, inconclusive, with compute-only loops)."""
-    from hpcbench.stack import host
+    from hpcbench.machine import host
     loads = [subprocess.Popen([sys.executable, '-c', _LOAD], start_new_session=True)
              for _ in range(len(host.processor_info()['topology']['cores']))]
     try:

@@ -3,6 +3,7 @@ it (tests/test_layers.py holds them to it):
 
     core        where things live, the node and its layouts, job-script lines  (stdlib only)
     benchmarks  each benchmark's inputs, output parsing and math               (pure)
+    machine     what a partition and an MPI stack are: typed, one JSON Schema, one reader
     results     ReFrame's results database, references, verdicts
     stack       the machine's software: Spack, Debian, MPI stacks, BLAS, set-up, the testbed
     rfm         the ReFrame glue: site-config helpers, the checks' base classes and plugins

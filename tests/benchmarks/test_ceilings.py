@@ -8,7 +8,7 @@ import pytest
 
 from conftest import FIXTURES
 from hpcbench.benchmarks import ceilings, stream
-from hpcbench.stack import host
+from hpcbench.machine import host
 
 OUTPUT = (FIXTURES / 'ceilings' / 'local-likwid.out').read_text()
 AVX512 = ceilings.kernels(32)

@@ -14,7 +14,7 @@ import pytest
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-from conftest import FIXTURES, check_classes_of
+from conftest import FIXTURES, check_classes_of, described_partition
 from hpcbench.core import accelerators, gpu_ranks
 from hpcbench.rfm.plugins import Samples
 from test_babelstream import CSV_RUN, MUTATIONS as BABELSTREAM_MUTATIONS
@@ -264,8 +264,8 @@ def _screen_job(checks, tmp_path, query=H200_QUERY, reasons=IDLE, sections=(DGEM
     described = {**described['accelerators'], 'count': count}
     output = f'== gpus\n{query}== idle reasons\n{reasons}' + _job(*sections)
     test = CheckUnderTest(check, tmp_path, output, num_tasks=len(sections), repeats=5,
-                          slow_percent=5.0, current_partition=types.SimpleNamespace(
-                              extras={'accelerators': described}, fullname='gpu:node'))
+                          slow_percent=5.0, current_partition=described_partition(
+                              accelerators=described, fullname='gpu:node'))
     return check, test
 
 
@@ -403,8 +403,8 @@ def test_gpu_screen_passes_the_h200_node_from_its_own_job(checks, tmp_path):
     check = checks['GpuNodeScreen']
     described = accelerators.partition_extras(accelerators.from_query_csv(H200_QUERY))
     test = CheckUnderTest(check, tmp_path, _h200_job('GpuNodeScreen-1'), num_tasks=1,
-                          repeats=10, slow_percent=5.0, current_partition=types.SimpleNamespace(
-                              extras=described, fullname='local:default'))
+                          repeats=10, slow_percent=5.0, current_partition=described_partition(
+                              **described, fullname='local:default'))
     assert sn.evaluate(check.gpus_as_described(test))
     assert test.screening.rates == {'GPU 0 on vm': 63.261975}
     assert test.screening.slow == {}

@@ -8,7 +8,7 @@ import pytest
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-from conftest import FIXTURES, check_classes_of
+from conftest import FIXTURES, check_classes_of, described_partition
 from hpcbench.benchmarks import ceilings, hpl, imb, stream
 from hpcbench.core.node import Node
 from hpcbench.rfm import partition
@@ -392,10 +392,8 @@ def test_node_ceilings_sanity_passes_a_real_output(check_classes, tmp_path):
 def _partition(clock_hz, source):
     """This machine's partition as its site config describes it, at `clock_hz`."""
     processor = json.loads((FIXTURES / 'reframe' / 'local-processor.json').read_text())
-    return types.SimpleNamespace(
-        fullname='local:default', processor=types.SimpleNamespace(info=processor),
-        extras={'memory_bytes': 24 * 2**30, 'clock_hz': clock_hz, 'clock_source': source,
-                'flops_per_cycle': 32})
+    return described_partition(processor=processor, memory_bytes=24 * 2**30,
+                               clock_hz=clock_hz, clock_source=source, flops_per_cycle=32)
 
 
 def _judged_ceilings(tmp_path, check_classes, clock, source):

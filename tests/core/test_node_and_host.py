@@ -3,7 +3,7 @@ import json
 import pytest
 
 from hpcbench.core import node
-from hpcbench.stack import host
+from hpcbench.machine import host
 from conftest import FIXTURES
 
 

@@ -12,7 +12,8 @@ import yaml
 from hpcbench.benchmarks import ceilings, dgemm, hpl, imb, stream
 from hpcbench.core import layout
 from hpcbench.rfm import site_config
-from hpcbench.stack import blas, host, mpi_stacks
+from hpcbench.machine import host
+from hpcbench.stack import blas, mpi_stacks
 from conftest import BIN, ROOT, needs_root, run_reframe
 
 MPI_ENVIRONS = ('openmpi', 'mpich', 'intelmpi')
@@ -500,7 +501,7 @@ def test_a_mistyped_io_directory_is_refused_not_created(var, tmp_path):
     typo = tmp_path / 'scratch' / 'typo'
     proc = _ior_setup(typo)
     assert proc.returncode != 0
-    assert f"extras.io_directory '{typo}' is not an existing directory" in proc.stdout
+    assert f"io_directory '{typo}' is not an existing directory" in proc.stdout
     assert not typo.exists() and not typo.parent.exists()
 
 

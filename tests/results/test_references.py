@@ -10,7 +10,7 @@ import yaml
 
 from hpcbench.results import (baselines, reference_schema, references, references_text,
                               results_db, stack_comparison)
-from conftest import FIXTURES, needs_root
+from conftest import FIXTURES, described_partition, needs_root
 
 CHIC = {
     'system': 'chic',
@@ -44,7 +44,7 @@ def _test(system, partition, environ, **attrs):
     cls = type('StreamCheck', (), {})
     test = cls()
     test.current_system = SimpleNamespace(name=system)
-    test.current_partition = SimpleNamespace(name=partition, extras={'memory_dimms': 8})
+    test.current_partition = described_partition(partition, memory_dimms=8)
     test.current_environ = SimpleNamespace(name=environ)
     test.perf_variables = dict.fromkeys(('copy', 'scale', 'add', 'triad', 'balance'))
     for k, v in attrs.items():
@@ -375,7 +375,7 @@ def test_hardware_in_a_figure_matches_the_partition_and_parameter_tuples_their_n
                             match={'num_threads': 4, 'memory_dimms': 8})
     test = _test('chic', 'compute', 'gcc', num_threads=4)
     assert fig.applies_to('StreamCheck', 'compute', 'gcc', references._test_attrs(test, [fig]))
-    test.current_partition.extras['memory_dimms'] = 4
+    test.current_partition = described_partition('compute', memory_dimms=4)
     assert not fig.applies_to('StreamCheck', 'compute', 'gcc',
                               references._test_attrs(test, [fig]))
     assert references.match_value(('swap_threshold', 64)) == 'swap_threshold-64'
@@ -423,7 +423,7 @@ def test_paper_settings_apply_per_match_and_later_entries_win():
 
 
 @pytest.mark.parametrize('entry, message', [
-    ({'settings': {'nb': 240}}, 'extras.hpl_tuning[0] needs source, where'),
+    ({'settings': {'nb': 240}}, 'hpl_tuning[0] needs source, where'),
     ({'settings': {'nbs': 240}, 'source': 'tsubame2007', 'where': 'w'},
      'unknown setting(s) nbs; known: nb, bcast, grid'),
     ({'settings': {'nb': 240}, 'source': 'tsubame2006', 'where': 'w'},

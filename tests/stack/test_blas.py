@@ -15,7 +15,8 @@ from hpcbench.core import layout, node, paths
 from hpcbench.report import contents
 from hpcbench.results import results_db, stack_comparison, verdicts
 from hpcbench.rfm import site_config
-from hpcbench.stack import blas, bootstrap, host
+from hpcbench.machine import host
+from hpcbench.stack import blas, bootstrap
 from hpcbench.rfm.build import PREFIX_FILE
 
 ANSI = re.compile(r'\x1b\[[0-9;]*m')
@@ -239,7 +240,7 @@ def test_hpcbench_blas_shows_and_changes_the_default_and_refuses_an_unknown_one(
     out = capsys.readouterr().out
     assert "HPL's default BLAS: openblas-spack (chosen " in out
     assert ': mkl -> openblas-spack: asked' in out
-    assert main.main(['blas', '--default', 'atlas']) == 1
+    assert main.main(['blas', '--default', 'atlas']) == 2
     assert '--default atlas: the BLAS libraries are mkl, openblas-spack' in capsys.readouterr().err
     assert blas.recorded_order()[0] == 'openblas-spack'
 

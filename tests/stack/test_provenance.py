@@ -6,7 +6,8 @@ import pytest
 
 from hpcbench.benchmarks import imb
 from hpcbench.core import node
-from hpcbench.stack import host, provenance
+from hpcbench.machine import host
+from hpcbench.stack import provenance
 from conftest import FIXTURES
 
 

@@ -15,7 +15,8 @@ import yaml
 
 from conftest import BIN, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import gpu_ranks, paths
-from hpcbench.stack import bootstrap, slurm_query, spack, testbed, testbed_processes
+from hpcbench.machine import slurm_query
+from hpcbench.stack import bootstrap, spack, testbed, testbed_processes
 
 
 def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
@@ -150,7 +151,7 @@ def cluster():
 
 
 def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster):
-    """hpcbench.stack.slurm_query asks the testbed's controller; an unreachable one is one
+    """hpcbench.machine.slurm_query asks the testbed's controller; an unreachable one is one
     message saying what scontrol said."""
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
     described = slurm_query.running_cluster(env)

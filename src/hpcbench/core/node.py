@@ -1,8 +1,8 @@
 """A compute node as the checks see it: cores, caches, memory and nominal peak.
 
 Built from a ReFrame partition: the processor description (detected or hand-written in the
-site config) plus the partition's ``extras`` for what ReFrame's processor schema has no field
-for (node memory, core clock, double-precision flop per cycle per core).
+site config) plus the partition's facts ReFrame's processor schema has no field for (node
+memory, core clock, double-precision flop per cycle per core: hpcbench.machine.description).
 """
 from dataclasses import dataclass
 
@@ -55,15 +55,16 @@ def last_level_cache_total(topology):
     return int(llc['size']) * instances
 
 
-REQUIRED_EXTRAS = ('memory_bytes', 'clock_hz', 'flops_per_cycle')
+REQUIRED_FACTS = ('memory_bytes', 'clock_hz', 'flops_per_cycle')
 
 
-def from_partition(processor, extras, where='partition'):
-    """Node from a ReFrame processor dict (``partition.processor.info``) and partition extras;
+def from_partition(processor, facts, where='partition'):
+    """Node from a ReFrame processor dict (``partition.processor.info``) and the partition's
+    facts (REQUIRED_FACTS, node_clocks);
     NodeDescriptionError naming `where` for one that is not (fields missing, of another
     type, counts that are none)."""
     try:
-        node = _from_partition(processor, extras, where)
+        node = _from_partition(processor, facts, where)
     except NodeDescriptionError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError) as err:
@@ -77,13 +78,13 @@ def from_partition(processor, extras, where='partition'):
     return node
 
 
-def _from_partition(processor, extras, where):
-    missing = [k for k in REQUIRED_EXTRAS if not (extras or {}).get(k)]
+def _from_partition(processor, facts, where):
+    missing = [k for k in REQUIRED_FACTS if not (facts or {}).get(k)]
     if not processor or not processor.get('num_cpus'):
         raise NodeDescriptionError(f'{where}: no processor description (detect it or set it)')
 
     if missing:
-        raise NodeDescriptionError(f'{where}: extras lack {", ".join(missing)}')
+        raise NodeDescriptionError(f'{where}: the description lacks {", ".join(missing)}')
 
     topology = processor.get('topology') or {}
     cores = len(topology.get('cores') or []) or (
@@ -93,15 +94,15 @@ def _from_partition(processor, extras, where):
         num_sockets=processor.get('num_sockets') or len(topology.get('sockets') or [1]),
         num_numa_nodes=len(topology.get('numa_nodes') or [1]),
         llc_bytes_total=last_level_cache_total(topology),
-        memory_bytes=int(extras['memory_bytes']),
-        clock_hz=float(extras['clock_hz']),
-        flops_per_cycle=int(extras['flops_per_cycle']),
-        node_clocks=_node_clocks(extras.get('node_clocks'), where),
+        memory_bytes=int(facts['memory_bytes']),
+        clock_hz=float(facts['clock_hz']),
+        flops_per_cycle=int(facts['flops_per_cycle']),
+        node_clocks=_node_clocks(facts.get('node_clocks'), where),
     )
 
 
 def _node_clocks(groups, where):
-    """extras.node_clocks ([[nodes, clock_hz], ...]) as a tuple, each checked."""
+    """node_clocks ([[nodes, clock_hz], ...]) as a tuple, each checked."""
     checked = []
     for group in groups or ():
         try:
@@ -110,7 +111,7 @@ def _node_clocks(groups, where):
         except (TypeError, ValueError):
             ok = False
         if not ok:
-            raise NodeDescriptionError(f'{where}: extras.node_clocks: {group!r} is no '
+            raise NodeDescriptionError(f'{where}: node_clocks: {group!r} is no '
                                        '[nodes, clock_hz] pair of positive numbers')
         checked.append((int(count), float(hz)))
     return tuple(checked)

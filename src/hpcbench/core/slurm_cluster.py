@@ -234,7 +234,7 @@ class SlurmCluster:
 
 
 def cluster_from(config_output, partition_output, node_output, mpi_list_output):
-    """The cluster from what its controller printed (hpcbench.stack.slurm_query asks)."""
+    """The cluster from what its controller printed (hpcbench.machine.slurm_query asks)."""
     config = config_values(config_output)
     storage = config.get('AccountingStorageType', 'accounting_storage/none')
     return SlurmCluster(config['ClusterName'], config.get('SLURM_VERSION', ''),

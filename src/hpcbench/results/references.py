@@ -50,6 +50,7 @@ from pathlib import Path
 
 
 from hpcbench.core import paths
+from hpcbench.machine.described import partition_description
 from hpcbench.results import results_db
 from hpcbench.results.reference_schema import (MAX_FILE_BYTES, ReferenceError, check_numbers,
                                                load_yaml, validate_shape)
@@ -255,11 +256,12 @@ def select(refs, check, partition, environ, attrs, use='reference'):
 
 def _test_attrs(test, figures):
     """The test's values of the figures' match keys: its parameters and variables, else its
-    partition's extras (hardware such as the DIMMs per node)."""
+    partition's description (hardware such as the DIMMs per node)."""
     keys = {k for fig in figures for k in fig.match}
-    extras = test.current_partition.extras
-    return {k: getattr(test, k) if hasattr(test, k) else extras[k]
-            for k in keys if hasattr(test, k) or k in extras}
+    described = partition_description(test.current_partition)
+    hardware = {k: getattr(described, k, None) for k in keys}
+    return {k: getattr(test, k) if hasattr(test, k) else hardware[k]
+            for k in keys if hasattr(test, k) or hardware[k] is not None}
 
 
 def reframe_reference(test):
@@ -291,7 +293,7 @@ def reframe_reference(test):
 # --- A paper's run configuration --------------------------------------------------------------
 
 def paper_settings(system, extra, entries, known, attrs=None):
-    """What a system's paper ran a check with, from a partition's `extras.<extra>`: one
+    """What a system's paper ran a check with, from a partition's description's `<extra>`: one
     cited entry or a list of them, each {'settings': {name: value}, 'source': a source of
     references/<system>.yaml, 'where': its table or figure} and, for what the paper chose
     per run (a node count, an access pattern), 'match': {name: value}, the test's values
@@ -304,7 +306,7 @@ def paper_settings(system, extra, entries, known, attrs=None):
     attrs = attrs or {}
     chosen = {}
     for i, entry in enumerate(entries if isinstance(entries, (list, tuple)) else [entries]):
-        where = f'{system}: extras.{extra}[{i}]'
+        where = f'{system}: {extra}[{i}]'
         missing = {'settings', 'source', 'where'} - set(entry)
         if missing:
             raise ReferenceError(f'{where} needs {", ".join(sorted(missing))}: the settings '

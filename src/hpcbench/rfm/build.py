@@ -15,6 +15,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from hpcbench.rfm.contract import SubclassContract
+from hpcbench.machine.described import partition_description, stack_description
 from hpcbench.stack import provenance, spack
 
 # Where a build's stage records the install prefix it located (its run fixtures read it).
@@ -48,8 +49,8 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassC
 
     The environment itself (spack-envs/<system>) names every build; this fixture never adds
     specs to it. `spec` selects the build; for MPI programs the ReFrame environment's MPI
-    (extras.spack_mpi) is added as a dependency constraint. `registry_name`: the name under
-    which an environment lists the registry's program (extras `registry_<name>`, from
+    (its stack's spack_mpi) is added as a dependency constraint. `registry_name`: the name under
+    which an environment lists the registry's program (its stack's `registry_programs`, from
     hpcbench.stack.mpi_stacks); the checks run only where a Spack is or that program is
     (hpcbench.rfm.site_config.BUILDS_FROM_SPACK).
     """
@@ -77,9 +78,9 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassC
 
     @run_after('setup')
     def use_partition_environment(self):
-        extras = self.current_partition.extras
+        spack_root = partition_description(self.current_partition).spack_root
         registry_program = self.registry_program()
-        if not extras.get('spack_root') and registry_program and not self.is_dry_run():
+        if not spack_root and registry_program and not self.is_dry_run():
             # `prefix/bin/program`: the checks find it where Spack would put it.
             self.from_spack = False
             self.build_system.commands = [
@@ -88,14 +89,15 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassC
             return
 
         # A dry run still writes the scripts, so that they can be inspected without Spack.
-        self.skip_if(not extras.get('spack_root') and not self.is_dry_run(),
+        self.skip_if(not spack_root and not self.is_dry_run(),
                      'no Spack found (set SPACK_ROOT or run `make bootstrap`)')
 
     def registry_program(self):
         if self.registry_name is None:
             return None
 
-        return self.current_environ.extras.get(f'registry_{self.registry_name}')
+        programs = stack_description(self.current_environ).registry_programs or {}
+        return programs.get(self.registry_name)
 
     @run_before('compile')
     def record_prefix(self):
@@ -105,7 +107,7 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassC
         if not self.from_spack:
             return
 
-        env = self.current_partition.extras['spack_env']
+        env = partition_description(self.current_partition).spack_env
         known = None if self.is_dry_run() else spack.remembered_prefix(env, self.full_spec)
         if known:
             self.build_system.commands = [f'echo {shlex.quote(known)} > {PREFIX_FILE}']
@@ -119,20 +121,21 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassC
     @run_after('sanity')
     def remember_prefix(self):
         if self.from_spack and self.located():
-            spack.remember_prefix(self.current_partition.extras['spack_env'], self.full_spec,
+            spack.remember_prefix(partition_description(self.current_partition).spack_env,
+                                  self.full_spec,
                                   self.install_prefix())
 
     def _location_command(self):
-        env = self.current_partition.extras['spack_env']
+        env = partition_description(self.current_partition).spack_env
         return f'spack -e {shlex.quote(env)} location -i {shlex.quote(self.full_spec)}'
 
     @property
     def full_spec(self):
-        extras = self.current_environ.extras
+        stack = stack_description(self.current_environ)
         return ' '.join([self.spec,
-                         *([f"^{extras['spack_mpi']}"] if self.needs_mpi else []),
-                         *([f"^{extras['spack_blas']}"]
-                           if self.needs_blas and 'spack_blas' in extras else [])])
+                         *([f'^{stack.spack_mpi}'] if self.needs_mpi else []),
+                         *([f'^{stack.spack_blas}']
+                           if self.needs_blas and stack.spack_blas else [])])
 
     @run_before('sanity')
     def record_build_job_interval(self):

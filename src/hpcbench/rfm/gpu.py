@@ -1,5 +1,5 @@
-"""What the GPU checks share: a partition's accelerators (ReFrame's `devices` and the
-`extras['accelerators']` hpcbench.core.accelerators describes), the build of a GPU program
+"""What the GPU checks share: a partition's accelerators (ReFrame's `devices`, their count,
+and its description's `accelerators`, hpcbench.core.accelerators), the build of a GPU program
 for the partition's architecture, and a run of one rank per GPU (hpcbench.core.gpu_ranks)
 whose job asks the scheduler for the node's GPUs through the partition's `gpu` resource
 (`--gres=gpu:{num_gpus_per_node}` under Slurm).
@@ -16,18 +16,20 @@ from reframe.core.exceptions import ReframeError, SanityError
 from hpcbench.benchmarks import dgemm
 from hpcbench.core import accelerators, gpu_ranks
 from hpcbench.rfm.build import BenchmarkBuild
+from hpcbench.machine.described import partition_description
 from hpcbench.rfm.partition import job_output, skip_beyond_partition
 from hpcbench.rfm.run import BenchmarkRun
 
 
 def described_accelerators(partition):
-    """The partition's accelerators as its extras describe them ({} for none)."""
-    return partition.extras.get('accelerators') or {}
+    """The partition's accelerators as its description gives them, with ReFrame's count of
+    its devices ({} for none)."""
+    return partition_description(partition).accelerators or {}
 
 
 def skip_stand_in(test):
     """Skip `test` (a GPU build or run) where the partition's GPUs are stand-ins
-    (extras accelerators.stand_in: why), except in a dry run, which still writes its job."""
+    (its description's accelerators.stand_in: why), except in a dry run, which still writes its job."""
     why = described_accelerators(test.current_partition).get('stand_in')
     test.skip_if(bool(why) and not test.is_dry_run(),
                  f'{test.current_partition.fullname}: {why}')
@@ -53,7 +55,7 @@ class GpuProgramBuild(BenchmarkBuild):
     def spec_for(self, partition):
         arch = cuda_arch(partition)
         self.skip_if(arch is None, f'{partition.fullname}: no CUDA architecture in its '
-                                   'description (extras accelerators.arch)')
+                                   'description (accelerators.arch)')
         return type(self).spec_of(arch)
 
 
@@ -89,11 +91,11 @@ class GpuRun(BenchmarkRun):
         return False
 
     def gpus(self):
-        """The partition's accelerators (extras), refused in setup where it has none."""
+        """The partition's accelerators, refused in setup where it has none."""
         described = described_accelerators(self.current_partition)
         if not described.get('count'):
             raise ReframeError(f'{self.current_partition.fullname}: a GPU partition without '
-                               'extras accelerators.count')
+                               "GPUs in ReFrame's devices")
         return described
 
     def run_one_rank_per_gpu(self, program, *args, sample=None):

@@ -3,8 +3,9 @@
 The papers give sockets, cores, clock, flop/cycle and memory; `processor()` turns that into
 the ReFrame processor description (with the topology ReFrame would detect: CPU masks of
 cores, NUMA nodes and sockets, caches) that the checks derive their inputs from, and
-`partition()` adds what ReFrame's schema has no field for (extras: memory, clock,
-flop/cycle, node count, binding, I/O directory). CPUs are numbered as Linux numbers them:
+`partition()` adds what ReFrame's schema has no field for (the partition's description,
+hpcbench.machine.description: memory, clock, flop/cycle, node count, binding, I/O
+directory, the paper's settings). CPUs are numbered as Linux numbers them:
 cores socket by socket, hardware threads after all cores (CPU c + k * cores).
 """
 import importlib
@@ -65,22 +66,19 @@ def processor(arch, model, sockets, cores_per_socket, caches, threads_per_core=1
 
 
 def partition(name, descr, scheduler, launcher, processor, num_nodes, memory_bytes,
-              clock_hz, flops_per_cycle, environs, system, access=(), **extras):
-    """A ReFrame partition of identical nodes. `extras` may add: node_counts (the counts a
+              clock_hz, flops_per_cycle, environs, system, access=(), **fields):
+    """A ReFrame partition of identical nodes. `fields` of its description may add: node_counts (the counts a
     paper measured), memory_bandwidth_bytes (per node, when the paper gives it), binding
     (hpcbench.core.layout.BINDING_KEYS), hugepages, io_directory, io_stripe_size,
     io_stripe_count, io_read_cache_policy, memory_dimms."""
-    spack_extras, spack_env_vars = site_config.spack_partition_settings()
-    return {
-        'name': name, 'descr': descr, 'scheduler': scheduler, 'launcher': launcher,
-        'access': list(access), 'environs': list(environs), 'max_jobs': 100,
-        'processor': processor, 'env_vars': spack_env_vars,
-        'extras': {
-            'num_nodes': num_nodes, 'memory_bytes': memory_bytes, 'clock_hz': clock_hz,
-            'flops_per_cycle': flops_per_cycle, **spack_extras,
-            'spack_env': str(site_config.spack_env_dir(system)), **extras,
-        },
-    }
+    spack_fields, spack_env_vars = site_config.spack_partition_settings()
+    return site_config.reframe_partition(
+        f'site-configs/{system}.py', name,
+        {'num_nodes': num_nodes, 'memory_bytes': memory_bytes, 'clock_hz': clock_hz,
+         'flops_per_cycle': flops_per_cycle, **spack_fields,
+         'spack_env': str(site_config.spack_env_dir(system)), **fields},
+        descr=descr, scheduler=scheduler, launcher=launcher, access=list(access),
+        environs=list(environs), max_jobs=100, processor=processor, env_vars=spack_env_vars)
 
 
 def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=(), spack_blas=None):
@@ -88,9 +86,9 @@ def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=(), spack_b
     wrappers come from `spack load` of the MPI; `launcher` (hpcbench.rfm.backends or ReFrame's)
     replaces the partition's for this stack; `env_vars`: its run-time tuning; `spack_blas`:
     the BLAS its builds name, where the environment builds with more than one."""
-    extras = {'spack_mpi': spack_mpi, **({'spack_blas': spack_blas} if spack_blas else {})}
-    if launcher:
-        extras['launcher'] = launcher
+    extras = site_config.stack_extras(f'site-configs/{system}.py: environment {name}',
+                                      spack_mpi=spack_mpi, spack_blas=spack_blas,
+                                      launcher=launcher)
 
     env_dir = shlex.quote(str(site_config.spack_env_dir(system)))
     return {

@@ -1,7 +1,8 @@
 """The partition a test runs on, and what a check's job script is made of.
 
 - The node: `partition_node` (hpcbench.core.node.Node from ReFrame's processor description
-  and the partition's extras), its node counts and layouts, its nominal peak;
+  and the partition's description, hpcbench.machine.described), its node counts and layouts,
+  its nominal peak;
 - the job: a rank-binding wrapper (`bind_ranks`, `bound_command`), a script written to the
   stage (`run_script`), a launch repeated in one job (`repeat_launch`), a suite module run
   on the node (`suite_module_command`);
@@ -21,13 +22,18 @@ from reframe.core.logging import getlogger
 
 from hpcbench.core import layout, node
 from hpcbench.results import reference_schema, references
+from hpcbench.machine.described import partition_description, stack_description
 
 BIND_SCRIPT = 'bind-rank.sh'
 
 
 def partition_node(partition):
-    """hpcbench.core.node.Node of a ReFrame partition (processor description + extras)."""
-    return node.from_partition(partition.processor.info, partition.extras, partition.fullname)
+    """hpcbench.core.node.Node of a ReFrame partition (processor + its description)."""
+    described = partition_description(partition)
+    return node.from_partition(partition.processor.info, {
+        'memory_bytes': described.memory_bytes, 'clock_hz': described.clock_hz,
+        'flops_per_cycle': described.flops_per_cycle,
+        'node_clocks': [list(g) for g in described.node_clocks]}, partition.fullname)
 
 
 def configured_nodes():
@@ -47,8 +53,8 @@ def configured_nodes():
 
 
 def partition_num_nodes(partition):
-    """Nodes of a partition: `extras.num_nodes` (1 when the site config does not say)."""
-    return int(partition.extras.get('num_nodes', 1))
+    """Nodes of a partition: its description's num_nodes (1 when it does not say)."""
+    return partition_description(partition).num_nodes
 
 
 def node_counts(max_nodes):
@@ -63,9 +69,10 @@ def node_counts(max_nodes):
 
 
 def partition_node_counts(partition):
-    """Node counts the multi-node checks run at on a partition: `extras.node_counts` when the
-    site lists them (the counts a paper measured), else node_counts(its size)."""
-    listed = partition.extras.get('node_counts')
+    """Node counts the multi-node checks run at on a partition: its description's
+    node_counts when it lists them (the counts a paper measured), else node_counts(its
+    size)."""
+    listed = partition_description(partition).node_counts
     return sorted(listed) if listed else node_counts(partition_num_nodes(partition))
 
 
@@ -90,7 +97,8 @@ def configured_layout_names():
 def partition_layouts(partition):
     """The distinct layouts of a partition's node under its site's binding settings, and
     the names that equal one of them (hpcbench.core.layout.distinct_layouts)."""
-    return layout.distinct_layouts(partition.processor.info, partition.extras.get('binding'))
+    return layout.distinct_layouts(partition.processor.info,
+                                   partition_description(partition).binding)
 
 
 def partition_layout(partition, name):
@@ -131,22 +139,23 @@ def skip_unless_node_count(test, num_nodes):
 
 
 def paper_settings(test, extra, known, **attrs):
-    """The settings the paper of `test`'s system ran it with on its partition
-    (`extras.<extra>`, cited: hpcbench.results.references.paper_settings), for the test's
-    `attrs` (those entries may match on); {} where the paper is silent. A bad entry is the
+    """The settings the paper of `test`'s system ran it with on its partition (its
+    description's `<extra>`, cited: hpcbench.results.references.paper_settings), for the
+    test's `attrs` (those entries may match on); {} where the paper is silent. A bad entry is the
     test's setup error."""
     part = test.current_partition
     try:
         return references.paper_settings(test.current_system.name, extra,
-                                          part.extras.get(extra), known, attrs)
+                                          partition_description(part).paper_settings(extra),
+                                          known, attrs)
     except reference_schema.ReferenceError as err:
         raise ReframeError(f'{part.fullname}: {err}') from None
 
 
 def skip_known_failure(test, what):
     """Skip `what` (e.g. 'IMB Uniband') where the environment's MPI is known to crash in it
-    (extras.known_failures, hpcbench.stack.mpi_stacks.KNOWN_FAILURES), saying why."""
-    reason = test.current_environ.extras.get('known_failures', {}).get(what)
+    (its stack's known_failures, hpcbench.stack.mpi_stacks.KNOWN_FAILURES), saying why."""
+    reason = (stack_description(test.current_environ).known_failures or {}).get(what)
     test.skip_if(reason is not None, f'known failure of {test.current_environ.name}: {reason}')
 
 
@@ -242,7 +251,7 @@ def nominal_peak(partition):
     """The nominal peak of one node of `partition` and where its clock comes from, in words:
     `2 cores x 2.596 GHz (/proc/cpuinfo's cpu MHz: ...) x 32 flop/cycle = 166.1 GFLOP/s`."""
     node_ = partition_node(partition)
-    source = partition.extras.get('clock_source') or "the partition's clock_hz"
+    source = partition_description(partition).clock_source or "the partition's clock_hz"
     return (f'nominal peak {node_.num_cores} cores x {node_.clock_hz / 1e9:g} GHz ({source}) '
             f'x {node_.flops_per_cycle} flop/cycle = {node_.peak_flops / 1e9:.1f} GFLOP/s a '
             'node')

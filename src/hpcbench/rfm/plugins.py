@@ -25,6 +25,7 @@ from hpcbench.core import job_script, node
 from hpcbench.rfm import quiet_node
 from hpcbench.stack import provenance
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
+from hpcbench.machine.described import partition_description, stack_description
 from hpcbench.rfm.partition import job_python, nominal_peak, partition_node, say_once
 
 
@@ -40,7 +41,8 @@ _ENVIRONMENT_PROPAGATING = ('srun', 'srunalloc')
 class SiteTuning(rfm.RegressionTestPlugin):
     """What a site's MPI stack needs at launch, for every check that launches MPI ranks.
 
-    - The ReFrame environment may name its own launcher (`extras.launcher`), since one
+    - The ReFrame environment's stack may name its own launcher (hpcbench.machine.described),
+      since one
       partition runs several MPI stacks (Open MPI's mpirun, MVAPICH's mpirun_rsh, ...).
     - The run-time variables of the environment (the papers' tuning: VIADEV_*, PSM2_*,
       ...) and of the test (threads, binding) are given to the launcher too; launchers that
@@ -51,7 +53,7 @@ class SiteTuning(rfm.RegressionTestPlugin):
 
     @run_after('setup')
     def use_stack_launcher(self):
-        name = self.current_environ.extras.get('launcher')
+        name = stack_description(self.current_environ).launcher
         if name:
             self.job.launcher = getlauncher(name)()
 
@@ -107,7 +109,7 @@ class QuietNode(QuietNodeSettings):
 
     - Just before its launch, the job checks the node it runs on (hpcbench.rfm.quiet_node): the
       CPU other processes use, the memory in use, the load. Settings per partition:
-      `extras.quiet_node` (action fail/warn/off, max_busy_cores, max_memory_in_use,
+      its description's `quiet_node` (action fail/warn/off, max_busy_cores, max_memory_in_use,
       sample, wait); for a run: `-S quiet_node_action=warn`, `-S quiet_node_wait=0`. A
       busy node is surveyed again for up to `wait` seconds (60): a passing load delays the
       launch; one that stays fails the test (or, with `warn`, which does not wait, warns)
@@ -127,7 +129,7 @@ class QuietNode(QuietNodeSettings):
     def choose_node_check(self):
         part = self.current_partition
         try:
-            self.quiet_node_settings = quiet_node.settings(part.extras.get('quiet_node'),
+            self.quiet_node_settings = quiet_node.settings(partition_description(part).quiet_node,
                                                            self.quiet_node_action,
                                                            self.quiet_node_wait,
                                                            self.quiet_node_lock_wait)
@@ -196,8 +198,8 @@ def skip_unless_first_stack(test, why, setting):
     valid = rt.valid_sysenv_comb(test.valid_systems, test.valid_prog_environs)
     first = next(envs[0] for part, envs in valid.items()
                  if part.fullname == test.current_partition.fullname)
-    mpi = test.current_environ.extras.get('spack_mpi')
-    test.skip_if(mpi != first.extras.get('spack_mpi'),
+    mpi = stack_description(test.current_environ).spack_mpi
+    test.skip_if(mpi != stack_description(first).spack_mpi,
                  f'{why}: measured on {first.name} ({type(test).__name__}.{setting}=false; '
                  'true runs it on every stack)')
 
@@ -230,7 +232,7 @@ class Provenance(rfm.RegressionTestPlugin):
     def record_provenance(self):
         # Before the run, after every setup hook: the executable is known.
         part = self.current_partition
-        facts = provenance.session_facts(part.extras.get('spack_env'))
+        facts = provenance.session_facts(partition_description(part).spack_env)
         self.project_commit = facts['project_commit']
         self.spack_commit = facts['spack_commit']
         self.spack_lock = facts['spack_lock']
@@ -305,7 +307,7 @@ class Samples(rfm.RegressionTestPlugin):
                  f'nodes do ({what}: {share}): {peak}. Ratios to it are withheld, each '
                  'with this reason; HPL is judged against the ceilings measured on the node '
                  '(ceiling_efficiency, sustained_peak_efficiency). Give the partition its '
-                 'real clock (extras clock_hz; on this machine HPCBENCH_CLOCK_HZ)')
+                 'real clock (its description\'s clock_hz; on this machine HPCBENCH_CLOCK_HZ)')
         return True
 
     def withhold_figure(self, name, why):

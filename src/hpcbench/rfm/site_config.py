@@ -9,6 +9,7 @@ from pathlib import Path
 from hpcbench.benchmarks import dgemm, hpcc, hpl, imb
 from hpcbench.core import paths, run_lock
 from hpcbench.core import accelerators as accelerator_facts
+from hpcbench.machine import description
 from hpcbench.rfm import backends
 from hpcbench.stack import spack
 
@@ -125,6 +126,31 @@ def accelerator_settings(accelerators):
             accelerator_facts.partition_extras(accelerators))
 
 
+def reframe_partition(where, name, fields, **reframe_fields):
+    """ReFrame's partition `name` of a partition's description `fields` (hpcbench.machine.
+    description: validated here, once, for every route to a system; a description that is
+    not one stops the site config with one message naming `where`, its file, and the
+    field). `reframe_fields`: ReFrame's own (descr, scheduler, launcher, access, processor,
+    environs, env_vars, max_jobs, devices, features, resources). A field set to None is
+    unset."""
+    try:
+        described = description.partition({k: v for k, v in fields.items() if v is not None},
+                                          f'{where}: partitions[{name}]')
+    except description.DescriptionError as err:
+        sys.exit(f'error: {err}')
+    return {'name': name, **reframe_fields, 'extras': described.to_extras()}
+
+
+def stack_extras(where, **fields):
+    """A ReFrame environment's `extras`: its MPI stack's description (hpcbench.machine.
+    description.StackDescription), validated; None fields unset."""
+    try:
+        return description.stack({k: v for k, v in fields.items() if v is not None},
+                                 where).to_extras()
+    except description.DescriptionError as err:
+        sys.exit(f'error: {err}')
+
+
 # The resource a Slurm partition's GPU checks ask for the node's GPUs with (hpcbench.rfm.gpu:
 # one rank per GPU), by GRES.
 SLURM_GPU_RESOURCES = [{'name': 'gpu', 'options': ['--gres=gpu:{num_gpus_per_node}']}]
@@ -170,10 +196,10 @@ LAUNCHER_SUFFIXES = {'mpirun_rsh': 'rsh'}
 OTHER_BLAS = 'other-blas'
 
 
-def _with_spack(spack_extras):
-    """Whether Spack builds the checks: the partitions' `spack_extras` name a Spack, or this
+def _with_spack(spack_fields):
+    """Whether Spack builds the checks: the partitions' `spack_fields` name a Spack, or this
     is a dry run (whose job scripts can be read without one)."""
-    return bool(spack_extras.get('spack_root')) or '--dry-run' in sys.argv
+    return bool(spack_fields.get('spack_root')) or '--dry-run' in sys.argv
 
 
 # The feature of the environment in which a partition's OpenMP programs that use no MPI
@@ -182,13 +208,13 @@ def _with_spack(spack_extras):
 OPENMP_ONLY = 'openmp'
 
 
-def mpi_environment(stack, target_systems, spack_extras, features=(), run_env=None,
+def mpi_environment(stack, target_systems, spack_fields, features=(), run_env=None,
                     launcher=None, blas=None, other_blas=False):
     """A ReFrame environment for one MPI stack of this machine: its wrappers first on PATH,
     its run-time variables (the stack's, updated with `run_env`), the `mpi` and `blas` Spack
     constraints the checks use to pick their builds (`blas`: a hpcbench.stack.blas library), and
-    the binaries a registry ships built against it (feature `registry-<name>`, extras
-    `registry_<name>`: the path). Feature BUILDS_FROM_SPACK with a Spack (_with_spack).
+    the binaries a registry ships built against it (feature `registry-<name>`, its stack's
+    `registry_programs`: the path). Feature BUILDS_FROM_SPACK with a Spack (_with_spack).
     `launcher`: one of the stack's other_launchers, an environment of its own (<stack>-rsh,
     feature OTHER_LAUNCHER and no other `features`: no check that does not launch MPI runs
     in it) whose jobs list this host in the host file the launcher reads. `other_blas`: the
@@ -209,13 +235,11 @@ def mpi_environment(stack, target_systems, spack_extras, features=(), run_env=No
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
         'features': [kind, stack.name, *features,
                      *(f'registry-{n}' for n, _ in registry),
-                     *([BUILDS_FROM_SPACK] if _with_spack(spack_extras) else [])],
-        'extras': {'spack_mpi': stack.spack_name,
-                   **({'known_failures': stack.known_failures()}
-                      if stack.known_failures() else {}),
-                   **({'spack_blas': blas.spack_spec} if blas else {}),
-                   **{f'registry_{n}': path for n, path in registry},
-                   **({'launcher': launcher} if launcher else {})},
+                     *([BUILDS_FROM_SPACK] if _with_spack(spack_fields) else [])],
+        'extras': stack_extras(f'environment {name}', spack_mpi=stack.spack_name,
+                               known_failures=stack.known_failures() or None,
+                               spack_blas=blas.spack_spec if blas else None,
+                               registry_programs=dict(registry) or None, launcher=launcher),
         'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
                      *([k, v] for k, v in {**stack.run_env, **(run_env or {})}.items())],
         # One node, this host: its name, as the launcher compares it with its own to start
@@ -224,7 +248,7 @@ def mpi_environment(stack, target_systems, spack_extras, features=(), run_env=No
     }
 
 
-def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
+def stack_environments(stacks, target_systems, spack_fields, blas_libraries=(),
                        run_env=None):
     """Every environment of these stacks: each under the partition's launcher and under
     each of its other launchers, with the default BLAS (the first of `blas_libraries`);
@@ -233,13 +257,13 @@ def stack_environments(stacks, target_systems, spack_extras, blas_libraries=(),
     {stack name: its run-time variables on this system}."""
     default, *others = blas_libraries or [None]
     run_env = run_env or {}
-    environments = [mpi_environment(stack, target_systems, spack_extras,
+    environments = [mpi_environment(stack, target_systems, spack_fields,
                                     (OPENMP_ONLY,) if stack is stacks[0] else (),
                                     run_env=run_env.get(stack.name), launcher=launcher,
                                     blas=default)
                     for stack in stacks for launcher in (None, *stack.other_launchers)]
-    if stacks and _with_spack(spack_extras):
-        environments += [mpi_environment(stacks[0], target_systems, spack_extras,
+    if stacks and _with_spack(spack_fields):
+        environments += [mpi_environment(stacks[0], target_systems, spack_fields,
                                          run_env=run_env.get(stacks[0].name), blas=blas,
                                          other_blas=True)
                          for blas in others]

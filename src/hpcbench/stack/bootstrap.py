@@ -20,8 +20,8 @@ import yaml
 from hpcbench.benchmarks import babelstream, dgemm, host_device, stream
 from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import child_processes, node, paths
-from hpcbench.stack import (blas, cuda, debian, host, mpi_stacks, site_description, spack,
-                            testbed)
+from hpcbench.machine import host
+from hpcbench.stack import blas, cuda, debian, mpi_stacks, site_description, spack, testbed
 
 # The registry-only path: what runs real benchmarks with no Spack (Debian's HPCC on Debian's
 # Open MPI, the IMB-MPI1 of Intel MPI's PyPI wheel, ranks bound with numactl). OpenBLAS is

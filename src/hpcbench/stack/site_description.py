@@ -1,9 +1,9 @@
 """A site's own Slurm cluster described for the suite: `hpcbench new-system NAME`, run on a
-login node, asks the controller (hpcbench.stack.slurm_query) and one short job on a node of
+login node, asks the controller (hpcbench.machine.slurm_query) and one short job on a node of
 each partition (its processor by ReFrame's own detector, its clock and flop per cycle as
-`local` reads them: hpcbench.stack.host), and writes, for review:
+`local` reads them: hpcbench.machine.host), and writes, for review:
 
-- `site-configs/NAME.yaml`: the description, data (read by hpcbench.rfm.described_site);
+- `site-configs/NAME.yaml`: the description, data (read by hpcbench.machine.described_site);
 - `site-configs/NAME.py`: the site config that reads it (three lines);
 - `spack-envs/NAME/spack.yaml`: the pinned stack over the login node's externals, the same
   specs as the testbed's environment (host.yaml, written by `hpcbench setup`, holds them);
@@ -31,7 +31,8 @@ from hpcbench.core.node import NodeDescriptionError, from_partition
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
 from hpcbench.results import references_text
-from hpcbench.stack import host, mpi_stacks, slurm_query
+from hpcbench.machine import host, slurm_query
+from hpcbench.stack import mpi_stacks
 
 # The first line of every description this command writes: what --force may overwrite.
 HEADER = '# Written by `hpcbench new-system'

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.core import paths
-from hpcbench.stack import blas, debian, host, mpi_stacks
+from hpcbench.machine import host
+from hpcbench.stack import blas, debian, mpi_stacks
 from hpcbench.stack.testbed_processes import (TestbedError, alive, found_running, parent_pid,
                                               recorded, run_command, spawn, wait_for)
 

@@ -1,0 +1,12 @@
+"""What a machine is, typed: a partition's description (its nodes' processor, clock and
+flop per cycle, memory, node counts, binding, huge pages, accelerators, I/O directory,
+quiet-node policy, its Spack environment and the papers' settings) and an MPI stack's
+(description), with one JSON Schema every route to a system validates against once: a
+host detected here (site-configs/local.py, testbed.py), a paper's system
+(hpcbench.rfm.paper_sites), a cluster `hpcbench new-system` described
+(hpcbench.rfm.described_site); the one reader of a ReFrame partition's description
+(described); the facts of the host this runs on (host: /proc, nvidia-smi) and of a Slurm
+cluster as its controller tells them (slurm_query).
+
+May import core and benchmarks; results, stack and everything above import it.
+"""
