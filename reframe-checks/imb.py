@@ -26,7 +26,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench.benchmarks import imb
+from hpcbench.benchmarks import imb, imb_variability
 from hpcbench.results import references
 from hpcbench.rfm.partition import (bind_ranks, given_or_paper, job_output, paper_settings,
                                     partition_layout, partition_node, partition_num_nodes,
@@ -249,28 +249,28 @@ class ImbVariability(ImbBase):
 
         lengths = 'msglengths'
         with open(os.path.join(self.stagedir, lengths), 'w') as fp:
-            fp.write(f'{imb.VARIABILITY_SIZE}\n')
+            fp.write(f'{imb_variability.VARIABILITY_SIZE}\n')
 
         self.run_imb('-msglen', lengths, 'Allreduce', 'Barrier')
         repeat_launch(self, self.repeats)
         self.keep_files = [*self.keep_files, lengths]
-        self.inputs = (f'Allreduce {imb.VARIABILITY_SIZE}B, Barrier x {self.repeats} launches '
+        self.inputs = (f'Allreduce {imb_variability.VARIABILITY_SIZE}B, Barrier x {self.repeats} launches '
                        f'placement={self.placement.describe()} [{self.layout.describe()}] '
                        f'iterations={self.iterations or "imb-default"}')
         self.perf_variables = {
             variable: sn.make_performance_function(self.statistic, unit, name, stat)
-            for variable, (name, stat, unit) in imb.VARIABILITY_VARIABLES.items()
+            for variable, (name, stat, unit) in imb_variability.VARIABILITY_VARIABLES.items()
         }
         self.reference = references.reframe_reference(self)
 
     @sanity_function
     def every_launch_complete(self):
         try:
-            self.stats = imb.variability(job_output(self), self.num_tasks, self.repeats)
+            self.stats = imb_variability.variability(job_output(self), self.num_tasks, self.repeats)
         except imb.ImbOutputError as err:
             raise SanityError(str(err)) from None
 
-        for figure, (name, stat, _unit) in imb.VARIABILITY_VARIABLES.items():
+        for figure, (name, stat, _unit) in imb_variability.VARIABILITY_VARIABLES.items():
             how = ('standard deviation / mean' if stat == 'cv_percent' else stat)
             self.record_samples(f'{how} of {self.repeats} launches\' t_avg',
                                 **{figure: self.stats[name].values})

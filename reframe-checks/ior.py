@@ -1,7 +1,8 @@
 """IOR: file per process, shared file segmented and shared file strided (CHiC §4), each with
 POSIX, MPI-IO independent and MPI-IO collective, safe on a production file system.
 
-- Target directory: the partition's `io_directory` (its description); each job works in a directory of
+- Target directory: the `io_directory` of the partition's description; each job works in a
+  directory of
   its own below it, removed when the job ends, fails or is interrupted (a shell trap), and
   IOR writes nowhere else. On Lustre the job stripes it first (`io_stripe_count`,
   `io_stripe_size`, default 1 MiB as CHiC) with `lfs setstripe`; elsewhere it says so.
@@ -27,7 +28,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 from hpcbench.benchmarks import ior
 from hpcbench.core import layout
 from hpcbench.results import reference_schema, references
-from hpcbench.stack import bootstrap
+from hpcbench.stack import machine_systems
 from hpcbench.rfm.partition import (given_or_paper, job_output, paper_settings,
                                     partition_layout, partition_node, partition_num_nodes,
                                     repeat_launch, skip_beyond_partition)
@@ -80,7 +81,8 @@ class IorCheck(BenchmarkRun, SiteTuning):
     build = fixture(IorBuild, scope='environment')
     pattern = parameter(ior.PATTERNS)
     api = parameter(list(ior.APIS))
-    #: Tasks per node: the paper's (its description's ior, e.g. Oakforest-PACS's 16, 32 and 64), else
+    #: Tasks per node: the paper's (its description's ior, e.g. Oakforest-PACS's 16, 32 and
+    #: 64), else
     #: one per core; each partition runs its own values.
     tasks_per_node = parameter(_configured_tasks_per_node())
     #: Bytes per transfer (None: the partition's stripe size, else 1 MiB).
@@ -128,7 +130,7 @@ class IorCheck(BenchmarkRun, SiteTuning):
         # A dry run may write the job of another machine (a paper's system), whose
         # directory, free space and permissions cannot be checked from here.
         on_this_machine = (not self.is_dry_run()
-                           or self.current_system.name in bootstrap.machine_systems())
+                           or self.current_system.name in machine_systems.machine_systems())
         if not directory or (on_this_machine and not os.path.isdir(directory)):
             raise ReframeError(f'{part.fullname}: io_directory {directory!r} is not an '
                                'existing directory')

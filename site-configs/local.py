@@ -31,8 +31,9 @@ site_configuration = site_config.site(
         'modules_system': 'nomod',
         'partitions': [site_config.reframe_partition(
             __file__, 'default',
-            {**host.partition_extras(), **GPU_FIELDS, **spack_fields,
-             'spack_env': str(paths.SPACK_ENVS_DIR / 'local'), **host.io_extras()},
+            {**site_config.this_host(__file__, host.partition_extras), **GPU_FIELDS,
+             **spack_fields, 'spack_env': str(paths.SPACK_ENVS_DIR / 'local'),
+             **host.io_extras()},
             descr='This host', scheduler='local', launcher='mpirun', max_jobs=1,
             processor=host.processor_info('local', 'default'),
             environs=[env['name'] for env in ENVIRONMENTS], env_vars=spack_env_vars,

@@ -25,7 +25,7 @@ import sys
 from hpcbench.core import accelerators
 from hpcbench.rfm import site_config
 from hpcbench.machine import host
-from hpcbench.stack import mpi_stacks, testbed
+from hpcbench.stack import mpi_stacks, testbed, testbed_daemons
 
 NODES = testbed.configured_nodes()
 STACKS = testbed.mpi_stacks_launched()
@@ -35,7 +35,7 @@ if SLURM_CONF.exists():
 # Else Slurm's commands are not pointed at a file that is not there: srun retries a missing
 # SLURM_CONF for 60 s, and ReFrame asks `srun --version` in each job's setup (a dry run of
 # four GPU checks took 240 s).
-if not testbed.is_running():
+if not testbed_daemons.is_running():
     # Listing, describing and dry runs need no cluster; a run would fail at sbatch.
     print(f'warning: the testbed in {testbed.state_dir()} is not running; jobs cannot be '
           'submitted until `ci/testbed/testbed start`', file=sys.stderr)
@@ -60,7 +60,8 @@ GPU_FIELDS['accelerators']['stand_in'] = (
 def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gpus=False):
     return site_config.reframe_partition(
         __file__, name,
-        {**testbed.node_extras(testbed.GPU_NODES if gpus else NODES),
+        {**site_config.this_host(
+            __file__, lambda: testbed.node_extras(testbed.GPU_NODES if gpus else NODES)),
          **(GPU_FIELDS if gpus else {}), **spack_fields,
          'spack_env': str(site_config.spack_env_dir('testbed')),
          # The nodes share the host's file system and page cache.

@@ -69,12 +69,12 @@ def described_partition(name='default', fullname=None, processor=None, **fields)
     made = description.partition({'memory_bytes': 24 << 30, 'clock_hz': 2e9,
                                   'flops_per_cycle': 16, 'spack_env': 'spack-envs/local',
                                   **fields}, 'a test')
-    gpus = made.gpus_per_node
+    kind, count = (made.accelerators or {}).get('kind'), made.gpus_per_node
     return types.SimpleNamespace(
         name=name, fullname=fullname or f'local:{name}', extras=made.to_extras(),
         processor=types.SimpleNamespace(info=processor),
-        select_devices=lambda kind: [types.SimpleNamespace(num_devices=gpus)]
-        if kind == 'gpu' and gpus else [])
+        select_devices=lambda wanted: [types.SimpleNamespace(num_devices=count)]
+        if wanted == kind and count else [])
 
 
 def run_reframe(*args, env=None, config='site-configs/local.py', timeout=900,

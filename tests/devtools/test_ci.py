@@ -30,7 +30,7 @@ def test_changed_checks_reads_the_merge_requests_diff():
     assert ci.git_changed_files('HEAD') == []
     done = subprocess.run([str(ROOT / '.venv/bin/hpcbench'), 'changed-checks', '--base',
                            'no-such-commit'], capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.startswith('error: git diff no-such-commit...HEAD')
 
 
@@ -114,7 +114,7 @@ def test_a_file_reframe_did_not_write_is_refused(tmp_path):
     bad.write_text('just: text\n')
     done = subprocess.run([str(ROOT / '.venv/bin/hpcbench'), 'ci-pipeline', str(bad),
                            str(tmp_path / 'out.yml')], capture_output=True, text=True)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr == f'error: {bad} is not a pipeline written by reframe --ci-generate\n'
     assert not (tmp_path / 'out.yml').exists()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.results import results_db
+from hpcbench.results import measured, results_db
 from conftest import BIN, ROOT, load_on_every_core
 
 pytestmark = pytest.mark.spack
@@ -131,7 +131,7 @@ def _efficiency_withheld_for_a_wrong_peak(*uuids):
     without that reason fails."""
     config = results_db.site_config('local')
     withheld = [(case['testcase'].get('flagged') or {}).get('efficiency', 'no reason given')
-                for uuid in uuids for case in results_db.measured_runs(
+                for uuid in uuids for case in measured.measured_runs(
                     results_db.session(config, uuid))
                 if case['check'] == 'HplCheck' and 'efficiency' not in case['perfvalues']]
     for why in withheld:
@@ -160,7 +160,7 @@ def test_a_ceiling_measured_under_load_does_not_make_hpl_beat_it(var, capsys):
     assert re.search(r'ceiling_efficiency withheld: \d+\.\d % of the ceiling: HPL reached',
                      out), out[-3000:]
     session = results_db.latest_session(results_db.site_config('local'))
-    hpl_case, = [c for c in results_db.measured_runs(session) if c['check'] == 'HplCheck']
+    hpl_case, = [c for c in measured.measured_runs(session) if c['check'] == 'HplCheck']
     assert 'ceiling_efficiency' not in hpl_case['perfvalues']
     why = hpl_case['testcase']['flagged']['ceiling_efficiency']
     with capsys.disabled():

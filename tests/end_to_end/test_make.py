@@ -161,7 +161,7 @@ def test_a_results_directory_of_other_files_is_neither_cleaned_nor_written(tmp_p
         assert 'Traceback' not in listed.stdout + listed.stderr
     report = subprocess.run([str(BIN / 'hpcbench'), 'report'], cwd=ROOT, capture_output=True,
                             text=True, env={**os.environ, 'HPCBENCH_VAR': str(theirs)})
-    assert report.returncode == 1 and report.stderr.startswith(said), report.stderr
+    assert report.returncode == 2 and report.stderr.startswith(said), report.stderr
     assert sorted(p.relative_to(theirs) for p in theirs.rglob('*')) == before
     assert venv.exists() and all(p.read_text() == 'theirs' for p in files)
     # A new or empty directory becomes the suite's.

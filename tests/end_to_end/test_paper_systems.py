@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import BIN
-from hpcbench.benchmarks import hpl, hpl_sweep, imb, ior
+from hpcbench.benchmarks import hpl, hpl_sweep, imb, imb_variability, ior
 from hpcbench.core import node, paths
 from hpcbench.results import references
 from hpcbench.rfm import site_config
@@ -88,7 +88,7 @@ def _dynamic_variables(check, match):
         sizes = imb.message_sizes(match['benchmark'], 0, 22)
         return {*imb.performance_units(match['benchmark'], sizes), 'switch_size'}
     if check == 'ImbVariability':
-        return set(imb.VARIABILITY_VARIABLES)
+        return set(imb_variability.VARIABILITY_VARIABLES)
     if check == 'IorCheck':
         return set(ior.PERFORMANCE_VARIABLES)
     if check == 'HplTuningSweep':

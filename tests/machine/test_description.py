@@ -7,6 +7,7 @@ import types
 
 import jsonschema
 import pytest
+import yaml
 
 from conftest import ROOT
 from hpcbench.machine import described, description
@@ -69,35 +70,66 @@ def test_a_stack_of_a_wrong_field_is_one_message():
                           'env openmpi')
 
 
-PAPER_SITE = '''\
-from hpcbench.rfm import site_config
-from hpcbench.rfm.paper_sites import GIB, partition, processor
-
-site_configuration = site_config.site(
-    systems=[{'name': 'mini', 'descr': 'a paper system', 'hostnames': ['^mini'],
-              'modules_system': 'nomod', 'partitions': [
-        partition('compute', 'nodes', 'slurm', 'srun',
-                  processor(arch='x86_64', model='m', sockets=1, cores_per_socket=2,
-                            caches=[]),
-                  num_nodes=4, memory_bytes=GIB, clock_hz=2e9, flops_per_cycle=4,
-                  environs=['builtin'], system='mini', io_directory='/x', {extra})]}],
-    environments=[])
-'''
-
-
-@pytest.mark.parametrize('extra, said', [
-    ("hugepages={'pages': 'many', 'page_kib': 2048}",
-     "partitions[compute].hugepages.pages: 'many' is not of type 'integer'"),
-    ("binding={'tool': 'hwloc'}",
-     "partitions[compute].binding.tool: 'hwloc' is not one of ['numactl', 'taskset']"),
-])
-def test_a_paper_site_config_of_a_wrong_field_stops_reframe_in_one_message(
-        tmp_path, extra, said):
-    config = tmp_path / 'mini.py'
-    config.write_text(PAPER_SITE.replace('{extra}', extra))
-    done = subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C', str(config),
-                           '--system', 'mini', '-c', str(ROOT / 'reframe-checks'), '-l'],
+def _paper_system(tmp_path, change):
+    """chic's description, changed, as a system of its own beside its three-line site
+    config; `reframe -l` of it."""
+    described = yaml.safe_load((ROOT / 'site-configs' / 'chic.yaml').read_text())
+    change(described)
+    (tmp_path / 'chic.yaml').write_text(yaml.safe_dump(described))
+    (tmp_path / 'chic.py').write_text((ROOT / 'site-configs' / 'chic.py').read_text())
+    return subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C',
+                           str(tmp_path / 'chic.py'), '--system', 'chic', '-c',
+                           str(ROOT / 'reframe-checks'), '-l'],
                           capture_output=True, text=True, cwd=ROOT, timeout=120,
                           env={'PATH': '/usr/bin:/bin', 'HPCBENCH_VAR': str(tmp_path / 'var')})
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    assert done.stderr.strip().splitlines()[-1] == f'error: site-configs/mini.py: {said}'
+
+
+def test_a_paper_s_description_is_what_its_python_site_config_was():
+    """The papers' systems are description files read by three-line site configs; the
+    configuration ReFrame gets from them was compared, system by system, with the Python
+    site configs they replaced (identical, and `reframe --list=C` and `--describe` of every
+    test byte-identical: hpcbench.devtools.listings)."""
+    for config in (ROOT / 'site-configs').glob('*.py'):
+        if (ROOT / 'site-configs' / f'{config.stem}.yaml').exists():
+            assert len(config.read_text().splitlines()) == 3, config
+
+
+@pytest.mark.parametrize('change, said', [
+    (lambda d: d['partitions'][0].update(num_nodes='530'),
+     "partitions[compute].num_nodes: '530' is not of type 'integer'"),
+    (lambda d: d['partitions'][0].update(memory_bytes='4 GB'),
+     "partitions[compute].memory_bytes: '4 GB' is not valid under any of the given schemas"),
+    (lambda d: d['partitions'][1].pop('processor'),
+     "partitions[visualization]: 'processor' is a required property"),
+    (lambda d: d['partitions'][2].update(processor='x3650'),
+     "partitions[io].processor: no processor 'x3650' (the processors: intellistation, "
+     'x3455)'),
+    (lambda d: d['partitions'][0].update(hugepages={'pages': 'many', 'page_kib': 2048}),
+     "partitions[compute].hugepages.pages: 'many' is not of type 'integer'"),
+    (lambda d: d['partition_defaults'].update(binding={'tool': 'hwloc'}),
+     "partitions[compute].binding.tool: 'hwloc' is not one of ['numactl', 'taskset']"),
+    (lambda d: d['partitions'][0].update(memory_dimm=4),
+     'partitions[compute]: no such field memory_dimm (the fields: '),
+    (lambda d: d.pop('about'), "'about' is a required property"),
+])
+def test_a_paper_s_description_of_a_wrong_field_stops_reframe_in_one_message(
+        tmp_path, change, said):
+    done = _paper_system(tmp_path, change)
+    assert done.returncode == 1 and 'Traceback' not in done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f'error: {tmp_path}/chic.yaml: {said}'), last
+
+
+@pytest.mark.parametrize('config', ['local', 'testbed'])
+def test_a_host_fact_given_wrong_stops_the_site_config_in_one_message(tmp_path, config):
+    """The route of this host (local, and the testbed's nodes): a clock given that is no
+    clock is one message naming the site config, and nothing else runs."""
+    done = subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C',
+                           f'site-configs/{config}.py', '-c', 'reframe-checks', '-l'],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={'PATH': '/usr/bin:/bin', 'HPCBENCH_VAR': str(tmp_path / 'var'),
+                               'HPCBENCH_CLOCK_HZ': '-5'})
+    assert done.returncode == 1 and 'Traceback' not in done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: {ROOT}/site-configs/{config}.py: HPCBENCH_CLOCK_HZ='-5': the core clock in "
+        'Hz, e.g. 3.5e9')

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from hpcbench.report import browser, contents, pages, trend_plots
-from hpcbench.results import results_db, session_time
+from hpcbench.results import measured, session_time
 from conftest import FIXTURES
 
 REPORT_FIXTURES = FIXTURES / 'report'
@@ -160,7 +160,7 @@ def test_a_stored_ratio_above_100_percent_is_never_shown_without_its_reason():
     why; the stored session itself is left as it is."""
     data = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
     stored = json.dumps(data)
-    case = next(c for c in results_db.measured_cases(data, fixtures=True)
+    case = next(c for c in measured.measured_cases(data, fixtures=True)
                 if c['check'] == 'NodeCeilings')
     assert 'peak_of_rpeak' not in case['perfvalues'] and 'peak_gflops' in case['perfvalues']
     why = case['testcase']['flagged']['peak_of_rpeak']
@@ -175,9 +175,9 @@ def test_a_stored_ratio_above_100_percent_is_never_shown_without_its_reason():
                         *REPORT_FIXTURES.glob('session-*.json')]):
         loaded = json.loads(path.read_text())
         for session in loaded if isinstance(loaded, list) else [loaded]:
-            for case in results_db.measured_cases(session, fixtures=True):
+            for case in measured.measured_cases(session, fixtures=True):
                 above = {name: value for name, (value, unit) in case['perfvalues'].items()
-                         if name in results_db.PEAK_RATIOS and value and value > 100}
+                         if name in measured.PEAK_RATIOS and value and value > 100}
                 assert not above, (path.name, case['check'], above)
 
 
@@ -247,18 +247,18 @@ def test_plots_label_one_node_keep_markers_apart_and_colour_the_ior_legend_as_it
     other; the IOR plot's legend swatches were all blue, its title cut off on the right."""
     import matplotlib.colors
     from hpcbench.report import plots
-    from hpcbench.results import references, results_db
+    from hpcbench.results import references
     new, _ = _sessions()
-    cases = [c for c in results_db.measured_cases(new) if c['system'] == 'local']
+    cases = [c for c in measured.measured_cases(new) if c['system'] == 'local']
     papers = [references.load(s) for s in references.systems_with_references()]
     hpl_plot = plots.hpl_efficiency(cases, papers, 'local')
     ax = hpl_plot.figure.axes[0]
     hpl_plot.figure.canvas.draw()
     labels = {t.get_text() for t in ax.get_xticklabels() if t.get_text()}
     assert {'1', '2', '4'} <= labels
-    measured = [line for line in ax.get_lines() if '(measured)' in line.get_label()
+    lines_measured = [line for line in ax.get_lines() if '(measured)' in line.get_label()
                 and 'HPCC' not in line.get_label()]
-    at_one_node = [x for line in measured for x in line.get_xdata() if 0.5 < x < 1.5]
+    at_one_node = [x for line in lines_measured for x in line.get_xdata() if 0.5 < x < 1.5]
     assert len(at_one_node) > 1 and len(set(at_one_node)) == len(at_one_node)
 
     ior_plot = plots.ior(cases, papers, 'local')

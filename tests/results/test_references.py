@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from hpcbench.results import (baselines, reference_schema, references, references_text,
-                              results_db, stack_comparison)
+from hpcbench.results import (baselines, measured, reference_schema, references, references_text,
+                              stack_comparison)
 from conftest import FIXTURES, described_partition, needs_root
 
 CHIC = {
@@ -208,7 +208,7 @@ def _session():
 
 
 def test_stored_session_gives_one_case_per_test_and_environment():
-    cases = results_db.measured_cases(_session())
+    cases = measured.measured_cases(_session())
     assert len(cases) == 6        # 2 thread counts x 3 MPI environments, fixtures left out
     # A session stored before STREAM had `stores`: its cases are the compiled stores'.
     case = next(c for c in cases if c['environ'] == 'openmpi' and c['match'] ==
@@ -222,7 +222,7 @@ def test_distributed_cases_stay_apart_per_node():
     bare name, the node in its display name only. Read by name, the testbed's five nodes
     were two cases, and `hpcbench screen-nodes` screened one node per partition."""
     data = json.loads((FIXTURES / 'report' / 'screen-session.json').read_text())
-    cases = results_db.measured_cases(data)
+    cases = measured.measured_cases(data)
     nodes = {case['partition']: set() for case in cases}
     for case in cases:
         assert case['match']['.nid'] == ','.join(case['nodelist'])
@@ -240,7 +240,7 @@ def test_performance_failures_are_measurements_other_failures_are_not():
     session = _session()
     _fail(session, 'mpich', 2, 'performance')     # missed its references: a real figure
     _fail(session, 'openmpi', 1, 'sanity')         # wrong output: nothing was measured
-    cases = results_db.measured_cases(session)
+    cases = measured.measured_cases(session)
     keys = {(c['environ'], c['match']['num_threads']): c for c in cases}
     assert len(cases) == 5 and ('openmpi', 1) not in keys
     assert keys[('mpich', 2)]['testcase']['fail_phase'] == 'performance'
@@ -249,7 +249,7 @@ def test_performance_failures_are_measurements_other_failures_are_not():
 
 def _baseline(sessions, **kwargs):
     started = {d['session_info']['uuid']: d['session_info']['time_start'] for d in sessions}
-    return baselines.baseline_from_samples('local', results_db.figure_samples(sessions, 'local'),
+    return baselines.baseline_from_samples('local', measured.figure_samples(sessions, 'local'),
                                            started, host='vm', recorded='2026-11-21T05:24',
                                            **kwargs)
 
@@ -299,7 +299,7 @@ def test_a_baseline_of_two_real_sessions_keeps_every_run_and_its_provenance(tmp_
     path = tmp_path / 'local.yaml'
     path.write_text(references_text.dump(refs))
     loaded = references.load('local', path)
-    samples = results_db.figure_samples(sessions, 'local')
+    samples = measured.figure_samples(sessions, 'local')
     assert len(loaded.figures) == sum(len(figures) for figures in samples.values())
     assert sorted(loaded.sources['baseline']['baseline_sessions']) == sorted(
         d['session_info']['uuid'] for d in sessions)
@@ -341,17 +341,17 @@ def _imb_session():
 def test_baseline_of_switch_points_and_variation_has_no_bounds(tmp_path):
     session = _imb_session()
     refs = _baseline([session])
-    measured = next(c for c in results_db.measured_cases(session) if c['check'] == 'ImbPairCheck'
-                    and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
+    case = next(c for c in measured.measured_cases(session) if c['check'] == 'ImbPairCheck'
+                and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
     chosen = references.select(refs, 'ImbPairCheck', 'default', 'openmpi',
-                               {'benchmark': 'PingPong', 'inputs': measured['inputs']})
+                               {'benchmark': 'PingPong', 'inputs': case['inputs']})
     assert chosen['latency'].tolerance == (None, 0.1)               # us: upper bound
     assert chosen['peak_bandwidth'].tolerance == (-0.1, None)
     assert chosen['switch_size'].tolerance == (None, None)          # a size, not a speed
 
 
 def test_mpi_stacks_side_by_side_from_a_real_session():
-    cases = results_db.measured_cases(_imb_session())
+    cases = measured.measured_cases(_imb_session())
     groups = dict(stack_comparison.side_by_side(cases))
     assert sorted(groups) == ['ImbPairCheck benchmark=PingPong on local:default',
                               'MpiStartupCheck num_nodes=1 on local:default']
@@ -361,9 +361,9 @@ def test_mpi_stacks_side_by_side_from_a_real_session():
     table = stack_comparison.stacks_table(pingpong).splitlines()
     assert table[0].split() == ['figure', 'openmpi', 'mpich', 'intelmpi']
     rows = {line.split()[0]: line.split()[2:] for line in table[2:]}
-    measured = {env: case['perfvalues'] for env, case in pingpong.items()}
-    assert rows['latency'] == [f'{measured[e]["latency"][0]:.4g}' for e in pingpong]
-    assert rows['bandwidth_4MiB'] == [f'{measured[e]["bandwidth_4MiB"][0]:.0f}'
+    figures = {env: case['perfvalues'] for env, case in pingpong.items()}
+    assert rows['latency'] == [f'{figures[e]["latency"][0]:.4g}' for e in pingpong]
+    assert rows['bandwidth_4MiB'] == [f'{figures[e]["bandwidth_4MiB"][0]:.0f}'
                                       for e in pingpong]
     # Intel MPI's curve shows no switch: its column says so rather than a number.
     assert rows['switch_size'][-1] == '-' and rows['switch_size'][0] == '4096'
@@ -382,13 +382,13 @@ def test_hardware_in_a_figure_matches_the_partition_and_parameter_tuples_their_n
 
 
 def test_a_baseline_judges_only_runs_of_the_inputs_it_was_measured_with():
-    cases = results_db.measured_cases(_imb_session())
+    cases = measured.measured_cases(_imb_session())
     refs = _baseline([_imb_session()])
-    measured = next(c for c in cases if c['check'] == 'ImbPairCheck'
-                    and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
-    assert measured['inputs']
-    same = {'benchmark': 'PingPong', 'inputs': measured['inputs']}
-    other = {'benchmark': 'PingPong', 'inputs': measured['inputs'] + ' iterations=50'}
+    case = next(c for c in cases if c['check'] == 'ImbPairCheck'
+                and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
+    assert case['inputs']
+    same = {'benchmark': 'PingPong', 'inputs': case['inputs']}
+    other = {'benchmark': 'PingPong', 'inputs': case['inputs'] + ' iterations=50'}
     assert references.select(refs, 'ImbPairCheck', 'default', 'openmpi', same)
     assert references.select(refs, 'ImbPairCheck', 'default', 'openmpi', other) == {}
 

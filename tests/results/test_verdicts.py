@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hpcbench.results import baselines, references, results_db, verdicts
+from hpcbench.results import baselines, measured, references, results_db, verdicts
 from conftest import BIN, FIXTURES, ROOT, load_on_every_core, run_reframe
 
 
@@ -68,14 +68,14 @@ def test_a_negative_threshold_is_refused():
 
 def test_figure_samples_keep_every_run_and_apart_by_inputs():
     new, old = _sessions()
-    samples = results_db.figure_samples([new, old], 'local')
+    samples = measured.figure_samples([new, old], 'local')
     # One value per session where both ran the same test case with the same inputs.
     both = [f for figures in samples.values() for f in figures.values()
             if len(set(f['sessions'])) == 2]
     assert both and all(len(f['values']) == 2 for f in both)
     keys = {key[:4] for key in samples}
     assert len(keys) <= len(samples)         # a case with other inputs is another sample
-    assert results_db.figure_samples([new, old], 'testbed') == {}
+    assert measured.figure_samples([new, old], 'testbed') == {}
 
 
 def test_a_session_stored_before_stream_had_its_stores_parameter_is_the_compiled_case():
@@ -90,7 +90,7 @@ def test_a_session_stored_before_stream_had_its_stores_parameter_is_the_compiled
     def triads():
         """{stores: every one-thread triad of the two sessions (whatever their inputs)}"""
         found = {}
-        for key, figures in results_db.figure_samples([new, old], 'local').items():
+        for key, figures in measured.figure_samples([new, old], 'local').items():
             if key[0] == 'StreamCheck' and dict(key[3])['num_threads'] == 1:
                 found.setdefault(dict(key[3]).get('stores'), []).extend(
                     figures['triad']['values'])
@@ -181,10 +181,10 @@ def test_a_stack_change_is_told_by_what_changed():
            '^mpi=openmpi@4.1.4 ^blas=intel-oneapi-mkl@2025.3.0')
     new = old.replace('/5vtt4bg', '/kq2x7fa').replace('intel-oneapi-mkl@2025.3.0',
                                                       'openblas@0.3.28')
-    assert results_db.stack_change(old, new) == ('hash /5vtt4bg -> /kq2x7fa, blas '
+    assert measured.stack_change(old, new) == ('hash /5vtt4bg -> /kq2x7fa, blas '
                                                  'intel-oneapi-mkl@2025.3.0 -> openblas@0.3.28')
-    assert results_db.stack_change('', new) == f'(not recorded) -> {new}'
-    assert results_db.stack_change(old, old) == 'the same'
+    assert measured.stack_change('', new) == f'(not recorded) -> {new}'
+    assert measured.stack_change(old, old) == 'the same'
 
 
 # --- real runs: an injected slowdown is found, unchanged runs are not called slower --------
@@ -298,7 +298,7 @@ def _samples_session():
 
 def test_each_figure_keeps_the_values_its_job_measured_and_how_they_were_aggregated():
     runs = {}
-    for case in results_db.measured_runs(_samples_session()):
+    for case in measured.measured_runs(_samples_session()):
         runs.setdefault(case['check'], []).append(case)
 
     def recorded(check, variable, **match):
@@ -326,7 +326,7 @@ def test_each_figure_keeps_the_values_its_job_measured_and_how_they_were_aggrega
 
 
 def _figure(values_by_session, unit='MB/s'):
-    """A figure as results_db.figure_samples gives it, from {session: [values]}."""
+    """A figure as measured.figure_samples gives it, from {session: [values]}."""
     figure = {'unit': unit, 'values': [], 'sessions': [], 'times': [], 'stacks': []}
     for started, (session, values) in enumerate(values_by_session.items()):
         figure['values'] += values
@@ -470,7 +470,7 @@ def test_a_run_report_without_a_session_uuid_is_one_message_and_runs_nothing(tmp
     proc = subprocess.run([str(BIN / 'hpcbench'), 'stored-run', '--report', str(path)],
                           cwd=ROOT, env={**os.environ, 'HPCBENCH_VAR': str(var)},
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1 and time.monotonic() - started < 60
+    assert proc.returncode == 2 and time.monotonic() - started < 60
     assert proc.stderr == (f"error: this run's report {path} does not read (ValueError: its "
                            f"session UUID {uuid!r} is none): the run was not stored, and no "
                            'other session is shown as its\n'), proc.stderr

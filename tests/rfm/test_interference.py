@@ -15,7 +15,7 @@ import pytest
 from conftest import BIN, ROOT, needs_root, sigint_as_from_a_terminal
 from hpcbench.core import job_script
 from hpcbench.results import session_time
-from hpcbench.rfm import partition, quiet_node
+from hpcbench.rfm import launch_lock, partition, quiet_node
 
 
 def _busy_loop(seconds=120):
@@ -407,7 +407,7 @@ def _job(tmp_path, name, lock, seconds, lock_wait=60, action='fail'):
     script.chmod(0o755)
     return subprocess.Popen([str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, quiet_node.LAUNCH_LOCK_ENV: str(lock)})
+                            env={**os.environ, launch_lock.LAUNCH_LOCK_ENV: str(lock)})
 
 
 def _window(tmp_path, name):
@@ -546,7 +546,7 @@ def test_with_the_check_off_an_orphaned_holder_fails_the_job_at_once(tmp_path):
     # The job's parent (a run that started it) killed with SIGKILL: the job lives on.
     run = subprocess.Popen(['bash', '-c', f'{script} >orphan.out 2>&1 & echo $!; wait'],
                            cwd=tmp_path, stdout=subprocess.PIPE, text=True,
-                           env={**os.environ, quiet_node.LAUNCH_LOCK_ENV: str(lock)},
+                           env={**os.environ, launch_lock.LAUNCH_LOCK_ENV: str(lock)},
                            start_new_session=True)
     orphan = int(run.stdout.readline())
     try:
@@ -575,7 +575,7 @@ def test_two_runs_from_two_results_directories_measure_one_after_the_other(tmp_p
     HPCBENCH_VAR (as a second checkout has), on this node: the benchmark jobs run one
     after the other and the one that waited says so in its stored node_state."""
     env = {**os.environ, 'HPCBENCH_NO_SPACK': '1',
-           quiet_node.LAUNCH_LOCK_ENV: str(tmp_path / 'launch.lock')}
+           launch_lock.LAUNCH_LOCK_ENV: str(tmp_path / 'launch.lock')}
     runs = [subprocess.Popen(
         [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks', '-n',
          'HpccCheck', '-S', 'memory_fraction=0.001', '-r'], cwd=ROOT,

@@ -13,10 +13,10 @@ import pytest
 from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import layout, node, paths
 from hpcbench.report import contents
-from hpcbench.results import results_db, stack_comparison, verdicts
+from hpcbench.results import measured, stack_comparison, verdicts
 from hpcbench.rfm import site_config
 from hpcbench.machine import host
-from hpcbench.stack import blas, bootstrap
+from hpcbench.stack import blas, machine_systems
 from hpcbench.rfm.build import PREFIX_FILE
 
 ANSI = re.compile(r'\x1b\[[0-9;]*m')
@@ -66,7 +66,7 @@ def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, 
     libraries = blas.local_libraries()
     roomy = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 * 2**20,
                       memory_bytes=24 * 2**30, clock_hz=2.6e9, flops_per_cycle=32)
-    config = bootstrap.host_config([], {}, [roomy], 'local', blas_libraries=libraries)
+    config = machine_systems.host_config([], {}, [roomy], 'local', blas_libraries=libraries)
     packages, definitions = config['packages'], dict(kv for d in config['definitions']
                                                      for kv in d.items())
     assert packages['intel-oneapi-mkl'] == {'externals': [{
@@ -86,7 +86,7 @@ def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, 
                                              *definitions['blas_others']]
     # Without the newer OpenBLAS, Spack builds no OpenBLAS at all.
     monkeypatch.setenv('HPCBENCH_BLAS', 'openblas,blis')
-    config = bootstrap.host_config([], {}, [roomy], 'testbed',
+    config = machine_systems.host_config([], {}, [roomy], 'testbed',
                                    blas_libraries=blas.local_libraries()[:1])
     assert config['packages']['openblas']['buildable'] is False
     assert config['definitions'][2:] == [{'blas_default': ['openblas threads=pthreads']},
@@ -123,7 +123,7 @@ def _dgemm_samples(fixture):
     data = json.loads((FIXTURES / 'reframe' / fixture).read_text())
     data = data[0] if isinstance(data, list) else data
     return {blas.library_of(provider, LIBRARIES): rates
-            for provider, rates in results_db.dgemm_by_blas(data).items()}
+            for provider, rates in measured.dgemm_by_blas(data).items()}
 
 
 class _Library(blas.BlasLibrary):
@@ -249,7 +249,7 @@ def test_the_blas_mpi_grid_of_a_real_session():
     """A session of the real run below (test_hpl_and_dgemm_run_on_every_blas): HPL and the
     DGEMM ceiling on Open MPI with each BLAS, and on MPICH with the default."""
     data = json.loads((FIXTURES / 'reframe' / 'blas-session.json').read_text())[0]
-    groups = stack_comparison.side_by_side(results_db.measured_cases(data, fixtures=True))
+    groups = stack_comparison.side_by_side(measured.measured_cases(data, fixtures=True))
     grids = {heading.split()[0]: (variable, grid)
              for heading, variable, unit, grid in stack_comparison.blas_mpi_grids(groups)}
     assert set(grids) == {'HplCheck', 'DgemmCeiling'}
@@ -272,8 +272,8 @@ def test_the_blas_mpi_grid_of_a_real_session():
     assert ['intel-oneapi-mkl@2025.3.0', '147.8 / 140.6'] in stack_comparison.grid_rows(
         (dgemm_mpis, dgemm_rows))
     # The report shows the same grids.
-    tables = contents.blas_mpi_tables(results_db.measured_cases(data),
-                                      results_db.measured_cases(data, fixtures=True))
+    tables = contents.blas_mpi_tables(measured.measured_cases(data),
+                                      measured.measured_cases(data, fixtures=True))
     assert sorted(heading.split()[0] for heading, _, _ in tables) == ['DgemmCeiling', 'HplCheck']
     text = stack_comparison.grid_table(variable, 'GFLOP/s', (mpis, rows))
     assert text.splitlines()[0].startswith('gflops [GFLOP/s]: BLAS \\ MPI')
@@ -285,12 +285,12 @@ def test_which_blas_is_fastest_is_said_with_a_statistic():
     ahead of both OpenBLAS at p = 0.004 (5 against 5, all apart); the two OpenBLAS are not
     told apart; HPL's three solves each cannot separate MKL from OpenBLAS 0.3.28."""
     data = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
-    groups = dict(stack_comparison.side_by_side(results_db.measured_cases(data, fixtures=True)))
+    groups = dict(stack_comparison.side_by_side(measured.measured_cases(data, fixtures=True)))
     dgemm = groups['DgemmCeiling on local:default']
     ranks = verdicts.rank_environments(dgemm, 'gflops')
     assert [r.environ for r in ranks] == ['openmpi', 'openmpi-openblas',
                                           'openmpi-openblas-spack', 'openmpi-blis']
-    assert results_db.stack_of(dgemm['openmpi'])['blas'] == 'intel-oneapi-mkl@2025.3.0'
+    assert measured.stack_of(dgemm['openmpi'])['blas'] == 'intel-oneapi-mkl@2025.3.0'
     assert all(r.sample.n == 5 and r.what == "its job's 5 repeats" for r in ranks)
     assert [r.ahead.verdict for r in ranks[:3]] == ['improvement', 'no change', 'improvement']
     assert ranks[0].ahead.p_value == pytest.approx(1 / 252) and ranks[-1].ahead is None

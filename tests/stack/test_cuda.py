@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from hpcbench.core import accelerators, node
-from hpcbench.stack import bootstrap, cuda, spack
+from hpcbench.stack import bootstrap, cuda, machine_systems, spack
 
 from conftest import FIXTURES, ROOT
 
@@ -30,14 +30,14 @@ def test_the_programs_are_built_for_the_node_s_gpus_or_the_architectures_asked()
 def test_no_gpu_and_no_architecture_asked_installs_no_toolkit_and_builds_nothing(monkeypatch):
     monkeypatch.delenv(cuda.ARCH_VARIABLE, raising=False)
     monkeypatch.setattr(cuda, 'toolkit', lambda *a, **k: pytest.fail('toolkit installed'))
-    assert bootstrap.gpu_build([]) == ([], None)
+    assert machine_systems.gpu_build([]) == ([], None)
 
 
 def test_host_yaml_gives_spack_the_toolkit_and_the_gpu_programs_for_each_architecture():
     small = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=1 << 20,
                       memory_bytes=8 << 30, clock_hz=2.6e9, flops_per_cycle=32)
     toolkit = cuda.Toolkit(Path('/opt/cuda'), '13.0.88', 'CUDA_HOME')
-    config = bootstrap.host_config([], {}, [small], 'local', cuda_archs=['80', '90'],
+    config = machine_systems.host_config([], {}, [small], 'local', cuda_archs=['80', '90'],
                                    cuda_toolkit=toolkit)
     assert config['packages']['cuda'] == {
         'externals': [{'spec': 'cuda@13.0.88', 'prefix': '/opt/cuda'}], 'buildable': False}
@@ -45,7 +45,7 @@ def test_host_yaml_gives_spack_the_toolkit_and_the_gpu_programs_for_each_archite
         'babelstream +cuda cuda_arch=80', 'dgemm-rate +cuda cuda_arch=80',
         'host-device-bandwidth +cuda cuda_arch=80', 'babelstream +cuda cuda_arch=90',
         'dgemm-rate +cuda cuda_arch=90', 'host-device-bandwidth +cuda cuda_arch=90']}
-    without = bootstrap.host_config([], {}, [small], 'local')
+    without = machine_systems.host_config([], {}, [small], 'local')
     assert 'cuda' not in without['packages']
     assert without['definitions'][-1] == {'gpu_specs': []}
 
@@ -149,13 +149,13 @@ def test_the_gpu_programs_build_with_the_pinned_spack_on_a_machine_without_a_gpu
         'include': [{'path': str(ROOT / 'spack-envs' / 'this-machine.yaml')},
                     {'path': str(ROOT / 'spack-envs' / 'local' / 'host.yaml')}],
         'packages': {'cuda': {'externals': [toolkit.spack_external()], 'buildable': False}},
-        'specs': bootstrap.gpu_specs(['90']),
+        'specs': machine_systems.gpu_specs(['90']),
         'view': False}}))
     # As the set-up concretizes a machine's environment: without what it never builds.
     bootstrap.concretize(found, env)
     bootstrap.run_spack(found, '-e', str(env), 'install', '--fail-fast', quiet=True)
     programs = {}
-    for spec, program in zip(bootstrap.gpu_specs(['90']),
+    for spec, program in zip(machine_systems.gpu_specs(['90']),
                              ('cuda-stream', 'dgemm-rate-cuda', 'host-device-bandwidth')):
         located = subprocess.run([str(found.executable), '-e', str(env), 'location', '-i', spec],
                                  capture_output=True, text=True,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import BIN, FIXTURES, ROOT, run_reframe
-from hpcbench.results import results_db, stack_comparison, verdicts
+from hpcbench.results import measured, stack_comparison, verdicts
 from hpcbench.stack import mpi_stacks, spack
 
 INSTALLED = mpi_stacks.site_mvapich2()
@@ -185,9 +185,9 @@ def test_four_mpis_side_by_side_with_repeats():
     this machine (MVAPICH2 2.3.7 built by hand): compare-stacks shows each figure as the
     median of the runs, and ranks the latencies with a statistic."""
     data = json.loads((FIXTURES / 'reframe' / 'pingpong-four-mpis-session.json').read_text())
-    groups = dict(stack_comparison.side_by_side(results_db.measured_cases(data)))
+    groups = dict(stack_comparison.side_by_side(measured.measured_cases(data)))
     group = groups['ImbPairCheck benchmark=PingPong on local:default']
-    assert {results_db.stack_of(c)['mpi'].split('@')[0] for c in group.values()} == {
+    assert {measured.stack_of(c)['mpi'].split('@')[0] for c in group.values()} == {
         'openmpi', 'mpich', 'intel-oneapi-mpi', 'mvapich2'}
     table = stack_comparison.stacks_table(group)
     assert all(len(c['runs']['latency']) == 3 for c in group.values())

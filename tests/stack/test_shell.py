@@ -8,7 +8,7 @@ import pytest
 
 from conftest import BIN, ROOT
 from hpcbench.core import paths
-from hpcbench.stack import bootstrap, debian, shell, spack
+from hpcbench.stack import debian, machine_systems, shell, spack
 
 HPCBENCH = BIN / 'hpcbench'
 
@@ -56,7 +56,7 @@ def test_a_system_not_installed_here_is_refused_with_one_message():
 def test_an_mpi_the_machine_lacks_is_refused_with_one_message_and_no_code():
     proc = subprocess.run([str(HPCBENCH), 'shell', '--mpi', 'mpt'], capture_output=True,
                           text=True)
-    names = ', '.join(s.name for s in bootstrap.machine_stacks())
+    names = ', '.join(s.name for s in machine_systems.machine_stacks())
     assert proc.returncode == 2 and proc.stdout == ''
     assert proc.stderr == f'error: --mpi mpt: this machine has {names}\n'
 
@@ -75,13 +75,13 @@ def test_one_line_gives_a_new_shell_the_builds_of_the_chosen_mpi(installed, prog
     if program == 'zsh':
         program = _zsh()
     found = spack.find()
-    stacks = bootstrap.machine_stacks()
+    stacks = machine_systems.machine_stacks()
     # Not the first stack: the one a default would give by accident.
     stack = stacks[1]
     env_dir = ROOT / 'spack-envs' / 'local'
     where = {}
     for name, spec in (('xhpl', f'hpl ^{stack.spack_name} '
-                                f'^{bootstrap.machine_blas()[0].spack_spec}'),
+                                f'^{machine_systems.machine_blas()[0].spack_spec}'),
                        ('IMB-MPI1', f'intel-mpi-benchmarks ^{stack.spack_name}'),
                        ('ior', f'ior ^{stack.spack_name}')):
         proc = subprocess.run([str(found.executable), '-e', str(env_dir), 'location', '-i',
@@ -109,7 +109,7 @@ def test_one_line_gives_a_new_shell_the_builds_of_the_chosen_mpi(installed, prog
 
 @pytest.mark.spack
 def test_a_build_that_is_not_installed_is_named_in_one_message(installed):
-    stacks, libraries = bootstrap.machine_stacks(), bootstrap.machine_blas()
+    stacks, libraries = machine_systems.machine_stacks(), machine_systems.machine_blas()
     if len(stacks) < 2 or len(libraries) < 2:
         pytest.skip('one MPI stack or one BLAS library here: every pair is built')
     proc = subprocess.run([str(HPCBENCH), 'shell', '--mpi', stacks[1].name, '--blas',

@@ -171,12 +171,15 @@ def test_a_failed_write_leaves_nothing(root):
 
 
 @pytest.mark.parametrize('change, said', [
-    (lambda d: d['partitions'][0].pop('memory_bytes'), r'partitions\[batch\]: no memory_bytes'),
+    (lambda d: d['partitions'][0].pop('memory_bytes'),
+     r": partitions\[batch\]: 'memory_bytes' is a required property"),
     (lambda d: d['partitions'][1].update(num_nodes='two'),
-     r"partitions\[gpu\].num_nodes: 'two' is not int"),
+     r": partitions\[gpu\].num_nodes: 'two' is not of type 'integer'"),
+    (lambda d: d['partitions'][1].update(memory_gb=4),
+     r": partitions\[gpu\]: no such field memory_gb \(the fields: name, "),
     (lambda d: d['partitions'][1].update(gres='gpu:mi300:8'),
      r"partitions\[gpu\].gres: GRES 'gpu:mi300:8': the type 'mi300' is not one of"),
-    (lambda d: d.pop('launcher'), ': no launcher'),
+    (lambda d: d.pop('launcher'), ": 'launcher' is a required property"),
     (lambda d: d.update(mpi_stacks=['openmpi', 'cray-mpich']),
      'mpi_stacks: cray-mpich not found on this node'),
 ])
@@ -195,17 +198,17 @@ def test_the_machine_builds_the_described_system_s_stack_for_its_nodes(root, mon
     with the MPI stacks its description names, STREAM for each partition's node, and the
     GPU programs of its partitions whose GPUs answer."""
     from hpcbench.core import paths
-    from hpcbench.stack import bootstrap
+    from hpcbench.stack import machine_systems
     _describe(root, gpus_seen=2)
     monkeypatch.setattr(paths, 'SITE_CONFIGS_DIR', root / 'site-configs')
-    assert bootstrap.machine_systems() == ('local', 'testbed', 'mycluster')
-    assert [s.name for s in bootstrap.machine_stacks('mycluster')] == ['openmpi', 'mpich']
-    batch, gpu = bootstrap.machine_nodes('mycluster')
+    assert machine_systems.machine_systems() == ('local', 'testbed', 'mycluster')
+    assert [s.name for s in machine_systems.machine_stacks('mycluster')] == ['openmpi', 'mpich']
+    batch, gpu = machine_systems.machine_nodes('mycluster')
     assert batch.memory_bytes == gpu.memory_bytes == 8035 << 20
-    assert [(g.model, g.arch) for g in bootstrap.described_gpus('mycluster')] == [
+    assert [(g.model, g.arch) for g in machine_systems.described_gpus('mycluster')] == [
         ('NVIDIA H200', 'sm_90')] * 2
     _describe(root, gpus_seen=0, force=True)
-    assert bootstrap.described_gpus('mycluster') == []
+    assert machine_systems.described_gpus('mycluster') == []
 
 
 @pytest.mark.machine_dependent
@@ -445,15 +448,16 @@ def test_what_a_controller_prints_beyond_any_node_is_one_message_and_nothing_wri
 
 @pytest.mark.parametrize('facts, said', [
     ('{"processor": ', 'the node facts of partition batch are not JSON'),
-    ('[1, 2]', 'the node facts of partition batch: a mapping expected'),
+    ('[1, 2]', 'the node facts of partition batch: [1, 2] is no mapping of fields'),
     ('{"hostname": "n1", "processor": "a CPU", "clock_hz": 2.4e9, "clock_source": "x", '
-     '"flops_per_cycle": 16, "gpus_seen": 0}', "partition batch.processor: 'a CPU' is not dict"),
+     '"flops_per_cycle": 16, "gpus_seen": 0}',
+     "partition batch: processor: 'a CPU' is not of type 'object'"),
     ('{"hostname": "n1", "processor": {"num_cpus": "many"}, "clock_hz": 2.4e9, '
      '"clock_source": "x", "flops_per_cycle": 16, "gpus_seen": 0}',
      "the node facts of partition batch: no processor ReFrame describes (TypeError"),
     ('{"hostname": "n1", "processor": {"num_cpus": 2, "topology": {"caches": [{"type": '
      '"L3", "size": 1}]}}, "clock_hz": -2.4e9, "clock_source": "x", "flops_per_cycle": 16, '
-     '"gpus_seen": 0}', 'clock_hz -2400000000.0 is not a positive figure'),
+     '"gpus_seen": 0}', 'clock_hz: -2400000000.0 is less than or equal to the minimum of 0'),
 ])
 def test_node_facts_that_describe_no_node_are_one_message_and_nothing_written(
         root, tmp_path, facts, said):
@@ -473,7 +477,7 @@ def test_a_description_of_no_node_is_one_message_and_stops_no_other_system(root,
     described = yaml.safe_load(written[0].read_text())
     for change, said in (
             (lambda p: p.update(memory_bytes=-1048576),
-             r'partitions\[batch\]: memory_bytes -1048576 is not a positive figure'),
+             r'partitions\[batch\].memory_bytes: -1048576 is less than the minimum of 1'),
             (lambda p: p.update(processor={'num_cpus': 2, 'topology': 'nonsense'}),
              r"partitions\[batch\]: no processor ReFrame describes \(AttributeError"),
             (lambda p: p.update(name='batch;x'), r'partitions\[batch;x\]\.name: a partition '
@@ -508,7 +512,7 @@ def test_one_broken_description_stops_no_other_system_s_setup(root, monkeypatch,
     `hpcbench setup` of every system; it is skipped, saying why, unless it is the one set
     up."""
     from hpcbench.core import paths
-    from hpcbench.stack import bootstrap, spack
+    from hpcbench.stack import bootstrap, machine_systems, spack
     written, _, _ = _describe(root)
     described = yaml.safe_load(written[0].read_text())
     described['partitions'][0]['processor'] = {'num_cpus': 2, 'topology': 'nonsense'}
@@ -524,6 +528,7 @@ def test_one_broken_description_stops_no_other_system_s_setup(root, monkeypatch,
                      r'ReFrame describes \(AttributeError', said), said
     assert (root / 'spack-envs' / 'local' / 'host.yaml').is_file()
     assert not (root / 'spack-envs' / 'mycluster' / 'host.yaml').exists()
-    with pytest.raises(bootstrap.BootstrapError, match=r'mycluster\.yaml: partitions\[batch\]: '
-                                                       'no processor ReFrame describes'):
+    with pytest.raises(machine_systems.BootstrapError,
+                       match=r'mycluster\.yaml: partitions\[batch\]: no processor '
+                             'ReFrame describes'):
         bootstrap.bootstrap(found=found, system='mycluster')

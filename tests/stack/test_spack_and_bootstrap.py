@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from hpcbench.core import node, paths
-from hpcbench.stack import bootstrap, mpi_stacks, spack
+from hpcbench.stack import bootstrap, machine_systems, mpi_stacks, spack
 from conftest import ROOT, needs_root, run_reframe
 
 
@@ -230,7 +230,8 @@ def test_a_comment_in_an_included_yaml_keeps_the_lock_and_a_value_does_not(tmp_p
     machine.write_text(shared.replace('unify: false', 'unify: true'))
     assert bootstrap.concretization_key(inputs, found) != before
     machine.write_text('concretizer: [unclosed\n')
-    with pytest.raises(bootstrap.BootstrapError, match=r'this-machine\.yaml is not valid YAML'):
+    with pytest.raises(machine_systems.BootstrapError,
+                       match=r'this-machine\.yaml is not valid YAML'):
         bootstrap.concretization_key(inputs, found)
 
 
@@ -241,7 +242,7 @@ def test_a_spack_yaml_with_a_syntax_error_is_named_in_one_message(tmp_path):
     (env / 'spack.yaml').write_text(text.replace('specs:', 'specs: [unclosed', 1))
     (env / 'host.yaml').write_text('definitions: []\n')
     found = spack.Spack(tmp_path / 'spack', tmp_path / 'pkgs')
-    with pytest.raises(bootstrap.BootstrapError,
+    with pytest.raises(machine_systems.BootstrapError,
                        match=rf'^{re.escape(str(env / "spack.yaml"))} is not valid YAML: '):
         bootstrap.concretization_key(bootstrap.concretization_inputs(env), found)
 
@@ -263,12 +264,12 @@ def test_a_node_too_small_for_streams_rule_loses_stream_not_the_set_up(capsys):
     # half of an emulated testbed node's 7.8 GiB.
     small = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=480 * 2**20,
                       memory_bytes=int(7.8 * 2**30), clock_hz=2.6e9, flops_per_cycle=32)
-    config = bootstrap.host_config([], {}, [small], 'testbed')
+    config = machine_systems.host_config([], {}, [small], 'testbed')
     assert config['definitions'][:2] == [{'stream_specs': []}, {'mpis': []}]
     assert 'testbed: STREAM is not built: STREAM needs 3 arrays of 251658240 elements' \
         in capsys.readouterr().out
     roomy = dataclasses.replace(small, memory_bytes=24 * 2**30)
-    assert bootstrap.host_config([], {}, [roomy])['definitions'][:2] == [
+    assert machine_systems.host_config([], {}, [roomy])['definitions'][:2] == [
         {'stream_specs': ['stream stream_array_size=251658240 ntimes=20']}, {'mpis': []}]
 
 
@@ -481,10 +482,10 @@ def test_a_set_up_says_the_seconds_of_each_phase_on_one_line():
     phases = bootstrap.Phases()
     with phases('concretize'):
         time.sleep(0.2)
-    with pytest.raises(bootstrap.BootstrapError):
+    with pytest.raises(machine_systems.BootstrapError):
         with phases('install'):
             time.sleep(0.1)
-            raise bootstrap.BootstrapError('a build failed')
+            raise machine_systems.BootstrapError('a build failed')
     with phases('install'):
         time.sleep(0.1)
     line = phases.line()

@@ -16,7 +16,7 @@ import yaml
 from conftest import BIN, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import gpu_ranks, paths
 from hpcbench.machine import slurm_query
-from hpcbench.stack import bootstrap, spack, testbed, testbed_processes
+from hpcbench.stack import bootstrap, spack, testbed, testbed_daemons, testbed_processes
 
 
 def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
@@ -42,12 +42,12 @@ def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
 
 def test_a_testbed_of_no_nodes_is_refused(tmp_path):
     with pytest.raises(testbed.TestbedError, match='at least one node'):
-        testbed.start(0, tmp_path)
+        testbed_daemons.start(0, tmp_path)
 
 
 def test_a_second_testbed_beside_a_running_one_is_refused(cluster, tmp_path):
     with pytest.raises(testbed.TestbedError, match='already in use: another testbed'):
-        testbed.start(1, tmp_path / 'other')
+        testbed_daemons.start(1, tmp_path / 'other')
 
 
 def test_stop_never_kills_a_process_that_only_reuses_a_recorded_pid(tmp_path):
@@ -60,7 +60,7 @@ def test_stop_never_kills_a_process_that_only_reuses_a_recorded_pid(tmp_path):
         started = testbed_processes.start_time(unrelated.pid)
         layout.pid_file('slurmctld').write_text(f'{unrelated.pid} {started - 100}\n')
         assert testbed_processes.recorded(layout) == {}
-        assert testbed.stop(tmp_path, timeout=2) == []
+        assert testbed_daemons.stop(tmp_path, timeout=2) == []
         assert unrelated.poll() is None
         # With the start time it was recorded with, it is the daemon.
         layout.pid_file('slurmctld').write_text(f'{unrelated.pid} {started}\n')
@@ -90,7 +90,7 @@ def test_stop_finds_the_daemons_of_a_removed_state_directory_by_what_they_are(tm
     bystander = subprocess.Popen(['sleep', '300'])
     try:
         assert not root.exists()
-        stopped = testbed.stop(root, timeout=5)
+        stopped = testbed_daemons.stop(root, timeout=5)
         assert len(stopped) == 2, stopped
         slurmd.wait(timeout=10)
         munged.wait(timeout=10)
@@ -144,9 +144,9 @@ def _new_root():
 @pytest.fixture
 def cluster():
     root = _new_root()
-    layout = testbed.start(3, root)
+    layout = testbed_daemons.start(3, root)
     yield layout
-    testbed.stop(root)
+    testbed_daemons.stop(root)
     shutil.rmtree(root)
 
 
@@ -217,17 +217,17 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
 def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(cluster):
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
     first = testbed_processes.recorded(cluster)
-    assert set(first) == testbed.expected_daemons(3)
+    assert set(first) == testbed_daemons.expected_daemons(3)
     # Each recorded PID is the daemon itself (munged runs as munge, not under runuser).
     assert open(f'/proc/{first["munged"]}/comm').read().strip() == 'munged'
     assert os.stat(f'/proc/{first["munged"]}').st_uid == pwd.getpwnam('munge').pw_uid
-    assert testbed.idle_nodes(cluster) == 3 + testbed.GPU_NODES
+    assert testbed_daemons.idle_nodes(cluster) == 3 + testbed.GPU_NODES
 
     # A second start while it runs changes nothing.
-    assert testbed.start(3, cluster.root) == cluster
+    assert testbed_daemons.start(3, cluster.root) == cluster
     assert testbed_processes.recorded(cluster) == first
     with pytest.raises(testbed.TestbedError, match='runs with 3 nodes'):
-        testbed.start(2, cluster.root)
+        testbed_daemons.start(2, cluster.root)
 
     job = subprocess.run(['sbatch', '-W', '-N', '2', '-n', '2', '-o', '/dev/null', '--wrap',
                           'srun printenv SLURMD_NODENAME'], env=env, capture_output=True,
@@ -243,7 +243,7 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
         time.sleep(0.2)
     assert acct == ['COMPLETED', 'n[1-2]']
 
-    stopped = testbed.stop(cluster.root)
+    stopped = testbed_daemons.stop(cluster.root)
     assert set(stopped) == set(first)
     slurmds = {f'slurmd-{n}' for n in testbed.node_names(3)}
     assert stopped[-1] == 'munged' and set(stopped[:len(slurmds)]) == slurmds
@@ -335,20 +335,20 @@ def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():
     others find it running; then one stop ends every daemon."""
     root = _new_root()
     env = dict(os.environ, HPCBENCH_TESTBED_DIR=str(root))
-    starts = [subprocess.Popen([str(BIN / 'python'), '-m', 'hpcbench.stack.testbed',
+    starts = [subprocess.Popen([str(BIN / 'python'), '-m', 'hpcbench.stack.testbed_daemons',
                                 'start', '--nodes', '2'], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True) for _ in range(4)]
     try:
         results = [(p.wait(timeout=120), p.stderr.read()) for p in starts]
         assert [code for code, _ in results] == [0] * 4, results
         running = testbed_processes.recorded(testbed.Layout(root))
-        assert set(running) == testbed.expected_daemons(2)
+        assert set(running) == testbed_daemons.expected_daemons(2)
         # One munged and one MariaDB (the daemons naming the directory), the recorded ones.
         mine = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
         assert sorted(_daemons_alive(int(p) for p in mine.stdout.split())) == \
             sorted([running['munged'], running['mariadb']])
     finally:
-        testbed.stop(root)
+        testbed_daemons.stop(root)
     left = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
     assert _daemons_alive(int(p) for p in left.stdout.split()) == []
     shutil.rmtree(root)

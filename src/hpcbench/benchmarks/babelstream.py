@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines
+from hpcbench.benchmarks.reports import Reports
 
 KERNELS = ('Copy', 'Mul', 'Add', 'Triad', 'Dot')
 # The three arrays together, at most this share of the device's memory.
@@ -166,3 +167,6 @@ def figures(run, datasheet_bandwidth=None):
         values['triad_datasheet_efficiency'] = (
             100 * run.kernels['Triad'].max_bytes_per_s / datasheet_bandwidth, '%')
     return values
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'BabelStreamCheck': Reports('BabelStream', VARIABLES)}

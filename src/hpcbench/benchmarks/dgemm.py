@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines
+from hpcbench.benchmarks.reports import Reports
 
 # One call should take about a second at nominal peak, long enough to hide start-up
 # effects and short enough for every run; 256 keeps the order a multiple of BLAS blocks.
@@ -122,3 +123,6 @@ def parse(output, expected_repeats=None):
         raise DgemmOutputError('the product was not verified ("Result verified" missing)')
 
     return DgemmResult(int(header.group(1)), tuple(rates))
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'GpuDgemmCheck': Reports('GPU DGEMM', GPU_VARIABLES)}

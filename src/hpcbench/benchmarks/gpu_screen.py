@@ -13,6 +13,7 @@ Standard library only.
 """
 from hpcbench.benchmarks import gpu_power, hpl_output
 from hpcbench.core import accelerators
+from hpcbench.benchmarks.reports import Reports
 
 # What the job asks nvidia-smi for its idle reasons, beside its description's query.
 REASON_FIELDS = ('index', 'clocks_event_reasons.active')
@@ -87,3 +88,6 @@ def slow_gpus(rates, threshold_percent=SLOW_PERCENT):
     """hpl_output.Screening of the node's GPUs ({GPU: TFLOP/s}): those more than
     `threshold_percent` below their median."""
     return hpl_output.screen_nodes(rates, threshold_percent)
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'GpuNodeScreen': Reports('GPU DGEMM', VARIABLES)}

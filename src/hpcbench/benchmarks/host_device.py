@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines
+from hpcbench.benchmarks.reports import Reports
 
 PROGRAM = 'host-device-bandwidth'
 # 1 GiB a copy: large enough that a copy's fixed cost is below 0.1 % on a 64 GB/s link.
@@ -95,3 +96,6 @@ def link_efficiency(copies, variable, link_bytes_per_s):
     """A pinned copy's best rate as a percentage of the link's datasheet bandwidth (one
     direction)."""
     return 100 * copies.best(variable) * 1e9 / link_bytes_per_s
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'HostDeviceBandwidthCheck': Reports('Host-device bandwidth', VARIABLES)}

@@ -9,6 +9,7 @@ import re
 
 from hpcbench.benchmarks import hpl, hpl_output
 from hpcbench.core.parsing import any_newlines
+from hpcbench.benchmarks.reports import Reports
 
 # Sizes of PTRANS beyond HPL's: none; PTRANS then runs at HPL's N / 2 and NB (HPCC's rule).
 _PTRANS_LINES = (
@@ -101,3 +102,6 @@ def parse(output, ranks):
         figures[name] = value
 
     return figures
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'HpccCheck': Reports('HPCC', VARIABLES)}

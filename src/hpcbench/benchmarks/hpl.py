@@ -14,6 +14,7 @@ lines). The rules come from the papers:
 """
 import math
 from dataclasses import dataclass, field
+from hpcbench.benchmarks.reports import Reports
 
 
 GIB = 1 << 30
@@ -454,3 +455,6 @@ def huge_pages_check(pages, page_kib):
             'reserved, the run needs %d of %d kB\\n", total, size, need, kib > "/dev/stderr"; '
             "exit 1 } }' /proc/meminfo || exit 1")
 
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'HplCheck': Reports('HPL', CHECK_VARIABLES),
+           'HplNodeScreen': Reports('HPL', RUN_VARIABLES)}

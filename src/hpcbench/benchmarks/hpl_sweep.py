@@ -4,6 +4,7 @@ of each setting from the runs' rates (sweep_rates, tuning_table)."""
 from dataclasses import replace
 
 from hpcbench.benchmarks.hpl import BCAST_NAMES, FACT_NAMES, HplInputError
+from hpcbench.benchmarks.reports import Reports
 
 
 # The settings the sweep varies one at a time around the defaults (T2K §4.4, Tables 2-4;
@@ -86,3 +87,7 @@ def tuning_table(rates_by_setting):
 
     lines.append('best: ' + ' '.join(best_values))
     return '\n'.join(lines)
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'HplTuningSweep': Reports('HPL', tuple(
+    v for setting in (*SWEEP, 'swap_threshold') for v in sweep_variables(setting)))}

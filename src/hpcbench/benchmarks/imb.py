@@ -14,10 +14,10 @@ positions, and checks t_min <= t_avg <= t_max on every row. "Mbytes/sec" is 10^6
 """
 import math
 import re
-import statistics
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines, measured_value
+from hpcbench.benchmarks.reports import Reports
 
 # Pairs: two ranks, one on each of two nodes when the partition has two (CHiC Figures 4-5).
 PAIR_BENCHMARKS = ('PingPong', 'PingPing', 'Uniband', 'Biband')
@@ -415,42 +415,14 @@ def curve(table):
     return columns
 
 
-@dataclass(frozen=True)
-class Variability:
-    mean: float
-    min: float
-    max: float
-    cv_percent: float     # sample standard deviation / mean
-    values: tuple = ()    # one per launch, in order
-
-    @classmethod
-    def of(cls, samples):
-        if len(samples) < 2:
-            raise ImbOutputError(f'{len(samples)} sample(s): variability needs at least 2')
-        mean = statistics.fmean(samples)
-        return cls(mean, min(samples), max(samples),
-                   100 * statistics.stdev(samples) / mean if mean else 0.0, tuple(samples))
+def _variables_of(benchmarks, match):
+    """The variables of `benchmarks`, or of the one a figure's match names."""
+    named = match.get('benchmark')
+    return {v for b in benchmarks if named in (None, b) for v in reported_variables(b)}
 
 
-# What the variability check repeats (Oakforest-PACS: 16 B Allreduce and Barrier).
-VARIABILITY_SIZE = 16
-# ImbVariability's performance variables: {name: (figure, statistic, unit)}.
-VARIABILITY_VARIABLES = {
-    f'{name}_{stat}': (name, stat_key, unit)
-    for name in ('barrier', 'allreduce_16B')
-    for stat, stat_key, unit in (('mean', 'mean', 'us'), ('min', 'min', 'us'),
-                                 ('max', 'max', 'us'), ('cv', 'cv_percent', '%'))
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {
+    'ImbPairCheck': Reports('IMB', lambda match: _variables_of(PAIR_BENCHMARKS, match)),
+    'ImbGroupCheck': Reports('IMB', lambda match: _variables_of(GROUP_BENCHMARKS, match)),
 }
-
-
-def variability(text, processes, repeats):
-    """{'allreduce_16B': Variability, 'barrier': Variability} over the `repeats` IMB runs of
-    a variability job (each: Allreduce at 16 B and Barrier at `processes`)."""
-    runs = parse_runs(text, repeats)
-    allreduce, barrier = [], []
-    for tables in runs:
-        allreduce.append(complete_table(tables, 'Allreduce', processes,
-                                        (VARIABILITY_SIZE,)).rows[0].t_avg)
-        barrier.append(complete_table(tables, 'Barrier', processes, ()).rows[0].t_avg)
-
-    return {'allreduce_16B': Variability.of(allreduce), 'barrier': Variability.of(barrier)}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from hpcbench.core import job_script
 from hpcbench.core.parsing import any_newlines, measured_value
+from hpcbench.benchmarks.reports import Reports
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -283,3 +284,6 @@ def parse(text, tasks, repetitions, runs=1):
                               repetitions, tuple(r for p in measured for r in p.rates))
 
     return phases
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'IorCheck': Reports('IOR', tuple(PERFORMANCE_VARIABLES))}

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines
+from hpcbench.benchmarks.reports import Reports
 
 # The job script's record of one launch (hpcbench.rfm.partition.repeat_launch).
 # MpiStartupCheck's performance variables.
@@ -101,3 +102,6 @@ def parse(text, ranks, launches):
         start = match.end()
 
     return Summary(tuple(result))
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'MpiStartupCheck': Reports('MPI start-up', VARIABLES)}

@@ -4,6 +4,7 @@ import re
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines
+from hpcbench.benchmarks.reports import Reports
 
 KERNELS = ('Copy', 'Scale', 'Add', 'Triad')
 # StreamCheck's performance variables (the two ratios where it measures the node's
@@ -150,3 +151,6 @@ def machine_balance(core_peak_flops, threads, triad_mbps):
     """
     words_per_second = triad_mbps * 1e6 / BYTES_PER_ELEMENT
     return threads * core_peak_flops / words_per_second
+
+# What this module's checks report (hpcbench.benchmarks.reports).
+REPORTS = {'StreamCheck': Reports('STREAM', CHECK_VARIABLES)}

@@ -27,7 +27,7 @@ def main(argv=None):
 
     from hpcbench.core import child_processes, paths, run_lock
     from hpcbench.results import reference_schema
-    from hpcbench.stack import bootstrap, spack
+    from hpcbench.stack import machine_systems, spack
     child_processes.end_on_signals()
     try:
         # A results directory that is not the suite's is refused before anything is read
@@ -38,7 +38,7 @@ def main(argv=None):
     except Worse as verdict:
         print(verdict, file=sys.stderr)
         return EXIT_WORSE
-    except (spack.SpackNotFound, bootstrap.BootstrapError, reference_schema.ReferenceError,
+    except (spack.SpackNotFound, machine_systems.BootstrapError, reference_schema.ReferenceError,
             RuntimeError) as err:
         print(f'error: {err}', file=sys.stderr)
         return EXIT_ERROR

@@ -25,7 +25,7 @@ def _baseline(args):
     the last --days that measured the system, the newest --last of them), with bounds from
     their spread (hpcbench.results.baselines.baseline_bounds). Sessions without valid
     performance results (an aborted or failed run's) are skipped, and said so."""
-    from hpcbench.results import baselines, references, references_text, results_db
+    from hpcbench.results import baselines, measured, references, references_text, results_db
     references.check_tolerance(args.tolerance)
     references.check_tolerance(args.margin, 'margin')
     for option in ('days', 'last'):
@@ -39,24 +39,24 @@ def _baseline(args):
     if not sessions:
         raise RuntimeError(f'no stored session of {args.system} in the last {args.days} days: '
                            'run the suite first')
-    measured = []
+    valid = []
     for data in sessions:
         info = data['session_info']
-        if any(c['system'] == args.system for c in results_db.measured_runs(data)):
-            measured.append(data)
+        if any(c['system'] == args.system for c in measured.measured_runs(data)):
+            valid.append(data)
         else:
             print(f'session {info["uuid"]} ({info.get("time_start", "?")}) has no valid '
                   'performance results: skipped')
-    measured = measured[:args.last]
-    if not measured:
+    valid = valid[:args.last]
+    if not valid:
         raise RuntimeError(f'no stored session of {args.system} has valid performance results')
 
-    infos = [d['session_info'] for d in measured]
+    infos = [d['session_info'] for d in valid]
     started = {i['uuid']: datetime.datetime.fromtimestamp(
         i['time_start_unix'], datetime.timezone.utc).isoformat(timespec='minutes')
         for i in infos}
     refs = baselines.baseline_from_samples(
-        args.system, results_db.figure_samples(measured, args.system), started, args.margin,
+        args.system, measured.figure_samples(valid, args.system), started, args.margin,
         args.tolerance, host=', '.join(sorted({i['hostname'] for i in infos})))
     target = references.reference_file(args.system)
     target.write_text(references_text.dump(refs))
@@ -72,8 +72,8 @@ def _baseline(args):
 def _hpl_tuning(args):
     """The HPL tuning sweep's table (T2K Tables 2-4) from a stored session."""
     from hpcbench.benchmarks import hpl_sweep
-    from hpcbench.results import results_db
-    uuid, cases = results_db.check_cases(results_db.site_config(args.system), 'HplTuningSweep',
+    from hpcbench.results import measured, results_db
+    uuid, cases = measured.check_cases(results_db.site_config(args.system), 'HplTuningSweep',
                                          args.session)
     tables = {}
     for case in cases:
@@ -98,12 +98,12 @@ def _screen_nodes(args):
     """Nodes more than --threshold % below the median of their partition's, by single-node
     HPL (T2K 4.2) and by their slowest GPU's DGEMM."""
     from hpcbench.benchmarks import hpl_output
-    from hpcbench.results import results_db
+    from hpcbench.results import measured, results_db
     config = results_db.site_config(args.system)
     slow_total, screened = 0, 0
     for check, what, variable, unit in SCREENS:
         try:
-            uuid, cases = results_db.check_cases(config, check, args.session)
+            uuid, cases = measured.check_cases(config, check, args.session)
         except RuntimeError:
             continue
         screened += 1
@@ -139,14 +139,14 @@ def _compare_stacks(args):
     several BLAS libraries, its first figure as BLAS x MPI."""
     import re
 
-    from hpcbench.results import results_db, stack_comparison
+    from hpcbench.results import measured, stack_comparison
     try:
         pattern = re.compile(args.check)
     except re.error as err:
         raise RuntimeError(f'--check {args.check!r}: {err}') from None
 
     data = stored_session(args)
-    cases = [c for c in results_db.measured_cases(data, fixtures=True)
+    cases = [c for c in measured.measured_cases(data, fixtures=True)
              if pattern.search(c['check'])]
     groups = stack_comparison.side_by_side(cases)
     print(f'MPI stacks and BLAS libraries side by side, session '

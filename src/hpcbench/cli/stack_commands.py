@@ -6,7 +6,7 @@ described from its controller)."""
 import datetime
 
 from hpcbench.stack import spack
-from hpcbench.stack.bootstrap import machine_systems
+from hpcbench.stack.machine_systems import machine_systems
 
 
 def _bootstrap(args):

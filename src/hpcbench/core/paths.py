@@ -198,3 +198,12 @@ def full(path):
     names."""
     return (f'the file system of {path} is full (mounted at {mount_point(path)}, '
             f'{free_bytes(path) >> 20} MiB free)')
+
+
+def shown(path):
+    """`path` as a message names it: relative to the project where it is inside it
+    (site-configs/chic.yaml), else whole."""
+    try:
+        return str(Path(path).resolve().relative_to(PROJECT_ROOT.resolve()))
+    except ValueError:
+        return str(path)

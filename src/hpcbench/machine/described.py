@@ -11,7 +11,9 @@ def partition_description(partition):
     """The PartitionDescription of a ReFrame partition (made once per partition)."""
     made = getattr(partition, '_hpcbench_description', None)
     if made is None:
-        made = description.from_extras(partition.extras, gpus_per_node(partition))
+        accelerators = partition.extras.get('accelerators')
+        count = devices_per_node(partition, accelerators['kind']) if accelerators else 0
+        made = description.from_extras(partition.extras, count)
         try:
             partition._hpcbench_description = made
         except AttributeError:       # an object that keeps no attribute of ours
@@ -19,10 +21,11 @@ def partition_description(partition):
     return made
 
 
-def gpus_per_node(partition):
-    """The GPUs of each node of `partition`: ReFrame's `devices` (0 for none)."""
+def devices_per_node(partition, kind='gpu'):
+    """The devices of `kind` (gpu, accelerator) of each node of `partition`: ReFrame's
+    `devices` (0 for none)."""
     select = getattr(partition, 'select_devices', None)
-    devices = select('gpu') if select else []
+    devices = select(kind) if select else []
     return devices[0].num_devices if devices else 0
 
 

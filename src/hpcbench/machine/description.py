@@ -102,6 +102,122 @@ STACK_SCHEMA = {
 }
 
 
+# A Slurm cluster `hpcbench new-system` described (site-configs/<name>.yaml, which a person
+# reviews and corrects): the system, and per Slurm partition what SCHEMA has of its nodes
+# beside what the scheduler says (its GRES, the options every job needs).
+_SHARED = ('num_nodes', 'memory_bytes', 'clock_hz', 'clock_source', 'flops_per_cycle',
+           'quiet_node', 'io_directory')
+CLUSTER_SCHEMA = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'title': 'hpcbench description of a Slurm cluster (hpcbench new-system)',
+    'type': 'object',
+    'required': ['name', 'descr', 'hostnames', 'scheduler', 'launcher', 'access',
+                 'mpi_stacks', 'partitions'],
+    'properties': {
+        'name': _TEXT, 'descr': _TEXT,
+        'slurm_cluster': {'type': 'string'}, 'slurm_version': {'type': 'string'},
+        'login_node': {'type': 'string'},
+        'hostnames': {'type': 'array', 'items': _TEXT},
+        'scheduler': _TEXT, 'launcher': _TEXT,
+        'mpi_plugins': {'type': 'array', 'items': {'type': 'string'}},
+        'nodes_share_hosts': {'type': 'boolean'},
+        'access': {'type': 'array', 'items': {'type': 'string'}},
+        'mpi_stacks': {'type': 'array', 'items': _TEXT},
+        'mpi_prefixes': {'type': ['object', 'null'], 'additionalProperties': _TEXT},
+        'run_env': {'type': 'object', 'additionalProperties': {
+            'type': 'object', 'additionalProperties': {'type': 'string'}}},
+        'partitions': {'type': 'array', 'minItems': 1, 'items': {
+            'type': 'object',
+            'required': ['name', 'slurm_partition', 'descr', 'num_nodes', 'memory_bytes',
+                         'clock_hz', 'flops_per_cycle', 'processor'],
+            'properties': {
+                'name': _TEXT, 'slurm_partition': _TEXT, 'descr': _TEXT,
+                **{k: SCHEMA['properties'][k] for k in _SHARED},
+                # Not known yet: new-system asks for it, and IOR refuses to run without it.
+                'io_directory': {'type': ['string', 'null']},
+                'processor': {'type': 'object', 'required': ['num_cpus']},
+                'features': {'type': 'array', 'items': {'type': 'string'}},
+                'gres': {'type': 'string'},
+                'gpus_stand_in': {'type': 'string'},
+                'max_jobs': _COUNT,
+            },
+            'additionalProperties': False,
+        }},
+    },
+    'additionalProperties': False,
+}
+
+
+# A size or a clock as a person writes it in a description file: bytes or `4 GiB`, hertz or
+# `2.6 GHz` (paper_system converts them).
+_SIZE = {'anyOf': [_BYTES, {'type': 'string', 'pattern': r'^\d+(\.\d+)? [KMGT]iB$'}]}
+_CLOCK = {'anyOf': [_POSITIVE, {'type': 'string', 'pattern': r'^\d+(\.\d+)? [MG]Hz$'}]}
+_STRUCTURE = {
+    'name': _TEXT, 'descr': _TEXT, 'processor': _TEXT, 'num_nodes': _COUNT,
+    'memory_bytes': _SIZE, 'clock_hz': _CLOCK, 'flops_per_cycle': _COUNT,
+    'scheduler': _TEXT, 'launcher': _TEXT, 'access': {'type': 'array', 'items': _TEXT},
+    'environs': {'type': 'array', 'items': _TEXT, 'minItems': 1},
+    'io_stripe_size': _SIZE,
+    'node_clocks': {'type': 'array', 'items': {
+        'type': 'array', 'prefixItems': [_COUNT, _CLOCK], 'minItems': 2, 'maxItems': 2}},
+    'accelerators': {'type': 'array', 'minItems': 1, 'items': {
+        'type': 'object', 'required': ['vendor', 'kind', 'model', 'arch', 'memory_bytes']}},
+}
+# A paper's system (site-configs/<name>.yaml beside its three-line site config): what the
+# paper says, in its words (`about`), its nodes' processors by recipe
+# (hpcbench.rfm.paper_sites.processor), its partitions (each a description: SCHEMA's fields,
+# and what `partition_defaults` gives every partition), and its MPI stacks.
+PAPER_SYSTEM_SCHEMA = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'title': "hpcbench description of a paper's system",
+    'type': 'object',
+    'required': ['name', 'descr', 'about', 'hostnames', 'processors', 'partitions',
+                 'environments'],
+    'properties': {
+        'name': _TEXT, 'descr': _TEXT, 'about': _TEXT,
+        'hostnames': {'type': 'array', 'items': _TEXT, 'minItems': 1},
+        **{k: _STRUCTURE[k] for k in ('scheduler', 'launcher', 'access', 'environs')},
+        'processors': {'type': 'object', 'minProperties': 1, 'additionalProperties': {
+            'type': 'object',
+            'required': ['arch', 'model', 'sockets', 'cores_per_socket', 'caches'],
+            'properties': {
+                'arch': _TEXT, 'model': _TEXT, 'sockets': _COUNT, 'cores_per_socket': _COUNT,
+                'threads_per_core': _COUNT, 'numa_per_socket': _COUNT,
+                'caches': {'type': 'array', 'items': {
+                    'type': 'object', 'required': ['level', 'size'],
+                    'properties': {'level': _COUNT, 'size': _SIZE, 'shared_by_cores': _COUNT,
+                                   'linesize': _COUNT, 'associativity': _COUNT},
+                    'additionalProperties': False}},
+            },
+            'additionalProperties': False}},
+        # The description's fields every partition has unless it says otherwise.
+        'partition_defaults': {'type': 'object'},
+        'partitions': {'type': 'array', 'minItems': 1, 'items': {
+            'type': 'object', 'required': ['name', 'descr', 'processor', 'num_nodes'],
+            'properties': _STRUCTURE}},
+        'environments': {'type': 'array', 'minItems': 1, 'items': {
+            'type': 'object', 'required': ['name', 'spack_mpi'],
+            'properties': {
+                'name': _TEXT, 'spack_mpi': _TEXT, 'spack_blas': _TEXT, 'launcher': _TEXT,
+                'env_vars': {'type': 'object', 'additionalProperties': {'type': 'string'}}},
+            'additionalProperties': False}},
+    },
+    'additionalProperties': False,
+}
+_UNITS = {'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30, 'TiB': 1 << 40,
+          'MHz': 1e6, 'GHz': 1e9}
+
+
+def quantity(value):
+    """A size or a clock as written (`4 GiB`, `2.6 GHz`, or a plain number) as a number:
+    bytes as an integer."""
+    if not isinstance(value, str):
+        return value
+    number, unit = value.split()
+    scaled = float(number) * _UNITS[unit]
+    return int(scaled) if unit.endswith('iB') else scaled
+
+
 class DescriptionError(ValueError):
     """A description that is not one: one line naming its file and field."""
 
@@ -174,24 +290,38 @@ class StackDescription:
                 if getattr(self, f.name) is not None}
 
 
-def _field_path(where, error):
-    path = ''.join(f'[{p}]' if isinstance(p, int) else f'.{p}' for p in error.absolute_path)
-    return f'{where}{path}'
+def _field_path(where, error, document):
+    """`where` and the path of the field `error` is about: `.memory_bytes`, a list item by
+    its `name` where it has one (`partitions[gpu]`), else by its index."""
+    path, item = '', document
+    for part in error.absolute_path:
+        try:
+            item = item[part]
+        except (KeyError, IndexError, TypeError):
+            item = None
+        if isinstance(part, int):
+            named = item.get('name') if isinstance(item, dict) else None
+            path += f'[{named}]' if isinstance(named, str) else f'[{part}]'
+        else:
+            path += f' {part}' if not path and where.endswith(':') else f'.{part}'
+    return f'{where}{path}' if path or not where.endswith(':') else where[:-1]
 
 
-def _validated(data, schema, where):
+def validated(data, schema, where):
+    """`data` checked against `schema`; the first fault a DescriptionError naming `where`
+    and the field (`where` ending in a colon: the fields follow it as `file: field`)."""
     if not isinstance(data, dict):
-        raise DescriptionError(f'{where}: {data!r} is no mapping of fields')
+        raise DescriptionError(f'{where.rstrip(":")}: {data!r} is no mapping of fields')
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data),
                     key=lambda e: (list(e.absolute_path), e.message))
     if errors:
         first = errors[0]
         if first.validator == 'additionalProperties':
             unknown = sorted(set(first.instance) - set(first.schema['properties']))
-            raise DescriptionError(f'{_field_path(where, first)}: no such field '
+            raise DescriptionError(f'{_field_path(where, first, data)}: no such field '
                                    f'{", ".join(unknown)} (the fields: '
                                    f'{", ".join(first.schema["properties"])})')
-        raise DescriptionError(f'{_field_path(where, first)}: {first.message}')
+        raise DescriptionError(f'{_field_path(where, first, data)}: {first.message}')
     for name, value in data.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise DescriptionError(f'{where}.{name}: {value} is not a finite figure')
@@ -202,7 +332,7 @@ def partition(fields, where):
     them), validated against SCHEMA; `where` names its file and partition in every
     message."""
     fields = dict(fields or {})
-    _validated(fields, SCHEMA, where)
+    validated(fields, SCHEMA, where)
     return _made(fields)
 
 
@@ -225,10 +355,31 @@ def _made(fields):
     return PartitionDescription(**fields)
 
 
+def cluster(data, where):
+    """A described Slurm cluster (CLUSTER_SCHEMA), checked; DescriptionError naming
+    `where` (its file) and the field: `<file>: partitions[gpu].num_nodes: 'two' is not of
+    type 'integer'`."""
+    validated(data, CLUSTER_SCHEMA, f'{where}:')
+    return data
+
+
+def paper_system(data, where):
+    """A paper's system description (PAPER_SYSTEM_SCHEMA), checked: DescriptionError naming
+    `where` (its file) and the field. Each partition's description fields are checked when
+    it becomes a partition (SCHEMA)."""
+    validated(data, PAPER_SYSTEM_SCHEMA, f'{where}:')
+    for entry in data['partitions']:
+        if entry['processor'] not in data['processors']:
+            raise DescriptionError(f'{where}: partitions[{entry["name"]}].processor: no '
+                                   f'processor {entry["processor"]!r} (the processors: '
+                                   f'{", ".join(sorted(data["processors"]))})')
+    return data
+
+
 def stack(fields, where):
     """The StackDescription of an MPI stack's fields, validated against STACK_SCHEMA."""
     fields = dict(fields or {})
-    _validated(fields, STACK_SCHEMA, where)
+    validated(fields, STACK_SCHEMA, where)
     return StackDescription(**fields)
 
 

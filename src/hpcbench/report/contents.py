@@ -6,7 +6,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from hpcbench.results import references, results_db, stack_comparison, verdicts
+from hpcbench.results import measured, references, stack_comparison, verdicts
 
 
 # Session extras recorded by `make run` (hpcbench provenance), in display order.
@@ -45,7 +45,7 @@ class Comparison:
 
 
 def system_cases(session_data, system):
-    return [c for c in results_db.measured_cases(session_data) if c['system'] == system]
+    return [c for c in measured.measured_cases(session_data) if c['system'] == system]
 
 
 def latest_cases(sessions, system):
@@ -57,10 +57,10 @@ def latest_cases(sessions, system):
     cases, used, seen = [], [], set()
     for data in sessions:
         uuid = data['session_info']['uuid']
-        mine = [c for c in system_cases(data, system) if results_db.case_key(c) not in seen]
+        mine = [c for c in system_cases(data, system) if measured.case_key(c) not in seen]
         for case in mine:
             case['session'] = uuid
-            seen.add(results_db.case_key(case))
+            seen.add(measured.case_key(case))
         if mine:
             cases += mine
             used.append(data)
@@ -155,10 +155,10 @@ def over_stored_runs(cases, history):
     ({variable: [values]}): a ratio such as HPL's to its DGEMM ceiling swings by 10 % from
     one run to the next on a shared machine; its median over runs is the figure to hold."""
     for case in cases:
-        figures = history.get((*results_db.case_key(case), case['inputs']), {})
-        stack = results_db.run_stack(case)
+        figures = history.get((*measured.case_key(case), case['inputs']), {})
+        stack = measured.run_stack(case)
         case['over_runs'] = {variable: part['values'] for variable, figure in figures.items()
-                             for name, part in results_db.by_stack(figure).items()
+                             for name, part in measured.by_stack(figure).items()
                              if name == stack}
 
 
@@ -173,7 +173,7 @@ def over_runs_text(case, variable):
 
 def ceiling_cases(sessions, system):
     """The ceilings measured in `sessions` on `system` (fixtures: CEILING_CHECKS)."""
-    return [case for data in sessions for case in results_db.measured_cases(data, fixtures=True)
+    return [case for data in sessions for case in measured.measured_cases(data, fixtures=True)
             if case['check'] in CEILING_CHECKS and case['system'] == system]
 
 

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from hpcbench.report import plots, trend_plots
-from hpcbench.results import references, results_db, verdicts
+from hpcbench.results import measured, references, results_db, verdicts
 from hpcbench.report.markdown_summary import markdown
 from hpcbench.report.html_page import render_html
 from hpcbench.report.contents import (Comparison, ceiling_cases, gpu_rows, latest_cases,
@@ -79,7 +79,7 @@ def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHO
     plot_dir = directory / 'plots'
     shutil.rmtree(plot_dir, ignore_errors=True)
     plot_dir.mkdir(parents=True)
-    history = results_db.figure_samples(stored or sessions, system)
+    history = measured.figure_samples(stored or sessions, system)
     over_stored_runs(cases, history)
     saved = [(plot, plots.save(plot, plot_dir))
              for plot in itertools.chain(plots.all_plots(cases, papers, system),

@@ -1,6 +1,6 @@
 """The report's plots: this system's measured results beside the papers' figures.
 
-Each function takes measured cases (hpcbench.results.results_db.measured_cases) and the papers'
+Each function takes measured cases (hpcbench.results.measured.measured_cases) and the papers'
 reference sets (hpcbench.results.references.load) and returns a matplotlib Figure whose caption
 cites every paper point it shows. A plot without local measurements still shows the
 papers' points and says that nothing was measured: the report always has every plot.

@@ -7,7 +7,7 @@ import statistics
 import matplotlib.dates
 
 from hpcbench.report.plots import Plot, no_measurements, plt     # plots chose the backend
-from hpcbench.results import references, results_db, verdicts
+from hpcbench.results import measured, references, verdicts
 
 
 # The headline figures whose trend the report plots: (check, variable, the test cases, title).
@@ -26,11 +26,11 @@ TRENDS = (
 
 
 def _session_points(figure):
-    """[(session start, median, min, max)] of a figure (results_db.figure_samples' entry),
+    """[(session start, median, min, max)] of a figure (measured.figure_samples' entry),
     oldest first."""
     return [(datetime.datetime.fromtimestamp(started, datetime.timezone.utc),
              statistics.median(values), min(values), max(values))
-            for started, _, values in results_db.by_session(figure)]
+            for started, _, values in measured.by_session(figure)]
 
 
 def _baseline_band(baseline, check, partition, environ, match):
@@ -73,7 +73,7 @@ def trend(samples, baseline, system, check, variable, wanted, title,
                     linewidth=1.5, label=label)
         # Each stack (the build, its BLAS and MPI) on its own: a change of the software is
         # marked as such, and change points are sought within one stack only.
-        parts = results_db.by_stack(figure)
+        parts = measured.by_stack(figure)
         band = _baseline_band(baseline, check, partition, environ,
                               {**params, **({'inputs': inputs} if inputs else {}),
                                'build_spec': list(parts)[-1]})

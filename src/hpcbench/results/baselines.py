@@ -7,7 +7,7 @@ import math
 import socket
 import statistics
 
-from hpcbench.results import results_db
+from hpcbench.results import measured
 from hpcbench.results.references import (Figure, ReferenceSet, check_tolerance,
                                          reported_variables)
 
@@ -81,7 +81,7 @@ def baseline_from_samples(system, samples, started, margin=MARGIN, guess=GUESS, 
                           recorded=None):
     """A ReferenceSet of the system's baseline from its figures over many runs.
 
-    samples: hpcbench.results.results_db.figure_samples of the sessions (each figure's
+    samples: hpcbench.results.measured.figure_samples of the sessions (each figure's
     values, one per run, and the sessions they came from); started: {session UUID: start,
     ISO 8601}. Each figure is the median of its runs, with bounds by baseline_bounds, and
     says what it was made from (`sample`). A figure matches the inputs it was measured with
@@ -99,7 +99,7 @@ def baseline_from_samples(system, samples, started, margin=MARGIN, guess=GUESS, 
                 continue    # stored by a check that since renamed it: no figure of today's
             # The runs of the newest stack only (another build, BLAS or MPI is another
             # figure), and the figure judges that stack's builds alone.
-            stack, figure = list(results_db.by_stack(figure).items())[-1]
+            stack, figure = list(measured.by_stack(figure).items())[-1]
             # A stored value that is no number (NaN, infinite) is no run's figure: left out,
             # and a figure with no other is no reference.
             kept = [(v, u) for v, u in zip(figure['values'], figure['sessions'])

@@ -49,9 +49,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
+from hpcbench.benchmarks import reports
 from hpcbench.core import paths
 from hpcbench.machine.described import partition_description
-from hpcbench.results import results_db
+from hpcbench.results import measured
 from hpcbench.results.reference_schema import (MAX_FILE_BYTES, ReferenceError, check_numbers,
                                                load_yaml, validate_shape)
 
@@ -102,45 +103,19 @@ class ReferenceSet:
     comparison_machines: dict = field(default_factory=dict)
 
 
+# What each check reports, as its benchmark module declares it (hpcbench.benchmarks.reports).
+DECLARED = reports.declared()
 # The benchmark each check measures, for counting and reports.
-BENCHMARK_OF_CHECK = {
-    'HplCheck': 'HPL', 'HplTuningSweep': 'HPL', 'HplNodeScreen': 'HPL',
-    'HpccCheck': 'HPCC',
-    'StreamCheck': 'STREAM',
-    'ImbPairCheck': 'IMB', 'ImbGroupCheck': 'IMB', 'ImbVariability': 'IMB',
-    'IorCheck': 'IOR', 'MpiStartupCheck': 'MPI start-up',
-    'BabelStreamCheck': 'BabelStream', 'GpuDgemmCheck': 'GPU DGEMM',
-    'HostDeviceBandwidthCheck': 'Host-device bandwidth', 'GpuNodeScreen': 'GPU DGEMM',
-}
+BENCHMARK_OF_CHECK = {check: declared.benchmark for check, declared in DECLARED.items()}
 
 
 def reported_variables(check, match=None):
     """Every performance variable `check` may report, whatever its inputs; for an IMB check
     whose figure names its benchmark (`match`), that benchmark's own. What `hpcbench
     references` (make lint) checks a figure's variable against, before any run: the checks
-    report these and no others (tests/results/test_references.py reads their performance functions
-    to keep the two one)."""
-    from hpcbench.benchmarks import (babelstream, dgemm, gpu_screen, host_device, hpcc, hpl,
-                                     hpl_sweep, imb, ior, mpi_startup, stream)
-    if check in ('ImbPairCheck', 'ImbGroupCheck'):
-        benchmarks = (imb.PAIR_BENCHMARKS if check == 'ImbPairCheck' else imb.GROUP_BENCHMARKS)
-        named = (match or {}).get('benchmark')
-        return {v for b in benchmarks if named in (None, b) for v in imb.reported_variables(b)}
-    return set({
-        'HplCheck': hpl.CHECK_VARIABLES,
-        'HplNodeScreen': hpl.RUN_VARIABLES,
-        'HplTuningSweep': [v for setting in (*hpl_sweep.SWEEP, 'swap_threshold')
-                           for v in hpl_sweep.sweep_variables(setting)],
-        'HpccCheck': hpcc.VARIABLES,
-        'StreamCheck': stream.CHECK_VARIABLES,
-        'ImbVariability': imb.VARIABILITY_VARIABLES,
-        'IorCheck': ior.PERFORMANCE_VARIABLES,
-        'MpiStartupCheck': mpi_startup.VARIABLES,
-        'BabelStreamCheck': babelstream.VARIABLES,
-        'GpuDgemmCheck': dgemm.GPU_VARIABLES,
-        'HostDeviceBandwidthCheck': host_device.VARIABLES,
-        'GpuNodeScreen': gpu_screen.VARIABLES,
-    }[check])
+    report these and no others (tests/results/test_references.py reads their performance
+    functions to keep the two one)."""
+    return DECLARED[check].variables_for(match)
 
 
 def systems_with_references():
@@ -194,7 +169,7 @@ def parse(data, where):
         if 'sample' in item:
             # Measured here (a baseline) before its check gained a parameter: it measured
             # the value that ran then, not every value.
-            item = {**item, 'match': results_db.with_added_parameters(item['check'],
+            item = {**item, 'match': measured.with_added_parameters(item['check'],
                                                                       item.get('match', {}))}
         figures.append(Figure(**{**item, 'tolerance': tuple(item.get('tolerance',
                                                                      (None, None)))}))

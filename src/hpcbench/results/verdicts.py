@@ -27,7 +27,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from hpcbench.results import baselines, results_db, stack_comparison
+from hpcbench.results import baselines, measured, results_db, stack_comparison
 
 # The significance level of the test: the chance that unchanged code is called changed.
 ALPHA = 0.05
@@ -192,13 +192,13 @@ MIN_SESSIONS = 3
 
 
 def session_medians(figure):
-    """A figure's median in each session, oldest first (figure: a results_db.figure_samples
+    """A figure's median in each session, oldest first (figure: a measured.figure_samples
     entry)."""
-    return [statistics.median(values) for _, _, values in results_db.by_session(figure)]
+    return [statistics.median(values) for _, _, values in measured.by_session(figure)]
 
 
 def judge_figure(variable, old, new, threshold=THRESHOLD, alpha=ALPHA):
-    """judge() on two results_db.figure_samples entries of one figure, the session as the
+    """judge() on two measured.figure_samples entries of one figure, the session as the
     unit where both have MIN_SESSIONS sessions (see the module's doc)."""
     old_medians, new_medians = session_medians(old), session_medians(new)
     if len(old_medians) >= MIN_SESSIONS and len(new_medians) >= MIN_SESSIONS:
@@ -212,7 +212,7 @@ def judge_figure(variable, old, new, threshold=THRESHOLD, alpha=ALPHA):
 
 def measures(data, system):
     """Whether a session holds valid figures of `system`."""
-    return any(case['system'] == system for case in results_db.measured_runs(data))
+    return any(case['system'] == system for case in measured.measured_runs(data))
 
 
 def sessions_to_judge(sessions, system, new=None, old=None, days=DAYS):
@@ -256,18 +256,18 @@ class Row:
     parameters: tuple      # ((name, value), ...)
     inputs: str
     verdict: Verdict
-    # the software of the new runs (hpcbench.results.results_db.run_stack)
+    # the software of the new runs (hpcbench.results.measured.run_stack)
     stack: str = ''
 
 
 def stack_changed(variable, old, new, old_stack, new_stack):
-    """The verdict on a figure (old and new: results_db.figure_samples entries) whose software
+    """The verdict on a figure (old and new: measured.figure_samples entries) whose software
     changed: not judged, what changed said."""
     unit = new['unit']
     old, new = Sample(tuple(old['values'])), Sample(tuple(new['values']))
     return Verdict(variable, unit, baselines.better(variable, unit), old, new,
                    None, None, 'stack changed',
-                   f'stack changed: {results_db.stack_change(old_stack, new_stack)} (median '
+                   f'stack changed: {measured.stack_change(old_stack, new_stack)} (median '
                    f'{old.median:.4g} -> {new.median:.4g}): not judged as the machine\'s '
                    'change; compare --across-stacks judges the two stacks')
 
@@ -283,8 +283,8 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA, across
     missing = [u for u in (*new, *old) if u not in by_uuid]
     if missing:
         raise ValueError(f'no stored session {", ".join(missing)}')
-    new_samples = results_db.figure_samples([by_uuid[u] for u in new], system)
-    old_samples = results_db.figure_samples([by_uuid[u] for u in old], system)
+    new_samples = measured.figure_samples([by_uuid[u] for u in new], system)
+    old_samples = measured.figure_samples([by_uuid[u] for u in old], system)
     rows = []
     for key in sorted(set(new_samples) & set(old_samples), key=str):
         check, partition, environ, parameters, inputs = key
@@ -292,16 +292,16 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA, across
             new_figure, old_figure = new_samples[key][variable], old_samples[key][variable]
             if new_figure['unit'] != old_figure['unit']:
                 continue        # not the same figure
-            old_stacks = results_db.by_stack(old_figure)
+            old_stacks = measured.by_stack(old_figure)
             last_old = list(old_stacks)[-1]
-            for stack, new_part in results_db.by_stack(new_figure).items():
+            for stack, new_part in measured.by_stack(new_figure).items():
                 if stack in old_stacks:
                     verdict = judge_figure(variable, old_stacks[stack], new_part, threshold,
                                            alpha)
                 elif across_stacks:
                     verdict = judge_figure(variable, old_figure, new_part, threshold, alpha)
                     verdict = replace(verdict, reason=f'across stacks '
-                                      f'({results_db.stack_change(last_old, stack)}): '
+                                      f'({measured.stack_change(last_old, stack)}): '
                                       f'{verdict.reason}')
                 else:
                     verdict = stack_changed(variable, old_stacks[last_old], new_part,

@@ -3,7 +3,9 @@ directories, logging, modes, environments per MPI stack and BLAS), paper_sites (
 described by hand from a paper), backends (schedulers and launchers ReFrame lacks). For
 checks: partition (the node a test runs on, launch helpers), plugins (the mix-ins every
 run has), build (the build fixture), run (the run base classes), gpu (what the GPU checks
-share: their builds, one rank per GPU). quiet_node runs inside each job, as a script.
+share: their builds, one rank per GPU), contract (what a base check requires of the checks
+deriving from it). quiet_node runs inside each job, as a script, with the node's launch
+lock (launch_lock) and its /proc readers (node_processes): standard library only.
 
 May import every layer below (core, benchmarks, results, stack) and ReFrame.
 """

@@ -29,7 +29,8 @@ def described_accelerators(partition):
 
 def skip_stand_in(test):
     """Skip `test` (a GPU build or run) where the partition's GPUs are stand-ins
-    (its description's accelerators.stand_in: why), except in a dry run, which still writes its job."""
+    (its description's accelerators.stand_in: why), except in a dry run, which still
+    writes its job."""
     why = described_accelerators(test.current_partition).get('stand_in')
     test.skip_if(bool(why) and not test.is_dry_run(),
                  f'{test.current_partition.fullname}: {why}')
@@ -45,7 +46,8 @@ def cuda_arch(partition):
 class GpuProgramBuild(BenchmarkBuild):
     """The build of a GPU program for the partition's architecture."""
     required_attributes = {'spec_of': "a function of Spack's cuda_arch giving the root spec "
-                                      'the environment lists (hpcbench.stack.bootstrap.gpu_specs)'}
+                                      'the environment lists '
+                                      '(hpcbench.stack.machine_systems.gpu_specs)'}
 
     @run_after('setup')
     def choose_build(self):

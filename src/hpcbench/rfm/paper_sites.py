@@ -1,4 +1,8 @@
-"""Building blocks of the site configs of the papers' systems: nodes described by hand.
+"""The site configs of the papers' systems: each is a description file,
+site-configs/<name>.yaml (hpcbench.machine.description.PAPER_SYSTEM_SCHEMA: the paper's
+words in `about`, its nodes, partitions and MPI stacks, the paper's settings cited as
+references cite their figures), read by a three-line site-configs/<name>.py
+(`site_configuration(__file__)`).
 
 The papers give sockets, cores, clock, flop/cycle and memory; `processor()` turns that into
 the ReFrame processor description (with the topology ReFrame would detect: CPU masks of
@@ -10,7 +14,14 @@ cores socket by socket, hardware threads after all cores (CPU c + k * cores).
 """
 import importlib
 import shlex
+import sys
+from pathlib import Path
 
+import yaml
+
+from hpcbench.core import paths
+from hpcbench.core.accelerators import Accelerator
+from hpcbench.machine import description
 from hpcbench.rfm import site_config
 
 # Imported for its effect: it registers the sites' schedulers and launchers with ReFrame.
@@ -66,14 +77,14 @@ def processor(arch, model, sockets, cores_per_socket, caches, threads_per_core=1
 
 
 def partition(name, descr, scheduler, launcher, processor, num_nodes, memory_bytes,
-              clock_hz, flops_per_cycle, environs, system, access=(), **fields):
+              clock_hz, flops_per_cycle, environs, system, access=(), where=None, **fields):
     """A ReFrame partition of identical nodes. `fields` of its description may add: node_counts (the counts a
     paper measured), memory_bandwidth_bytes (per node, when the paper gives it), binding
     (hpcbench.core.layout.BINDING_KEYS), hugepages, io_directory, io_stripe_size,
     io_stripe_count, io_read_cache_policy, memory_dimms."""
     spack_fields, spack_env_vars = site_config.spack_partition_settings()
     return site_config.reframe_partition(
-        f'site-configs/{system}.py', name,
+        where or f'site-configs/{system}.py', name,
         {'num_nodes': num_nodes, 'memory_bytes': memory_bytes, 'clock_hz': clock_hz,
          'flops_per_cycle': flops_per_cycle, **spack_fields,
          'spack_env': str(site_config.spack_env_dir(system)), **fields},
@@ -81,12 +92,14 @@ def partition(name, descr, scheduler, launcher, processor, num_nodes, memory_byt
         environs=list(environs), max_jobs=100, processor=processor, env_vars=spack_env_vars)
 
 
-def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=(), spack_blas=None):
+def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=(), spack_blas=None,
+                    where=None):
     """One MPI stack of a site, built by the system's Spack environment: its compiler
     wrappers come from `spack load` of the MPI; `launcher` (hpcbench.rfm.backends or ReFrame's)
     replaces the partition's for this stack; `env_vars`: its run-time tuning; `spack_blas`:
     the BLAS its builds name, where the environment builds with more than one."""
-    extras = site_config.stack_extras(f'site-configs/{system}.py: environment {name}',
+    extras = site_config.stack_extras(f'{where or f"site-configs/{system}.py"}: '
+                                      f'environment {name}',
                                       spack_mpi=spack_mpi, spack_blas=spack_blas,
                                       launcher=launcher)
 
@@ -99,3 +112,56 @@ def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=(), spack_b
         'env_vars': [list(kv) for kv in env_vars],
         'extras': extras,
     }
+
+
+# What a partition's entry in a description file gives partition() itself; every other field
+# is the partition's description (hpcbench.machine.description.SCHEMA).
+_QUANTITIES = ('memory_bytes', 'clock_hz', 'io_stripe_size')
+
+
+def site_configuration(site_config_file):
+    """ReFrame's configuration of the paper's system described beside `site_config_file`
+    (site-configs/<name>.py: site-configs/<name>.yaml). A description that is not one
+    stops here with one message naming the file and the field."""
+    path = Path(site_config_file).with_suffix('.yaml')
+    where = paths.shown(path)
+    try:
+        system = description.paper_system(yaml.safe_load(path.read_text()), where)
+    except (OSError, yaml.YAMLError) as err:
+        sys.exit(f'error: {where}: {err}')
+    except description.DescriptionError as err:
+        sys.exit(f'error: {err}')
+    name = system['name']
+    processors = {key: processor(**{**recipe, 'caches': [
+        cache(**{**c, 'size': description.quantity(c['size'])}) for c in recipe['caches']]})
+        for key, recipe in system['processors'].items()}
+    partitions = []
+    for entry in system['partitions']:
+        fields = {**system.get('partition_defaults', {}), **entry}
+        for key in _QUANTITIES:
+            if key in fields:
+                fields[key] = description.quantity(fields[key])
+        if 'node_clocks' in fields:
+            fields['node_clocks'] = [[n, description.quantity(hz)]
+                                     for n, hz in fields['node_clocks']]
+        accelerators = [Accelerator(**{**a, 'memory_bytes': description.quantity(
+            a['memory_bytes'])}) for a in fields.pop('accelerators', [])]
+        settings, accelerator_fields = site_config.accelerator_settings(accelerators)
+        made = partition(
+            fields.pop('name'), fields.pop('descr'),
+            fields.pop('scheduler', system.get('scheduler')),
+            fields.pop('launcher', system.get('launcher')),
+            processors[fields.pop('processor')], fields.pop('num_nodes'),
+            fields.pop('memory_bytes', None), fields.pop('clock_hz', None),
+            fields.pop('flops_per_cycle', None),
+            fields.pop('environs', system.get('environs')), name,
+            access=fields.pop('access', system.get('access', ())), where=where,
+            **fields, **accelerator_fields)
+        partitions.append({**made, **settings})
+    return site_config.site(
+        systems=[{'name': name, 'descr': system['descr'], 'hostnames': system['hostnames'],
+                  'modules_system': 'nomod', 'partitions': partitions}],
+        environments=[mpi_environment(env['name'], name, env['spack_mpi'], env.get('launcher'),
+                                      list((env.get('env_vars') or {}).items()),
+                                      env.get('spack_blas'), where=where)
+                      for env in system['environments']])

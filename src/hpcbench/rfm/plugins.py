@@ -22,7 +22,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench.core import job_script, node
-from hpcbench.rfm import quiet_node
+from hpcbench.rfm import launch_lock, quiet_node
 from hpcbench.stack import provenance
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
 from hpcbench.machine.described import partition_description, stack_description
@@ -116,7 +116,7 @@ class QuietNode(QuietNodeSettings):
       naming the culprits. The check's line is kept as `node_state` (perflog, results
       database), with the seconds waited.
     - Before that check, the job takes the node's launch lock and keeps it to its end
-      (hpcbench.rfm.quiet_node.LAUNCH_LOCK: one per node, for every checkout and user), so that
+      (hpcbench.rfm.launch_lock.LAUNCH_LOCK: one per node, for every checkout and user), so that
       two runs never measure at the same time; a job that waited for another says so in
       `node_state`, naming it. Waited for `lock_wait` seconds (an hour; `-S
       quiet_node_lock_wait=`), then the node is busy.
@@ -153,7 +153,7 @@ class QuietNode(QuietNodeSettings):
         text = open(output, errors='replace').read() if os.path.exists(output) else ''
         line = next((ln for ln in text.splitlines() if ln.startswith(quiet_node.MARKER)), '')
         self.node_state = line[len(quiet_node.MARKER):].strip()
-        if self.node_state.startswith((quiet_node.LOCK_REFUSED, quiet_node.LOCK_NOT_HAD)):
+        if self.node_state.startswith((launch_lock.LOCK_REFUSED, launch_lock.LOCK_NOT_HAD)):
             raise SanityError(f'the job did not take the node\'s launch lock and ran '
                               f'nothing: {self.node_state}')
         if self.node_state.startswith('BUSY'):

@@ -141,6 +141,16 @@ def reframe_partition(where, name, fields, **reframe_fields):
     return {'name': name, **reframe_fields, 'extras': described.to_extras()}
 
 
+def this_host(where, facts):
+    """`facts()`, what hpcbench.machine.host reads of this machine for a partition's
+    description; a fact it cannot read, or one given that is none (HPCBENCH_CLOCK_HZ=-5),
+    stops the site config `where` with one message."""
+    try:
+        return facts()
+    except RuntimeError as err:
+        sys.exit(f'error: {where}: {err}')
+
+
 def stack_extras(where, **fields):
     """A ReFrame environment's `extras`: its MPI stack's description (hpcbench.machine.
     description.StackDescription), validated; None fields unset."""

@@ -341,11 +341,11 @@ def suggested_default():
     if not (paths.VAR_DIR / 'results.db').exists():
         return None, None
 
-    from hpcbench.results import results_db
+    from hpcbench.results import measured, results_db
     libraries = local_libraries()
     for session in results_db.stored_sessions(results_db.site_config('local')):
         samples = {}
-        for provider, rates in results_db.dgemm_by_blas(session).items():
+        for provider, rates in measured.dgemm_by_blas(session).items():
             name = library_of(provider, libraries)
             if name:
                 samples[name] = rates

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import yaml
 
-from hpcbench.benchmarks import babelstream, dgemm, host_device, stream
-from hpcbench.core import accelerators as accelerator_facts
-from hpcbench.core import child_processes, node, paths
+from hpcbench.core import child_processes, paths
 from hpcbench.machine import host
-from hpcbench.stack import blas, cuda, debian, mpi_stacks, site_description, spack, testbed
+from hpcbench.stack import blas, debian, machine_systems, mpi_stacks, spack
+from hpcbench.stack.machine_systems import BootstrapError, say
 
 # The registry-only path: what runs real benchmarks with no Spack (Debian's HPCC on Debian's
 # Open MPI, the IMB-MPI1 of Intel MPI's PyPI wheel, ranks bound with numactl). OpenBLAS is
@@ -54,19 +53,6 @@ SPACK_DETECTED_TOOLS = (
     'gettext', 'texinfo',
 )
 
-# The systems on this machine: `local` (the host) and `testbed` (the Slurm cluster
-# ci/testbed emulates on it). Both build with this machine's externals (host.yaml), as does
-# a cluster `hpcbench new-system` described from this login node (machine_systems()).
-MACHINE_SYSTEMS = ('local', 'testbed')
-LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
-
-
-def say(msg):
-    print(f'[bootstrap] {msg}', flush=True)
-
-
-class BootstrapError(RuntimeError):
-    pass
 
 
 class Phases:
@@ -257,148 +243,6 @@ def detected_mpi_externals(found, stacks):
 
 # --- The local environment's host.yaml -------------------------------------------------------
 
-def machine_systems():
-    """The systems whose stack this machine builds: MACHINE_SYSTEMS, then the clusters
-    described from it (hpcbench.stack.site_description)."""
-    return (*MACHINE_SYSTEMS, *site_description.described_systems())
-
-
-def described_gpus(system):
-    """The GPUs of a described cluster's partitions whose drivers answer (their GRES)."""
-    description, _ = site_description.description_of(system)
-    return [gpu for entry in description['partitions'] if not entry.get('gpus_stand_in')
-            for gpu in accelerator_facts.from_gres(entry.get('gres', ''))]
-
-
-def machine_stacks(system='local'):
-    """The MPI stacks a system on this machine runs (testbed: those it can launch; a
-    described cluster: those its description names)."""
-    if system == 'testbed':
-        return testbed.mpi_stacks_launched()
-    if system not in MACHINE_SYSTEMS:
-        return site_description.stacks_of(*site_description.description_of(system))
-    return mpi_stacks.local_stacks()
-
-
-def machine_blas(system='local'):
-    """The BLAS libraries a system on this machine builds with, the default first (testbed:
-    the default only; the BLAS comparison is the host's)."""
-    return testbed.blas_libraries() if system == 'testbed' else blas.local_libraries()
-
-
-def machine_nodes(system):
-    """The nodes site-configs/<system>.py describes (local: the host; testbed: one emulated
-    node; a described cluster: each partition's), from the same functions."""
-    if system not in MACHINE_SYSTEMS:
-        description, path = site_description.description_of(system)
-        return [node.from_partition(entry['processor'], entry, f'{path}: {entry["name"]}')
-                for entry in description['partitions']]
-
-    processor = host.processor_info(LOCAL_SYSTEM, LOCAL_PARTITION)
-    if system == 'testbed':
-        return [node.from_partition(processor,
-                                    testbed.node_extras(testbed.configured_nodes()), system)]
-
-    return [node.from_partition(processor, host.partition_extras(), system)]
-
-
-def gpu_specs(cuda_archs):
-    """The GPU programs an environment builds for each of Spack's `cuda_archs`: BabelStream,
-    the DGEMM ceiling through cuBLAS and the host link's copies."""
-    return [spec for arch in cuda_archs
-            for spec in (babelstream.spack_spec(arch), dgemm.cuda_spack_spec(arch),
-                         host_device.spack_spec(arch))]
-
-
-def gpu_build(accelerators):
-    """(cuda_archs, toolkit) of this machine's GPU programs (hpcbench.stack.cuda.build_archs:
-    its GPUs', or HPCBENCH_CUDA_ARCH's), the toolkit installed only then; ([], None) for
-    none. A toolkit that cannot be had is said and the GPU programs are not built: the CPU
-    checks still run."""
-    try:
-        archs = cuda.build_archs(accelerators)
-    except cuda.CudaError as err:
-        raise BootstrapError(str(err)) from None
-    if not archs:
-        return [], None
-    driver = next((a.driver_version for a in accelerators if a.driver_version), None)
-    try:
-        return archs, cuda.toolkit(driver)
-    except (cuda.CudaError, subprocess.CalledProcessError, OSError) as err:
-        say(f'no GPU program is built: {err}')
-        return [], None
-
-
-def host_config(stacks, tools, nodes, system='local', detected=(), blas_libraries=(),
-                cuda_archs=(), cuda_toolkit=None):
-    """The machine-specific half of spack-envs/local (the other half is committed): the
-    externals, the MPI stacks (`mpis`) and STREAM specs the environment builds for, and its
-    BLAS libraries (hpcbench.stack.blas): `blas_default`, with which HPL and HPCC are built
-    on every MPI stack, `blas_others`, each on `blas_mpi` (the first stack),
-    `blas_libraries` (all, for the DGEMM ceiling). `detected`: the externals Spack's
-    detection described (detected_mpi_externals). `cuda_archs`, `cuda_toolkit`: the GPU
-    programs built (`gpu_specs`) and the toolkit they are built with (gpu_build)."""
-    packages = dict(tools)
-    for stack in stacks:
-        try:
-            external = (detected[stack.spack_name] if stack.spack_detects
-                        else stack.spack_external())
-        except RuntimeError as err:
-            raise BootstrapError(str(err)) from None
-
-        packages[stack.spack_name] = {'externals': [external],
-                                      'buildable': False}
-
-    # Debian's OpenBLAS is always an external (hpcc from Debian runs on it); Spack may build
-    # another OpenBLAS beside it when that is one of the BLAS libraries.
-    packages['openblas'] = {'externals': [blas.debian_openblas().spack_external()],
-                            'buildable': any(isinstance(b, blas.SpackOpenblas)
-                                             for b in blas_libraries)}
-    for library in blas_libraries:
-        external = library.spack_external()
-        if external and library.package != 'openblas':
-            packages[library.package] = {'externals': [external], 'buildable': False}
-    # Spack cannot detect autoconf-archive (hpl needs its AX_PROG_CC_MPI).
-    archive = debian.upstream_version_of('autoconf-archive')   # 20220903 -> 2022.09.03
-    packages['autoconf-archive'] = {
-        'externals': [{'spec': f'autoconf-archive@{archive[:4]}.{archive[4:6]}.{archive[6:]}',
-                       'prefix': '/usr'}],
-        'buildable': False}
-    if cuda_toolkit:
-        packages['cuda'] = {'externals': [cuda_toolkit.spack_external()], 'buildable': False}
-    stream_specs = []
-    for each in nodes:
-        try:
-            spec = stream.spack_spec(stream.array_size(each.llc_bytes_total, each.memory_bytes))
-        except stream.StreamInputError as err:
-            # A node too small for STREAM's rule (a VM may report a host-sized LLC) loses
-            # STREAM, not the whole set-up; its StreamCheck refuses in setup with the same
-            # words.
-            say(f'{system}: STREAM is not built: {err}')
-            continue
-        if spec not in stream_specs:
-            stream_specs.append(spec)
-    return {
-        'packages': packages,
-        'definitions': [{'stream_specs': stream_specs},
-                        {'mpis': [stack.spack_name for stack in stacks]},
-                        {'blas_default': [b.spack_spec for b in blas_libraries[:1]]},
-                        {'blas_mpi': [stack.spack_name for stack in stacks[:1]]},
-                        {'blas_others': [b.spack_spec for b in blas_libraries[1:]]},
-                        {'blas_libraries': [b.spack_spec for b in blas_libraries]},
-                        {'gpu_specs': gpu_specs(cuda_archs) if cuda_toolkit else []}],
-    }
-
-
-def write_host_yaml(config, target):
-    header = (f'# Generated by `hpcbench bootstrap` on {socket.gethostname()}: this machine\'s '
-              'externals and the inputs derived from its topology.\n# Not committed; '
-              'regenerated when the machine changes.\n')
-    text = header + yaml.safe_dump(config, sort_keys=False)
-    if not target.exists() or target.read_text() != text:
-        target.write_text(text)
-        say(f'wrote {target}')
-
 
 def bootstrap(refresh=False, found=None, system=None):
     """Spack's configuration and every system's host.yaml on this machine. A described
@@ -408,35 +252,19 @@ def bootstrap(refresh=False, found=None, system=None):
     with phase('packages'):
         ensure_apt_packages()
     with phase('wheels'):
-        stacks = machine_stacks()
+        stacks = machine_systems.machine_stacks()
         ensure_prefixes(stacks)
-        ensure_prefixes(machine_blas())
+        ensure_prefixes(machine_systems.machine_blas())
         # The testbed's nodes are this host: the same GPU programs (the toolkit's wheels
         # installed when it has GPUs). A described cluster's are its GPU partitions' (this
         # login node may have none).
-        this_host = gpu_build(host.accelerators())
+        this_host = machine_systems.gpu_build(host.accelerators())
     with phase('externals'):
         write_spack_config(found)
         tools = detected_tools(found, refresh)
         detected = detected_mpi_externals(found, stacks)
-        _write_host_yamls(system, tools, detected, this_host)
+        machine_systems.write_host_yamls(system, tools, detected, this_host)
     return found
-
-
-def _write_host_yamls(system, tools, detected, this_host):
-    """host.yaml of every system on this machine (bootstrap)."""
-    for each in machine_systems():
-        try:
-            cuda_archs, cuda_toolkit = (this_host if each in MACHINE_SYSTEMS
-                                        else gpu_build(described_gpus(each)))
-            config = host_config(machine_stacks(each), tools, machine_nodes(each), each,
-                                 detected, machine_blas(each), cuda_archs, cuda_toolkit)
-        except (site_description.DescriptionError, node.NodeDescriptionError) as err:
-            if each == system:
-                raise BootstrapError(str(err)) from None
-            say(f'skipped {each}: {err}')
-            continue
-        write_host_yaml(config, paths.SPACK_ENVS_DIR / each / 'host.yaml')
 
 
 def registry_only():
@@ -495,9 +323,9 @@ def suggest_default_blas():
 def install_environment(found, system='local'):
     """Concretize spack-envs/<system> (a system on this machine) when its inputs are newer
     than its lock, then install it."""
-    if system not in machine_systems():
+    if system not in machine_systems.machine_systems():
         raise BootstrapError(f'{system!r} is not a system on this machine: one of '
-                             f'{", ".join(machine_systems())}')
+                             f'{", ".join(machine_systems.machine_systems())}')
 
     env = paths.SPACK_ENVS_DIR / system
     lock = env / 'spack.lock'

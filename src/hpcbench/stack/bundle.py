@@ -156,8 +156,8 @@ def wheel_sets(system='local'):
     """[(what, requirements, pip options)] of what pip installs for `system`: the suite's
     venv, Intel MPI and MKL, and the CUDA toolkit where the environment builds its GPU
     programs with NVIDIA's wheels (hpcbench.stack.cuda)."""
-    from hpcbench.stack import bootstrap, cuda
-    parts = [*bootstrap.machine_stacks(system), *bootstrap.machine_blas(system)]
+    from hpcbench.stack import cuda, machine_systems
+    parts = [*machine_systems.machine_stacks(system), *machine_systems.machine_blas(system)]
     toolkit = ([('the CUDA toolkit', cuda.REQUIREMENTS, cuda.PIP_OPTIONS)]
                if cuda.environment_uses_wheels(paths.SPACK_ENVS_DIR / system / 'host.yaml')
                else [])

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import yaml
 
 from hpcbench.core import child_processes, paths
-from hpcbench.stack import bootstrap, spack
+from hpcbench.stack import machine_systems, spack
 
 
 class ShellError(RuntimeError):
@@ -82,9 +82,10 @@ def _spack_shell_code(found, *args, path=None):
 
 def shell_code(system='local', mpi=None, blas_name=None):
     """The shell code `hpcbench shell` prints."""
-    if system not in bootstrap.machine_systems():
+    if system not in machine_systems.machine_systems():
         raise ShellError(f'--system {system}: its environment is not installed on this '
-                         f'machine (the systems here: {", ".join(bootstrap.machine_systems())})')
+                         'machine (the systems here: '
+                         f'{", ".join(machine_systems.machine_systems())})')
 
     found = spack.find()
     if not found:
@@ -95,8 +96,8 @@ def shell_code(system='local', mpi=None, blas_name=None):
         raise ShellError(f'{env_dir} is not concretized here: run `make run` (or '
                          f'`.venv/bin/hpcbench setup --system {system}`) first')
 
-    stacks = bootstrap.machine_stacks(system)
-    libraries = bootstrap.machine_blas(system)
+    stacks = machine_systems.machine_stacks(system)
+    libraries = machine_systems.machine_blas(system)
     stack = _choose('mpi', mpi, stacks)
     library = _choose('blas', blas_name, libraries)
     if library is not libraries[0] and stack is not stacks[0]:

@@ -30,8 +30,9 @@ from hpcbench.core import accelerators, paths
 from hpcbench.core.node import NodeDescriptionError, from_partition
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
-from hpcbench.results import references_text
+from hpcbench.machine import description as description_schema
 from hpcbench.machine import host, slurm_query
+from hpcbench.results import references_text
 from hpcbench.stack import mpi_stacks
 
 # The first line of every description this command writes: what --force may overwrite.
@@ -49,33 +50,15 @@ class NewSystemError(RuntimeError):
     pass
 
 
-class DescriptionError(ValueError):
-    pass
+# A description that is not one: hpcbench.machine.description's, one message naming its
+# file and field.
+DescriptionError = description_schema.DescriptionError
 
 
 class _Dumper(yaml.SafeDumper):
     # Each partition's processor written out in full, not as an alias of another's.
     def ignore_aliases(self, data):
         return True
-
-
-# What a description must hold (site-configs/<name>.yaml), and of which type.
-PARTITION_FIELDS = {'name': str, 'slurm_partition': str, 'descr': str, 'num_nodes': int,
-                    'memory_bytes': int, 'clock_hz': (int, float), 'flops_per_cycle': int,
-                    'processor': dict}
-SYSTEM_FIELDS = {'name': str, 'descr': str, 'hostnames': list, 'scheduler': str,
-                 'launcher': str, 'access': list, 'mpi_stacks': list, 'partitions': list}
-
-
-def _require(mapping, fields, where):
-    if not isinstance(mapping, dict):
-        raise DescriptionError(f'{where}: a mapping expected')
-    for field, kind in fields.items():
-        if field not in mapping:
-            raise DescriptionError(f'{where}: no {field}')
-        if not isinstance(mapping[field], kind) or isinstance(mapping[field], bool):
-            raise DescriptionError(f'{where}.{field}: {mapping[field]!r} is not '
-                                   f'{getattr(kind, "__name__", "a number")}')
 
 
 def load(path):
@@ -85,13 +68,8 @@ def load(path):
         description = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as err:
         raise DescriptionError(f'{path}: {err}') from None
-    _require(description, SYSTEM_FIELDS, str(path))
-    if not isinstance(description.get('mpi_prefixes') or {}, dict):
-        raise DescriptionError(f'{path}.mpi_prefixes: {description["mpi_prefixes"]!r} is not '
-                               'a mapping of MPI stack to install prefix')
+    description_schema.cluster(description, str(path))
     for entry in description['partitions']:
-        _require(entry, PARTITION_FIELDS, f'{path}: partitions[{entry.get("name", "?")}]'
-                 if isinstance(entry, dict) else f'{path}: partitions')
         where = f'{path}: partitions[{entry["name"]}]'
         if not slurm_cluster.PARTITION_NAME.fullmatch(entry['name']):
             raise DescriptionError(f'{where}.name: a partition name has letters, digits, _ and '
@@ -202,8 +180,19 @@ def node_facts(partition, access=(), env=None, timeout=600):
 
 
 # The fields of a node's facts (print_node_facts) and their types.
-FACT_FIELDS = {'hostname': str, 'processor': dict, 'clock_hz': (int, float),
-               'clock_source': str, 'flops_per_cycle': int, 'gpus_seen': int}
+# What a compute node prints about itself (print_node_facts), checked by its schema.
+FACTS_SCHEMA = {
+    'type': 'object',
+    'required': ['hostname', 'processor', 'clock_hz', 'clock_source', 'flops_per_cycle',
+                 'gpus_seen'],
+    'properties': {
+        'hostname': {'type': 'string'}, 'processor': {'type': 'object'},
+        'clock_hz': description_schema.SCHEMA['properties']['clock_hz'],
+        'clock_source': {'type': 'string'},
+        'flops_per_cycle': description_schema.SCHEMA['properties']['flops_per_cycle'],
+        'gpus_seen': {'type': 'integer', 'minimum': 0},
+    },
+}
 
 
 def checked_facts(partition, text):
@@ -216,12 +205,10 @@ def checked_facts(partition, text):
     except ValueError as err:
         raise SlurmDescriptionError(f'{where} are not JSON ({err}): {text[:200]!r}') from None
     try:
-        _require(facts, FACT_FIELDS, where)
+        description_schema.validated(facts, FACTS_SCHEMA, f'{where}:')
         from_partition(facts['processor'], {'memory_bytes': 1, **facts}, where)
     except (DescriptionError, NodeDescriptionError) as err:
         raise SlurmDescriptionError(str(err)) from None
-    if facts['gpus_seen'] < 0:
-        raise SlurmDescriptionError(f'{where}: gpus_seen {facts["gpus_seen"]} is no count')
     return facts
 
 
