@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpcbench.results import results_db
+from hpcbench.results import measured, results_db
 from hpcbench.rfm import site_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,13 +65,13 @@ def summary(var, mpi):
     os.environ['HPCBENCH_VAR'] = str(var)      # where results_db.Store reads
     ratios, withheld = {}, {}
     for session in results_db.stored_sessions(results_db.site_config('local')):
-        for case in results_db.measured_runs(session):
+        for case in measured.measured_runs(session):
             if (case['check'] != 'HplCheck'
                     or case['match'].get('layout_name') != 'per-socket'
                     or str(case['match'].get('num_nodes')) != '1'
                     or not (case['environ'] == mpi or case['environ'].startswith(f'{mpi}-'))):
                 continue
-            blas = results_db.stack_of(case).get('blas', case['environ'])
+            blas = measured.stack_of(case).get('blas', case['environ'])
             if 'ceiling_efficiency' in case['perfvalues']:
                 ratios.setdefault(blas, []).append(case['perfvalues']['ceiling_efficiency'][0])
             elif 'ceiling_efficiency' in (case['testcase'].get('flagged') or {}):
