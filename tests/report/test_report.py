@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from hpcbench.report import browser, contents, pages, trend_plots
-from hpcbench.results import measured, session_time
+from hpcbench.results import measured, picture, session_time
 from conftest import FIXTURES
 
 REPORT_FIXTURES = FIXTURES / 'report'
@@ -28,20 +28,21 @@ def _uuid(data):
 def written(tmp_path_factory):
     new, old = _sessions()
     directory = tmp_path_factory.mktemp('report')
-    index = pages.write(directory, 'local', [new, old], ([_uuid(new)], [_uuid(old)]))
+    comparison = picture.judged([new, old], 'local', [_uuid(new)], [_uuid(old)])
+    index = pages.write(directory, picture.of_sessions('local', [new, old], comparison))
     return index
 
 
 def test_latest_results_come_from_the_newest_session_that_ran_each_check():
     new, old = _sessions()
-    cases, used = contents.latest_cases([new, old], 'local')
-    new_checks = {c['check'] for c in contents.system_cases(new, 'local')}
+    cases, used = picture.latest_cases([new, old], 'local')
+    new_checks = {c['check'] for c in picture.system_cases(new, 'local')}
     assert {c['session'] for c in cases if c['check'] in new_checks} == {_uuid(new)}
     # A check only the older session measured still shows, from that session.
-    only_old = {c['check'] for c in contents.system_cases(old, 'local')} - new_checks
+    only_old = {c['check'] for c in picture.system_cases(old, 'local')} - new_checks
     assert {c['check'] for c in cases if c['session'] == _uuid(old)} == only_old
     assert [_uuid(d) for d in used] == [_uuid(new)] + ([_uuid(old)] if only_old else [])
-    assert contents.latest_cases([new, old], 'testbed') == ([], [])
+    assert picture.latest_cases([new, old], 'testbed') == ([], [])
 
 
 def test_a_run_of_a_few_cases_hides_none_of_those_an_earlier_fuller_run_measured():
@@ -56,7 +57,7 @@ def test_a_run_of_a_few_cases_hides_none_of_those_an_earlier_fuller_run_measured
     narrow['session_info']['time_start_unix'] += 86400
     for run in narrow['runs']:
         run['testcases'] = [tc for tc in run['testcases'] if tc['environ'] == 'openmpi']
-    cases, used = contents.latest_cases([narrow, full], 'local')
+    cases, used = picture.latest_cases([narrow, full], 'local')
     assert {(c['environ'], c['session']) for c in cases} == {
         ('openmpi', _uuid(narrow)), ('openmpi-blis', _uuid(full)),
         ('openmpi-openblas', _uuid(full)), ('openmpi-openblas-spack', _uuid(full))}
@@ -72,7 +73,7 @@ def test_a_check_that_failed_sanity_has_no_results_but_one_below_its_reference_h
     below = [tc for run in new['runs'] for tc in run['testcases']
              if tc.get('fail_phase') == 'performance']
     assert below, 'the fixture session has a test case that missed its reference'
-    cases = contents.system_cases(new, 'local')
+    cases = picture.system_cases(new, 'local')
     names = {c['testcase']['name'] for c in cases}
     assert all(tc['name'] in names for tc in below)
     for name in failed:
@@ -82,7 +83,7 @@ def test_a_check_that_failed_sanity_has_no_results_but_one_below_its_reference_h
 
 def test_reference_rows_give_reframes_verdict_and_the_margin():
     new, _ = _sessions()
-    case = next(c for c in contents.system_cases(new, 'local')
+    case = next(c for c in picture.system_cases(new, 'local')
                 if c['testcase'].get('fail_phase') == 'performance')
     rows = {r['variable']: r for r in contents.reference_rows(case, None)}
     failing = [r for r in rows.values() if r['result'] == 'fail']
@@ -93,7 +94,7 @@ def test_reference_rows_give_reframes_verdict_and_the_margin():
         outside_low = lower is not None and value < ref * (1 + lower)
         outside_high = upper is not None and value > ref * (1 + upper)
         assert outside_low or outside_high
-    unreferenced = next(c for c in contents.system_cases(new, 'local')
+    unreferenced = next(c for c in picture.system_cases(new, 'local')
                         if c['check'] == 'HplCheck')
     rows = contents.reference_rows(unreferenced, None)
     assert {r['result'] for r in rows} == {'no reference'}
@@ -127,7 +128,7 @@ def _samples_session():
 
 def test_report_shows_how_each_figure_was_measured_and_its_trend(tmp_path):
     sessions = [_samples_session(), *_sessions()]
-    index = pages.write(tmp_path, 'local', sessions)
+    index = pages.write(tmp_path, picture.of_sessions('local', sessions))
     html = index.read_text()
     # The job's own repeats, e.g. HPL's three solves: how, and their range.
     assert re.search(r'best of 3 solve\(s\): median [\d.]+, [\d.]+ to [\d.]+ \(n=3, spread '
@@ -141,7 +142,7 @@ def test_report_shows_how_each_figure_was_measured_and_its_trend(tmp_path):
 
 
 def test_a_ratio_above_its_ceiling_is_shown_withheld_with_why():
-    case = next(c for c in contents.system_cases(_samples_session(), 'local')
+    case = next(c for c in picture.system_cases(_samples_session(), 'local')
                 if c['check'] == 'HplCheck')
     why = '118.3 % of the ceiling: HPL reached 86.1 GFLOP/s against a DGEMM ceiling of 72.8'
     case['testcase']['flagged'] = {'ceiling_efficiency': why}
@@ -183,7 +184,7 @@ def test_a_stored_ratio_above_100_percent_is_never_shown_without_its_reason():
 
 def test_report_without_results_of_the_system_says_so(tmp_path):
     with pytest.raises(RuntimeError, match='no stored session has results of testbed'):
-        pages.write(tmp_path, 'testbed', _sessions())
+        picture.of_sessions('testbed', _sessions())
 
 
 def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
@@ -202,9 +203,9 @@ def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
     assert (theirs / 'index.html').read_text() == 'their page'
     # A report's own directory is rewritten: the second report replaces the first.
     ours = tmp_path / 'ours'
-    pages.write(ours, 'local', _sessions())
+    pages.write(ours, picture.of_sessions('local', _sessions()))
     first = sorted(p.name for p in (ours / 'plots').iterdir())
-    pages.write(ours, 'local', _sessions())
+    pages.write(ours, picture.of_sessions('local', _sessions()))
     assert sorted(p.name for p in (ours / 'plots').iterdir()) == first
 
 

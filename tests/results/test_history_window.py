@@ -93,3 +93,20 @@ def test_no_results_database_is_no_session(tmp_path, monkeypatch):
     monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path))
     assert results_db.stored_sessions(results_db.site_config('local')) == []
     assert not (tmp_path / 'results.db').exists()
+
+
+def test_the_report_and_compare_judge_one_picture(year, capsys):
+    """Item 7 of issue 53: the report renders the picture the results layer builds
+    (hpcbench.results.picture), and `hpcbench compare` prints that picture's judgement."""
+    from hpcbench.cli import main
+    from hpcbench.results import picture
+    made, _ = year
+    shown = picture.from_database('local')
+    assert shown.comparison.new == [made[-1]] and sorted(shown.comparison.old) == sorted(
+        made[-31:-1])
+    # Each case's latest figures: the newest session's, and what only earlier ones measured.
+    assert made[-1] in {c['session'] for c in shown.cases}
+    assert {c['session'] for c in shown.cases} <= set(made[-31:])
+    assert main.main(['compare', '--system', 'local']) in (0, 1)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == shown.comparison.describe()

@@ -238,10 +238,11 @@ def _threshold(text):
 
 
 def _compare(args):
-    """Judge sessions against earlier ones, figure by figure (hpcbench.results.verdicts); exit
-    status 1 on a regression, 2 when it cannot judge (hpcbench.cli)."""
-    from hpcbench.report import contents, markdown_summary
-    from hpcbench.results import references, results_db, verdicts
+    """Judge sessions against earlier ones, figure by figure, as the report does
+    (hpcbench.results.picture.judged); exit status 1 on a regression, 2 when it cannot judge
+    (hpcbench.cli)."""
+    from hpcbench.report import markdown_summary
+    from hpcbench.results import picture, references, results_db
     # The system's references are checked first, as every ReFrame command does when it
     # loads the site config: a broken file is its own one line.
     references.load(args.system)
@@ -257,15 +258,13 @@ def _compare(args):
                                              f'the baseline\'s session (in '
                                              f'{references.reference_file(args.system)})')
                if u not in new]
-    compared = verdicts.sessions_to_judge(stored, args.system, new, old, args.days)
-    if not compared:
+    comparison = picture.judged(stored, args.system, new, old, args.days, args.threshold,
+                                args.across_stacks)
+    if not comparison:
         raise RuntimeError(f'nothing to compare: no stored session of {args.system} has '
                            f'an earlier one (within {args.days} days) to judge it against')
-    rows = verdicts.compare(stored, args.system, *compared, threshold=args.threshold,
-                            across_stacks=args.across_stacks)
-    comparison = contents.Comparison(*compared, rows, args.threshold)
     print(comparison.describe())
-    shown = [r for r in rows if args.all or r.verdict.verdict != 'no change']
+    shown = [r for r in comparison.rows if args.all or r.verdict.verdict != 'no change']
     print(markdown_summary.text_table(markdown_summary.COMPARISON_HEADER,
                                       [markdown_summary.comparison_cells(r) for r in shown]))
     if comparison.regressions:

@@ -1,4 +1,5 @@
-"""The report of a system's stored results: what it shows, as rows (contents), written as a
+"""The report of a system's stored results, rendered from one picture of what it measured
+(hpcbench.results.picture): what it shows, as rows (contents), written as a
 Markdown summary (markdown_summary) and an HTML page (html_page) by pages; the plots of
 measured figures beside the papers' (plots) and over time (trend_plots); headless Chromium
 looking at the page as a person would (browser).

@@ -1,12 +1,11 @@
-"""What the report shows, as rows and cases, before any page is written: each test case's
-latest figures (latest_cases) and their figures against their references (reference_rows,
-margin), the distribution of a figure's samples, the ratios to the node's ceilings
-(ceiling_rows), the BLAS x MPI tables, and the comparison of sessions (Comparison)."""
+"""What the report shows of a system's picture (hpcbench.results.picture: what it measured),
+as rows before any page is written: each case's figures against their references
+(reference_rows, margin), the distribution of a figure's samples, the ratios to the node's
+ceilings (ceiling_rows), the GPUs against their datasheets, the BLAS x MPI tables."""
 import math
 import statistics
-from dataclasses import dataclass, field
 
-from hpcbench.results import measured, references, stack_comparison, verdicts
+from hpcbench.results import references, stack_comparison
 
 
 # Session extras recorded by `make run` (hpcbench provenance), in display order.
@@ -17,54 +16,6 @@ SESSION_FACTS = ('project_commit', 'spack_commit', 'spack_lock', 'host', 'blas_d
 # Per test case (hpcbench.rfm.plugins.Provenance and the checks' `inputs`).
 CASE_FACTS = ('inputs', 'build_spec', 'topology', 'project_commit', 'spack_commit',
               'spack_lock')
-
-
-@dataclass
-class Comparison:
-    new: list                    # session UUIDs
-    old: list
-    rows: list = field(default_factory=list)   # hpcbench.results.verdicts.Row
-    threshold: float = verdicts.THRESHOLD
-
-    @property
-    def regressions(self):
-        return [r for r in self.rows if r.verdict.verdict == 'regression']
-
-    def describe(self):
-        """One sentence: what was compared, how, and how it came out."""
-        tally = ', '.join(f'{n} {name}' for name, n in verdicts.counts(self.rows).items() if n)
-        return (f'{len(self.new)} new session(s) ({", ".join(u[:8] for u in self.new)}) '
-                f'against {len(self.old)} earlier one(s); a figure regressed when its median '
-                f'got worse by more than {self.threshold:g} % and a one-sided Mann-Whitney '
-                f'U test gives p <= {verdicts.ALPHA:g}, over the sessions\' medians where '
-                f'each side has {verdicts.MIN_SESSIONS} sessions, else over the runs (and '
-                f'then outside the earlier sessions\' medians when there are '
-                f'{verdicts.MIN_SESSIONS}); the runs of a build only against runs of the same '
-                f'build (another BLAS, MPI or recipe: \'stack changed\', not judged). '
-                f'{tally or "no figure in common"}.')
-
-
-def system_cases(session_data, system):
-    return [c for c in measured.measured_cases(session_data) if c['system'] == system]
-
-
-def latest_cases(sessions, system):
-    """Each test case's figures from the newest session that measured it on `system`
-    (sessions newest first), each marked with its session's UUID; and those sessions. A
-    run of a few cases (one check, one stack) shows those anew and hides none of the others
-    an earlier, fuller run measured (issue 51: after `-n 'StreamCheck|HplCheck' -p
-    'openmpi$'` HPL showed 2 cases of 12, and the BLAS x MPI table none)."""
-    cases, used, seen = [], [], set()
-    for data in sessions:
-        uuid = data['session_info']['uuid']
-        mine = [c for c in system_cases(data, system) if measured.case_key(c) not in seen]
-        for case in mine:
-            case['session'] = uuid
-            seen.add(measured.case_key(case))
-        if mine:
-            cases += mine
-            used.append(data)
-    return cases, used
 
 
 def margin(value, reference):
@@ -142,24 +93,8 @@ CEILING_RATIOS = {
 }
 
 
-CEILING_CHECKS = ('NodeCeilings', 'DgemmCeiling')
-
-
 CEILING_HEADER = ['test case', 'environ', 'figure', 'against', 'ratio', 'over the stored runs',
                   'how']
-
-
-def over_stored_runs(cases, history):
-    """Each case's figures over the stored runs of its stack (history: results_db.
-    figure_samples of the sessions the report covers), kept as case['over_runs']
-    ({variable: [values]}): a ratio such as HPL's to its DGEMM ceiling swings by 10 % from
-    one run to the next on a shared machine; its median over runs is the figure to hold."""
-    for case in cases:
-        figures = history.get((*measured.case_key(case), case['inputs']), {})
-        stack = measured.run_stack(case)
-        case['over_runs'] = {variable: part['values'] for variable, figure in figures.items()
-                             for name, part in measured.by_stack(figure).items()
-                             if name == stack}
 
 
 def over_runs_text(case, variable):
@@ -169,12 +104,6 @@ def over_runs_text(case, variable):
     if len(values) < 2:
         return ''
     return f"{distribution(values)} of this stack's runs"
-
-
-def ceiling_cases(sessions, system):
-    """The ceilings measured in `sessions` on `system` (fixtures: CEILING_CHECKS)."""
-    return [case for data in sessions for case in measured.measured_cases(data, fixtures=True)
-            if case['check'] in CEILING_CHECKS and case['system'] == system]
 
 
 def ceiling_rows(cases, ceilings):

@@ -10,9 +10,10 @@ and a Markdown summary built from ReFrame's results database.
   build, inputs and node of every test case.
 
 This module writes them (write: index.html, summary.md and plots/ into a directory that is
-the report's or empty; from_database: the sessions fetched first); hpcbench.report.contents
-makes their rows, markdown_summary and html_page their text. Everything but from_database
-works on data (sessions as `reframe --describe-stored-sessions` prints them).
+the report's or empty) from one picture of what the system measured, which the results
+layer builds (hpcbench.results.picture: from the database, or from sessions as data);
+hpcbench.report.contents makes their rows, markdown_summary and html_page their text. The
+report renders; it reads nothing itself but the papers' references for its plots.
 """
 import datetime
 import itertools
@@ -20,20 +21,10 @@ import shutil
 from pathlib import Path
 
 from hpcbench.report import plots, trend_plots
-from hpcbench.results import measured, references, results_db, verdicts
+from hpcbench.results import picture, references, verdicts
 from hpcbench.report.markdown_summary import markdown
 from hpcbench.report.html_page import render_html
-from hpcbench.report.contents import (Comparison, ceiling_cases, gpu_rows, latest_cases,
-                                      over_stored_runs)
-
-
-# --- Markdown ------------------------------------------------------------------------------
-
-
-# --- HTML ----------------------------------------------------------------------------------
-
-
-# --- Writing -------------------------------------------------------------------------------
+from hpcbench.report.contents import gpu_rows
 
 
 # Marks a directory as a report's: only such a directory (or a new or empty one) is
@@ -56,72 +47,39 @@ def claim_directory(directory):
                                     'summary.md and plots/ here.\n')
 
 
-def write(directory, system, sessions, compared=None, threshold=verdicts.THRESHOLD,
-          stored=None):
-    """Write index.html, summary.md and plots/ for `system` into directory (replacing an
-    earlier report there; refusing a directory with other files: claim_directory):
-    the results of `sessions` (newest first), and `compared`, (new UUIDs, old UUIDs)
-    among `stored` (default: `sessions`), judged. Returns the path of index.html."""
+def write(directory, picture):
+    """Write index.html, summary.md and plots/ of `picture` (hpcbench.results.picture: what
+    a system measured) into directory, replacing an earlier report there and refusing a
+    directory with other files (claim_directory). Returns the path of index.html."""
     directory = Path(directory)
-    cases, used = latest_cases(sessions, system)
-    if not cases:
-        raise RuntimeError(f'no stored session has results of {system}: run the suite first')
-
-    reference_set = references.load(system)
+    system = picture.system
     papers = [references.load(s) for s in references.systems_with_references()
               if s != system]
-    comparison = None
-    if compared:
-        rows = verdicts.compare(stored or sessions, system, *compared, threshold=threshold)
-        comparison = Comparison(*compared, rows, threshold) if rows else None
-
     claim_directory(directory)
     plot_dir = directory / 'plots'
     shutil.rmtree(plot_dir, ignore_errors=True)
     plot_dir.mkdir(parents=True)
-    history = measured.figure_samples(stored or sessions, system)
-    over_stored_runs(cases, history)
+    threshold = picture.comparison.threshold if picture.comparison else verdicts.THRESHOLD
     saved = [(plot, plots.save(plot, plot_dir))
-             for plot in itertools.chain(plots.all_plots(cases, papers, system),
-                                         trend_plots.trends(history, reference_set, system,
+             for plot in itertools.chain(plots.all_plots(picture.cases, papers, system),
+                                         trend_plots.trends(picture.history,
+                                                            picture.references, system,
                                                             threshold))]
     generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
-    ceilings = ceiling_cases(used, system)
-    gpu = gpu_rows(cases, papers)
+    gpu = gpu_rows(picture.cases, papers)
     (directory / 'summary.md').write_text(
-        markdown(system, cases, reference_set, comparison, saved, generated, ceilings, gpu))
+        markdown(system, picture.cases, picture.references, picture.comparison, saved,
+                 generated, picture.ceilings, gpu))
     index = directory / 'index.html'
-    index.write_text(render_html(system, cases, used, reference_set, comparison, saved,
-                                 generated, ceilings, gpu))
+    index.write_text(render_html(system, picture.cases, picture.sessions, picture.references,
+                                 picture.comparison, saved, generated, picture.ceilings, gpu))
     return index
 
 
 def from_database(system, directory, session=None, against=None,
                   threshold=verdicts.THRESHOLD, days=verdicts.DAYS):
-    """The report of `system` from its results database: the latest results of every check
-    measured in the window it judges (or those of `session`), and that session (default:
-    the newest) judged against `against` (default: the sessions of the `days` before it).
-    Only the window is read, and its trend plots cover it: a year of nightly history costs
-    what a month does (hpcbench.results.results_db.Store)."""
+    """The report of `system` from its results database (hpcbench.results.picture.
+    from_database: the window it judges, and no older session, is read)."""
     if Path(directory).exists():
         claim_directory(directory)      # refused before the database is even read
-    config = results_db.site_config(system)
-    references.load(system)     # a broken references file is named before anything is read
-    stored = results_db.stored_sessions(config)
-    session = session and results_db.resolve(stored, [session], '--session')[0]
-    against = against and results_db.resolve(stored, [against], '--against')[0]
-
-    compared = verdicts.sessions_to_judge(stored, system, session and [session],
-                                          against and [against], days)
-    if session:
-        shown = [s for s in stored if results_db.uuid_of(s) == session]
-    elif compared:
-        shown = [s for s in stored if results_db.uuid_of(s) in {*compared[0], *compared[1]}]
-    else:
-        # Nothing to judge against: the newest session with results of the system.
-        shown = [next((s for s in stored if verdicts.measures(s, system)), stored[0])
-                 ] if stored else []
-    window = [s for s in stored if results_db.uuid_of(s) in
-              {*(compared[0] + compared[1] if compared else ()),
-               *map(results_db.uuid_of, shown)}]
-    return write(directory, system, shown, compared, threshold, window)
+    return write(directory, picture.from_database(system, session, against, threshold, days))
