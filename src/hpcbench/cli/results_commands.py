@@ -61,7 +61,7 @@ def _baseline(args):
     target = references.reference_file(args.system)
     target.write_text(references_text.dump(refs))
     guesses = sum(f.sample['bound'].startswith('guess') for f in refs.figures)
-    print(f'{target}: {len(refs.figures)} figures from {len(measured)} session(s), '
+    print(f'{target}: {len(refs.figures)} figures from {len(valid)} session(s), '
           f'{min(started.values())} to {max(started.values())}: '
           f'{refs.sources["baseline"]["rule"]}')
     if guesses:
