@@ -59,12 +59,11 @@ def write(directory, picture):
     plot_dir = directory / 'plots'
     shutil.rmtree(plot_dir, ignore_errors=True)
     plot_dir.mkdir(parents=True)
-    threshold = picture.comparison.threshold if picture.comparison else verdicts.THRESHOLD
     saved = [(plot, plots.save(plot, plot_dir))
              for plot in itertools.chain(plots.all_plots(picture.cases, papers, system),
                                          trend_plots.trends(picture.history,
                                                             picture.references, system,
-                                                            threshold))]
+                                                            picture.threshold))]
     generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     gpu = gpu_rows(picture.cases, papers)
     (directory / 'summary.md').write_text(

@@ -93,6 +93,7 @@ class Picture:
     comparison: object = None   # Comparison, or None where nothing was judged
     history: dict = field(default_factory=dict)     # measured.figure_samples of the window
     ceilings: list = field(default_factory=list)    # ceiling cases of `sessions`
+    threshold: float = verdicts.THRESHOLD   # percent: what a verdict and a trend call a change
 
 
 def judged(stored, system, new=None, old=None, days=verdicts.DAYS,
@@ -108,7 +109,8 @@ def judged(stored, system, new=None, old=None, days=verdicts.DAYS,
     return Comparison(*compared, rows, threshold)
 
 
-def of_sessions(system, sessions, comparison=None, stored=None):
+def of_sessions(system, sessions, comparison=None, stored=None,
+                threshold=verdicts.THRESHOLD):
     """The picture of `system` from `sessions` (newest first): their latest figures, and
     `comparison` with the figures' samples over `stored` (default: `sessions`)."""
     cases, used = latest_cases(sessions, system)
@@ -118,7 +120,7 @@ def of_sessions(system, sessions, comparison=None, stored=None):
     over_stored_runs(cases, history)
     return Picture(system, cases, used, references.load(system),
                    comparison if comparison and comparison.rows else None, history,
-                   ceiling_cases(used, system))
+                   ceiling_cases(used, system), threshold)
 
 
 def from_database(system, session=None, against=None, threshold=verdicts.THRESHOLD,
@@ -146,4 +148,4 @@ def from_database(system, session=None, against=None, threshold=verdicts.THRESHO
     window = [s for s in stored if results_db.uuid_of(s) in
               {*(comparison.new + comparison.old if comparison else ()),
                *map(results_db.uuid_of, shown)}]
-    return of_sessions(system, shown, comparison, window)
+    return of_sessions(system, shown, comparison, window, threshold)

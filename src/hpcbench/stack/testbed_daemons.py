@@ -279,7 +279,9 @@ def status(root=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog='testbed', description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog='testbed', description="the suite's Slurm testbed on this machine: start, stop, "
+                                    'status, env')
     sub = parser.add_subparsers(dest='command', required=True)
     begin = sub.add_parser('start', help='start the cluster (nothing when it runs)')
     begin.add_argument('--nodes', type=int, default=DEFAULT_NODES)
