@@ -41,12 +41,12 @@ def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
 
 
 def test_a_testbed_of_no_nodes_is_refused(tmp_path):
-    with pytest.raises(testbed.TestbedError, match='at least one node'):
+    with pytest.raises(testbed_processes.TestbedError, match='at least one node'):
         testbed_daemons.start(0, tmp_path)
 
 
 def test_a_second_testbed_beside_a_running_one_is_refused(cluster, tmp_path):
-    with pytest.raises(testbed.TestbedError, match='already in use: another testbed'):
+    with pytest.raises(testbed_processes.TestbedError, match='already in use: another testbed'):
         testbed_daemons.start(1, tmp_path / 'other')
 
 
@@ -226,7 +226,7 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     # A second start while it runs changes nothing.
     assert testbed_daemons.start(3, cluster.root) == cluster
     assert testbed_processes.recorded(cluster) == first
-    with pytest.raises(testbed.TestbedError, match='runs with 3 nodes'):
+    with pytest.raises(testbed_processes.TestbedError, match='runs with 3 nodes'):
         testbed_daemons.start(2, cluster.root)
 
     job = subprocess.run(['sbatch', '-W', '-N', '2', '-n', '2', '-o', '/dev/null', '--wrap',
