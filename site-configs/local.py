@@ -11,7 +11,6 @@ ceiling also run on the first stack with each other BLAS library of the machine
 the node.
 """
 
-from hpcbench.core import paths
 from hpcbench.rfm import site_config
 from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
@@ -19,7 +18,7 @@ from hpcbench.stack import blas, mpi_stacks
 STACKS = mpi_stacks.local_stacks()
 # This host's GPUs, where it has some (its nvidia-smi): the partition's devices and features.
 GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(host.accelerators())
-spack_fields, spack_env_vars = site_config.spack_partition_settings()
+spack_fields, _ = site_config.spack_partition_settings()
 ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_fields,
                                               blas.local_libraries())
 
@@ -30,14 +29,12 @@ site_configuration = site_config.site(
         'hostnames': ['.*'],
         'modules_system': 'nomod',
         'partitions': [site_config.reframe_partition(
-            __file__, 'default',
+            __file__, 'local', 'default',
             {**site_config.this_host(__file__, host.partition_extras), **GPU_FIELDS,
-             **spack_fields, 'spack_env': str(paths.SPACK_ENVS_DIR / 'local'),
              **host.io_extras()},
             descr='This host', scheduler='local', launcher='mpirun', max_jobs=1,
             processor=host.processor_info('local', 'default'),
-            environs=[env['name'] for env in ENVIRONMENTS], env_vars=spack_env_vars,
-            **GPU_SETTINGS)],
+            environs=[env['name'] for env in ENVIRONMENTS], **GPU_SETTINGS)],
     }],
     environments=ENVIRONMENTS,
 )

@@ -43,7 +43,7 @@ if not testbed_daemons.is_running():
 # What the stacks need under srun on nodes that share one host name and one address.
 RUN_ENV = mpi_stacks.slurm_run_env([s.name for s in STACKS], srun=True, shared_hosts=True)
 
-spack_fields, spack_env_vars = site_config.spack_partition_settings()
+spack_fields, _ = site_config.spack_partition_settings()
 ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_fields,
                                               testbed.blas_libraries(), RUN_ENV)
 
@@ -59,11 +59,10 @@ GPU_FIELDS['accelerators']['stand_in'] = (
 
 def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gpus=False):
     return site_config.reframe_partition(
-        __file__, name,
+        __file__, 'testbed', name,
         {**site_config.this_host(
             __file__, lambda: testbed.node_extras(testbed.GPU_NODES if gpus else NODES)),
-         **(GPU_FIELDS if gpus else {}), **spack_fields,
-         'spack_env': str(site_config.spack_env_dir('testbed')),
+         **(GPU_FIELDS if gpus else {}),
          # The nodes share the host's file system and page cache.
          **host.io_extras()},
         descr=descr, scheduler='slurm', launcher=launcher,
@@ -71,7 +70,7 @@ def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gp
         **(dict(GPU_SETTINGS, resources=site_config.SLURM_GPU_RESOURCES) if gpus else {}),
         # The emulated nodes share the host's cores: one benchmark at a time.
         max_jobs=1, processor=host.processor_info(),
-        environs=[env['name'] for env in ENVIRONMENTS], env_vars=spack_env_vars)
+        environs=[env['name'] for env in ENVIRONMENTS])
 
 
 site_configuration = site_config.site(

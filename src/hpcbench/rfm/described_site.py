@@ -21,8 +21,7 @@ from hpcbench.rfm import site_config
 from hpcbench.stack import blas, site_description
 
 
-
-def _partition(where, system, entry, access, environs, spack_fields, spack_env_vars):
+def _partition(where, system, entry, access, environs):
     gpu_settings, gpu_fields = site_config.accelerator_settings(
         accelerators.from_gres(entry.get('gres', '')))
     if gpu_fields and entry.get('gpus_stand_in'):
@@ -30,20 +29,19 @@ def _partition(where, system, entry, access, environs, spack_fields, spack_env_v
     io = {'io_directory': entry['io_directory'], 'io_read_cache_policy': 'size'} \
         if entry.get('io_directory') else {}
     return site_config.reframe_partition(
-        where, entry['name'],
+        where, system['name'], entry['name'],
         {'num_nodes': entry['num_nodes'], 'memory_bytes': entry['memory_bytes'],
          'clock_hz': entry['clock_hz'],
          'clock_source': entry.get('clock_source', 'the description'),
          'flops_per_cycle': entry['flops_per_cycle'],
          'quiet_node': entry.get('quiet_node') or None,
-         **gpu_fields, **spack_fields,
-         'spack_env': str(site_config.spack_env_dir(system['name'])), **io},
+         **gpu_fields, **io},
         descr=entry['descr'], scheduler=system['scheduler'], launcher=system['launcher'],
         access=[f'--partition={entry["slurm_partition"]}', *access],
         **gpu_settings,
         **({'resources': site_config.SLURM_GPU_RESOURCES} if gpu_settings else {}),
         max_jobs=entry.get('max_jobs', 100), processor=entry['processor'],
-        environs=environs, env_vars=spack_env_vars)
+        environs=environs)
 
 
 def site_configuration(site_config_file):
@@ -55,7 +53,7 @@ def site_configuration(site_config_file):
         stacks = site_description.stacks_of(system, path)
     except site_description.DescriptionError as err:
         sys.exit(f'error: {err}')
-    spack_fields, spack_env_vars = site_config.spack_partition_settings()
+    spack_fields, _ = site_config.spack_partition_settings()
     environments = site_config.stack_environments(stacks, [system['name']], spack_fields,
                                                   blas.local_libraries(),
                                                   system.get('run_env') or {})
@@ -66,8 +64,7 @@ def site_configuration(site_config_file):
             'descr': system['descr'],
             'hostnames': system['hostnames'],
             'modules_system': 'nomod',
-            'partitions': [_partition(path, system, entry, system['access'], environs,
-                                      spack_fields, spack_env_vars)
+            'partitions': [_partition(path, system, entry, system['access'], environs)
                            for entry in system['partitions']],
         }],
         environments=environments,

@@ -7,7 +7,7 @@ references cite their figures), read by a three-line site-configs/<name>.py
 The papers give sockets, cores, clock, flop/cycle and memory; `processor()` turns that into
 the ReFrame processor description (with the topology ReFrame would detect: CPU masks of
 cores, NUMA nodes and sockets, caches) that the checks derive their inputs from, and
-`partition()` adds what ReFrame's schema has no field for (the partition's description,
+each partition gets what ReFrame's schema has no field for (the partition's description,
 hpcbench.machine.description: memory, clock, flop/cycle, node count, binding, I/O
 directory, the paper's settings). CPUs are numbered as Linux numbers them:
 cores socket by socket, hardware threads after all cores (CPU c + k * cores).
@@ -27,7 +27,7 @@ from hpcbench.rfm import site_config
 # Imported for its effect: it registers the sites' schedulers and launchers with ReFrame.
 importlib.import_module('hpcbench.rfm.backends')
 
-KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+KIB, MIB = 1 << 10, 1 << 20
 
 
 def _mask(cpus):
@@ -76,47 +76,55 @@ def processor(arch, model, sockets, cores_per_socket, caches, threads_per_core=1
     }
 
 
-def partition(name, descr, scheduler, launcher, processor, num_nodes, memory_bytes,
-              clock_hz, flops_per_cycle, environs, system, access=(), where=None, **fields):
-    """A ReFrame partition of identical nodes. `fields` of its description may add: node_counts (the counts a
-    paper measured), memory_bandwidth_bytes (per node, when the paper gives it), binding
-    (hpcbench.core.layout.BINDING_KEYS), hugepages, io_directory, io_stripe_size,
-    io_stripe_count, io_read_cache_policy, memory_dimms."""
-    spack_fields, spack_env_vars = site_config.spack_partition_settings()
+# What a partition's entry takes from the system, where it does not say; every field the
+# entry has beside these and ReFrame's own (name, descr, processor) is its description's
+# (hpcbench.machine.description.SCHEMA).
+_REFRAME_FIELDS = ('scheduler', 'launcher', 'access', 'environs')
+# Fields written as `4 GiB` or `2.6 GHz` (hpcbench.machine.description.quantity).
+_QUANTITIES = ('memory_bytes', 'clock_hz', 'io_stripe_size')
+
+
+def _partition(where, system, entry, processors):
+    """ReFrame's partition of a description's entry: its nodes identical, its processor
+    one of `processors`, the system's partition_defaults under it."""
+    fields = {**system.get('partition_defaults', {}), **entry}
+    reframe = {key: fields.pop(key, system.get(key)) for key in _REFRAME_FIELDS}
+    name, descr = fields.pop('name'), fields.pop('descr')
+    processor_ = processors[fields.pop('processor')]
+    for key in _QUANTITIES:
+        if key in fields:
+            fields[key] = description.quantity(fields[key])
+    if 'node_clocks' in fields:
+        fields['node_clocks'] = [[n, description.quantity(hz)] for n, hz in fields['node_clocks']]
+    accelerators = [Accelerator(**{**a, 'memory_bytes': description.quantity(a['memory_bytes'])})
+                    for a in fields.pop('accelerators', [])]
+    settings, accelerator_fields = site_config.accelerator_settings(accelerators)
     return site_config.reframe_partition(
-        where or f'site-configs/{system}.py', name,
-        {'num_nodes': num_nodes, 'memory_bytes': memory_bytes, 'clock_hz': clock_hz,
-         'flops_per_cycle': flops_per_cycle, **spack_fields,
-         'spack_env': str(site_config.spack_env_dir(system)), **fields},
-        descr=descr, scheduler=scheduler, launcher=launcher, access=list(access),
-        environs=list(environs), max_jobs=100, processor=processor, env_vars=spack_env_vars)
+        where, system['name'], name, {**fields, **accelerator_fields},
+        descr=descr, scheduler=reframe['scheduler'], launcher=reframe['launcher'],
+        access=list(reframe['access'] or ()), environs=list(reframe['environs']),
+        max_jobs=100, processor=processor_, **settings)
 
 
-def mpi_environment(name, system, spack_mpi, launcher=None, env_vars=(), spack_blas=None,
-                    where=None):
+def _environment(where, system, env):
     """One MPI stack of a site, built by the system's Spack environment: its compiler
-    wrappers come from `spack load` of the MPI; `launcher` (hpcbench.rfm.backends or ReFrame's)
-    replaces the partition's for this stack; `env_vars`: its run-time tuning; `spack_blas`:
-    the BLAS its builds name, where the environment builds with more than one."""
-    extras = site_config.stack_extras(f'{where or f"site-configs/{system}.py"}: '
-                                      f'environment {name}',
-                                      spack_mpi=spack_mpi, spack_blas=spack_blas,
-                                      launcher=launcher)
-
+    wrappers come from `spack load` of the MPI; `launcher` (hpcbench.rfm.backends or
+    ReFrame's) replaces the partition's for this stack; `env_vars`: its run-time tuning;
+    `spack_blas`: the BLAS its builds name, where the environment builds with more than
+    one."""
+    name, spack_mpi = env['name'], env['spack_mpi']
+    extras = site_config.stack_extras(f'{where}: environment {name}', spack_mpi=spack_mpi,
+                                      spack_blas=env.get('spack_blas'),
+                                      launcher=env.get('launcher'))
     env_dir = shlex.quote(str(site_config.spack_env_dir(system)))
     return {
         'name': name, 'target_systems': [system],
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
         'features': ['mpi', 'openmp', name, site_config.BUILDS_FROM_SPACK],
         'prepare_cmds': [f'eval "$(spack -e {env_dir} load --sh {shlex.quote(spack_mpi)})"'],
-        'env_vars': [list(kv) for kv in env_vars],
+        'env_vars': [list(kv) for kv in (env.get('env_vars') or {}).items()],
         'extras': extras,
     }
-
-
-# What a partition's entry in a description file gives partition() itself; every other field
-# is the partition's description (hpcbench.machine.description.SCHEMA).
-_QUANTITIES = ('memory_bytes', 'clock_hz', 'io_stripe_size')
 
 
 def site_configuration(site_config_file):
@@ -131,37 +139,13 @@ def site_configuration(site_config_file):
         sys.exit(f'error: {where}: {err}')
     except description.DescriptionError as err:
         sys.exit(f'error: {err}')
-    name = system['name']
     processors = {key: processor(**{**recipe, 'caches': [
         cache(**{**c, 'size': description.quantity(c['size'])}) for c in recipe['caches']]})
         for key, recipe in system['processors'].items()}
-    partitions = []
-    for entry in system['partitions']:
-        fields = {**system.get('partition_defaults', {}), **entry}
-        for key in _QUANTITIES:
-            if key in fields:
-                fields[key] = description.quantity(fields[key])
-        if 'node_clocks' in fields:
-            fields['node_clocks'] = [[n, description.quantity(hz)]
-                                     for n, hz in fields['node_clocks']]
-        accelerators = [Accelerator(**{**a, 'memory_bytes': description.quantity(
-            a['memory_bytes'])}) for a in fields.pop('accelerators', [])]
-        settings, accelerator_fields = site_config.accelerator_settings(accelerators)
-        made = partition(
-            fields.pop('name'), fields.pop('descr'),
-            fields.pop('scheduler', system.get('scheduler')),
-            fields.pop('launcher', system.get('launcher')),
-            processors[fields.pop('processor')], fields.pop('num_nodes'),
-            fields.pop('memory_bytes', None), fields.pop('clock_hz', None),
-            fields.pop('flops_per_cycle', None),
-            fields.pop('environs', system.get('environs')), name,
-            access=fields.pop('access', system.get('access', ())), where=where,
-            **fields, **accelerator_fields)
-        partitions.append({**made, **settings})
     return site_config.site(
-        systems=[{'name': name, 'descr': system['descr'], 'hostnames': system['hostnames'],
-                  'modules_system': 'nomod', 'partitions': partitions}],
-        environments=[mpi_environment(env['name'], name, env['spack_mpi'], env.get('launcher'),
-                                      list((env.get('env_vars') or {}).items()),
-                                      env.get('spack_blas'), where=where)
+        systems=[{'name': system['name'], 'descr': system['descr'],
+                  'hostnames': system['hostnames'], 'modules_system': 'nomod',
+                  'partitions': [_partition(where, system, entry, processors)
+                                 for entry in system['partitions']]}],
+        environments=[_environment(where, system['name'], env)
                       for env in system['environments']])

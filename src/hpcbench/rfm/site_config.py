@@ -126,19 +126,23 @@ def accelerator_settings(accelerators):
             accelerator_facts.partition_extras(accelerators))
 
 
-def reframe_partition(where, name, fields, **reframe_fields):
-    """ReFrame's partition `name` of a partition's description `fields` (hpcbench.machine.
-    description: validated here, once, for every route to a system; a description that is
-    not one stops the site config with one message naming `where`, its file, and the
-    field). `reframe_fields`: ReFrame's own (descr, scheduler, launcher, access, processor,
-    environs, env_vars, max_jobs, devices, features, resources). A field set to None is
-    unset."""
+def reframe_partition(where, system, name, fields, **reframe_fields):
+    """ReFrame's partition `name` of `system` from its description `fields`
+    (hpcbench.machine.description: validated here, once, for every route to a system; a
+    description that is not one stops the site config with one message naming `where`, its
+    file, and the field), pointed at the project's Spack and the system's environment
+    (spack_partition_settings). `reframe_fields`: ReFrame's own (descr, scheduler,
+    launcher, access, processor, environs, max_jobs, devices, features, resources). A
+    field set to None is unset."""
+    spack_fields, spack_env_vars = spack_partition_settings()
+    fields = {**fields, **spack_fields, 'spack_env': str(spack_env_dir(system))}
     try:
         described = description.partition({k: v for k, v in fields.items() if v is not None},
                                           f'{where}: partitions[{name}]')
     except description.DescriptionError as err:
         sys.exit(f'error: {err}')
-    return {'name': name, **reframe_fields, 'extras': described.to_extras()}
+    return {'name': name, **reframe_fields, 'env_vars': spack_env_vars,
+            'extras': described.to_extras()}
 
 
 def this_host(where, facts):
