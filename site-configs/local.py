@@ -30,8 +30,8 @@ site_configuration = site_config.site(
         'modules_system': 'nomod',
         'partitions': [site_config.reframe_partition(
             __file__, 'local', 'default',
-            {**site_config.this_host(__file__, host.partition_extras), **GPU_FIELDS,
-             **host.io_extras()},
+            {**site_config.this_host(__file__, host.partition_facts), **GPU_FIELDS,
+             **host.io_facts()},
             descr='This host', scheduler='local', launcher='mpirun', max_jobs=1,
             processor=host.processor_info('local', 'default'),
             environs=[env['name'] for env in ENVIRONMENTS], **GPU_SETTINGS)],

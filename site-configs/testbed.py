@@ -61,10 +61,10 @@ def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gp
     return site_config.reframe_partition(
         __file__, 'testbed', name,
         {**site_config.this_host(
-            __file__, lambda: testbed.node_extras(testbed.GPU_NODES if gpus else NODES)),
+            __file__, lambda: testbed.node_facts(testbed.GPU_NODES if gpus else NODES)),
          **(GPU_FIELDS if gpus else {}),
          # The nodes share the host's file system and page cache.
-         **host.io_extras()},
+         **host.io_facts()},
         descr=descr, scheduler='slurm', launcher=launcher,
         access=[f'--partition={slurm_partition}'],
         **(dict(GPU_SETTINGS, resources=site_config.SLURM_GPU_RESOURCES) if gpus else {}),

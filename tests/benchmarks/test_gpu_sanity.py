@@ -260,7 +260,7 @@ IDLE = 'index, clocks_event_reasons.active\n0, 0x0000000000000001\n'
 def _screen_job(checks, tmp_path, query=H200_QUERY, reasons=IDLE, sections=(DGEMM_RUN,),
                 count=1):
     check = checks['GpuNodeScreen']
-    described = accelerators.partition_extras(accelerators.from_query_csv(H200_QUERY))
+    described = accelerators.partition_facts(accelerators.from_query_csv(H200_QUERY))
     described = {**described['accelerators'], 'count': count}
     output = f'== gpus\n{query}== idle reasons\n{reasons}' + _job(*sections)
     test = CheckUnderTest(check, tmp_path, output, num_tasks=len(sections), repeats=5,
@@ -401,7 +401,7 @@ def test_gpu_dgemm_withholds_a_power_of_zero_watts_in_one_message(checks, tmp_pa
 
 def test_gpu_screen_passes_the_h200_node_from_its_own_job(checks, tmp_path):
     check = checks['GpuNodeScreen']
-    described = accelerators.partition_extras(accelerators.from_query_csv(H200_QUERY))
+    described = accelerators.partition_facts(accelerators.from_query_csv(H200_QUERY))
     test = CheckUnderTest(check, tmp_path, _h200_job('GpuNodeScreen-1'), num_tasks=1,
                           repeats=10, slow_percent=5.0, current_partition=described_partition(
                               **described, fullname='local:default'))

@@ -61,7 +61,7 @@ def test_the_a100s_and_the_other_hoppers_have_datasheets(name, model):
 def test_a_model_without_a_datasheet_has_none():
     gpu = accelerators.Accelerator('nvidia', 'gpu', 'NVIDIA GeForce RTX 4090', 'sm_89', 24 << 30)
     assert accelerators.datasheet(gpu) is None
-    assert accelerators.partition_extras([gpu])['accelerators']['datasheet'] is None
+    assert accelerators.partition_facts([gpu])['accelerators']['datasheet'] is None
 
 
 def test_a_partition_describes_its_gpus_for_reframe_and_the_checks():
@@ -69,12 +69,12 @@ def test_a_partition_describes_its_gpus_for_reframe_and_the_checks():
     assert accelerators.devices_entry(gpus) == [
         {'type': 'gpu', 'arch': 'sm_90', 'model': 'NVIDIA H200', 'num_devices': 1}]
     assert accelerators.features(gpus) == ['gpu', 'cuda']
-    extras = accelerators.partition_extras(gpus)['accelerators']
+    extras = accelerators.partition_facts(gpus)['accelerators']
     assert (extras['count'], extras['power_limit_w'], extras['ecc_enabled']) == (1, 700.0, True)
     assert extras['datasheet']['memory_bandwidth'] == 4800e9
     # No GPU: nothing changes.
     assert accelerators.devices_entry([]) == [] and accelerators.features([]) == []
-    assert accelerators.partition_extras([]) == {}
+    assert accelerators.partition_facts([]) == {}
 
 
 def test_a_node_of_two_models_is_refused_naming_them():
@@ -174,7 +174,7 @@ def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
     assert [(g.model, g.arch, g.memory_bytes, g.index) for g in gpus] == [
         ('NVIDIA H200', 'sm_90', 141 * 10**9, 0), ('NVIDIA H200', 'sm_90', 141 * 10**9, 1)]
     # Its datasheet is the one nvidia-smi's name finds; no limit is known from a GRES.
-    described = accelerators.partition_extras(gpus)['accelerators']
+    described = accelerators.partition_facts(gpus)['accelerators']
     assert described['datasheet']['model'] == 'H200 SXM' and described['count'] == 2
     assert (described['power_limit_w'], described['ecc_enabled']) == (0.0, None)
     assert accelerators.from_gres('(null)') == [] and accelerators.from_gres('') == []

@@ -68,7 +68,7 @@ def test_session_extras_refuse_values_reframe_would_cut():
 
 def test_topology_describes_this_machine_from_its_processor_description():
     info = host.processor_info()
-    described = provenance.topology(info, node.from_partition(info, host.partition_extras()))
+    described = provenance.topology(info, node.from_partition(info, host.partition_facts()))
     cores = len(info['topology']['cores'])
     assert described.startswith(f'{info["arch"]}: {info["num_sockets"]} socket(s) x ')
     assert f'x {cores // info["num_sockets"]} core(s)' in described

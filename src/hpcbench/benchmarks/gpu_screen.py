@@ -51,7 +51,7 @@ def _who(gpu):
 def problems(described, found, reasons):
     """What is wrong with a node whose GPUs are `found` (hpcbench.core.accelerators), idle
     with `reasons` ({index: mask}), against the partition's `described` accelerators
-    (its extras): one line per fault, naming the GPU; [] for a good node."""
+    (its description): one line per fault, naming the GPU; [] for a good node."""
     said = []
     if len(found) != described['count']:
         said.append(f'{len(found)} GPU(s), the partition describes {described["count"]}')

@@ -6,7 +6,7 @@ needs that no tool reports, from the vendor's datasheet, each cited like a paper
   `nvidia-smi -q -x` (`from_smi_xml`); `detect()` asks the node's nvidia-smi and finds none
   where there is no such tool: then nothing changes and nothing is said.
 - A partition describes them as ReFrame's `devices` entry (`devices_entry`: type, arch,
-  model, num_devices) and its description's `accelerators` (`partition_extras`: the datasheet
+  model, num_devices) and its description's `accelerators` (`partition_facts`: the datasheet
   figures and the tool's limits), so that a check reads them from the partition and never
   from the node it is submitted from.
 - The model is not NVIDIA's alone: `vendor` and `arch` are strings (`sm_90` for NVIDIA's
@@ -378,8 +378,8 @@ def devices_entry(accelerators):
     return [{'type': kind, 'arch': arch, 'model': model, 'num_devices': len(accelerators)}]
 
 
-def partition_extras(accelerators):
-    """The partition's `extras` of its nodes' accelerators: {'accelerators': {...}} with
+def partition_facts(accelerators):
+    """A partition's description of its nodes' accelerators: {'accelerators': {...}} with
     what the tool reported of one device (the least of each limit over the node's) and its
     datasheet's figures, or {} for none. A model without a datasheet has `datasheet: None`."""
     if not accelerators:

@@ -7,7 +7,7 @@ only free-form place its configuration has; hpcbench.machine.described reads the
 one reader of `extras`.
 
 The GPUs' count is not in the partition's extras: ReFrame's `devices` holds it
-(hpcbench.rfm.site_config.reframe_partition writes it from `accelerators.count`), and the
+(hpcbench.rfm.site_config.accelerator_settings writes it from the devices found), and the
 reader takes it from there.
 """
 import dataclasses
@@ -28,7 +28,7 @@ _PAPER_SETTINGS = {'type': ['object', 'array', 'null'],
                                   "...} or a list of them (hpcbench.results.references."
                                   'paper_settings checks each against its check)'}
 
-# The nodes' accelerators, as hpcbench.core.accelerators.partition_extras describes them.
+# The nodes' accelerators, as hpcbench.core.accelerators.partition_facts describes them.
 ACCELERATORS_SCHEMA = {
     'type': 'object',
     'required': ['vendor', 'kind', 'model', 'count'],

@@ -102,8 +102,9 @@ def flops_per_cycle(cpuinfo='/proc/cpuinfo'):
     return 2
 
 
-def partition_extras():
-    """The ``extras`` of a partition describing this host (see hpcbench.core.node)."""
+def partition_facts():
+    """The facts of this host a partition's description holds (hpcbench.machine.description:
+    memory, clock and where it comes from, flop per cycle)."""
     hz, source = clock()
     return {
         'memory_bytes': memory_bytes(),
@@ -114,8 +115,8 @@ def partition_extras():
     }
 
 
-def io_extras():
-    """Partition extras for IOR on this machine (local, and the testbed's nodes, which share
+def io_facts():
+    """The description fields for IOR on this machine (local, and the testbed's nodes, which share
     its file system and page cache): the directory, and how reads avoid the page cache:
     dropping it as root, else data larger than the memory (hpcbench.benchmarks.ior)."""
     return {'io_directory': str(paths.io_directory()),

@@ -13,7 +13,7 @@ Shared code turns the figures that apply to a test into its ReFrame `reference`.
       partition: compute
       environ: gcc                # optional: only this ReFrame environment
       match: {num_threads: 1, memory_dimms: 2}  # test parameters/variables (or, for
-                                  # hardware, the partition's extras) this figure is for
+                                  # hardware, the partition's description) this figure is for
       variable: triad             # a performance variable of the check
       value: 3294.2               # in the check's unit
       unit: MB/s

@@ -60,7 +60,7 @@ class QuietNodeSettingsError(ValueError):
 
 
 def settings(partition_setting, action=None, wait=None, lock_wait=None):
-    """The check's settings from a partition's `extras.quiet_node` (a dict of DEFAULTS'
+    """The check's settings from a partition's description's `quiet_node` (a dict of DEFAULTS'
     keys, or None) and an action and a wait given for the run (None: the partition's);
     validated."""
     merged = {**DEFAULTS, **(partition_setting or {})}

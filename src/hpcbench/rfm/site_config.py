@@ -118,12 +118,13 @@ PERFLOG_VARIABLE_FORMAT = (
 def accelerator_settings(accelerators):
     """What a partition whose nodes each have `accelerators` (hpcbench.core.accelerators)
     adds to its description: ReFrame's `devices`, its features (`gpu`, `cuda`) and its
-    extras; {} and {} for none, so that a partition without any is described as before."""
+    description's `accelerators`; {} and {} for none, so that a partition without any is
+    described as before."""
     if not accelerators:
         return {}, {}
     return ({'devices': accelerator_facts.devices_entry(accelerators),
              'features': accelerator_facts.features(accelerators)},
-            accelerator_facts.partition_extras(accelerators))
+            accelerator_facts.partition_facts(accelerators))
 
 
 def reframe_partition(where, system, name, fields, **reframe_fields):
@@ -176,7 +177,8 @@ def spack_env_dir(system):
 
 
 def spack_partition_settings():
-    """Partition extras and env_vars that point the checks at the project's Spack.
+    """The description field (spack_root) and env_vars that point a partition's checks at
+    the project's Spack.
 
     Without a Spack the checks that need one skip, saying so (see hpcbench.rfm.build).
     """

@@ -71,9 +71,9 @@ def machine_nodes(system):
     processor = host.processor_info(LOCAL_SYSTEM, LOCAL_PARTITION)
     if system == 'testbed':
         return [node.from_partition(processor,
-                                    testbed.node_extras(testbed.configured_nodes()), system)]
+                                    testbed.node_facts(testbed.configured_nodes()), system)]
 
-    return [node.from_partition(processor, host.partition_extras(), system)]
+    return [node.from_partition(processor, host.partition_facts(), system)]
 
 
 def gpu_specs(cuda_archs):

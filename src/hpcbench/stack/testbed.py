@@ -121,12 +121,12 @@ def node_memory_bytes(nodes):
     return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // nodes
 
 
-def node_extras(nodes):
-    """The `extras` describing one of `nodes` emulated nodes (hpcbench.core.node): the host's
-    clock and flop/cycle, its share of the memory, and the node count. The emulated nodes
+def node_facts(nodes):
+    """The description of one of `nodes` emulated nodes (hpcbench.machine.description): the
+    host's clock and flop/cycle, its share of the memory, and the node count. The emulated nodes
     share one host, whose other nodes' jobs and daemons are always busy: no quiet-node
     check (hpcbench.rfm.quiet_node)."""
-    return {**host.partition_extras(), 'memory_bytes': node_memory_bytes(nodes),
+    return {**host.partition_facts(), 'memory_bytes': node_memory_bytes(nodes),
             'num_nodes': nodes, 'quiet_node': {'action': 'off'}}
 
 
