@@ -111,11 +111,12 @@ class ImbBase(BenchmarkRun, SiteTuning):
 
 
 class ImbBenchmark(ImbBase):
-    """One IMB benchmark over the whole message-size range, launched `repeats` times in the job; the figures come from the fastest run at each
-    size (hpcbench.benchmarks.imb.best_of)."""
+    """One IMB benchmark over the whole message-size range, launched `repeats` times in the
+    job; the figures come from the fastest run at each size
+    (hpcbench.benchmarks.imb.best_of)."""
+    required_attributes = {'benchmark': "the IMB benchmark's name"}
     #: IMB launches in the job (None: hpcbench.benchmarks.imb.BEST_OF, three for the curves
     #: whose shape is read, PingPong and PingPing; one for the others).
-    required_attributes = {'benchmark': "the IMB benchmark's name"}
     repeats = variable(int, type(None), value=None)
     #: IMB's overall volume per message size (MB) for the benchmarks that send a window of
     #: messages per repetition (hpcbench.benchmarks.imb.WINDOWED); None: IMB's 40 (quick mode:
@@ -254,7 +255,8 @@ class ImbVariability(ImbBase):
         self.run_imb('-msglen', lengths, 'Allreduce', 'Barrier')
         repeat_launch(self, self.repeats)
         self.keep_files = [*self.keep_files, lengths]
-        self.inputs = (f'Allreduce {imb_variability.VARIABILITY_SIZE}B, Barrier x {self.repeats} launches '
+        self.inputs = (f'Allreduce {imb_variability.VARIABILITY_SIZE}B, Barrier x '
+                       f'{self.repeats} launches '
                        f'placement={self.placement.describe()} [{self.layout.describe()}] '
                        f'iterations={self.iterations or "imb-default"}')
         self.perf_variables = {

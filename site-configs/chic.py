@@ -1,3 +1,3 @@
-"""CHiC, Chemnitz High-Performance Linux Cluster (2007): the paper's system as site-configs/chic.yaml describes it."""
+"""A paper's system, described in chic.yaml (hpcbench.rfm.paper_sites)."""
 from hpcbench.rfm import paper_sites
 site_configuration = paper_sites.site_configuration(__file__)

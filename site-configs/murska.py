@@ -1,3 +1,3 @@
-"""Murska, HP CP4000 BL XC cluster at CSC (2007): the paper's system as site-configs/murska.yaml describes it."""
+"""A paper's system, described in murska.yaml (hpcbench.rfm.paper_sites)."""
 from hpcbench.rfm import paper_sites
 site_configuration = paper_sites.site_configuration(__file__)

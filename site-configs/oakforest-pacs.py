@@ -1,3 +1,3 @@
-"""Oakforest-PACS, JCAHPC (2016): the paper's system as site-configs/oakforest-pacs.yaml describes it."""
+"""A paper's system, described in oakforest-pacs.yaml (hpcbench.rfm.paper_sites)."""
 from hpcbench.rfm import paper_sites
 site_configuration = paper_sites.site_configuration(__file__)

@@ -1,3 +1,3 @@
-"""T2K-Tsukuba, University of Tsukuba (2008): the paper's system as site-configs/t2k-tsukuba.yaml describes it."""
+"""A paper's system, described in t2k-tsukuba.yaml (hpcbench.rfm.paper_sites)."""
 from hpcbench.rfm import paper_sites
 site_configuration = paper_sites.site_configuration(__file__)

@@ -1,3 +1,3 @@
-"""TSUBAME grid, Tokyo Institute of Technology (2006): the paper's system as site-configs/tsubame.yaml describes it."""
+"""A paper's system, described in tsubame.yaml (hpcbench.rfm.paper_sites)."""
 from hpcbench.rfm import paper_sites
 site_configuration = paper_sites.site_configuration(__file__)
