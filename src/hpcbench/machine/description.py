@@ -324,7 +324,8 @@ def validated(data, schema, where):
         raise DescriptionError(f'{_field_path(where, first, data)}: {first.message}')
     for name, value in data.items():
         if isinstance(value, float) and not math.isfinite(value):
-            raise DescriptionError(f'{where}.{name}: {value} is not a finite figure')
+            field = f' {name}' if where.endswith(':') else f'.{name}'
+            raise DescriptionError(f'{where}{field}: {value} is not a finite figure')
 
 
 def partition(fields, where):

@@ -1,5 +1,6 @@
 """Set-up of this machine for the suite: Debian packages, MPI prefixes, Intel MPI, Spack
-config scopes, the detected topology and the local environment's host.yaml.
+config scopes, the detected topology, then every system's host.yaml
+(hpcbench.stack.machine_systems: what each system on this machine builds).
 
 Idempotent: every step checks before it acts, so a second run takes seconds.
 """

@@ -3,7 +3,7 @@ login node, asks the controller (hpcbench.machine.slurm_query) and one short job
 each partition (its processor by ReFrame's own detector, its clock and flop per cycle as
 `local` reads them: hpcbench.machine.host), and writes, for review:
 
-- `site-configs/NAME.yaml`: the description, data (read by hpcbench.machine.described_site);
+- `site-configs/NAME.yaml`: the description, data (read by hpcbench.rfm.described_site);
 - `site-configs/NAME.py`: the site config that reads it (three lines);
 - `spack-envs/NAME/spack.yaml`: the pinned stack over the login node's externals, the same
   specs as the testbed's environment (host.yaml, written by `hpcbench setup`, holds them);
