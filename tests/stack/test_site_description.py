@@ -1,5 +1,5 @@
 """A site's own Slurm cluster described for the suite (hpcbench.stack.site_description) and
-read back as a site config (hpcbench.machine.described_site): here from the testbed's real
+read back as a site config (hpcbench.rfm.described_site): here from the testbed's real
 controller outputs (tests/fixtures/slurm/testbed) and this host's facts as a compute node
 prints them; tests/stack/test_testbed.py describes a running testbed through Slurm."""
 import contextlib
