@@ -16,8 +16,10 @@ from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
 
 STACKS = mpi_stacks.local_stacks()
-# This host's GPUs, where it has some (its nvidia-smi): the partition's devices and features.
-GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(host.accelerators())
+# This host's GPUs, where it has some (its nvidia-smi), and how they are linked (topo -m):
+# the partition's devices, features and description.
+GPUS = host.accelerators()
+GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(GPUS, host.gpu_topology(GPUS))
 spack_fields, _ = site_config.spack_partition_settings()
 ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_fields,
                                               blas.local_libraries())

@@ -57,11 +57,14 @@ class CheckUnderTest(types.SimpleNamespace):
 
     def __init__(self, check, stagedir, output, **attrs):
         (stagedir / 'rfm_job.out').write_text(output)
+        # A partition without a GPU topology unless the test gives one.
+        attrs.setdefault('current_partition', described_partition())
         super().__init__(samples={}, aggregation={}, flagged={}, unique_name='under test',
                          stagedir=str(stagedir), stdout='rfm_job.out', **attrs)
         self.perf_variables = dict.fromkeys(n for n, v in vars(check).items()
                                             if getattr(v, '_rfm_perf_fn', False)) or _Every()
-        for name in ('rank_outputs', 'each_rank', 'power_of', 'median', 'percent', 'gpus'):
+        for name in ('rank_outputs', 'each_rank', 'power_of', 'median', 'percent', 'gpus',
+                     'gpu_topology'):
             if hasattr(check, name):
                 setattr(self, name, types.MethodType(getattr(check, name), self))
 
@@ -105,6 +108,41 @@ def test_babelstream_sanity_fails_a_gpu_s_broken_real_run(checks, tmp_path, muta
     broken, said = BABELSTREAM_MUTATIONS[mutation]
     check, test = _babelstream(checks, tmp_path, _job(CSV_RUN, broken))
     with pytest.raises(SanityError, match=r'^rank 1 \(GPU 1 on gpu-node\): .*' + re.escape(said)):
+        sn.evaluate(check.every_gpu_validates(test))
+
+
+def _placed(output, placements):
+    """A job's output whose ranks say where they ran, as the wrapper heads a placed job's:
+    `placements` {rank: CPUs}."""
+    for rank, cpus in placements.items():
+        output = re.sub(rf'^(== rank {rank}: GPU \S+ on \S+)$',
+                        rf'\1, CPUs {cpus} (numactl: GPU {rank}\'s CPUs)', output, flags=re.M)
+    return output
+
+
+def test_every_gpu_check_names_a_rank_placed_away_from_its_gpu(checks, tmp_path):
+    """The published 8-GPU H100 node's topology (GPUs 0-3 next to CPUs 0-51, 4-7 next to
+    52-103): a rank on GPU 1 that ran on the far socket fails the check, naming it; placed
+    next to its GPU, the same output passes."""
+    from hpcbench.core import gpu_topology
+    topology = gpu_topology.parse((FIXTURES / 'gpu' / 'topology' /
+                                   'dgx-h100-published.txt').read_text())
+    partition = described_partition(accelerators={
+        'vendor': 'nvidia', 'kind': 'gpu', 'model': 'NVIDIA H100 80GB HBM3', 'arch': 'sm_90',
+        'count': 2, 'topology': topology.to_description()})
+    check = checks['BabelStreamCheck']
+    near = _placed(_job(CSV_RUN, CSV_RUN), {0: '0-3', 1: '4-7'})
+    test = CheckUnderTest(check, tmp_path, near, num_tasks=2, elements=536870912,
+                          num_times=50, datasheet_bandwidth=4800e9,
+                          current_partition=partition)
+    assert sn.evaluate(check.every_gpu_validates(test))
+    far = _placed(_job(CSV_RUN, CSV_RUN), {0: '0-3', 1: '60-63'})
+    test = CheckUnderTest(check, tmp_path, far, num_tasks=2, elements=536870912,
+                          num_times=50, datasheet_bandwidth=4800e9,
+                          current_partition=partition)
+    with pytest.raises(SanityError, match=re.escape(
+            'rank 1 (GPU 1 on gpu-node): its CPUs 60-63 are not all next to GPU 1, whose CPUs '
+            'are 0-51 (NUMA node 0)')):
         sn.evaluate(check.every_gpu_validates(test))
 
 
@@ -240,7 +278,10 @@ def test_the_rank_wrapper_gives_each_rank_its_gpu_and_refuses_more_ranks_than_gp
         out = tmp_path / f'rank-{local + 10}.out'
         return done.returncode, out.read_text() if out.exists() else '', done.stderr
 
-    assert rank(1)[:2] == (0, f'== rank 11: GPU 1 on {_hostname()}\nsees 1\n')
+    allowed = re.search(r'^Cpus_allowed_list:\s*(\S+)', open('/proc/self/status').read(),
+                        re.M).group(1)
+    assert rank(1)[:2] == (0, f'== rank 11: GPU 1 on {_hostname()}, CPUs {allowed} (not '
+                              'bound: no GPU topology)\nsees 1\n')
     assert rank(1, '4,6')[1].endswith('sees 6\n')       # Slurm's GRES: the job's GPUs
     assert rank(0, '7')[1].endswith('sees 7\n')         # a task given one GPU keeps it
     status, _, said = rank(2, '4,6')

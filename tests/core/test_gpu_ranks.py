@@ -28,3 +28,68 @@ def test_the_job_prints_the_ranks_in_order_and_keeps_a_failed_launch_s_status():
     first, show, end = gpu_ranks.print_ranks_commands()
     assert first == 'status=$?' and 'sort -t- -k2 -n' in show
     assert end == '[ "$status" -eq 0 ] || exit "$status"'
+
+
+def _run_wrapper(tmp_path, env, *program):
+    """The rank wrapper run for real by sh, as a launcher starts it: local rank 0, the GPUs
+    `CUDA_VISIBLE_DEVICES` gives; its rank output back."""
+    import os
+    import subprocess
+    script = tmp_path / gpu_ranks.SCRIPT
+    script.write_text(gpu_ranks.wrapper_script())
+    done = subprocess.run(['sh', str(script), *program], cwd=tmp_path, capture_output=True,
+                          text=True, env={'PATH': os.environ['PATH'], 'SLURM_LOCALID': '0',
+                                          'SLURM_PROCID': '0', **env})
+    assert done.returncode == 0, done.stderr
+    return (tmp_path / 'rank-0.out').read_text()
+
+
+def _allowed():
+    import re
+    status = open('/proc/self/status').read()
+    return re.search(r'^Cpus_allowed_list:\s*(\S+)', status, re.M).group(1)
+
+
+def test_a_rank_is_bound_to_its_gpu_s_cpus_and_says_where_it_ran(tmp_path):
+    """Two GPUs, the second next to CPU 0 only (NUMA node 0): the rank on GPU 1 runs there
+    and says so; its program sees the binding."""
+    import shutil
+    from hpcbench.core import gpu_topology
+    topology = gpu_topology.Topology((gpu_topology.GpuPlace(0, _allowed(), 0),
+                                      gpu_topology.GpuPlace(1, '0', 0)),
+                                     (('X', 'SYS'), ('SYS', 'X')))
+    env = {**gpu_ranks.environment(topology), 'CUDA_VISIBLE_DEVICES': '1'}
+    out = _run_wrapper(tmp_path, env, 'grep', 'Cpus_allowed_list', '/proc/self/status')
+    tool = 'numactl' if shutil.which('numactl') else 'taskset'
+    header = out.splitlines()[0]
+    assert header.startswith('== rank 0: GPU 1 on ') and header.endswith(
+        f', CPUs 0 ({tool}: GPU 1\'s CPUs' + (', memory on NUMA node 0)' if tool == 'numactl'
+                                              else ')'))
+    assert out.splitlines()[1].split() == ['Cpus_allowed_list:', '0']
+    (rank, (gpu, cpus, how)), = gpu_ranks.placement(out).items()
+    assert (rank, gpu, cpus) == (0, '1', '0') and how.startswith(tool)
+    assert gpu_topology.misplaced(topology, 1, cpus) is None
+
+
+def test_a_rank_given_none_of_its_gpu_s_cpus_is_not_bound_and_is_named(tmp_path):
+    """The job may run on CPUs that are none of its GPU's (here GPU 0's CPUs are beyond this
+    machine's): the rank runs where it may, says so, and the topology names it."""
+    from hpcbench.core import gpu_topology
+    topology = gpu_topology.Topology((gpu_topology.GpuPlace(0, '4000-4001', 1),),
+                                     (('X',),))
+    out = _run_wrapper(tmp_path, {**gpu_ranks.environment(topology),
+                                  'CUDA_VISIBLE_DEVICES': '0'}, 'true')
+    allowed = _allowed()
+    assert out.splitlines()[0].endswith(
+        f', CPUs {allowed} (not bound: none is next to GPU 0, whose CPUs are 4000-4001)')
+    (_, cpus, _), = gpu_ranks.placement(out).values()
+    assert gpu_topology.misplaced(topology, 0, cpus) == (
+        f'its CPUs {allowed} are not all next to GPU 0, whose CPUs are 4000-4001 '
+        '(NUMA node 1)')
+
+
+def test_without_a_topology_the_rank_says_it_was_not_bound(tmp_path):
+    out = _run_wrapper(tmp_path, {'CUDA_VISIBLE_DEVICES': '0'}, 'echo', 'ran')
+    assert out.splitlines() == [f'== rank 0: GPU 0 on {out.split()[6].rstrip(",")}, CPUs '
+                                f'{_allowed()} (not bound: no GPU topology)', 'ran']
+    assert gpu_ranks.split(out, 1)[0][2] == '\nran\n'

@@ -13,12 +13,14 @@ from conftest import FIXTURES, run_reframe
 pytestmark = pytest.mark.machine_dependent
 
 
-def _recorded_nvidia_smi(tmp_path, node):
-    """A stand-in for a node's nvidia-smi that prints what the real one printed there."""
+def _recorded_nvidia_smi(tmp_path, node, topology='h200-one-gpu.txt'):
+    """A stand-in for a node's nvidia-smi that prints what the real one printed there: its
+    query and its `topo -m` (`topology`, of tests/fixtures/gpu/topology; None: it fails)."""
     tool = tmp_path / 'nvidia-smi'
     recorded = FIXTURES / 'gpu' / node / 'nvidia-smi-query.csv'
+    matrix = f'cat "{FIXTURES / "gpu" / "topology" / topology}"' if topology else 'exit 9'
     tool.write_text(f'#!/bin/sh\ncase "$1" in --query-gpu=*) cat "{recorded}";; '
-                    '*) exit 9;; esac\n')
+                    f'topo) {matrix};; *) exit 9;; esac\n')
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     return tool
 
@@ -38,6 +40,20 @@ def test_local_describes_its_gpus_from_its_nvidia_smi(tmp_path):
     described = partition['extras']['accelerators']
     assert (described['model'], described['power_limit_w']) == ('NVIDIA H200', 700.0)
     assert described['datasheet']['memory_bandwidth'] == 4800e9
+    assert described['topology'] == {'gpus': [{'index': 0, 'cpus': '0-15', 'numa': 0}],
+                                     'links': [['X']]}
+
+
+def test_a_gpu_topology_that_cannot_be_read_is_said_once_and_the_gpus_described(tmp_path):
+    tool = _recorded_nvidia_smi(tmp_path, 'h200', topology=None)
+    shown = run_reframe('--show-config=systems/0/partitions/0',
+                        env={'HPCBENCH_NVIDIA_SMI': str(tool)})
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert shown.stderr.count("warning: this host's GPUs are described without their "
+                              'topology: ') == 1, shown.stderr
+    partition = json.loads(shown.stdout[shown.stdout.index('{'):])
+    assert partition['devices'][0]['num_devices'] == 1
+    assert 'topology' not in partition['extras']['accelerators']
 
 
 def test_without_a_gpu_local_is_described_as_before(tmp_path):
@@ -159,3 +175,55 @@ def test_local_s_gpu_jobs_come_from_its_nvidia_smi(tmp_path):
     assert re.search(r'^mpirun -np 1 \./gpu-rank\.sh ', jobs['HostDeviceBandwidthCheck'], re.M)
     assert 'host-device-bandwidth" 1073741824 10\n' in jobs['HostDeviceBandwidthCheck']
     assert "echo '== gpus'\nnvidia-smi --query-gpu=index,name," in jobs['GpuNodeScreen']
+
+
+def _eight_gpu_nvidia_smi(tmp_path):
+    """A stand-in for an 8-GPU H100 node's nvidia-smi: the H100 node's real query row given
+    the indices 0 to 7, and the published 8 x H100 node's topology (GPUs 0-3 next to CPUs
+    0-51 and NUMA node 0, 4-7 next to 52-103 and NUMA node 1; tests/fixtures/gpu/topology)."""
+    header, row = (FIXTURES / 'gpu' / 'h100' / 'nvidia-smi-query.csv').read_text().splitlines()
+    query = tmp_path / 'query.csv'
+    query.write_text('\n'.join([header, *(row.replace('0, ', f'{i}, ', 1) for i in range(8))])
+                     + '\n')
+    topology = FIXTURES / 'gpu' / 'topology' / 'dgx-h100-published.txt'
+    return _fake_nvidia_smi(tmp_path, f'case "$1" in --query-gpu=*) cat "{query}";; '
+                                      f'topo) cat "{topology}";; *) exit 9;; esac\n')
+
+
+GPU_TO_GPU = ('DeviceBufferPairCheck', 'DeviceBufferCollectiveCheck', 'NcclTestsCheck')
+
+
+def test_local_described_from_an_8_gpu_node_writes_gpu_to_gpu_jobs_placed_by_its_topology(
+        tmp_path):
+    """Acceptance of issue 54: the device-buffer pairs (28 launches of two ranks), the
+    collectives over the 8 GPUs, nccl-tests with one rank per GPU, each rank given its GPU's
+    CPUs and NUMA node; an MPI that cannot send from device memory skipped, saying so."""
+    from hpcbench.stack import spack
+    tool = _eight_gpu_nvidia_smi(tmp_path)
+    done = run_reframe('--system', 'local', '-n', '|'.join(GPU_TO_GPU), '--dry-run',
+                       env={'HPCBENCH_VAR': str(tmp_path / 'var'),
+                            'HPCBENCH_NVIDIA_SMI': str(tool)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    scripts = {p.parent.parent.name + '/' + p.parent.name: p.read_text()
+               for p in (tmp_path / 'var' / 'stage').glob('*/*/*/*/rfm_job.sh')}
+    assert scripts
+    placed = ('export HPCBENCH_GPU_CPUS=0-51:0-51:0-51:0-51:52-103:52-103:52-103:52-103\n'
+              'export HPCBENCH_GPU_NUMA=0:0:0:0:1:1:1:1\n')
+    pair = next(t for n, t in scripts.items() if n.startswith('intelmpi/DeviceBufferPairCheck'))
+    assert placed in pair and 'export I_MPI_OFFLOAD=1\n' in pair
+    assert "for pair in 0,1 0,2 0,3 0,4 0,5 0,6 0,7 1,2 " in pair and ' 6,7; do\n' in pair
+    assert re.search(r'^mpirun -np 2 \./gpu-rank\.sh \S+/IMB-MPI1-GPU PingPong,Biband -msglog '
+                     r'0:26 -mem_alloc_type device$', pair, re.M)
+    collectives = [t for n, t in scripts.items()
+                   if n.startswith('intelmpi/DeviceBufferCollectiveCheck')]
+    assert len(collectives) == 2 and all(placed in t for t in collectives)
+    assert all(re.search(r'^mpirun -np 8 \./gpu-rank\.sh ', t, re.M) for t in collectives)
+    # The MPIs that cannot send from device memory are skipped, saying what they said.
+    assert ('openmpi cannot send from GPU memory: ompi_info: built_with_cuda_support false'
+            in done.stdout)
+    nccl = [t for n, t in scripts.items() if '/NcclTestsCheck' in n]
+    if spack.find():
+        assert len(nccl) == 5 and all(placed in t for t in nccl)
+        assert all(re.search(r'^mpirun -np 8 \./gpu-rank\.sh .*nccl-tests@2\.16\.3 \+mpi '
+                             r"cuda_arch=90 \^openmpi'\)/bin/\w+_perf\" -b 8 -e 8589934592 ",
+                             t, re.M) for t in nccl)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from hpcbench.core import accelerators, node
-from hpcbench.stack import bootstrap, cuda, machine_systems, spack
+from hpcbench.stack import bootstrap, cuda, machine_systems, mpi_stacks, spack
 
 from conftest import FIXTURES, ROOT
 
@@ -45,9 +45,33 @@ def test_host_yaml_gives_spack_the_toolkit_and_the_gpu_programs_for_each_archite
         'babelstream +cuda cuda_arch=80', 'dgemm-rate +cuda cuda_arch=80',
         'host-device-bandwidth +cuda cuda_arch=80', 'babelstream +cuda cuda_arch=90',
         'dgemm-rate +cuda cuda_arch=90', 'host-device-bandwidth +cuda cuda_arch=90']}
+    # No NCCL: no nccl-tests; the other GPU programs are built.
+    assert 'nccl' not in config['packages']
+    assert config['definitions'][-2] == {'gpu_mpi_specs': []}
     without = machine_systems.host_config([], {}, [small], 'local')
     assert 'cuda' not in without['packages']
     assert without['definitions'][-1] == {'gpu_specs': []}
+
+
+def test_nccl_tests_are_built_on_the_first_mpi_stack_over_the_nccl_found():
+    from hpcbench.stack import mpi_stacks, nccl
+    small = node.Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=1 << 20,
+                      memory_bytes=8 << 30, clock_hz=2.6e9, flops_per_cycle=32)
+    toolkit = cuda.Toolkit(Path('/opt/cuda'), '13.0.88', 'CUDA_HOME')
+    library = nccl.Nccl(Path('/opt/nccl'), '2.32.3', 'NCCL_HOME')
+
+    class Stack(mpi_stacks.MpiStack):
+        def version(self):
+            return '5.0.0'
+
+    stacks = [Stack('openmpi', 'openmpi', '', Path('/p'), Path('/p/bin')),
+              Stack('mpich', 'mpich', '', Path('/q'), Path('/q/bin'))]
+    config = machine_systems.host_config(stacks, {}, [small], 'local', cuda_archs=['90'],
+                                         cuda_toolkit=toolkit, nccl_library=library)
+    assert config['packages']['nccl'] == {
+        'externals': [{'spec': 'nccl@2.32.3', 'prefix': '/opt/nccl'}], 'buildable': False}
+    assert config['definitions'][-2] == {
+        'gpu_mpi_specs': ['nccl-tests@2.16.3 +mpi cuda_arch=90 ^openmpi']}
 
 
 def test_the_h200_s_driver_runs_cuda_13_0_and_an_older_driver_does_not():
@@ -137,26 +161,33 @@ def test_a_bad_command_is_one_usage_line():
 @pytest.mark.spack
 def test_the_gpu_programs_build_with_the_pinned_spack_on_a_machine_without_a_gpu():
     """The toolkit from the wheels (downloaded once into the per-user cache), then Spack builds
-    BabelStream, dgemm-rate +cuda and host-device-bandwidth for sm_90 in an environment of
-    their own beside the machine's (the same install tree: built once). Each program is
-    there, holds sm_90 code, and here, without a driver, stops with one message."""
+    BabelStream, dgemm-rate +cuda and host-device-bandwidth for sm_90, and nccl-tests on Open
+    MPI over NCCL's wheel, in an environment of their own beside the machine's (the same
+    install tree: built once). Each program is there, holds sm_90 code, and here, without a
+    driver, stops with one message."""
+    from hpcbench.stack import nccl
     found = bootstrap.bootstrap()       # this machine's externals (host.yaml)
     toolkit = cuda.wheels_toolkit()
     assert toolkit.version == cuda.WHEELS['nvidia-cuda-nvcc']
+    library = nccl.library()
     env = ROOT / 'var' / 'gpu-programs-build'   # $env/../.. is the checkout, as for local
     env.mkdir(parents=True, exist_ok=True)
     (env / 'spack.yaml').write_text(yaml.safe_dump({'spack': {
         'include': [{'path': str(ROOT / 'spack-envs' / 'this-machine.yaml')},
                     {'path': str(ROOT / 'spack-envs' / 'local' / 'host.yaml')}],
-        'packages': {'cuda': {'externals': [toolkit.spack_external()], 'buildable': False}},
-        'specs': machine_systems.gpu_specs(['90']),
+        'packages': {'cuda': {'externals': [toolkit.spack_external()], 'buildable': False},
+                     'nccl': {'externals': [library.spack_external()], 'buildable': False}},
+        'specs': [*machine_systems.gpu_specs(['90']),
+                  *machine_systems.gpu_mpi_specs(['90'], 'openmpi')],
         'view': False}}))
     # As the set-up concretizes a machine's environment: without what it never builds.
     bootstrap.concretize(found, env)
     bootstrap.run_spack(found, '-e', str(env), 'install', '--fail-fast', quiet=True)
     programs = {}
-    for spec, program in zip(machine_systems.gpu_specs(['90']),
-                             ('cuda-stream', 'dgemm-rate-cuda', 'host-device-bandwidth')):
+    for spec, program in zip([*machine_systems.gpu_specs(['90']),
+                              *machine_systems.gpu_mpi_specs(['90'], 'openmpi')],
+                             ('cuda-stream', 'dgemm-rate-cuda', 'host-device-bandwidth',
+                              'all_reduce_perf')):
         located = subprocess.run([str(found.executable), '-e', str(env), 'location', '-i', spec],
                                  capture_output=True, text=True,
                                  env={**os.environ, **spack.isolated_environment(found)},
@@ -164,6 +195,16 @@ def test_the_gpu_programs_build_with_the_pinned_spack_on_a_machine_without_a_gpu
         programs[program] = Path(located.stdout.strip()) / 'bin' / program
     for program, path in programs.items():
         assert b'sm_90' in path.read_bytes(), f'{program} holds no sm_90 code'
+        if program == 'all_reduce_perf':
+            # An MPI program: one rank, as a singleton; its failure is one line of its own
+            # among its header's (tests/fixtures/gpu/nccl/all-reduce-no-driver.out).
+            run = subprocess.run([str(path), '-b', '8', '-e', '8'], capture_output=True,
+                                 text=True, timeout=60,
+                                 env={**os.environ, **mpi_stacks.OPEN_MPI_AS_ROOT})
+            assert run.returncode != 0
+            assert "Test CUDA failure common.cu:1030 'CUDA driver version is insufficient" \
+                in run.stdout + run.stderr, (program, run.stdout, run.stderr)
+            continue
         run = subprocess.run([str(path), *(['--list'] if program == 'cuda-stream' else ['8', '1'])],
                              capture_output=True, text=True, timeout=60)
         said = (run.stdout + run.stderr).strip().splitlines()

@@ -64,6 +64,13 @@ class Datasheet:
     host_link_bandwidth: float  # bytes/s, each direction (or None)
     power_w: float              # the datasheet's maximum board power (or None)
     source: str                 # document and table
+    # GPU-to-GPU links: the generation, the links of one GPU and their bandwidth, each
+    # direction, all links together (the datasheets' NVLink figure counts both directions:
+    # "900GB/s" is 450 GB/s each way over 18 links, 25 GB/s per link; hpcbench.core.
+    # gpu_topology.pair_bandwidth). None where the GPU has none.
+    nvlink: str = None
+    nvlink_links: int = None
+    nvlink_bandwidth: float = None
 
 
 # Host links, each direction: PCIe 4.0 x16 moves 32 GB/s, 5.0 x16 64 GB/s (the datasheets'
@@ -74,27 +81,34 @@ _A100 = ('NVIDIA A100 Tensor Core GPU datasheet (2021), table "NVIDIA A100 Tenso
          'Specifications (SXM4 and PCIe Form Factors)"')
 _H100 = 'NVIDIA H100 Tensor Core GPU datasheet (2023), table "Technical Specifications"'
 _H200 = 'NVIDIA H200 Tensor Core GPU datasheet (2024), table "Technical Specifications"'
+# NVLink per GPU: A100 NVLink 3, 12 links, "600GB/s"; H100 and H200 SXM NVLink 4, 18 links,
+# "900GB/s"; the NVL boards' bridges "600GB/s" (H100 NVL, 12 links) and "900GB/s" (H200 NVL,
+# 18); links per GPU and generation as stas00/ml-engineering network/README.md (commit
+# 0030e63f) tabulates them.
+NVLINK3_12 = {'nvlink': 'NVLink 3', 'nvlink_links': 12, 'nvlink_bandwidth': 300 * GB}
+NVLINK4_18 = {'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450 * GB}
+NVLINK4_12 = {'nvlink': 'NVLink 4', 'nvlink_links': 12, 'nvlink_bandwidth': 300 * GB}
 _CLEARSPEED = ('Sun BluePrints, Tokyo Institute of Technology Supercomputer Grid Architecture '
                'and Performance Overview (2007; seed 000), Chapter 2, "ClearSpeed CSX600"')
 
 # nvidia-smi's name of a model (a regular expression, matched whole) -> its datasheet.
 DATASHEETS = {
     r'NVIDIA A100[- ]SXM4[- ]40GB': Datasheet('A100 40GB SXM', 9.7 * TERA, 19.5 * TERA,
-                                             1555 * GB, *PCIE4_X16, 400, _A100),
+                                             1555 * GB, *PCIE4_X16, 400, _A100, **NVLINK3_12),
     r'NVIDIA A100[- ]SXM4[- ]80GB': Datasheet('A100 80GB SXM', 9.7 * TERA, 19.5 * TERA,
-                                             2039 * GB, *PCIE4_X16, 400, _A100),
+                                             2039 * GB, *PCIE4_X16, 400, _A100, **NVLINK3_12),
     r'NVIDIA A100[- ]PCIE[- ]40GB': Datasheet('A100 40GB PCIe', 9.7 * TERA, 19.5 * TERA,
-                                             1555 * GB, *PCIE4_X16, 250, _A100),
+                                             1555 * GB, *PCIE4_X16, 250, _A100, **NVLINK3_12),
     r'NVIDIA A100 80GB PCIe': Datasheet('A100 80GB PCIe', 9.7 * TERA, 19.5 * TERA, 1935 * GB,
-                                        *PCIE4_X16, 300, _A100),
+                                        *PCIE4_X16, 300, _A100, **NVLINK3_12),
     r'NVIDIA H100 80GB HBM3': Datasheet('H100 SXM', 34 * TERA, 67 * TERA, 3350 * GB,
-                                        *PCIE5_X16, 700, _H100),
+                                        *PCIE5_X16, 700, _H100, **NVLINK4_18),
     r'NVIDIA H100 NVL': Datasheet('H100 NVL', 30 * TERA, 60 * TERA, 3900 * GB, *PCIE5_X16, 400,
-                                  _H100),
+                                  _H100, **NVLINK4_12),
     r'NVIDIA H200': Datasheet('H200 SXM', 34 * TERA, 67 * TERA, 4800 * GB, *PCIE5_X16, 700,
-                              _H200),
+                              _H200, **NVLINK4_18),
     r'NVIDIA H200 NVL': Datasheet('H200 NVL', 30 * TERA, 60 * TERA, 4800 * GB, *PCIE5_X16, 600,
-                                  _H200),
+                                  _H200, **NVLINK4_18),
     # TSUBAME's accelerator board: two CSX600 on a PCI-X card, "96 GFlops theoretical peak";
     # the paper gives no memory bandwidth, link rate or maximum power (its 25 W is an
     # average while running DGEMM: a reference figure, references/tsubame.yaml).
@@ -378,12 +392,17 @@ def devices_entry(accelerators):
     return [{'type': kind, 'arch': arch, 'model': model, 'num_devices': len(accelerators)}]
 
 
-def partition_facts(accelerators):
+def partition_facts(accelerators, topology=None):
     """A partition's description of its nodes' accelerators: {'accelerators': {...}} with
-    what the tool reported of one device (the least of each limit over the node's) and its
-    datasheet's figures, or {} for none. A model without a datasheet has `datasheet: None`."""
+    what the tool reported of one device (the least of each limit over the node's), its
+    datasheet's figures and the node's GPU topology (hpcbench.core.gpu_topology, or None),
+    or {} for none. A model without a datasheet has `datasheet: None`; a topology of another
+    count of GPUs is an AcceleratorError."""
     if not accelerators:
         return {}
+    if topology is not None and len(topology.gpus) != len(accelerators):
+        raise AcceleratorError(f'nvidia-smi topo -m shows {len(topology.gpus)} GPUs, its '
+                               f'query {len(accelerators)}: not one node\'s')
     vendor, kind, model, arch = one_model(accelerators)
     sheet = datasheet(accelerators[0])
     described = {
@@ -396,6 +415,7 @@ def partition_facts(accelerators):
                         else all(a.ecc_enabled for a in accelerators)),
         'driver_version': accelerators[0].driver_version,
         'datasheet': asdict(sheet) if sheet else None,
+        **({'topology': topology.to_description()} if topology is not None else {}),
     }
     return {'accelerators': described}
 

@@ -10,14 +10,29 @@ than GPUs: a wrong request) stops the rank with one message. Each rank writes it
 end as nvidia-smi stamps its samples), and the job prints them in rank order, so that the
 output is the same under every launcher.
 
+Where the node's GPU topology says which CPUs and NUMA node are next to each GPU
+(hpcbench.core.gpu_topology; the job gives them as GPU_CPUS_VARIABLE and GPU_NUMA_VARIABLE,
+`:`-separated by GPU index: a word the shell leaves as it is), each rank is bound to its
+GPU's CPUs among those it may run on, and its memory to its GPU's NUMA node (numactl;
+taskset binds the CPUs alone where there is no numactl). Its header then says where it ran: `== rank R: GPU G on HOST, CPUs LIST (how)`;
+`placement` reads that back, and hpcbench.core.gpu_topology.misplaced judges it: a rank
+whose CPUs are none of its GPU's (a job given the far socket) is not bound, and says so.
+
 Standard library only: jobs run it on compute nodes.
 """
 import re
 
 SCRIPT = 'gpu-rank.sh'
 OUTPUT_GLOB = 'rank-*.out'
-# What starts a rank's section of the job's output.
-RANK_LINE = re.compile(r'^== rank (\d+): GPU (\S+) on (\S+)$', re.M)
+# The variable a job script sets to give one launch some of the job's GPUs (by index).
+LAUNCH_GPUS_VARIABLE = 'HPCBENCH_RANK_GPUS'
+# What starts a rank's section of the job's output (where it ran: from placed jobs only).
+RANK_LINE = re.compile(r'^== rank (\d+): GPU (\S+) on ([^,\s]+)(?:, CPUs (\S+) \((.*)\))?$',
+                       re.M)
+# The job's variables giving each GPU's CPUs and NUMA node, `:`-separated by GPU index (a
+# separator the job script's unquoted `export` keeps: CPU lists hold commas).
+GPU_CPUS_VARIABLE = 'HPCBENCH_GPU_CPUS'
+GPU_NUMA_VARIABLE = 'HPCBENCH_GPU_NUMA'
 # nvidia-smi's timestamp format, for the calls' window in a power trace.
 STAMP = '%Y/%m/%d %H:%M:%S.%3N'
 # How often a sampled rank's nvidia-smi samples its GPU (milliseconds).
@@ -30,7 +45,9 @@ local=${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${PMI_LO
 rank=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${MV2_COMM_WORLD_RANK:-0}}}}
 query=
 if [ "$1" = --sample ]; then query=$2; shift 2; fi
-given=${CUDA_VISIBLE_DEVICES-}
+# The GPUs of this launch: those the job script chose (a pair of a node's: Slurm sets each
+# step's CUDA_VISIBLE_DEVICES itself), else the job's.
+given=${HPCBENCH_RANK_GPUS:-${CUDA_VISIBLE_DEVICES-}}
 case "$given" in
     *,*) gpu=$(printf '%s\n' "$given" | cut -d, -f$((local + 1))) ;;
     '') gpu=$local ;;
@@ -42,7 +59,37 @@ if [ -z "$gpu" ]; then
 fi
 export CUDA_VISIBLE_DEVICES=$gpu
 out=rank-$rank.out
-echo "== rank $rank: GPU $gpu on $(hostname)" > "$out"
+# Where the job says which CPUs and NUMA node are next to each GPU: this rank on its GPU's
+# CPUs among those it may run on, its memory on its GPU's NUMA node.
+allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+near=$(printf '%s:\n' "${HPCBENCH_GPU_CPUS-}" | cut -d: -f$((gpu + 1)))
+numa=$(printf '%s:\n' "${HPCBENCH_GPU_NUMA-}" | cut -d: -f$((gpu + 1)))
+placed="CPUs $allowed (not bound: no GPU topology)"
+if [ -n "$near" ]; then
+    both=$(awk -v a="$near" -v b="$allowed" '
+        function expand(list, set,   n, i, part, range, c) {
+            n = split(list, part, ",")
+            for (i = 1; i <= n; i++) {
+                if (split(part[i], range, "-") == 2) { for (c = range[1]; c <= range[2]; c++) set[c] = 1 }
+                else if (part[i] != "") set[part[i] + 0] = 1
+            }
+        }
+        BEGIN { expand(a, A); expand(b, B); out = ""
+                for (c = 0; c < 65536; c++) if ((c in A) && (c in B)) out = out (out == "" ? "" : ",") c
+                print out }')
+    if [ -z "$both" ]; then
+        placed="CPUs $allowed (not bound: none is next to GPU $gpu, whose CPUs are $near)"
+    elif command -v numactl >/dev/null 2>&1; then
+        set -- numactl --physcpubind="$both" ${numa:+--membind="$numa"} "$@"
+        placed="CPUs $(numactl --physcpubind="$both" sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) (numactl: GPU $gpu's CPUs${numa:+, memory on NUMA node $numa})"
+    elif command -v taskset >/dev/null 2>&1; then
+        set -- taskset -c "$both" "$@"
+        placed="CPUs $(taskset -c "$both" sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) (taskset: GPU $gpu's CPUs)"
+    else
+        placed="CPUs $allowed (not bound: no numactl or taskset)"
+    fi
+fi
+echo "== rank $rank: GPU $gpu on $(hostname), $placed" > "$out"
 if [ -n "$query" ]; then
     nvidia-smi -i "$gpu" --query-gpu="$query" --format=csv -lms SAMPLE_MS -f "power-rank-$rank.csv" &
     sampler=$!
@@ -97,6 +144,23 @@ def split(text, ranks):
         raise RankOutputError(f'no output of rank(s) {", ".join(map(str, missing))} of '
                               f'{ranks}: the job ran fewer ranks than GPUs were asked')
     return sections
+
+
+def placement(text):
+    """{rank: (its GPU, its CPUs as Linux lists them, how it was placed)} of the ranks of a
+    job's output that said where they ran (placed jobs; others are left out)."""
+    return {int(m.group(1)): (m.group(2), m.group(4), m.group(5))
+            for m in RANK_LINE.finditer(text) if m.group(4)}
+
+
+def environment(topology):
+    """The job's variables that place each rank by `topology` (hpcbench.core.gpu_topology:
+    each GPU's CPUs and NUMA node); {} where it says none."""
+    if topology is None or not any(g.cpus for g in topology.gpus):
+        return {}
+    return {GPU_CPUS_VARIABLE: ':'.join(g.cpus for g in topology.gpus),
+            GPU_NUMA_VARIABLE: ':'.join('' if g.numa is None else str(g.numa)
+                                        for g in topology.gpus)}
 
 
 def calls_window(section):

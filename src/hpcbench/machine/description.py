@@ -17,6 +17,8 @@ from typing import Optional
 import jsonschema
 
 from hpcbench.benchmarks import ior
+from hpcbench.core import gpu_topology
+from hpcbench.machine import device_buffers
 
 _COUNT = {'type': 'integer', 'minimum': 1}
 _BYTES = {'type': 'integer', 'minimum': 1}
@@ -42,6 +44,7 @@ ACCELERATORS_SCHEMA = {
         'datasheet': {'type': ['object', 'null']},
         'l2_bytes': _BYTES,
         'stand_in': {'type': 'string', 'description': 'why these GPUs are not real here'},
+        'topology': gpu_topology.SCHEMA,
     },
     'additionalProperties': False,
 }
@@ -97,6 +100,7 @@ STACK_SCHEMA = {
         'launcher': _TEXT,
         'known_failures': {'type': 'object', 'additionalProperties': {'type': 'string'}},
         'registry_programs': {'type': 'object', 'additionalProperties': {'type': 'string'}},
+        'device_buffers': device_buffers.SCHEMA,
     },
     'additionalProperties': False,
 }
@@ -284,6 +288,9 @@ class StackDescription:
     launcher: Optional[str] = None      # a launcher of its own (hpcbench.rfm.backends)
     known_failures: Optional[dict] = None   # {what: why} (hpcbench.stack.mpi_stacks)
     registry_programs: Optional[dict] = None    # {benchmark: program a registry ships}
+    # Whether it sends from GPU memory, as the MPI said (hpcbench.machine.device_buffers):
+    # {'cuda': bool, 'evidence': what said so, 'env': what turns it on}; None: not asked.
+    device_buffers: Optional[dict] = None
 
     def to_extras(self):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from hpcbench.core import accelerators as accelerator_facts
+from hpcbench.core import gpu_topology as gpu_topology_facts
 from hpcbench.core import paths
 
 # Double-precision flop per cycle per core from the widest FMA the ISA offers, assuming two
@@ -153,3 +154,22 @@ def accelerators():
     except (accelerator_facts.AcceleratorError, OSError) as err:
         print(f'warning: this host is described without its GPUs: {err}', file=sys.stderr)
         return []
+
+
+def gpu_topology(gpus):
+    """How this host's GPUs (`gpus`, from accelerators()) are linked, from `nvidia-smi topo
+    -m` (hpcbench.core.gpu_topology; the tool HPCBENCH_NVIDIA_SMI names, in tests); None
+    without GPUs. A tool that fails or prints no matrix of these GPUs is said once, and the
+    GPUs are described without their topology: ranks are then not placed by it."""
+    if not gpus:
+        return None
+    try:
+        found = gpu_topology_facts.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None)
+        if found is not None and len(found.gpus) != len(gpus):
+            raise gpu_topology_facts.TopologyError(
+                f'nvidia-smi topo -m shows {len(found.gpus)} GPUs, its query {len(gpus)}')
+        return found
+    except (gpu_topology_facts.TopologyError, OSError) as err:
+        print(f'warning: this host\'s GPUs are described without their topology: {err}',
+              file=sys.stderr)
+        return None

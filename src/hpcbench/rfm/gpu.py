@@ -14,7 +14,7 @@ from reframe.core.builtins import run_after, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench.benchmarks import dgemm
-from hpcbench.core import accelerators, gpu_ranks
+from hpcbench.core import accelerators, gpu_ranks, gpu_topology
 from hpcbench.rfm.build import BenchmarkBuild
 from hpcbench.machine.described import partition_description
 from hpcbench.rfm.partition import job_output, skip_beyond_partition
@@ -25,6 +25,20 @@ def described_accelerators(partition):
     """The partition's accelerators as its description gives them, with ReFrame's count of
     its devices ({} for none)."""
     return partition_description(partition).accelerators or {}
+
+
+def misplaced_ranks(topology, output):
+    """What is wrong with where each rank of a job's `output` ran (hpcbench.core.gpu_ranks.
+    placement), by `topology`: `rank R (GPU G on HOST): its CPUs ... are not all next to GPU
+    G, whose CPUs are ...`; [] where every rank is next to its GPU or nothing says which CPUs
+    are."""
+    said = []
+    hosts = {int(m.group(1)): m.group(3) for m in gpu_ranks.RANK_LINE.finditer(output)}
+    for rank, (gpu, cpus, _how) in sorted(gpu_ranks.placement(output).items()):
+        why = gpu.isdigit() and gpu_topology.misplaced(topology, int(gpu), cpus)
+        if why:
+            said.append(f'rank {rank} (GPU {gpu} on {hosts[rank]}): {why}')
+    return said
 
 
 def skip_stand_in(test):
@@ -104,9 +118,17 @@ class GpuRun(BenchmarkRun):
         """The job: `program args` once per GPU of each node, through the rank wrapper;
         `sample`: nvidia-smi's query fields to sample each rank's GPU with during its calls."""
         count = self.gpus()['count']
-        skip_beyond_partition(self, self.num_gpu_nodes)
-        self.num_tasks_per_node = count
-        self.num_tasks = count * self.num_gpu_nodes
+        self.run_through_rank_wrapper(program, *args, sample=sample, ranks_per_node=count,
+                                      nodes=self.num_gpu_nodes)
+
+    def run_through_rank_wrapper(self, program, *args, sample=None, ranks_per_node,
+                                 nodes):
+        """The job: `ranks_per_node` ranks on each of `nodes` nodes, each on a GPU of its
+        own (the rank wrapper), the job given every GPU of its nodes."""
+        count = self.gpus()['count']
+        skip_beyond_partition(self, nodes)
+        self.num_tasks_per_node = ranks_per_node
+        self.num_tasks = ranks_per_node * nodes
         self.extra_resources = {'gpu': {'num_gpus_per_node': count}}
         script = os.path.join(self.stagedir, gpu_ranks.SCRIPT)
         with open(script, 'w') as fp:
@@ -115,16 +137,30 @@ class GpuRun(BenchmarkRun):
         self.executable = f'./{gpu_ranks.SCRIPT}'
         self.executable_opts = [*(['--sample', ','.join(sample)] if sample else []),
                                 program, *(str(a) for a in args)]
+        # Each rank next to its GPU, where the partition's topology says which CPUs are.
+        self.env_vars.update(gpu_ranks.environment(self.gpu_topology()))
         self.postrun_cmds = [*gpu_ranks.print_ranks_commands(), *self.postrun_cmds]
         self.keep_files = [*self.keep_files, gpu_ranks.SCRIPT, gpu_ranks.OUTPUT_GLOB,
                            *(['power-rank-*.csv'] if sample else [])]
 
+    def gpu_topology(self):
+        """The partition's GPU topology (hpcbench.core.gpu_topology), None where its
+        description has none."""
+        return gpu_topology.from_description(described_accelerators(
+            self.current_partition).get('topology'))
+
     def rank_outputs(self):
-        """{rank: (gpu, host, its output)}; a rank missing fails the sanity check."""
+        """{rank: (gpu, host, its output)}; a rank missing, or one that ran on CPUs not next
+        to its GPU (as the partition's topology has them), fails the sanity check."""
+        output = job_output(self)
         try:
-            return gpu_ranks.split(job_output(self), self.num_tasks)
+            sections = gpu_ranks.split(output, self.num_tasks)
         except gpu_ranks.RankOutputError as err:
             raise SanityError(str(err)) from None
+        misplaced = misplaced_ranks(self.gpu_topology(), output)
+        if misplaced:
+            raise SanityError('; '.join(misplaced))
+        return sections
 
     def each_rank(self, parse, *errors):
         """[(rank, gpu, host, parse(rank, its output))] in rank order; a parse that raises

@@ -115,16 +115,17 @@ PERFLOG_VARIABLE_FORMAT = (
 )
 
 
-def accelerator_settings(accelerators):
+def accelerator_settings(accelerators, topology=None):
     """What a partition whose nodes each have `accelerators` (hpcbench.core.accelerators)
-    adds to its description: ReFrame's `devices`, its features (`gpu`, `cuda`) and its
-    description's `accelerators`; {} and {} for none, so that a partition without any is
-    described as before."""
+    linked as `topology` shows (hpcbench.core.gpu_topology, or None) adds to its
+    description: ReFrame's `devices`, its features (`gpu`, `cuda`) and its description's
+    `accelerators`; {} and {} for none, so that a partition without any is described as
+    before."""
     if not accelerators:
         return {}, {}
     return ({'devices': accelerator_facts.devices_entry(accelerators),
              'features': accelerator_facts.features(accelerators)},
-            accelerator_facts.partition_facts(accelerators))
+            accelerator_facts.partition_facts(accelerators, topology))
 
 
 def reframe_partition(where, system, name, fields, **reframe_fields):
@@ -255,13 +256,19 @@ def mpi_environment(stack, target_systems, spack_fields, features=(), run_env=No
         'extras': stack_extras(f'environment {name}', spack_mpi=stack.spack_name,
                                known_failures=stack.known_failures() or None,
                                spack_blas=blas.spack_spec if blas else None,
-                               registry_programs=dict(registry) or None, launcher=launcher),
+                               registry_programs=dict(registry) or None, launcher=launcher,
+                               device_buffers=_device_buffers(stack)),
         'env_vars': [['PATH', f'{stack.bin_dir}:$PATH'],
                      *([k, v] for k, v in {**stack.run_env, **(run_env or {})}.items())],
         # One node, this host: its name, as the launcher compares it with its own to start
         # ranks without a remote shell.
         'prepare_cmds': backends.hostfile_lines('hostname', 1) if launcher else [],
     }
+
+
+def _device_buffers(stack):
+    answer = stack.device_buffers()
+    return answer.to_description() if answer else None
 
 
 def stack_environments(stacks, target_systems, spack_fields, blas_libraries=(),

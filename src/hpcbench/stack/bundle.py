@@ -155,12 +155,15 @@ def suite_requirements(project=None):
 def wheel_sets(system='local'):
     """[(what, requirements, pip options)] of what pip installs for `system`: the suite's
     venv, Intel MPI and MKL, and the CUDA toolkit where the environment builds its GPU
-    programs with NVIDIA's wheels (hpcbench.stack.cuda)."""
-    from hpcbench.stack import cuda, machine_systems
+    programs with NVIDIA's wheels (hpcbench.stack.cuda), and NCCL where it builds nccl-tests
+    over NVIDIA's wheel (hpcbench.stack.nccl)."""
+    from hpcbench.stack import cuda, machine_systems, nccl
     parts = [*machine_systems.machine_stacks(system), *machine_systems.machine_blas(system)]
+    host_yaml = paths.SPACK_ENVS_DIR / system / 'host.yaml'
     toolkit = ([('the CUDA toolkit', cuda.REQUIREMENTS, cuda.PIP_OPTIONS)]
-               if cuda.environment_uses_wheels(paths.SPACK_ENVS_DIR / system / 'host.yaml')
-               else [])
+               if cuda.environment_uses_wheels(host_yaml) else [])
+    toolkit += ([('NCCL', [nccl.REQUIREMENT], nccl.PIP_OPTIONS)]
+                if nccl.environment_uses_wheel(host_yaml) else [])
     return [('the suite\'s venv', suite_requirements(), ()),
             *((p.name, p.wheel_requirements(), p.wheel_options) for p in parts
               if hasattr(p, 'wheel_requirements')), *toolkit]

@@ -9,11 +9,11 @@ import subprocess
 
 import yaml
 
-from hpcbench.benchmarks import babelstream, dgemm, host_device, stream
+from hpcbench.benchmarks import babelstream, dgemm, host_device, nccl_tests, stream
 from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import node, paths
 from hpcbench.machine import host
-from hpcbench.stack import blas, cuda, debian, mpi_stacks, site_description, testbed
+from hpcbench.stack import blas, cuda, debian, mpi_stacks, nccl, site_description, testbed
 
 LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
 
@@ -84,6 +84,24 @@ def gpu_specs(cuda_archs):
                          host_device.spack_spec(arch))]
 
 
+def gpu_mpi_specs(cuda_archs, mpi):
+    """The GPU programs launched by MPI an environment builds for each of Spack's
+    `cuda_archs`, on its first MPI stack (`mpi`, a Spack package): nccl-tests (NCCL moves the
+    data, MPI only starts the ranks: one stack does)."""
+    return [f'{nccl_tests.spack_spec(arch)} ^{mpi}' for arch in cuda_archs] if mpi else []
+
+
+def gpu_nccl():
+    """The NCCL nccl-tests is built with (hpcbench.stack.nccl: the site's, else the wheel's
+    laid out on first use); None where it cannot be had, said: nccl-tests is then not built,
+    the other GPU programs are."""
+    try:
+        return nccl.library()
+    except (nccl.NcclError, subprocess.CalledProcessError, OSError) as err:
+        say(f'nccl-tests is not built: {err}')
+        return None
+
+
 def gpu_build(accelerators):
     """(cuda_archs, toolkit) of this machine's GPU programs (hpcbench.stack.cuda.build_archs:
     its GPUs', or HPCBENCH_CUDA_ARCH's), the toolkit installed only then; ([], None) for
@@ -104,14 +122,15 @@ def gpu_build(accelerators):
 
 
 def host_config(stacks, tools, nodes, system='local', detected=(), blas_libraries=(),
-                cuda_archs=(), cuda_toolkit=None):
+                cuda_archs=(), cuda_toolkit=None, nccl_library=None):
     """The machine-specific half of spack-envs/local (the other half is committed): the
     externals, the MPI stacks (`mpis`) and STREAM specs the environment builds for, and its
     BLAS libraries (hpcbench.stack.blas): `blas_default`, with which HPL and HPCC are built
     on every MPI stack, `blas_others`, each on `blas_mpi` (the first stack),
     `blas_libraries` (all, for the DGEMM ceiling). `detected`: the externals Spack's
     detection described (detected_mpi_externals). `cuda_archs`, `cuda_toolkit`: the GPU
-    programs built (`gpu_specs`) and the toolkit they are built with (gpu_build)."""
+    programs built (`gpu_specs`) and the toolkit they are built with (gpu_build);
+    `nccl_library`: the NCCL nccl-tests is built with (gpu_nccl; `gpu_mpi_specs`)."""
     packages = dict(tools)
     for stack in stacks:
         try:
@@ -140,6 +159,8 @@ def host_config(stacks, tools, nodes, system='local', detected=(), blas_librarie
         'buildable': False}
     if cuda_toolkit:
         packages['cuda'] = {'externals': [cuda_toolkit.spack_external()], 'buildable': False}
+    if cuda_toolkit and nccl_library:
+        packages['nccl'] = {'externals': [nccl_library.spack_external()], 'buildable': False}
     stream_specs = []
     for each in nodes:
         try:
@@ -160,6 +181,8 @@ def host_config(stacks, tools, nodes, system='local', detected=(), blas_librarie
                         {'blas_mpi': [stack.spack_name for stack in stacks[:1]]},
                         {'blas_others': [b.spack_spec for b in blas_libraries[1:]]},
                         {'blas_libraries': [b.spack_spec for b in blas_libraries]},
+                        {'gpu_mpi_specs': gpu_mpi_specs(cuda_archs, stacks[0].spack_name)
+                         if cuda_toolkit and nccl_library and stacks else []},
                         {'gpu_specs': gpu_specs(cuda_archs) if cuda_toolkit else []}],
     }
 
@@ -183,8 +206,10 @@ def write_host_yamls(system, tools, detected, this_host):
         try:
             cuda_archs, cuda_toolkit = (this_host if each in MACHINE_SYSTEMS
                                         else gpu_build(described_gpus(each)))
+            nccl_library = gpu_nccl() if cuda_toolkit else None
             config = host_config(machine_stacks(each), tools, machine_nodes(each), each,
-                                 detected, machine_blas(each), cuda_archs, cuda_toolkit)
+                                 detected, machine_blas(each), cuda_archs, cuda_toolkit,
+                                 nccl_library)
         except (site_description.DescriptionError, node.NodeDescriptionError) as err:
             if each == system:
                 raise BootstrapError(str(err)) from None

@@ -7,6 +7,8 @@ Debian's MPIs cannot be given to Spack with prefix /usr: Open MPI's mpi.h is not
 /usr/include, and /usr/bin/mpicc is an alternatives link to one of them, so an MPICH at /usr
 could silently build against Open MPI. Each stack gets a prefix of its own made of symlinks.
 """
+import functools
+import json
 import os
 import re
 import shlex
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcbench.core import child_processes, paths
+from hpcbench.machine import device_buffers
 from hpcbench.stack import debian
 
 # Intel MPI's PyPI wheels, pinned to a version Spack's intel-oneapi-mpi knows (2021.17.0 is
@@ -26,6 +29,55 @@ INTEL_MPI_VERSION = '2021.17.0'
 
 # Open MPI refuses to run as root unless told (a CI runner, a container may be root).
 OPEN_MPI_AS_ROOT = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
+
+
+# How each MPI is asked whether it sends from GPU memory: its program or library, read by.
+_ASK = {'ompi_info': (['--parsable', '--all'], device_buffers.from_ompi_info),
+        'mpichversion': ([], device_buffers.from_mpichversion),
+        'intel': (None, device_buffers.from_intel_library)}
+
+
+def _asked(how, path):
+    """The answer of the MPI program or library at `path` (_ASK[how]); None where it is not
+    there. Kept in the per-user cache by the file's path, size and time, so that a site
+    config asks once per install (ompi_info takes a quarter of a second), not at each load."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return None
+    return _asked_once(how, str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _asked_once(how, path, size, mtime):
+    cache = paths.cache_dir() / 'detected' / 'device-buffers.json'
+    key = f'{how} {path} {size} {mtime}'
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return device_buffers.from_description(known[key])
+    args, read = _ASK[how]
+    try:
+        if args is None:
+            answer = read(path)
+        else:
+            out = subprocess.run([path, *args], capture_output=True, text=True,
+                                 errors='replace', timeout=60).stdout
+            answer = read(out)
+    except (OSError, subprocess.TimeoutExpired, device_buffers.ProbeError) as err:
+        return device_buffers.DeviceBuffers(False, f'{Path(path).name} could not be asked: '
+                                                   f'{err}')
+    known[key] = answer.to_description()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f'.{cache.name}.{os.getpid()}')
+        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+        tmp.replace(cache)
+    except OSError:
+        pass                    # a read-only cache: asked again next time
+    return answer
 
 
 def _first_version(cmd, pattern):
@@ -82,6 +134,11 @@ class MpiStack:
         crash in, which the checks skip on it, saying why (KNOWN_FAILURES)."""
         return {}
 
+    def device_buffers(self):
+        """Whether it sends from GPU memory, asked of the MPI itself (hpcbench.machine.
+        device_buffers.DeviceBuffers); None where it cannot be asked here (not installed)."""
+        return None
+
     # Spack's own detection (`spack external find`) describes the external: for an MPI a
     # site built, whose variants only its configure line tells (hpcbench.stack.bootstrap).
     spack_detects = False
@@ -107,6 +164,9 @@ class DebianOpenMpi(DebianMpi):
     def version(self):
         return _first_version(['ompi_info', '--version'], r'Open MPI v([\d.]+)')
 
+    def device_buffers(self):
+        return _asked('ompi_info', self.bin_dir / 'ompi_info')
+
     def links(self):
         arch = debian.multiarch()
         links = {f'bin/{w}': f'/usr/bin/{w}.openmpi'
@@ -121,6 +181,9 @@ class DebianOpenMpi(DebianMpi):
 class DebianMpich(DebianMpi):
     def version(self):
         return _first_version(['mpichversion'], r'MPICH Version:\s+([\d.]+)')
+
+    def device_buffers(self):
+        return _asked('mpichversion', self.bin_dir / 'mpichversion')
 
     def links(self):
         arch = debian.multiarch()
@@ -192,6 +255,9 @@ class PypiIntelMpi(MpiStack):
         vars_sh.parent.mkdir(parents=True, exist_ok=True)
         vars_sh.write_text(f'export I_MPI_ROOT={component}\nexport PATH={component}/bin:$PATH\n')
 
+    def device_buffers(self):
+        return _asked('intel', self.wheel_prefix / 'lib' / 'libmpi.so.12')
+
     def links(self):
         wheel = self.wheel_prefix
         component = self.bin_dir.parent.relative_to(self.prefix)
@@ -223,6 +289,14 @@ class InstalledMpi(MpiStack):
 
     def version(self):
         return _installed_version(self.spack_name, self.prefix)
+
+    def device_buffers(self):
+        # Cray's MPICH says it by its GPU transport library, whatever its tools say.
+        cray = device_buffers.from_cray_library_dir(self.prefix / 'lib')
+        if cray is not None:
+            return cray
+        tool = 'ompi_info' if self.spack_name == 'openmpi' else 'mpichversion'
+        return _asked(tool, self.bin_dir / tool)
 
     def links(self):
         return {}
@@ -403,8 +477,10 @@ def local_stacks(environ=os.environ):
                      # library directory, as Intel's vars.sh sets it.
                      {'I_MPI_ROOT': str(impi_component), 'I_MPI_FABRICS': 'shm',
                       'LD_LIBRARY_PATH': f'{impi_component / "lib"}:$LD_LIBRARY_PATH'},
-                     # The wheel ships Intel's own build of IMB-MPI1.
-                     {'imb': str(impi_component / 'bin' / 'IMB-MPI1')}),
+                     # The wheel ships Intel's own builds of IMB-MPI1 and of IMB-MPI1-GPU
+                     # (device buffers; no Spack recipe builds it).
+                     {'imb': str(impi_component / 'bin' / 'IMB-MPI1'),
+                      'imb-gpu': str(impi_component / 'bin' / 'IMB-MPI1-GPU')}),
         *_site_stacks(environ),
     ]
 
