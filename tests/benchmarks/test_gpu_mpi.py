@@ -18,6 +18,7 @@ from reframe.core.exceptions import SanityError
 from conftest import FIXTURES, check_classes_of, described_partition
 from hpcbench.benchmarks import gpu_mpi
 from hpcbench.core import gpu_ranks, gpu_topology
+from hpcbench.stack import testbed
 
 RUNS = FIXTURES / 'gpu' / 'device-buffers'
 NO_DRIVER = (RUNS / 'imb-mpi1-gpu-no-driver.out').read_text()
@@ -32,8 +33,7 @@ def _with_driver(name):
 
 PAIR_RUN = _with_driver('imb-mpi1-gpu-pair-host-buffers.out')
 COLLECTIVE_RUN = _with_driver('imb-mpi1-gpu-collectives-host-buffers.out')
-H100_NODE = gpu_topology.parse((FIXTURES / 'gpu' / 'topology' /
-                                'dgx-h100-published.txt').read_text())
+H100_NODE = gpu_topology.parse(testbed.GPU_TOPOLOGY_FILE.read_text())
 
 
 def test_the_options_ask_for_device_buffers_and_sizes_to_64_mib():

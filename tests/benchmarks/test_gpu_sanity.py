@@ -125,8 +125,8 @@ def test_every_gpu_check_names_a_rank_placed_away_from_its_gpu(checks, tmp_path)
     52-103): a rank on GPU 1 that ran on the far socket fails the check, naming it; placed
     next to its GPU, the same output passes."""
     from hpcbench.core import gpu_topology
-    topology = gpu_topology.parse((FIXTURES / 'gpu' / 'topology' /
-                                   'dgx-h100-published.txt').read_text())
+    from hpcbench.stack import testbed
+    topology = gpu_topology.parse(testbed.GPU_TOPOLOGY_FILE.read_text())
     partition = described_partition(accelerators={
         'vendor': 'nvidia', 'kind': 'gpu', 'model': 'NVIDIA H100 80GB HBM3', 'arch': 'sm_90',
         'count': 2, 'topology': topology.to_description()})

@@ -1,19 +1,22 @@
 """The GPU topology of a node (hpcbench.core.gpu_topology) read from real `nvidia-smi topo -m`
-outputs (tests/fixtures/gpu/topology: the H200 node lent to this project, two published 8-GPU
-nodes) and from broken copies of them; the bandwidth of each link from the datasheets; a
-rank placed away from its GPU."""
+outputs (tests/fixtures/gpu/topology: the H200 node lent to this project, a published 8 x
+A100 node; ci/testbed/gpu-node-topology.txt: a published 8 x H100 node) and from broken
+copies of them; the bandwidth of each link from the datasheets; a rank placed away from its
+GPU."""
 import stat
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 from hpcbench.core import accelerators, gpu_topology
 
 TOPOLOGY = FIXTURES / 'gpu' / 'topology'
+# The published 8 x H100 node's, which the testbed's GPU nodes are described with.
+DGX_H100 = ROOT / 'ci' / 'testbed' / 'gpu-node-topology.txt'
 
 
 def _text(name):
-    return (TOPOLOGY / name).read_text()
+    return (DGX_H100 if name == 'dgx-h100-published.txt' else TOPOLOGY / name).read_text()
 
 
 def _sheet(model):

@@ -156,14 +156,16 @@ def test_the_testbed_s_gpu_jobs_ask_slurm_for_the_gpus_and_run_a_rank_per_gpu(tm
                     '-S', 'num_gpu_nodes=2')
     assert set(jobs) == GPU_CHECKS
     for check, job in jobs.items():
-        assert '#SBATCH --partition=gpu\n#SBATCH --gres=gpu:2\n' in job, check
-        assert '#SBATCH --ntasks=4\n#SBATCH --ntasks-per-node=2\n' in job, check
+        assert '#SBATCH --partition=gpu\n#SBATCH --gres=gpu:8\n' in job, check
+        assert '#SBATCH --ntasks=16\n#SBATCH --ntasks-per-node=8\n' in job, check
         assert re.search(r'^srun \./gpu-rank\.sh ', job, re.M), check
-    # The DGEMM's order and calls from the H200's datasheet and its GRES-described memory,
+        # Each rank next to its GPU, as the nodes' recorded topology has them.
+        assert 'export HPCBENCH_GPU_NUMA=0:0:0:0:1:1:1:1\n' in job, check
+    # The DGEMM's order and calls from the H100's datasheet and its GRES-described memory,
     # each rank's GPU sampled.
     assert re.search(r"--sample timestamp,power\.draw,.* 'dgemm-rate \+cuda cuda_arch=90'\)"
-                     r"/bin/dgemm-rate-cuda\" 16896 139$", jobs['GpuDgemmCheck'], re.M)
-    assert "'babelstream +cuda cuda_arch=90')/bin/cuda-stream\" --arraysize 536870912 " \
+                     r"/bin/dgemm-rate-cuda\" 12800 320$", jobs['GpuDgemmCheck'], re.M)
+    assert "'babelstream +cuda cuda_arch=90')/bin/cuda-stream\" --arraysize 268435456 " \
         '--numtimes 100 --csv' in jobs['BabelStreamCheck']
 
 
@@ -180,12 +182,13 @@ def test_local_s_gpu_jobs_come_from_its_nvidia_smi(tmp_path):
 def _eight_gpu_nvidia_smi(tmp_path):
     """A stand-in for an 8-GPU H100 node's nvidia-smi: the H100 node's real query row given
     the indices 0 to 7, and the published 8 x H100 node's topology (GPUs 0-3 next to CPUs
-    0-51 and NUMA node 0, 4-7 next to 52-103 and NUMA node 1; tests/fixtures/gpu/topology)."""
+    0-51 and NUMA node 0, 4-7 next to 52-103 and NUMA node 1; ci/testbed, its README)."""
     header, row = (FIXTURES / 'gpu' / 'h100' / 'nvidia-smi-query.csv').read_text().splitlines()
     query = tmp_path / 'query.csv'
     query.write_text('\n'.join([header, *(row.replace('0, ', f'{i}, ', 1) for i in range(8))])
                      + '\n')
-    topology = FIXTURES / 'gpu' / 'topology' / 'dgx-h100-published.txt'
+    from hpcbench.stack import testbed
+    topology = testbed.GPU_TOPOLOGY_FILE
     return _fake_nvidia_smi(tmp_path, f'case "$1" in --query-gpu=*) cat "{query}";; '
                                       f'topo) cat "{topology}";; *) exit 9;; esac\n')
 

@@ -132,6 +132,37 @@ def test_gpus_that_answer_on_the_node_are_no_stand_ins(root):
 
 
 @pytest.mark.machine_dependent
+def test_the_gpu_topology_a_node_printed_is_kept_and_must_be_of_its_gres_gpus(root):
+    """A GPU node's facts with its `nvidia-smi topo -m` (the H200 node's, one GPU) against
+    the recorded controller's GRES of two GPUs: written as it was said, refused on load in one
+    message; the description corrected to the node it is (a GRES of eight H100s linked as
+    the published 8-GPU node's) gives the partition its topology."""
+    from hpcbench.core import gpu_topology
+    from hpcbench.stack import testbed
+    one = gpu_topology.parse((FIXTURES / 'gpu' / 'topology' / 'h200-one-gpu.txt').read_text())
+    cluster = _cluster(False)
+    cpu_node = _this_node_s_facts()
+    gpu_node = {**cpu_node, 'gpus_seen': 1, 'gpu_topology': one.to_description()}
+    description, _ = site_description.describe(
+        'mycluster', cluster, {p.name: gpu_node if p.name == 'gpu' else cpu_node
+                               for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
+    written = site_description.write('mycluster', description, [], root)
+    gpu = yaml.safe_load(written[0].read_text())['partitions'][1]
+    assert gpu['gpu_topology'] == one.to_description()
+    with pytest.raises(site_description.DescriptionError,
+                       match=r'partitions\[gpu\]\.gpu_topology: 1 GPUs, its GRES '
+                             r'gpu:h200:2 declares 2'):
+        site_description.load(written[0])
+    corrected = yaml.safe_load(written[0].read_text())
+    corrected['partitions'][1].update(gres='gpu:h100:8',
+                                      gpu_topology=testbed.gpu_topology().to_description())
+    written[0].write_text(yaml.safe_dump(corrected))
+    partition = described_site.site_configuration(written[1])['systems'][0]['partitions'][1]
+    assert partition['extras']['accelerators']['topology']['gpus'][4] == {
+        'index': 4, 'cpus': '52-103', 'numa': 1}
+
+
+@pytest.mark.machine_dependent
 def test_a_dry_run_of_the_described_system_writes_its_jobs(root, tmp_path):
     written, _, _ = _describe(root, io_directory=str(tmp_path))
     done = run_reframe('--system', 'mycluster', '-n', 'StreamCheck|GpuDgemmCheck',

@@ -28,16 +28,16 @@ def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
            'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000' in conf
     assert 'AccountingStorageType=accounting_storage/slurmdbd' in conf
     assert 'ProctrackType=proctrack/linuxproc' in conf and 'TmpFS=/tmp/slurm-%n' in conf
-    # The GPU nodes: the same processor, their own memory, two typed GPUs each, a feature
+    # The GPU nodes: the same processor, their own memory, eight typed GPUs each, a feature
     # and a partition of their own.
     assert 'GresTypes=gpu' in conf
     assert 'NodeName=g[1-2] NodeHostname=vm NodeAddr=127.0.0.1 Port=17005-17006 CPUs=16 ' \
-           'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=9000 Gres=gpu:h200:2 ' \
+           'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=9000 Gres=gpu:h100:8 ' \
            'Features=hbm State=UNKNOWN' in conf
     assert 'PartitionName=batch Nodes=n[1-4] Default=YES' in conf
     assert 'PartitionName=gpu Nodes=g[1-2] ' in conf
     assert testbed.gres_conf(testbed.Layout(tmp_path)).splitlines()[1] == (
-        f'NodeName=g[1-2] Name=gpu Type=h200 File={tmp_path}/dev/nvidia[0-1]')
+        f'NodeName=g[1-2] Name=gpu Type=h100 File={tmp_path}/dev/nvidia[0-7]')
 
 
 def test_a_testbed_of_no_nodes_is_refused(tmp_path):
@@ -256,38 +256,83 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
 
 
 def test_gpu_nodes_give_each_job_its_gres_and_each_rank_one_gpu(cluster, tmp_path):
-    """The GPU partition through Slurm: its nodes declare gpu:h200:2 (stand-in devices); a
+    """The GPU partition through Slurm: its nodes declare gpu:h100:8 (stand-in devices); a
     two-node job of one rank per GPU (the GPU checks' wrapper, hpcbench.core.gpu_ranks) gets
-    CUDA_VISIBLE_DEVICES from Slurm and each rank its own GPU; a request beyond the node's
-    GPUs is refused at submission, and more ranks than GPUs stop in the wrapper."""
+    CUDA_VISIBLE_DEVICES from Slurm and each rank its own GPU, as does a job given one GPU
+    per task (--gpus-per-task); a request beyond the node's GPUs is refused at submission,
+    and more ranks than GPUs stop in the wrapper. The nodes' eight ranks overcommit this
+    host's cores (Slurm 22.05 here refuses more tasks than cores with a GRES on one node, as
+    `Requested node configuration is not available`, and gives them on two: the jobs span
+    both GPU nodes)."""
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
     node = subprocess.run(['scontrol', 'show', 'node', 'g1'], env=env, capture_output=True,
                           text=True).stdout
-    assert 'Gres=gpu:h200:2' in node
+    assert 'Gres=gpu:h100:8' in node
     assert all(d.is_char_device() for d in testbed.stand_in_devices(cluster))
     (tmp_path / gpu_ranks.SCRIPT).write_text(gpu_ranks.wrapper_script())
     (tmp_path / gpu_ranks.SCRIPT).chmod(0o755)
     rank_line = 'echo "slurm gave $SLURM_JOB_GPUS$SLURM_STEP_GPUS sees $CUDA_VISIBLE_DEVICES"'
 
-    def job(*options):
+    def job(*options, run_env=None):
+        for old in tmp_path.glob(gpu_ranks.OUTPUT_GLOB):
+            old.unlink()
         return subprocess.run(
             ['srun', '--partition=gpu', '--mpi=none', *options, f'./{gpu_ranks.SCRIPT}',
              'sh', '-c', rank_line],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+            cwd=tmp_path, env={**env, **(run_env or {})}, capture_output=True, text=True,
+            timeout=120)
 
-    done = job('-N', '2', '--ntasks-per-node=2', '--gres=gpu:2')
+    def ranks(count):
+        output = ''.join((tmp_path / f'rank-{r}.out').read_text() for r in range(count))
+        return output, gpu_ranks.split(output, count)
+
+    every = [str(g) for g in range(8)]
+    done = job('-N', '2', '-n', '16', '--overcommit', '--gres=gpu:8')
     assert done.returncode == 0, done.stderr
-    output = ''.join((tmp_path / f'rank-{r}.out').read_text() for r in range(4))
-    sections = gpu_ranks.split(output, 4)
-    assert [gpu for gpu, _, _ in sections.values()] == ['0', '1', '0', '1']
-    assert [text.split()[-1] for _, _, text in sections.values()] == ['0', '1', '0', '1']
-    refused = job('-N', '1', '--ntasks-per-node=2', '--gres=gpu:3')
+    _, sections = ranks(16)
+    assert [gpu for gpu, _, _ in sections.values()] == every * 2
+    assert [text.split()[-1] for _, _, text in sections.values()] == every * 2
+    given_one = job('-N', '2', '-n', '16', '--overcommit', '--gpus-per-task=1')
+    assert given_one.returncode == 0, given_one.stderr
+    _, sections = ranks(16)
+    assert sorted(gpu for gpu, _, _ in sections.values()) == sorted(every * 2)
+    refused = job('-N', '1', '-n', '2', '--gres=gpu:9')
     assert refused.returncode != 0
     assert 'Requested node configuration is not available' in refused.stderr
-    # Three ranks on a node given two GPUs (overcommitting its two cores to have them).
-    too_many = job('-N', '1', '-n', '3', '--overcommit', '--gres=gpu:2')
+    too_many = job('-N', '2', '-n', '18', '--overcommit', '--gres=gpu:8')
     assert too_many.returncode == 3
-    assert 'local rank 2 has no GPU of CUDA_VISIBLE_DEVICES=0,1' in too_many.stderr
+    assert 'local rank 8 has no GPU of CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7' in too_many.stderr
+
+
+def test_a_gpu_job_s_ranks_are_placed_by_the_nodes_topology_and_a_far_one_is_named(cluster,
+                                                                                   tmp_path):
+    """The GPU nodes' recorded topology (GPUs 0-3 next to CPUs 0-51, 4-7 next to 52-103)
+    through Slurm: the ranks on GPUs 0-3 are bound to their GPU's CPUs among this host's; on
+    GPUs 4-7 none of this host's CPUs is their GPU's, so they run unbound and the check's
+    placement names each (what a job given the far socket meets)."""
+    from hpcbench.core import gpu_topology
+    from hpcbench.rfm.gpu import misplaced_ranks
+    if max(gpu_topology.cpu_set(open('/proc/self/status').read().split(
+            'Cpus_allowed_list:')[1].split()[0])) >= 52:
+        pytest.skip('this host has CPUs next to GPUs 4-7 of the recorded node: no rank is '
+                    'placed away from its GPU')
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf),
+               **gpu_ranks.environment(testbed.gpu_topology()))
+    (tmp_path / gpu_ranks.SCRIPT).write_text(gpu_ranks.wrapper_script())
+    (tmp_path / gpu_ranks.SCRIPT).chmod(0o755)
+    done = subprocess.run(['srun', '--partition=gpu', '--mpi=none', '-N', '2', '-n', '16',
+                           '--overcommit', '--gres=gpu:8', f'./{gpu_ranks.SCRIPT}', 'true'],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    output = ''.join((tmp_path / f'rank-{r}.out').read_text() for r in range(8))
+    placed = gpu_ranks.placement(output)
+    tool = 'numactl' if shutil.which('numactl') else 'taskset'
+    assert all(placed[r][2].startswith(f'{tool}: GPU {r}\'s CPUs') for r in range(4))
+    assert all(placed[r][2].startswith(f'not bound: none is next to GPU {r}, whose CPUs are '
+                                       '52-103') for r in range(4, 8))
+    named = misplaced_ranks(testbed.gpu_topology(), output)
+    assert [m.split(' (')[0] for m in named] == [f'rank {r}' for r in range(4, 8)]
+    assert named[0].endswith('are not all next to GPU 4, whose CPUs are 52-103 (NUMA node 1)')
 
 
 # A PMIx client (Slurm's libpmix through ctypes: no compiler, no MPI): rank 1 joins a fence

@@ -143,6 +143,7 @@ CLUSTER_SCHEMA = {
                 'features': {'type': 'array', 'items': {'type': 'string'}},
                 'gres': {'type': 'string'},
                 'gpus_stand_in': {'type': 'string'},
+                'gpu_topology': gpu_topology.SCHEMA,
                 'max_jobs': _COUNT,
             },
             'additionalProperties': False,

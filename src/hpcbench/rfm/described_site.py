@@ -5,7 +5,8 @@ corrects; this turns it into ReFrame's configuration, one partition per Slurm pa
 - the node as Slurm and the partition's own node described it (ReFrame's processor, the
   memory Slurm gives jobs, the clock and flop per cycle), its GPUs from its GRES
   (hpcbench.core.accelerators.from_gres: ReFrame's `devices`, features `gpu` and `cuda`,
-  and the `gpu` resource the GPU checks ask for with --gres=gpu:N);
+  and the `gpu` resource the GPU checks ask for with --gres=gpu:N), linked as the node's
+  nvidia-smi said (`gpu_topology`: the ranks are placed by it);
 - sbatch's `--partition` and the description's `access` options (account, QoS) on every job;
 - one environment per MPI stack of the login node the description names (and each other
   BLAS, as on `local`), built by the system's Spack environment.
@@ -16,14 +17,15 @@ A description missing a field or holding a wrong one is one error naming the fil
 import sys
 from pathlib import Path
 
-from hpcbench.core import accelerators
+from hpcbench.core import accelerators, gpu_topology
 from hpcbench.rfm import site_config
 from hpcbench.stack import blas, site_description
 
 
 def _partition(where, system, entry, access, environs):
     gpu_settings, gpu_fields = site_config.accelerator_settings(
-        accelerators.from_gres(entry.get('gres', '')))
+        accelerators.from_gres(entry.get('gres', '')),
+        gpu_topology.from_description(entry.get('gpu_topology')))
     if gpu_fields and entry.get('gpus_stand_in'):
         gpu_fields['accelerators']['stand_in'] = entry['gpus_stand_in']
     io = {'io_directory': entry['io_directory'], 'io_read_cache_policy': 'size'} \

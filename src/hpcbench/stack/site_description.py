@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from hpcbench.core import accelerators, paths
+from hpcbench.core import accelerators, gpu_topology, paths
 from hpcbench.core.node import NodeDescriptionError, from_partition
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
@@ -79,11 +79,15 @@ def load(path):
                                    'nodes')
         try:
             from_partition(entry['processor'], entry, where)
-            accelerators.from_gres(entry.get('gres', ''))
+            gpus = accelerators.from_gres(entry.get('gres', ''))
         except NodeDescriptionError as err:
             raise DescriptionError(str(err)) from None
         except accelerators.AcceleratorError as err:
             raise DescriptionError(f'{where}.gres: {err}') from None
+        linked = len((entry.get('gpu_topology') or {}).get('gpus', []))
+        if entry.get('gpu_topology') and linked != len(gpus):
+            raise DescriptionError(f'{where}.gpu_topology: {linked} GPUs, its GRES '
+                                   f'{entry.get("gres") or "none"} declares {len(gpus)}')
     return description
 
 
@@ -157,14 +161,18 @@ def described_systems(site_configs=None):
 
 def print_node_facts():
     """Run on a compute node: its processor (ReFrame's detector, as ReFrame's own remote
-    detection runs it), clock, double-precision flop per cycle and how many GPUs its
-    nvidia-smi shows, as one JSON line."""
+    detection runs it), clock, double-precision flop per cycle, how many GPUs its nvidia-smi
+    shows and how they are linked (`nvidia-smi topo -m`: hpcbench.core.gpu_topology), as
+    one JSON line."""
     from reframe.utility.cpuinfo import cpuinfo
     hz, source = host.clock()
+    gpus = host.accelerators()
+    topology = host.gpu_topology(gpus)
     print(NODE_FACTS_MARK + json.dumps({
         'hostname': socket.gethostname(), 'processor': cpuinfo(), 'clock_hz': hz,
         'clock_source': source, 'flops_per_cycle': host.flops_per_cycle(),
-        'gpus_seen': len(host.accelerators())}))
+        'gpus_seen': len(gpus),
+        **({'gpu_topology': topology.to_description()} if topology else {})}))
 
 
 def node_facts(partition, access=(), env=None, timeout=600):
@@ -191,6 +199,7 @@ FACTS_SCHEMA = {
         'clock_source': {'type': 'string'},
         'flops_per_cycle': description_schema.SCHEMA['properties']['flops_per_cycle'],
         'gpus_seen': {'type': 'integer', 'minimum': 0},
+        'gpu_topology': gpu_topology.SCHEMA,
     },
 }
 
@@ -253,6 +262,9 @@ def partition_description(partition, facts, io_directory, shares_hosts):
                                   f'{facts["hostname"]} shows none')
         asks.append(f'partitions[{partition.name}].gpus_stand_in: {entry["gpus_stand_in"]}; '
                     'the GPU checks skip it until the nodes\' GPUs answer (then remove it)')
+    if facts.get('gpu_topology'):
+        # How the node's GPUs are linked, as its nvidia-smi said: the ranks are placed by it.
+        entry['gpu_topology'] = facts['gpu_topology']
     if partition.differing:
         entry['nodes_of_another_shape'] = {name: ', '.join(how)
                                            for name, how in partition.differing.items()}

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench.core import gpu_topology as gpu_topology_facts
 from hpcbench.core import paths
 from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
@@ -30,12 +31,19 @@ DEFAULT_NODES = 3
 # are stand-ins: character devices of NVIDIA's numbers (major 195) under <state>/dev, which
 # no driver answers here. Slurm allocates them by --gres=gpu:N, refuses a request beyond
 # them ("Requested node configuration is not available"), and sets CUDA_VISIBLE_DEVICES to
-# the allocated ones (0,1 for both, 0 for one). Regular files will not do: slurmd refuses
+# the allocated ones (0,...,7 for all, 0 for one). Regular files will not do: slurmd refuses
 # them ("not a valid character or block device") and then sets no CUDA_VISIBLE_DEVICES.
 # The GPU programs themselves cannot run here.
+# Eight GPUs a node, linked as a published 8 x H100 node's (GPU_TOPOLOGY_FILE, `nvidia-smi
+# topo -m` as Stas Bekman's "Machine Learning Engineering" prints it, network/README.md,
+# github.com/stas00/ml-engineering commit 0030e63f: every pair 18 NVLinks, GPUs 0-3 next to
+# CPUs 0-51 and NUMA node 0, 4-7 next to 52-103 and NUMA node 1). Its jobs run one rank per
+# GPU placed by it; this host's few cores are none of GPUs 4-7's, so a rank there is named
+# as placed away from its GPU: the wrong placement a site's job can meet.
 GPU_NODES = 2
-GPU_TYPE, GPUS_PER_NODE = 'h200', 2
+GPU_TYPE, GPUS_PER_NODE = 'h100', 8
 GPU_GRES = f'gpu:{GPU_TYPE}:{GPUS_PER_NODE}'
+GPU_TOPOLOGY_FILE = paths.PROJECT_ROOT / 'ci' / 'testbed' / 'gpu-node-topology.txt'
 SLURM_GPU_PARTITION = 'gpu'
 # A feature of the GPU nodes alone (a job may ask for it with --constraint).
 GPU_FEATURE = 'hbm'
@@ -134,6 +142,11 @@ def configured_nodes(root=None):
     """Nodes of the testbed in `root` (its slurm.conf, written by the last start), else
     the default: what site-configs/testbed.py describes."""
     return configured_node_count(Layout(Path(root or state_dir()))) or DEFAULT_NODES
+
+
+def gpu_topology():
+    """The GPU nodes' topology (GPU_TOPOLOGY_FILE, hpcbench.core.gpu_topology)."""
+    return gpu_topology_facts.parse(GPU_TOPOLOGY_FILE.read_text())
 
 
 def gpu_node_names():
