@@ -141,8 +141,8 @@ def _pair_check(checks, tmp_path, output, pairs, topology=H100_NODE, path='intra
         sheet=sheet, topology_of_node=topology, max_msglog=22, num_tasks=2,
         perf_variables=dict.fromkeys(gpu_mpi.PAIR_VARIABLES),
         current_partition=described_partition())
-    for name in ('_pair_outputs', 'check_ranks', 'imb_tables', 'link_rates',
-                 'name_slow_pair'):
+    for name in ('pair_outputs', 'check_ranks', 'imb_tables', 'link_rates',
+                 'link_efficiencies'):
         setattr(test, name, types.MethodType(getattr(check, name), test))
     return check, test
 

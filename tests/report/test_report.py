@@ -344,3 +344,43 @@ def test_a_gpu_section_sets_each_gpu_figure_against_its_datasheet_and_tsubames_b
     assert contents.gpu_rows([case])[0][4:] == ['withheld', '104.5 % of the ceiling: ...']
     # No GPU figure, no section (the papers' boards alone are not shown).
     assert contents.gpu_rows([], [references.load('tsubame')]) == []
+
+
+def _gpu_to_gpu_case(check, perfvalues, match=None, samples=None, partition='gpu'):
+    return {'check': check, 'environ': 'intelmpi', 'partition': partition,
+            'match': match or {}, 'perfvalues': perfvalues,
+            'testcase': {'aggregation': {}, 'samples': samples or {}, 'flagged': {}}}
+
+
+def test_the_gpu_to_gpu_section_sets_each_figure_against_the_link_and_the_host_floor():
+    """No GPU has run these checks: the cases are shaped as they store them, their figures
+    from the real runs here (IMB-MPI1-GPU's host-buffer PingPong, 35.1 GB/s at its best) and
+    the H200 node's pinned copy (55.4 GB/s, tests/fixtures/gpu/h200-jobs)."""
+    pairs = [35.1, 30.2, 28.0, 33.3, 29.9, 31.0]            # 4 GPUs: 6 pairs, in job order
+    pair = _gpu_to_gpu_case(
+        'DeviceBufferPairCheck', {'bandwidth': (31.0, 'GB/s'),
+                                  'link_efficiency': (6.9, '%'),
+                                  'slowest_pair_link_efficiency': (6.2, '%'),
+                                  'bidirectional_bandwidth': (40.0, 'GB/s'),
+                                  'latency': (2.75, 'us')},
+        {'path': 'intra-node'}, {'bandwidth': pairs})
+    copy = _gpu_to_gpu_case('HostDeviceBandwidthCheck',
+                            {'host_to_device_pinned': (55.4, 'GB/s')})
+    nccl = _gpu_to_gpu_case('NcclTestsCheck', {'busbw': (470.2, 'GB/s'),
+                                               'published_busbw_ratio': (98.0, '%')},
+                            {'collective': 'all_reduce'})
+    rows = contents.gpu_to_gpu_rows([pair, copy, nccl])
+    assert [r[2:5] for r in rows] == [
+        ['bandwidth = 31 GB/s', "the pair's link (topology)", '6.9 %'],
+        ['bandwidth = 31 GB/s', "the slowest pair's link", '6.2 %'],
+        ['bidirectional_bandwidth = 40 GB/s', 'both ways at once', ''],
+        ['latency = 2.75 us', 'half a round trip', ''],
+        ['bandwidth = 31 GB/s', 'host-staged floor: pinned copy 55.4 GB/s', '56.0 %'],
+        ['busbw = 470.2 GB/s', 'published 8-GPU node', '98.0 %']]
+    assert rows[4][5] == 'the device path is no faster than staging through the host'
+    (heading, header, grid), = contents.gpu_pair_matrices([pair, copy, nccl])
+    assert header == ['', 'GPU0', 'GPU1', 'GPU2', 'GPU3']
+    assert grid[0] == ['GPU0', '-', '35.1', '30.2', '28']
+    assert grid[3] == ['GPU3', '28', '29.9', '31', '-']
+    assert 'DeviceBufferPairCheck path=intra-node (intelmpi)' in heading
+    assert contents.gpu_to_gpu_rows([copy]) == []

@@ -92,7 +92,7 @@ def test_host_yaml_gives_spack_each_blas_and_what_to_build_with_it(monkeypatch, 
     assert config['definitions'][2:] == [{'blas_default': ['openblas threads=pthreads']},
                                          {'blas_mpi': []}, {'blas_others': []},
                                          {'blas_libraries': ['openblas threads=pthreads']},
-                                         {'gpu_specs': []}]
+                                         {'gpu_mpi_specs': []}, {'gpu_specs': []}]
 
 
 def test_each_other_blas_is_an_environment_of_the_first_stack_only(monkeypatch):

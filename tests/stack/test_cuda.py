@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpcbench.benchmarks import osu
 from hpcbench.core import accelerators, node
 from hpcbench.stack import bootstrap, cuda, machine_systems, mpi_stacks, spack
 
@@ -161,14 +162,16 @@ def test_a_bad_command_is_one_usage_line():
 @pytest.mark.spack
 def test_the_gpu_programs_build_with_the_pinned_spack_on_a_machine_without_a_gpu():
     """The toolkit from the wheels (downloaded once into the per-user cache), then Spack builds
-    BabelStream, dgemm-rate +cuda and host-device-bandwidth for sm_90, and nccl-tests on Open
-    MPI over NCCL's wheel, in an environment of their own beside the machine's (the same
-    install tree: built once). Each program is there, holds sm_90 code, and here, without a
-    driver, stops with one message."""
+    BabelStream, dgemm-rate +cuda and host-device-bandwidth for sm_90, nccl-tests on Open MPI
+    over NCCL's wheel, and OSU 7.3 +cuda (our recipe: CUDA 13) on Open MPI, linked against
+    Debian's libcuda1, in an environment of their own beside the machine's (the same install
+    tree: built once). Each program is there, holds sm_90 code, and here, without a driver,
+    stops with one message."""
     from hpcbench.stack import nccl
     found = bootstrap.bootstrap()       # this machine's externals (host.yaml)
     toolkit = cuda.wheels_toolkit()
     assert toolkit.version == cuda.WHEELS['nvidia-cuda-nvcc']
+    cuda.add_driver_link_library(toolkit.prefix)
     library = nccl.library()
     env = ROOT / 'var' / 'gpu-programs-build'   # $env/../.. is the checkout, as for local
     env.mkdir(parents=True, exist_ok=True)
@@ -178,23 +181,31 @@ def test_the_gpu_programs_build_with_the_pinned_spack_on_a_machine_without_a_gpu
         'packages': {'cuda': {'externals': [toolkit.spack_external()], 'buildable': False},
                      'nccl': {'externals': [library.spack_external()], 'buildable': False}},
         'specs': [*machine_systems.gpu_specs(['90']),
-                  *machine_systems.gpu_mpi_specs(['90'], 'openmpi')],
+                  *machine_systems.gpu_mpi_specs(['90'], 'openmpi', ['openmpi'])],
         'view': False}}))
     # As the set-up concretizes a machine's environment: without what it never builds.
     bootstrap.concretize(found, env)
     bootstrap.run_spack(found, '-e', str(env), 'install', '--fail-fast', quiet=True)
     programs = {}
     for spec, program in zip([*machine_systems.gpu_specs(['90']),
-                              *machine_systems.gpu_mpi_specs(['90'], 'openmpi')],
+                              *machine_systems.gpu_mpi_specs(['90'], 'openmpi', ['openmpi'])],
                              ('cuda-stream', 'dgemm-rate-cuda', 'host-device-bandwidth',
-                              'all_reduce_perf')):
+                              'all_reduce_perf', 'osu_bw')):
         located = subprocess.run([str(found.executable), '-e', str(env), 'location', '-i', spec],
                                  capture_output=True, text=True,
                                  env={**os.environ, **spack.isolated_environment(found)},
                                  check=True)
-        programs[program] = Path(located.stdout.strip()) / 'bin' / program
+        directory = osu.program_directory(program) if program == 'osu_bw' else 'bin'
+        programs[program] = Path(located.stdout.strip()) / directory / program
     for program, path in programs.items():
         assert b'sm_90' in path.read_bytes(), f'{program} holds no sm_90 code'
+        if program == 'osu_bw':
+            # It links the driver's library (-lcuda, from Debian's libcuda1 here): without a
+            # driver it does not start (tests/fixtures/gpu/osu/osu_bw-cuda-no-driver.out).
+            run = subprocess.run([str(path)], capture_output=True, text=True, timeout=60)
+            assert run.returncode != 0
+            assert 'libcuda.so.1: cannot open shared object file' in run.stderr, run.stderr
+            continue
         if program == 'all_reduce_perf':
             # An MPI program: one rank, as a singleton; its failure is one line of its own
             # among its header's (tests/fixtures/gpu/nccl/all-reduce-no-driver.out).

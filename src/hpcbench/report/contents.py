@@ -182,6 +182,75 @@ def gpu_rows(cases, papers=()):
     return rows
 
 
+# The GPU-to-GPU checks' figures against what they cross (hpcbench.benchmarks.gpu_mpi,
+# nccl_tests): per check, (figure, its ratio or None, what the ratio divides by).
+GPU_TO_GPU_RATIOS = {
+    'DeviceBufferPairCheck': (('bandwidth', 'link_efficiency', 'the pair\'s link (topology)'),
+                              ('bandwidth', 'slowest_pair_link_efficiency',
+                               'the slowest pair\'s link'),
+                              ('bidirectional_bandwidth', None, 'both ways at once'),
+                              ('latency', None, 'half a round trip')),
+    'DeviceBufferCollectiveCheck': (('busbw', None, 'bus bandwidth, MPI'),),
+    'NcclTestsCheck': (('busbw', 'published_busbw_ratio', 'published 8-GPU node'),),
+}
+# The floor a device path must beat: the node's pinned host-device copy.
+HOST_STAGED = ('HostDeviceBandwidthCheck', 'host_to_device_pinned')
+
+
+def gpu_to_gpu_rows(cases):
+    """The GPU-to-GPU figures in `cases` against the link they cross (GPU_TO_GPU_RATIOS), and
+    each device-buffer pair bandwidth against the same partition's pinned host-device copy
+    (the host-staged floor): rows of GPU_HEADER; [] without such a case."""
+    floors = {case['partition']: case['perfvalues'][HOST_STAGED[1]][0] for case in cases
+              if case['check'] == HOST_STAGED[0] and HOST_STAGED[1] in case['perfvalues']}
+    rows = []
+    for case in cases:
+        flagged = case['testcase'].get('flagged') or {}
+        for figure, ratio, against in GPU_TO_GPU_RATIOS.get(case['check'], ()):
+            if figure not in case['perfvalues'] or (ratio and ratio not in case['perfvalues']
+                                                    and ratio not in flagged):
+                continue
+            value, unit = case['perfvalues'][figure]
+            text = ('withheld' if ratio in flagged else
+                    f'{case["perfvalues"][ratio][0]:.1f} %' if ratio else '')
+            rows.append([case_title(case), case['environ'],
+                         f'{figure} = {format_value(value)} {unit}', against, text,
+                         flagged.get(ratio) or measured_as(case, figure)])
+        floor = floors.get(case['partition'])
+        if case['check'] == 'DeviceBufferPairCheck' and floor and \
+                'bandwidth' in case['perfvalues']:
+            value = case['perfvalues']['bandwidth'][0]
+            rows.append([case_title(case), case['environ'],
+                         f'bandwidth = {format_value(value)} GB/s',
+                         f'host-staged floor: pinned copy {format_value(floor)} GB/s',
+                         f'{100 * value / floor:.1f} %',
+                         'the device path beats staging through the host' if value > floor
+                         else 'the device path is no faster than staging through the host'])
+    return rows
+
+
+def gpu_pair_matrices(cases):
+    """[(title, header, rows)]: each intra-node DeviceBufferPairCheck case's PingPong
+    bandwidth (GB/s) of every GPU pair, its samples in the order the job ran the pairs
+    (hpcbench.benchmarks.gpu_mpi.gpu_pairs), as a GPU x GPU matrix."""
+    matrices = []
+    for case in cases:
+        if case['check'] != 'DeviceBufferPairCheck' or \
+                case['match'].get('path') != 'intra-node':
+            continue
+        values = (case['testcase'].get('samples') or {}).get('bandwidth') or []
+        gpus = next((n for n in range(2, 65) if n * (n - 1) // 2 == len(values)), None)
+        if not gpus:
+            continue
+        pairs = [(i, j) for i in range(gpus) for j in range(i + 1, gpus)]
+        by_pair = dict(zip(pairs, values))
+        rows = [[f'GPU{i}', *('-' if i == j else format_value(by_pair[(min(i, j), max(i, j))])
+                              for j in range(gpus))] for i in range(gpus)]
+        matrices.append((f'{case_title(case)} ({case["environ"]}): PingPong GB/s per pair',
+                         ['', *(f'GPU{j}' for j in range(gpus))], rows))
+    return matrices
+
+
 def blas_mpi_tables(cases, ceilings):
     """The test cases measured with several BLAS libraries (HPL and its DGEMM ceiling, HPCC),
     their compared figures as BLAS x MPI: [(heading, header, rows)]."""

@@ -44,7 +44,7 @@ def _anchor(text):
 
 
 def render_html(system, cases, sessions, reference_set, comparison, saved_plots, generated,
-                ceilings=(), gpu=()):
+                ceilings=(), gpu=(), between=((), ())):
     checks = sorted({c['check'] for c in cases})
     failed = sum(r['result'] == 'fail' for c in cases for r in reference_rows(c, reference_set))
     out = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -55,7 +55,8 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
            f'outside their reference bounds. Markdown summary: '
            f'<a href="summary.md">summary.md</a>.</p>',
            '<nav><a href="#summary">Summary</a><a href="#ceilings">Ceilings</a>'
-           + ('<a href="#gpus">GPUs</a>' if gpu else '') +
+           + ('<a href="#gpus">GPUs</a>' if gpu else '')
+           + ('<a href="#gpu-to-gpu">GPU to GPU</a>' if between[0] else '') +
            '<a href="#blas">BLAS x MPI</a><a href="#plots">Plots</a>'
            '<a href="#comparison">Comparison</a><a href="#results">Results</a>'
            '<a href="#provenance">Provenance</a></nav>']
@@ -83,6 +84,17 @@ def render_html(system, cases, sessions, reference_set, comparison, saved_plots,
                    'calls, pinned copies against the host link (each the median over the '
                    'node\'s GPUs); below, the papers\' accelerators per watt.</p>')
         out.append(_html_table(GPU_HEADER, gpu))
+    rows, matrices = between
+    if rows:
+        out.append('<h2 id="gpu-to-gpu">GPU to GPU</h2>')
+        out.append('<p>MPI from device memory between GPU pairs against the link between them '
+                   '(the node\'s topology: NVLinks at the datasheet\'s rate, or a PCIe path) '
+                   'and against staging through the host (the pinned copy), collectives\' bus '
+                   'bandwidth (nccl-tests\' definition) against what a node of these GPUs is '
+                   'published to reach; then each node\'s pair bandwidths.</p>')
+        out.append(_html_table(GPU_HEADER, rows))
+        for heading, header, grid in matrices:
+            out += [f'<h3>{_e(heading)}</h3>', _html_table(header, grid)]
     out.append('<h2 id="blas">BLAS x MPI</h2>')
     tables = blas_mpi_tables(cases, ceilings)
     out.append('<p>The test cases run with several BLAS libraries (HPL and its DGEMM '

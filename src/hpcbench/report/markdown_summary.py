@@ -23,7 +23,7 @@ def text_table(header, rows):
 
 
 def markdown(system, cases, reference_set, comparison, saved_plots, generated, ceilings=(),
-             gpu=()):
+             gpu=(), between=((), ())):
     out = [f'# hpcbench report: {system}', '', f'Generated {generated} from ReFrame\'s '
            f'results database. HTML report with plots: [index.html](index.html).', '']
     out += ['## Summary', '', _md_table(['check', 'test cases', 'figures', 'pass', 'fail',
@@ -48,6 +48,11 @@ def markdown(system, cases, reference_set, comparison, saved_plots, generated, c
             _md_table(CEILING_HEADER, ceiling_rows(cases, ceilings)), '']
     if gpu:
         out += ['## GPUs against their datasheets', '', _md_table(GPU_HEADER, gpu), '']
+    rows, matrices = between
+    if rows:
+        out += ['## GPU to GPU', '', _md_table(GPU_HEADER, rows), '']
+        for heading, header, grid in matrices:
+            out += [f'### {heading}', '', _md_table(header, grid), '']
     out += ['## BLAS x MPI', '']
     for heading, header, rows in blas_mpi_tables(cases, ceilings):
         out += [f'### {heading}', '', _md_table(header, rows), '']

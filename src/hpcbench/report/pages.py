@@ -24,7 +24,7 @@ from hpcbench.report import plots, trend_plots
 from hpcbench.results import picture, references, verdicts
 from hpcbench.report.markdown_summary import markdown
 from hpcbench.report.html_page import render_html
-from hpcbench.report.contents import gpu_rows
+from hpcbench.report.contents import gpu_pair_matrices, gpu_rows, gpu_to_gpu_rows
 
 
 # Marks a directory as a report's: only such a directory (or a new or empty one) is
@@ -66,12 +66,14 @@ def write(directory, picture):
                                                             picture.threshold))]
     generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     gpu = gpu_rows(picture.cases, papers)
+    between = (gpu_to_gpu_rows(picture.cases), gpu_pair_matrices(picture.cases))
     (directory / 'summary.md').write_text(
         markdown(system, picture.cases, picture.references, picture.comparison, saved,
-                 generated, picture.ceilings, gpu))
+                 generated, picture.ceilings, gpu, between))
     index = directory / 'index.html'
     index.write_text(render_html(system, picture.cases, picture.sessions, picture.references,
-                                 picture.comparison, saved, generated, picture.ceilings, gpu))
+                                 picture.comparison, saved, generated, picture.ceilings, gpu,
+                                 between))
     return index
 
 

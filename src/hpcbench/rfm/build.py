@@ -167,13 +167,14 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassC
 
         return f'$({self._location_command()})'
 
-    def program(self, name):
-        """The shell word of the build's `bin/<name>`: its path, quoted; in a dry run, the
-        command substitution that finds it, in double quotes."""
+    def program(self, name, directory='bin'):
+        """The shell word of the build's `<directory>/<name>` (bin/, or where its recipe
+        installs it: OSU's libexec/...): its path, quoted; in a dry run, the command
+        substitution that finds it, in double quotes."""
         if self.located():
-            return shlex.quote(os.path.join(self.install_prefix(), 'bin', name))
+            return shlex.quote(os.path.join(self.install_prefix(), directory, name))
 
-        return f'"$({self._location_command()})/bin/{name}"'
+        return f'"$({self._location_command()})/{directory}/{name}"'
 
     def lacks_program(self, name):
         """Whether the located build has no `bin/<name>` (not known in a dry run: False)."""

@@ -214,6 +214,50 @@ def wheels_toolkit():
     return Toolkit(prefix, version, f'NVIDIA\'s PyPI wheels, CUDA {WHEELS_CUDA_VERSION}')
 
 
+# What links a program to the driver's API (`-lcuda`: OSU's configure asks for it) on a
+# machine without a GPU, where NVIDIA's wheels bring none (the toolkit's stubs/ are not in
+# them): Debian non-free's `libcuda1`, the driver's user-space library, unpacked as the
+# laid-out toolkit's lib64/libcuda.so. Only its name links: programs built with it load
+# the node's own libcuda.so.1 at run time (its SONAME; the toolkit holds no libcuda.so.1).
+DRIVER_LINK_PACKAGE = 'libcuda1'
+
+
+def has_driver_link_library(prefix):
+    """Whether a program built with the toolkit at `prefix` can link `-lcuda`: its lib64 or
+    stubs hold libcuda.so, or this machine's driver does."""
+    prefix = Path(prefix)
+    return any(p.exists() for p in (prefix / 'lib64' / 'libcuda.so',
+                                    prefix / 'lib64' / 'stubs' / 'libcuda.so',
+                                    Path('/usr/lib/x86_64-linux-gnu/libcuda.so'),
+                                    Path('/usr/lib64/libcuda.so')))
+
+
+def add_driver_link_library(prefix):
+    """Give the wheels' toolkit at `prefix` a libcuda.so to link (DRIVER_LINK_PACKAGE),
+    once; CudaError saying why where it cannot be had (not Debian, apt offline)."""
+    from hpcbench.stack import debian
+    target = Path(prefix) / 'lib' / 'libcuda.so'
+    if has_driver_link_library(prefix):
+        return target
+    directory = paths.cache_dir() / 'cuda' / 'driver'
+    try:
+        deb = debian.download_non_free(DRIVER_LINK_PACKAGE, directory)
+        unpacked = Path(tempfile.mkdtemp(prefix='.libcuda-', dir=directory))
+        try:
+            child_processes.run(['dpkg-deb', '-x', deb, str(unpacked)], check=True)
+            library = next(unpacked.glob('usr/lib/*/nvidia/current/libcuda.so.*'), None) or \
+                next(unpacked.glob('usr/lib/*/libcuda.so.*'), None)
+            if library is None:
+                raise CudaError(f'{deb} holds no libcuda.so.*')
+            shutil.copyfile(library, target.with_name('.libcuda.so.tmp'))
+            target.with_name('.libcuda.so.tmp').rename(target)
+        finally:
+            shutil.rmtree(unpacked, ignore_errors=True)
+    except (debian.MissingPackages, subprocess.CalledProcessError, OSError) as err:
+        raise CudaError(f'no libcuda.so to link -lcuda with: {err}') from None
+    return target
+
+
 def toolkit(driver_version=None, environ=os.environ):
     """The toolkit to build with: the site's, else the wheels'. `driver_version`: the node's
     driver where it has GPUs; a toolkit newer than it supports is refused, saying what to

@@ -77,3 +77,49 @@ def ensure(packages, say=print, lock_timeout=None):
             raise MissingPackages(f'could not install {" ".join(lacking)}: `{" ".join(step)}` '
                                   f'failed (exit {proc.returncode}): '
                                   f'{" ".join(said) or proc.stderr.strip()[-500:]}')
+
+
+def archive_uri():
+    """The Debian archive this machine's apt uses (its first `URIs:` or `deb` line), else
+    Debian's own."""
+    for source in ('/etc/apt/sources.list.d/debian.sources', '/etc/apt/sources.list'):
+        try:
+            text = open(source).read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            words = line.split()
+            if words[:1] == ['URIs:'] and len(words) > 1:
+                return words[1]
+            if words[:1] == ['deb'] and len(words) > 2:
+                return next(w for w in words[1:] if not w.startswith('['))
+    return 'http://deb.debian.org/debian'
+
+
+def download_non_free(package, directory, suite='bookworm'):
+    """Download `package`'s .deb from Debian's non-free component into `directory`, with a
+    source list and apt state of its own (the machine's apt is left as it is: non-free is not
+    in it); returns the .deb's path. MissingPackages with apt's reason where it fails."""
+    directory = os.path.abspath(directory)
+    state = os.path.join(directory, 'apt')
+    for sub in ('lists/partial', 'cache/archives/partial'):
+        os.makedirs(os.path.join(state, sub), exist_ok=True)
+    sources = os.path.join(state, 'sources.list')
+    with open(sources, 'w') as out:
+        out.write(f'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] '
+                  f'{archive_uri()} {suite} non-free\n')
+    options = ['-o', f'Dir::Etc::SourceList={sources}', '-o', 'Dir::Etc::SourceParts=/dev/null',
+               '-o', f'Dir::State::Lists={state}/lists', '-o', f'Dir::Cache={state}/cache',
+               '-o', 'APT::Sandbox::User=root']
+    for step in (['update', '-q'], ['download', package]):
+        done = subprocess.run(['apt-get', *options, *step], cwd=directory, capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            said = ' '.join((done.stdout + done.stderr).split())[-300:]
+            raise MissingPackages(f'apt-get {" ".join(step)} from Debian non-free failed: '
+                                  f'{said}')
+    debs = sorted(p for p in os.listdir(directory) if p.startswith(f'{package}_')
+                  and p.endswith('.deb'))
+    if not debs:
+        raise MissingPackages(f'apt-get download {package} left no .deb in {directory}')
+    return os.path.join(directory, debs[-1])

@@ -9,10 +9,10 @@ import subprocess
 
 import yaml
 
-from hpcbench.benchmarks import babelstream, dgemm, host_device, nccl_tests, stream
+from hpcbench.benchmarks import babelstream, dgemm, host_device, nccl_tests, osu, stream
 from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import node, paths
-from hpcbench.machine import host
+from hpcbench.machine import device_buffers, host
 from hpcbench.stack import blas, cuda, debian, mpi_stacks, nccl, site_description, testbed
 
 LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
@@ -84,11 +84,37 @@ def gpu_specs(cuda_archs):
                          host_device.spack_spec(arch))]
 
 
-def gpu_mpi_specs(cuda_archs, mpi):
+def gpu_mpi_specs(cuda_archs, mpi, cuda_aware=()):
     """The GPU programs launched by MPI an environment builds for each of Spack's
-    `cuda_archs`, on its first MPI stack (`mpi`, a Spack package): nccl-tests (NCCL moves the
-    data, MPI only starts the ranks: one stack does)."""
-    return [f'{nccl_tests.spack_spec(arch)} ^{mpi}' for arch in cuda_archs] if mpi else []
+    `cuda_archs`: nccl-tests on its first MPI stack (`mpi`, a Spack package: NCCL moves the
+    data, MPI only starts the ranks, so one stack does), OSU +cuda on each MPI that sends
+    from GPU memory (`cuda_aware`, Spack packages: hpcbench.machine.device_buffers)."""
+    return [*([f'{nccl_tests.spack_spec(arch)} ^{mpi}' for arch in cuda_archs] if mpi else []),
+            *(f'{osu.spack_spec(arch)} ^{aware}' for aware in cuda_aware
+              for arch in cuda_archs)]
+
+
+def cuda_aware_mpis(stacks, cuda_toolkit):
+    """The Spack packages of `stacks` that send from GPU memory, as each MPI says
+    (hpcbench.machine.device_buffers), and that OSU is not known to crash with
+    (hpcbench.benchmarks.osu.KNOWN_FAILURES), where OSU +cuda can be built with
+    `cuda_toolkit`: it links the driver's API (-lcuda; the wheels' toolkit is given a library
+    to link, hpcbench.stack.cuda.add_driver_link_library). [] where it cannot: said."""
+    aware = [s.spack_name for s in stacks
+             if (s.device_buffers() or device_buffers.DeviceBuffers(False, '')).cuda
+             and s.spack_name not in osu.KNOWN_FAILURES]
+    if not aware or not cuda_toolkit:
+        return []
+    try:
+        if cuda_toolkit.prefix == cuda.wheels_prefix():
+            cuda.add_driver_link_library(cuda_toolkit.prefix)
+        elif not cuda.has_driver_link_library(cuda_toolkit.prefix):
+            raise cuda.CudaError(f'{cuda_toolkit.prefix} holds no lib64/libcuda.so or '
+                                 'lib64/stubs/libcuda.so and this machine has no driver')
+    except cuda.CudaError as err:
+        say(f'OSU +cuda is not built: {err}')
+        return []
+    return aware
 
 
 def gpu_nccl():
@@ -181,8 +207,11 @@ def host_config(stacks, tools, nodes, system='local', detected=(), blas_librarie
                         {'blas_mpi': [stack.spack_name for stack in stacks[:1]]},
                         {'blas_others': [b.spack_spec for b in blas_libraries[1:]]},
                         {'blas_libraries': [b.spack_spec for b in blas_libraries]},
-                        {'gpu_mpi_specs': gpu_mpi_specs(cuda_archs, stacks[0].spack_name)
-                         if cuda_toolkit and nccl_library and stacks else []},
+                        {'gpu_mpi_specs': gpu_mpi_specs(
+                            cuda_archs,
+                            stacks[0].spack_name if cuda_toolkit and nccl_library and stacks
+                            else None,
+                            cuda_aware_mpis(stacks, cuda_toolkit) if cuda_archs else ())},
                         {'gpu_specs': gpu_specs(cuda_archs) if cuda_toolkit else []}],
     }
 

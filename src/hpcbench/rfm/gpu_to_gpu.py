@@ -1,0 +1,116 @@
+"""What the checks of MPI between GPUs share (reframe-checks/gpu_mpi.py: IMB-MPI1-GPU;
+reframe-checks/osu.py: OSU): a run in an MPI environment that sends from GPU memory (its
+description says so, asked of the MPI: hpcbench.machine.device_buffers; the others skip
+saying what their MPI said), and the placement of a pair of ranks on every pair of GPUs of
+a node (`intra-node`: one launch per pair, hpcbench.benchmarks.gpu_mpi.pair_loop) or on the
+first GPU of two nodes (`inter-node`), each pair's bandwidth judged against its link
+(hpcbench.core.gpu_topology.pair_bandwidth) and a slow one named.
+"""
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after
+from reframe.core.exceptions import SanityError
+from reframe.core.logging import getlogger
+
+from hpcbench.benchmarks import gpu_mpi
+from hpcbench.core import gpu_ranks, gpu_topology
+from hpcbench.machine.described import stack_description
+from hpcbench.rfm.gpu import GpuRun, misplaced_ranks
+from hpcbench.rfm.partition import job_output
+
+
+class CudaAwareRun(GpuRun):
+    """A run of one rank per GPU in an MPI environment whose MPI sends from GPU memory,
+    with the variables that turn that on."""
+    # Every MPI: one that cannot send from device memory is skipped, saying why.
+    valid_prog_environs = ['+mpi']
+
+    def depends_on_stack(self):
+        return True
+
+    @run_after('setup')
+    def skip_unless_cuda_aware(self):
+        said = stack_description(self.current_environ).device_buffers
+        self.skip_if(not said, f'{self.current_environ.name}: its MPI was not asked whether it '
+                               'sends from GPU memory (not installed here)')
+        self.skip_if(not said['cuda'], f'{self.current_environ.name} cannot send from GPU '
+                                       f'memory: {said["evidence"]}')
+        self.env_vars.update(said.get('env', {}))
+
+
+class GpuPairs(rfm.RegressionTestPlugin):
+    """Two ranks on every pair of GPUs of a node, or on the first GPU of two nodes: mixed
+    into a CudaAwareRun (its program's base)."""
+    path = parameter(['intra-node', 'inter-node'])
+
+    def place_pairs(self, program, *args):
+        """The job: `program args` once per pair, two ranks, each on its GPU of the pair."""
+        gpus = self.gpus()
+        self.sheet = gpus.get('datasheet') or {}
+        self.topology_of_node = self.gpu_topology()
+        if self.path == 'intra-node':
+            self.pairs = gpu_mpi.gpu_pairs(gpus['count'])
+            self.run_through_rank_wrapper(program, *args, ranks_per_node=2, nodes=1)
+            before, after = gpu_mpi.pair_loop(self.pairs, gpu_ranks.print_ranks_commands()[:2])
+            self.prerun_cmds = [*self.prerun_cmds, *before]
+            self.postrun_cmds = after
+            placement = (f'{len(self.pairs)} pair(s) of {gpus["count"]} GPU(s) of one node'
+                         if self.pairs != [(0, 0)] else 'two ranks on the one GPU of a node')
+        else:
+            self.pairs = [(0, 0)]
+            self.run_through_rank_wrapper(program, *args, ranks_per_node=1, nodes=2)
+            placement = 'GPU 0 of each of two nodes'
+        if self.path == 'inter-node' or self.pairs == [(0, 0)] or not self.link_rates():
+            for name in ('link_efficiency', 'slowest_pair_link_efficiency'):
+                if name in self.perf_variables:
+                    del self.perf_variables[name]
+        return placement
+
+    def link_rates(self):
+        """{pair: (bytes/s each way, what)} of the links the topology names; {} without a
+        topology of the node."""
+        if self.topology_of_node is None:
+            return {}
+        return {(i, j): gpu_topology.pair_bandwidth(self.topology_of_node.link(i, j),
+                                                    self.sheet)
+                for i, j in self.pairs if i != j}
+
+    def pair_outputs(self):
+        """{(i, j): that pair's ranks' outputs, checked}: {pair: (where, rank 0's output)}."""
+        output = job_output(self)
+        if self.path == 'inter-node':
+            parts = {(0, 0): output}
+        else:
+            try:
+                parts = gpu_mpi.split_pairs(output, self.pairs)
+            except gpu_mpi.GpuMpiError as err:
+                raise SanityError(str(err)) from None
+        checked = {}
+        for pair, text in parts.items():
+            where = (f'GPUs {pair[0]} and {pair[1]}' if self.path == 'intra-node'
+                     else 'GPU 0 of two nodes')
+            checked[pair] = (where, self.check_ranks(text, where)[0][2])
+        return checked
+
+    def check_ranks(self, text, where):
+        """{rank: (gpu, host, output)} of one launch's two ranks, placed next to their GPUs;
+        else the sanity check fails naming `where`."""
+        try:
+            ranks = gpu_ranks.split(text, 2 if self.path == 'intra-node' else self.num_tasks)
+        except gpu_ranks.RankOutputError as err:
+            raise SanityError(f'{where}: {err}') from None
+        misplaced = misplaced_ranks(self.topology_of_node, text)
+        if misplaced:
+            raise SanityError(f'{where}: ' + '; '.join(misplaced))
+        return ranks
+
+    def link_efficiencies(self, bandwidths):
+        """{pair: percent of its link} of `bandwidths` ({pair: bytes/s one way}); the pairs
+        below LINK_GOAL_PERCENT named in the log."""
+        rates = self.link_rates()
+        efficiencies = {pair: 100 * bandwidths[pair] / rate
+                        for pair, (rate, _what) in rates.items() if rate and pair in bandwidths}
+        for (i, j), percent in sorted(gpu_mpi.slow_pairs(efficiencies).items()):
+            getlogger().warning(f'{self.unique_name}: GPUs {i} and {j} are slow: '
+                                f'{percent:.0f} % of their link ({rates[(i, j)][1]}), below '
+                                f'{gpu_mpi.LINK_GOAL_PERCENT:g} %')
+        return efficiencies
