@@ -37,6 +37,26 @@ def test_an_8_gpu_h100_node_every_pair_18_nvlinks_two_numa_nodes():
     assert topology.gpus[5].cpus == '52-103' and len(topology.gpus[5].cpu_set()) == 52
 
 
+def test_the_nics_and_their_paths_to_each_gpu_by_their_legend_s_names():
+    """No real output with network cards could be cited: the published 8 x A100 matrix with
+    two NIC columns and rows added as nvidia-smi prints them (its `NIC Legend`)."""
+    lines = _text('dgx-a100-published.txt').splitlines()
+    near = ['PXB'] * 4 + ['SYS'] * 4
+    far = ['SYS'] * 4 + ['PXB'] * 4
+    header = lines[0].replace('  CPU Affinity', '  NIC0  NIC1  CPU Affinity')
+    rows = [line.replace(f'{cpus}', f'{a}  {b}  {cpus}', 1)
+            for line, a, b, cpus in zip(lines[1:], near, far,
+                                        ['0-23'] * 4 + ['24-47'] * 4)]
+    nic_rows = ['NIC0  ' + '  '.join(near) + '   X    SYS',
+                'NIC1  ' + '  '.join(far) + '  SYS    X ']
+    text = '\n'.join([header, *rows, *nic_rows, '', 'NIC Legend:', '', '  NIC0: mlx5_0',
+                      '  NIC1: mlx5_1', ''])
+    topology = gpu_topology.parse(text)
+    assert topology.nics == {'mlx5_0': tuple(near), 'mlx5_1': tuple(far)}
+    assert topology.gpus[5] == gpu_topology.GpuPlace(5, '24-47', 1)
+    assert gpu_topology.from_description(topology.to_description()) == topology
+
+
 def test_the_description_keeps_the_topology_whole():
     topology = gpu_topology.parse(_text('dgx-a100-published.txt'))
     assert gpu_topology.from_description(topology.to_description()) == topology

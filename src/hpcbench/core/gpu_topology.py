@@ -64,16 +64,6 @@ class Topology:
         return [(i, j, self.links[i][j]) for i in range(len(self.gpus))
                 for j in range(i + 1, len(self.gpus))]
 
-    def nearest_nics(self, gpu):
-        """The NICs on the shortest PCIe path from `gpu` (PIX before PXB ...); () without
-        NICs."""
-        if not self.nics:
-            return ()
-        order = list(PCIE_PATHS)
-        best = min(order.index(paths[gpu]) for paths in self.nics.values())
-        return tuple(name for name, paths in self.nics.items()
-                     if order.index(paths[gpu]) == best)
-
     def to_description(self):
         return {'gpus': [{'index': g.index, 'cpus': g.cpus, 'numa': g.numa}
                          for g in self.gpus],
