@@ -100,3 +100,18 @@ def test_the_description_keeps_the_answer():
     answer = device_buffers.DeviceBuffers(True, 'x', {'I_MPI_OFFLOAD': '1'})
     assert device_buffers.from_description(answer.to_description()) == answer
     assert device_buffers.from_description(None) is None
+
+
+@pytest.mark.machine_dependent
+@pytest.mark.parametrize('stack, said', [('mpich', 'mpichversion: MPICH 4.0.2'),
+                                         ('openmpi', 'ompi_info: built_with_cuda_support')])
+def test_a_site_mpi_named_by_its_prefix_is_asked_the_same_way(stack, said):
+    """`hpcbench new-system --mpi PREFIX`: the MPI installed at a prefix (here this machine's
+    Debian MPIs, through the prefixes of links the set-up makes) says it itself."""
+    from hpcbench.core import paths
+    from hpcbench.stack import mpi_stacks
+    prefix = paths.cache_dir() / 'mpi' / stack
+    if not (prefix / 'bin' / 'mpicc').exists():
+        pytest.skip(f'no {stack} prefix here ({prefix}): `make run` makes it')
+    answer = mpi_stacks.installed_mpi(prefix).device_buffers()
+    assert not answer.cuda and answer.evidence.startswith(said)

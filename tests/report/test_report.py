@@ -382,5 +382,10 @@ def test_the_gpu_to_gpu_section_sets_each_figure_against_the_link_and_the_host_f
     assert header == ['', 'GPU0', 'GPU1', 'GPU2', 'GPU3']
     assert grid[0] == ['GPU0', '-', '35.1', '30.2', '28']
     assert grid[3] == ['GPU3', '28', '29.9', '31', '-']
+    # With each pair's link, as the run's inputs name them (the node's topology).
+    pair['testcase']['inputs'] = ('path=intra-node 6 pair(s) of 4 GPU(s) of one node '
+                                  'links=0-1:NV4,0-2:NV4,0-3:SYS,1-2:NV4,1-3:SYS,2-3:NV4')
+    (_, _, grid), = contents.gpu_pair_matrices([pair])
+    assert grid[0] == ['GPU0', '-', '35.1 (NV4)', '30.2 (NV4)', '28 (SYS)']
     assert 'DeviceBufferPairCheck path=intra-node (intelmpi)' in heading
     assert contents.gpu_to_gpu_rows([copy]) == []

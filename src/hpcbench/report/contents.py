@@ -5,6 +5,7 @@ ceilings (ceiling_rows), the GPUs against their datasheets, the BLAS x MPI table
 import math
 import statistics
 
+from hpcbench.benchmarks import gpu_mpi
 from hpcbench.results import references, stack_comparison
 
 
@@ -190,7 +191,12 @@ GPU_TO_GPU_RATIOS = {
                                'the slowest pair\'s link'),
                               ('bidirectional_bandwidth', None, 'both ways at once'),
                               ('latency', None, 'half a round trip')),
+    'OsuPairCheck': (('bandwidth', 'link_efficiency', 'the pair\'s link (topology)'),
+                     ('bandwidth', 'slowest_pair_link_efficiency', 'the slowest pair\'s link'),
+                     ('bidirectional_bandwidth', None, 'both ways at once'),
+                     ('latency', None, 'at 8 bytes')),
     'DeviceBufferCollectiveCheck': (('busbw', None, 'bus bandwidth, MPI'),),
+    'OsuAllreduceCheck': (('latency_8B', None, 'all-reduce, MPI'),),
     'NcclTestsCheck': (('busbw', 'published_busbw_ratio', 'published 8-GPU node'),),
 }
 # The floor a device path must beat: the node's pinned host-device copy.
@@ -217,7 +223,7 @@ def gpu_to_gpu_rows(cases):
                          f'{figure} = {format_value(value)} {unit}', against, text,
                          flagged.get(ratio) or measured_as(case, figure)])
         floor = floors.get(case['partition'])
-        if case['check'] == 'DeviceBufferPairCheck' and floor and \
+        if case['check'] in ('DeviceBufferPairCheck', 'OsuPairCheck') and floor and \
                 'bandwidth' in case['perfvalues']:
             value = case['perfvalues']['bandwidth'][0]
             rows.append([case_title(case), case['environ'],
@@ -230,12 +236,13 @@ def gpu_to_gpu_rows(cases):
 
 
 def gpu_pair_matrices(cases):
-    """[(title, header, rows)]: each intra-node DeviceBufferPairCheck case's PingPong
-    bandwidth (GB/s) of every GPU pair, its samples in the order the job ran the pairs
-    (hpcbench.benchmarks.gpu_mpi.gpu_pairs), as a GPU x GPU matrix."""
+    """[(title, header, rows)]: each intra-node pair case's bandwidth (DeviceBufferPairCheck's
+    PingPong, OsuPairCheck's osu_bw; GB/s) of every GPU pair, its samples in the order the job ran the pairs
+    (hpcbench.benchmarks.gpu_mpi.gpu_pairs), as a GPU x GPU matrix, each pair beside its
+    link where the run's inputs name it (`links=0-1:NV18,...`: the node's topology)."""
     matrices = []
     for case in cases:
-        if case['check'] != 'DeviceBufferPairCheck' or \
+        if case['check'] not in ('DeviceBufferPairCheck', 'OsuPairCheck') or \
                 case['match'].get('path') != 'intra-node':
             continue
         values = (case['testcase'].get('samples') or {}).get('bandwidth') or []
@@ -244,10 +251,16 @@ def gpu_pair_matrices(cases):
             continue
         pairs = [(i, j) for i in range(gpus) for j in range(i + 1, gpus)]
         by_pair = dict(zip(pairs, values))
-        rows = [[f'GPU{i}', *('-' if i == j else format_value(by_pair[(min(i, j), max(i, j))])
-                              for j in range(gpus))] for i in range(gpus)]
-        matrices.append((f'{case_title(case)} ({case["environ"]}): PingPong GB/s per pair',
-                         ['', *(f'GPU{j}' for j in range(gpus))], rows))
+        links = gpu_mpi.links_of(case['testcase'].get('inputs'))
+
+        def cell(i, j):
+            pair = (min(i, j), max(i, j))
+            link = f' ({links[pair]})' if pair in links else ''
+            return f'{format_value(by_pair[pair])}{link}'
+        rows = [[f'GPU{i}', *('-' if i == j else cell(i, j) for j in range(gpus))]
+                for i in range(gpus)]
+        matrices.append((f'{case_title(case)} ({case["environ"]}): GB/s per pair, with '
+                         'its link', ['', *(f'GPU{j}' for j in range(gpus))], rows))
     return matrices
 
 

@@ -63,6 +63,10 @@ class GpuPairs(rfm.RegressionTestPlugin):
             for name in ('link_efficiency', 'slowest_pair_link_efficiency'):
                 if name in self.perf_variables:
                     del self.perf_variables[name]
+        if self.topology_of_node is not None and self.path == 'intra-node':
+            # Each pair's link beside its figure in the report.
+            placement += ' ' + gpu_mpi.links_text({(i, j): self.topology_of_node.link(i, j)
+                                                    for i, j in self.pairs if i != j})
         return placement
 
     def link_rates(self):
