@@ -19,7 +19,6 @@ a GPU): any such line fails the run, naming the call and the error.
 """
 import re
 import shlex
-import statistics
 from dataclasses import dataclass
 
 from hpcbench.benchmarks import imb
@@ -193,10 +192,6 @@ def slow_pairs(efficiencies, goal=LINK_GOAL_PERCENT):
     """{(i, j): percent} of the pairs below `goal` percent of their link."""
     return {pair: value for pair, value in efficiencies.items()
             if value is not None and value < goal}
-
-
-def median(values):
-    return statistics.median(values)
 
 
 # What this module's checks report (hpcbench.benchmarks.reports).
