@@ -3,9 +3,12 @@
 SHELL := /bin/bash
 # Every variable given on the command line is taken as the text the user typed: make would
 # otherwise expand a `$(shell ...)` in it (RFM_OPTS, NAME, BUNDLE, MODE, any name) when it
-# passes the command line on to the recipes. Each becomes a simple variable holding its text.
+# passes the command line on to the recipes. Each becomes a simple variable holding its text,
+# exported to the tools as that text (an override is exported only when told), so that
+# `make run HPCBENCH_VAR=...` and `HPCBENCH_VAR=... make run` reach them alike, checked
+# there the same way.
 $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),\
-  $(eval override $(v) := $$(value $(v)))))
+  $(eval override $(v) := $$(value $(v)))$(eval export $(v))))
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -51,6 +54,23 @@ SCREEN_THRESHOLD ?= 5
 $(if $(word 2,$(value SCREEN_THRESHOLD))$(call _left,$(value SCREEN_THRESHOLD),0 1 2 3 4 5 6 7 8 9 .),\
   $(error SCREEN_THRESHOLD '$(value SCREEN_THRESHOLD)' is not a number of percent (e.g. 5)))
 
+# A shell function for a recipe whose shell runs a long tool among other commands: make
+# passes a SIGTERM (and the terminal's Ctrl-C) on to the recipe's shell, which would die and
+# leave the tool running with nobody to wait for it (ReFrame went on measuring and storing).
+# `forwarding CMD...` runs CMD as the shell's child, passes TERM, INT and HUP on to it as
+# TERM and HUP (ReFrame cancels its jobs on those; a background child ignores INT), waits
+# until it has ended, and ends the recipe with the signal's status.
+FORWARDING = forwarding() { \
+	"$$@" & child=$$!; signalled=; \
+	trap 'signalled=143; kill -TERM $$child 2>/dev/null' TERM; \
+	trap 'signalled=130; kill -TERM $$child 2>/dev/null' INT; \
+	trap 'signalled=129; kill -HUP $$child 2>/dev/null' HUP; \
+	wait $$child; code=$$?; \
+	while kill -0 $$child 2>/dev/null; do wait $$child; code=$$?; done; \
+	trap - TERM INT HUP; \
+	[ -z "$$signalled" ] || exit $$signalled; \
+	return $$code; }
+
 .PHONY: run report test docs lint venv bootstrap install setup spack baseline dry-run references tune screen new-system \
 	testbed-start testbed-stop buildcache bundle unpack-bundle ci-pipeline gitlab-ci-local test-clean-root clean
 
@@ -71,8 +91,8 @@ $(if $(word 2,$(value SCREEN_THRESHOLD))$(call _left,$(value SCREEN_THRESHOLD),0
 # stack from it.
 run: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	$(BIN)/hpcbench setup --system $(SYSTEM)
-	before=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
-	$(REFRAME) $(EXEC_OPTS) $(MODE_OPTS) -r --performance-report \
+	$(FORWARDING); before=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \
+	forwarding $(REFRAME) $(EXEC_OPTS) $(MODE_OPTS) -r --performance-report \
 	    --session-extras "$$($(BIN)/hpcbench provenance --system $(SYSTEM))" $(value RFM_OPTS); \
 	status=$$?; \
 	newest=$$(ls -t $(VAR)/reports/*.json 2>/dev/null | head -1); \

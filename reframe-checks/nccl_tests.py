@@ -34,6 +34,9 @@ class NcclTestsCheck(GpuRun):
     #: Timed calls per size, after warm-up calls.
     iterations = variable(int, value=nccl_tests.ITERATIONS)
     warmup = variable(int, value=nccl_tests.WARMUP)
+    #: The network NCCL must use between nodes, as it names it (`IB`, `AWS Libfabric`,
+    #: `Socket` where sockets are the network); unset: any but its socket fall-back.
+    expected_network = variable(str, value='')
     input_kinds = {**GpuRun.input_kinds, 'min_bytes': 'positive', 'max_bytes': 'positive',
                    'iterations': 'positive', 'warmup': 'non-negative'}
     time_limit = '20m'
@@ -65,9 +68,17 @@ class NcclTestsCheck(GpuRun):
     def every_element_verified(self):
         (_gpu, _host, text) = self.rank_outputs()[0]
         try:
-            run = nccl_tests.parse(text, self.num_tasks, self.min_bytes, self.max_bytes)
+            run = nccl_tests.parse(text, self.num_tasks, self.min_bytes, self.max_bytes,
+                                   collective=self.collective)
         except nccl_tests.NcclTestsError as err:
             raise SanityError(str(err)) from None
+        network = nccl_tests.network(text)
+        wrong_network = nccl_tests.check_network(network, self.num_gpu_nodes,
+                                                 self.expected_network)
+        if wrong_network:
+            raise SanityError(wrong_network)
+        # Which network carried it, with its figures (one word: the inputs are words).
+        self.inputs += f' network={(network or "not-said").replace(" ", "_")}'
         figures = nccl_tests.figures(run)
         how = f'nccl-tests, in place at {run.largest().size} bytes, {self.num_tasks} GPU(s)'
         values = {name: [value] for name, value in figures.items()}

@@ -130,11 +130,15 @@ class PairCheckUnderTest(types.SimpleNamespace):
     record_aggregation = Samples.record_aggregation
 
 
-def _pair_check(checks, tmp_path, output, pairs, topology=H100_NODE, path='intra-node'):
+def _pair_check(checks, tmp_path, output, pairs, topology=H100_NODE, path='intra-node',
+                host_link_bandwidth=16e9):
+    """The pair check over `output`, the GPUs an H100's but for their host link: PCIe 3.0's
+    16 GB/s by default, below this machine's host-buffer figures (35 GB/s), which then stand
+    in for a device path."""
     check = checks['DeviceBufferPairCheck']
     (tmp_path / 'rfm_job.out').write_text(output)
     sheet = {'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450e9,
-             'host_link': 'PCIe 5.0 x16', 'host_link_bandwidth': 64e9}
+             'host_link': 'PCIe', 'host_link_bandwidth': host_link_bandwidth}
     test = PairCheckUnderTest(
         samples={}, aggregation={}, flagged={}, unique_name='under test',
         stagedir=str(tmp_path), stdout='rfm_job.out', path=path, pairs=pairs,
@@ -157,6 +161,21 @@ def test_the_pair_check_judges_each_pair_against_its_nvlinks(checks, tmp_path, c
     assert test.samples['link_efficiency'] == [pytest.approx(100 * 35.12715 / 450)] * 2
     assert test.aggregation['link_efficiency'] == (
         'median over 2 pair(s), each the best size of IMB-MPI1-GPU')
+
+
+def test_a_pair_over_nvlink_no_faster_than_the_host_link_was_staged_and_fails(checks,
+                                                                             tmp_path):
+    """Issue 60, item 8: an MPI that stages device buffers through host memory passed,
+    merely slow. This machine's real host-buffer PingPong (35.1 GB/s) over the H100's 18
+    NVLinks, whose host link is PCIe 5.0 x16 (64 GB/s): staged, named."""
+    pairs = [(0, 1), (4, 7)]
+    check, test = _pair_check(checks, tmp_path, _pair_job(pairs), pairs,
+                              host_link_bandwidth=64e9)
+    with pytest.raises(SanityError, match=r'^GPUs 0 and 1: 35.1 GB/s over NV18, no more than '
+                                          r"the host link's 64 GB/s: the MPI staged the "
+                                          r'buffers through host memory, not GPU to GPU; '
+                                          r'GPUs 4 and 7: '):
+        sn.evaluate(check.every_pair_measured(test))
 
 
 def test_the_pair_check_fails_a_pair_whose_cuda_calls_failed(checks, tmp_path):

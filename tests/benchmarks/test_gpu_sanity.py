@@ -401,9 +401,10 @@ def _h200_trace_lines(job=1):
     return (H200_JOBS / f'GpuDgemmCheck-{job}.power-rank-0.csv').read_text().splitlines(True)
 
 
-def _cut(lines, keep):
-    """The trace with only the sample lines `keep` (a function of the sample's index) kept."""
-    return ''.join([lines[0], *(ln for i, ln in enumerate(lines[1:]) if keep(i))])
+def _cut(lines, keep, times=1):
+    """The trace with only the sample lines `keep` (a function of the sample's index) kept,
+    each `times` times."""
+    return ''.join([lines[0], *(ln * times for i, ln in enumerate(lines[1:]) if keep(i))])
 
 
 # The H200 job's trace: 5 samples before its calls' window (they began 0.99 s into it), 147
@@ -415,10 +416,15 @@ def _cut(lines, keep):
     (lambda i: i >= 30, 'the trace starts 5.0 s after the calls began'),
     (lambda i: not 60 <= i < 75, 'no sample for 3.2 s during the calls'),
     (lambda i: i % 3 == 0, 'samples over the calls\' 29.3 s, one every 0.2 s gives 146'),
+    # 40 % of the calls' samples, each row twice (issue 60, item 6): counted as 120 of 146,
+    # it passed with a power of the samples kept; three times, a third of them.
+    ((lambda i: i % 5 < 2, 2), '60 samples over the calls\' 29.3 s'),
+    ((lambda i: i % 3 == 0, 3), '49 samples over the calls\' 29.3 s'),
 ])
 def test_gpu_dgemm_withholds_the_power_of_a_trace_that_does_not_cover_its_calls(
         checks, tmp_path, keep, said):
-    (tmp_path / 'power-rank-0.csv').write_text(_cut(_h200_trace_lines(), keep))
+    keep, times = keep if isinstance(keep, tuple) else (keep, 1)
+    (tmp_path / 'power-rank-0.csv').write_text(_cut(_h200_trace_lines(), keep, times))
     check = checks['GpuDgemmCheck']
     test = CheckUnderTest(check, tmp_path, _h200_job('GpuDgemmCheck-1'), num_tasks=1,
                           repeats=122, peak=67e12, sampled=True)
@@ -427,6 +433,19 @@ def test_gpu_dgemm_withholds_the_power_of_a_trace_that_does_not_cover_its_calls(
     assert 'power' not in test.samples and 'gflops_per_watt' not in test.samples
     assert said in test.flagged['power'], test.flagged['power']
     assert test.flagged['gflops_per_watt'] == test.flagged['power']
+
+
+def test_gpu_dgemm_withholds_the_power_of_a_trace_of_two_samples_at_one_time(checks,
+                                                                              tmp_path):
+    lines = _h200_trace_lines()
+    twin = re.sub(r', [\d.]+ W,', ', 100.00 W,', lines[60])
+    (tmp_path / 'power-rank-0.csv').write_text(''.join([*lines[:61], twin, *lines[61:]]))
+    check = checks['GpuDgemmCheck']
+    test = CheckUnderTest(check, tmp_path, _h200_job('GpuDgemmCheck-1'), num_tasks=1,
+                          repeats=122, peak=67e12, sampled=True)
+    assert sn.evaluate(check.every_product_verified(test))
+    assert 'two samples stamped' in test.flagged['power'] and \
+        "that differ: the trace is not one GPU's" in test.flagged['power']
 
 
 def test_gpu_dgemm_withholds_a_power_of_zero_watts_in_one_message(checks, tmp_path):

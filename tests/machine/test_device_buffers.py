@@ -45,6 +45,34 @@ def test_an_mpich_configured_with_cuda_is_asked_to_use_it():
     assert 'configured --with-cuda=/usr/local/cuda' in answer.evidence
 
 
+@pytest.mark.parametrize('options, cuda, said', [
+    ('--with-cuda=no', False, 'configured --with-cuda=no'),
+    ('--without-cuda', False, 'configured --without-cuda'),
+    ('--with-cuda=/usr/local/cuda --without-cuda', False, 'configured --without-cuda'),
+    ('--without-cuda --with-cuda=/opt/cuda', True, 'configured --with-cuda=/opt/cuda'),
+    ('--with-cuda=yes', True, 'configured --with-cuda=yes'),
+])
+def test_mpich_s_configure_line_is_read_as_autoconf_reads_it(options, cuda, said):
+    """Issue 60, item 9: `--with-cuda=no` was read as CUDA-aware. The last of the options
+    for one feature wins, as in autoconf."""
+    text = _text('mpich-4.0.2-debian.mpichversion.txt').replace(
+        '--with-ucx=/usr ', f'--with-ucx=/usr {options} ', 1)
+    answer = device_buffers.from_mpichversion(text)
+    assert answer.cuda is cuda and answer.evidence.endswith(said)
+
+
+@pytest.mark.parametrize('options, cuda', [('--enable-cuda=no', False), ('--disable-cuda', False),
+                                           ('--enable-cuda', True),
+                                           ('--enable-cuda --disable-cuda', False)])
+def test_mvapich2_s_configure_line_is_read_as_autoconf_reads_it(options, cuda):
+    text = (_text('mpich-4.0.2-debian.mpichversion.txt')
+            .replace('MPICH Version:', 'MVAPICH2 Version:').replace('MPICH Configure',
+                                                                    'MVAPICH2 Configure')
+            .replace('--with-ucx=/usr ', f'--with-ucx=/usr {options} ', 1))
+    answer = device_buffers.from_mpichversion(text)
+    assert answer.cuda is cuda and options.split()[-1] in answer.evidence
+
+
 @pytest.mark.parametrize('read, text, said', [
     (device_buffers.from_ompi_info, '', 'no built_with_cuda_support value'),
     (device_buffers.from_ompi_info, _text('openmpi-4.1.4-debian.ompi_info.txt').replace(
@@ -73,6 +101,25 @@ def test_a_file_that_is_no_library_is_one_message(tmp_path):
     (tmp_path / 'libmpi.so').write_text('not ELF')
     with pytest.raises(device_buffers.ProbeError, match='not a 64-bit little-endian ELF'):
         device_buffers.elf_exported(tmp_path / 'libmpi.so')
+
+
+def test_a_library_cut_short_or_a_fifo_is_one_message_and_never_blocks(tmp_path):
+    """Issue 60, items 12 and 20: a truncated libmpi.so.12 in the cache broke every ReFrame
+    command (struct.error); a FIFO in its place blocked."""
+    import os
+    libc = Path('/lib/x86_64-linux-gnu/libc.so.6')
+    if not libc.exists():
+        pytest.skip(f'no {libc} here')
+    cut = tmp_path / 'libmpi.so.12'
+    cut.write_bytes(libc.read_bytes()[:4096])
+    with pytest.raises(device_buffers.ProbeError, match='its ELF tables point beyond its 4096 '
+                                                        'bytes: a library cut short'):
+        device_buffers.from_intel_library(cut)
+    fifo = tmp_path / 'fifo' / 'libmpi.so.12'
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    with pytest.raises(device_buffers.ProbeError, match='not a regular file'):
+        device_buffers.from_intel_library(fifo)
 
 
 @pytest.mark.machine_dependent

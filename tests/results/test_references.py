@@ -463,7 +463,7 @@ system: [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 
 
 @pytest.mark.parametrize('text, message', [
-    (_BOMB, r'an alias \(\*a\): a references file is plain data'),
+    (_BOMB, r'an alias \(\*a\): this file is plain data'),
     (yaml.safe_dump(CHIC) + 'system: chic\n', "the key 'system' is given twice"),
     (yaml.safe_dump(CHIC).replace('- -0.1\n  - null', '- 0.1\n  - -0.1'),
      r'figures/0: tolerance \[0.1, -0.1\]: \(lower, upper\) fractions of the value'),

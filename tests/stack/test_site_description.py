@@ -563,3 +563,67 @@ def test_one_broken_description_stops_no_other_system_s_setup(root, monkeypatch,
                        match=r'mycluster\.yaml: partitions\[batch\]: no processor '
                              'ReFrame describes'):
         bootstrap.bootstrap(found=found, system='mycluster')
+
+
+@pytest.mark.machine_dependent
+@pytest.mark.parametrize('field, value', [
+    ('cpus', '$(touch${IFS}PWNED)'), ('cpus', '0-3;touch PWNED'), ('cpus', '0-999999999'),
+    ('index', '$(touch PWNED)'), ('numa', '`touch PWNED`')])
+def test_a_node_s_facts_that_are_shell_code_never_reach_a_job(root, tmp_path, field, value):
+    """A description new-system wrote from a compute node's facts, or one edited by hand,
+    whose GPU topology holds shell code where a CPU list, a GPU index or a NUMA node goes:
+    refused when it loads, naming the field, and a dry run of the GPU checks runs nothing
+    (ReFrame ran a `$(...)` in the ranks' placement on loading the job's environment)."""
+    from hpcbench.stack import testbed
+    written, _, _ = _describe(root, io_directory=str(tmp_path))
+    described = yaml.safe_load(written[0].read_text())
+    topology = testbed.gpu_topology().to_description()
+    topology['gpus'][0][field] = value
+    described['partitions'][1].update(gres='gpu:h100:8', gpu_topology=topology)
+    written[0].write_text(yaml.safe_dump(described))
+    with pytest.raises(site_description.DescriptionError,
+                       match=rf'partitions\[gpu\]\.gpu_topology\.gpus\[0\]\.{field}: '):
+        site_description.load(written[0])
+    done = run_reframe('--system', 'mycluster', '-n', 'BabelStreamCheck|GpuDgemmCheck',
+                       '--dry-run', config=str(written[1]),
+                       env={'HPCBENCH_VAR': str(tmp_path / 'var'), 'IFS': ' '})
+    assert done.returncode != 0 and f'gpus[0].{field}: ' in done.stderr, done.stderr[-2000:]
+    assert 'Traceback' not in done.stderr
+    assert not list(ROOT.glob('**/PWNED')) and not list(tmp_path.glob('**/PWNED'))
+
+
+@pytest.mark.machine_dependent
+@pytest.mark.parametrize('variable', ['SPACK_ROOT', 'run_env'])
+def test_no_variable_that_reaches_reframe_s_environment_may_hold_shell_code(
+        root, tmp_path, variable):
+    """Every variable a partition or an environment exports is checked where they all enter
+    ReFrame, whatever its name: a Spack at a path of shell syntax (a link to a checkout), an
+    MPI stack's run-time variable in a description. One message, and no stage directory
+    ran the command (a dry run of StreamCheck ran it in all 5)."""
+    written, _, _ = _describe(root, io_directory=str(tmp_path))
+    env = {'HPCBENCH_VAR': str(tmp_path / 'var')}
+    if variable == 'run_env':
+        described = yaml.safe_load(written[0].read_text())
+        described['run_env'] = {'openmpi': {'OMPI_MCA_btl': 'self,tcp$(touch PWNED)'}}
+        written[0].write_text(yaml.safe_dump(described))
+        named = "environment openmpi: OMPI_MCA_btl='self,tcp$(touch PWNED)'"
+    else:
+        # A checkout as hpcbench.stack.spack.find() knows one, reached through a link whose
+        # name is shell code.
+        checkout, packages = tmp_path / 'spack-checkout', tmp_path / 'spack-packages'
+        (checkout / 'bin').mkdir(parents=True)
+        (checkout / 'bin' / 'spack').write_text('#!/bin/sh\n')
+        (packages / 'repos' / 'spack_repo' / 'builtin').mkdir(parents=True)
+        (packages / 'repos' / 'spack_repo' / 'builtin' / 'repo.yaml').write_text('')
+        hostile = tmp_path / 'sp$(touch PWNED)'
+        hostile.symlink_to(checkout)
+        env.update(SPACK_ROOT=str(hostile), HPCBENCH_SPACK_PACKAGES=str(packages),
+                   HPCBENCH_NO_SPACK='')
+        named = f"partition batch: SPACK_ROOT='{hostile}'"
+    done = run_reframe('--system', 'mycluster', '-n', 'StreamCheck', '--dry-run',
+                       config=str(written[1]), env=env)
+    assert done.returncode != 0 and named in done.stderr and \
+        'a variable exported into job scripts holds letters' in done.stderr, \
+        done.stdout[-2000:] + done.stderr[-2000:]
+    assert 'Traceback' not in done.stderr
+    assert not list(tmp_path.glob('**/PWNED')) and not list(ROOT.glob('**/PWNED'))

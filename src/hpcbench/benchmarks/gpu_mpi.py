@@ -202,3 +202,18 @@ REPORTS = {
     'DeviceBufferPairCheck': Reports('GPU to GPU', PAIR_VARIABLES),
     'DeviceBufferCollectiveCheck': Reports('GPU to GPU', COLLECTIVE_VARIABLES),
 }
+
+
+def staged_through_host(bandwidths, links, host_link_rate):
+    """Why the pairs of `bandwidths` ({pair: bytes/s one way}) joined by NVLink (`links`:
+    {pair: path}) were not measured GPU to GPU: an MPI that stages device buffers through host
+    memory moves them at most at the host link's rate (`host_link_rate`, bytes/s each way),
+    far below the NVLinks'; [] where each went faster, or the rate is not known."""
+    if not host_link_rate:
+        return []
+    return [f'GPUs {i} and {j}: {bandwidths[(i, j)] / 1e9:.1f} GB/s over {path}, no more than '
+            f'the host link\'s {host_link_rate / 1e9:g} GB/s: the MPI staged the buffers through '
+            'host memory, not GPU to GPU'
+            for (i, j), path in sorted(links.items())
+            if path.startswith('NV') and (i, j) in bandwidths
+            and bandwidths[(i, j)] <= host_link_rate]

@@ -139,7 +139,8 @@ def during_calls(samples, start, end, interval=SAMPLE_INTERVAL):
     and one at most one interval before its end (the sampler runs a second beyond both), no
     gap longer than GAP_INTERVALS intervals between them, and at least COVERED of the
     samples the window's length holds (whole samples: a window shorter than an interval
-    needs none of its own)."""
+    needs none of its own). Samples are counted once per time (distinct)."""
+    samples = distinct(samples)
     step = datetime.timedelta(seconds=interval)
     seconds = (end - start).total_seconds()
     if not samples or samples[0].time > start + step:
@@ -163,6 +164,20 @@ def during_calls(samples, start, end, interval=SAMPLE_INTERVAL):
                          f'more than {100 * (1 - COVERED):.0f} % of them, no power figure')
     idle = next(bit for bit, name in EVENT_REASONS.items() if name == 'gpu_idle')
     return [s for s in samples if start <= s.time <= end and not s.reasons & idle]
+
+
+def distinct(samples):
+    """The samples, one per time: nvidia-smi stamps each of its samples of one GPU at a time
+    of its own (to the millisecond), so a row repeated with its time counts once (a trace of
+    40 % of the calls, its rows doubled, passed as covering them); two rows of one time that
+    differ are no one GPU's trace (TraceError)."""
+    kept = {}
+    for sample in samples:
+        seen = kept.setdefault(sample.time, sample)
+        if seen != sample:
+            raise TraceError(f'two samples stamped {_clock(sample.time)} that differ: the '
+                             'trace is not one GPU\'s, no power figure')
+    return sorted(kept.values(), key=lambda s: s.time)
 
 
 def _clock(time):

@@ -28,7 +28,10 @@ ITERATIONS, WARMUP = 20, 5
 BUS_FACTORS = {'all_reduce': lambda n: 2 * (n - 1) / n, 'all_gather': lambda n: (n - 1) / n,
                'reduce_scatter': lambda n: (n - 1) / n, 'alltoall': lambda n: (n - 1) / n,
                'sendrecv': lambda n: 1.0}
-_HEADER = re.compile(r'^# nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)', re.M)
+# The header line; what a launcher put before it (Open MPI's --tag-output `[1,0]<stdout>:`,
+# srun --label's `0: `, a cloud tool's own) is before every line of rank 0.
+_HEADER = re.compile(r'^(.*?)# nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)(.*)$',
+                     re.M)
 _DEVICE = re.compile(r'^#\s+Rank\s+(\d+) Group\s+\d+ Pid\s+\d+ on\s+(\S+) device\s+(\d+) '
                      r'\[([0-9a-fA-F:.]+)\] (.+?)\s*$', re.M)
 _ROW = re.compile(r'^\s+(\d+)\s+(\d+)\s+(\w+)\s+(\S+)\s+(-?\d+)\s+(.+)$', re.M)
@@ -36,6 +39,13 @@ _FAILURE = re.compile(r'^.*(?:Cuda failure|NCCL failure|Test NCCL failure|Test C
                       r'NCCL WARN).*$', re.M)
 _OUT_OF_BOUNDS = re.compile(r'^# Out of bounds values : (\d+) (OK|FAILED)', re.M)
 _AVERAGE = re.compile(r'^# Avg bus bandwidth\s*: (\S+)', re.M)
+# The network NCCL chose between nodes, as it says at NCCL_DEBUG=INFO (INIT): `IB`, `Socket`,
+# a plugin's (`AWS Libfabric`, `GPUDirectTCPX`).
+_NETWORK = re.compile(r'NCCL INFO Using network (.+?)\s*$', re.M)
+# How far below the size asked a collective may round it: nccl-tests gives each rank whole
+# elements, aligned (all_gather over two ranks printed 0 bytes for 8 and 16 asked; over 16
+# ranks, 0 up to 128).
+ROUNDING_PER_RANK = 64
 
 
 class NcclTestsError(ValueError):
@@ -85,6 +95,12 @@ class Run:
         return self.rows[-1]
 
 
+def _half_unit(cell):
+    """Half the last printed digit of a number as nccl-tests printed it ('47535': 0.5)."""
+    decimals = len(cell.partition('.')[2]) if '.' in cell else 0
+    return 0.5 * 10 ** -decimals
+
+
 def _measure(cells, where):
     if len(cells) != 4:
         raise NcclTestsError(f'{where}: {len(cells)} values, expected time, algbw, busbw, '
@@ -95,25 +111,81 @@ def _measure(cells, where):
     return Measure(time_us, algbw, busbw, wrong)
 
 
-def parse(text, ranks, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES):
-    """The Run of one nccl-tests program's output over `ranks` ranks; NcclTestsError where a
-    CUDA or NCCL call failed, a rank or a size is missing, a value is none, an element verified
-    wrong, or values fell out of bounds."""
+def _check_rates(size, cells, factor, where):
+    """The algorithm bandwidth nccl-tests printed is `size` bytes over the time it printed,
+    and the bus bandwidth that times the collective's factor, each within the rounding of
+    what was printed; NcclTestsError naming `where` otherwise (a figure nccl-tests did not
+    compute: a tenfold busbw passed)."""
+    time_us, algbw, busbw = (float(c) for c in cells[:3])
+    slowest = time_us + _half_unit(cells[0])
+    fastest = max(time_us - _half_unit(cells[0]), 1e-9)
+    low, high = size / slowest / 1e3, size / fastest / 1e3
+    low, high = max(low, algbw - _half_unit(cells[1])), min(high, algbw + _half_unit(cells[1]))
+    slack = 1e-9 * max(1.0, algbw)
+    if low > high + slack:
+        raise NcclTestsError(f'{where}: algbw {cells[1]} GB/s is not {size} bytes in '
+                             f'{cells[0]} us ({size / time_us / 1e3:.2f} GB/s): not what '
+                             'nccl-tests computes')
+    busbw_half = _half_unit(cells[2])
+    if not low * factor - busbw_half - slack <= busbw <= high * factor + busbw_half + slack:
+        raise NcclTestsError(f'{where}: busbw {cells[2]} GB/s is not algbw {cells[1]} x '
+                             f'{factor:g} ({algbw * factor:.2f} GB/s): not what nccl-tests '
+                             'computes')
+
+
+def _rank_lines(text):
+    """rank 0's lines as nccl-tests printed them, without what a launcher put before each
+    (the header's prefix, kept by every line of rank 0); None where there is no header."""
+    header = _HEADER.search(text)
+    if header is None:
+        return None
+    tag = header.group(1)
+    if not tag:
+        return text
+    return '\n'.join(line[len(tag):] for line in text.splitlines() if line.startswith(tag))
+
+
+def network(text):
+    """The network NCCL said it used (`Using network IB`), None where it said none; two
+    different ones in one run are both named, comma-separated."""
+    found = list(dict.fromkeys(m.group(1) for m in _NETWORK.finditer(text or '')))
+    return ', '.join(found) or None
+
+
+def parse(text, ranks, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES, *, collective):
+    """The Run of one nccl-tests program's output of `collective` over `ranks` ranks (as the
+    program printed it, or with a launcher's tag before each line); NcclTestsError where a
+    CUDA or NCCL call failed, a rank or a size is missing, two ranks drove one GPU, a value
+    is none or not what nccl-tests computes from the size and time, data was not verified or
+    verified wrong, or values fell out of bounds."""
     failures = _FAILURE.findall(text or '')
     if failures:
         raise NcclTestsError('nccl-tests failed: ' + '; '.join(
             ' '.join(f.split()) for f in dict.fromkeys(failures)))
-    header = _HEADER.search(text or '')
-    if not header:
+    text = _rank_lines(text or '')
+    if text is None:
         raise NcclTestsError('no nccl-tests header (# nThread ... nGpus ...): it did not start')
-    if (int(header.group(1)), int(header.group(2))) != (1, 1):
-        raise NcclTestsError(f'{header.group(1)} threads and {header.group(2)} GPUs per rank, '
+    header = _HEADER.search(text)
+    if (int(header.group(2)), int(header.group(3))) != (1, 1):
+        raise NcclTestsError(f'{header.group(2)} threads and {header.group(3)} GPUs per rank, '
                              'one of each asked')
+    if re.search(r'\bvalidation: 0\b', header.group(6)):
+        raise NcclTestsError('nccl-tests ran with validation: 0: no data was verified (-c 1 '
+                             'was asked)')
     devices = tuple((int(m.group(1)), m.group(2), int(m.group(3)), m.group(4), m.group(5))
                     for m in _DEVICE.finditer(text))
     if sorted(d[0] for d in devices) != list(range(ranks)):
         raise NcclTestsError(f'ranks {", ".join(str(d[0]) for d in devices) or "none"} used '
                              f'devices, {ranks} were launched')
+    by_gpu = {}
+    for rank, host, _device, bus, _model in devices:
+        by_gpu.setdefault((host, bus), []).append(rank)
+    shared = [(host, bus, ranks_) for (host, bus), ranks_ in by_gpu.items() if len(ranks_) > 1]
+    if shared:
+        raise NcclTestsError('; '.join(
+            f'ranks {", ".join(map(str, r))} drove one GPU ({bus}) on {host}'
+            for host, bus, r in shared) + ': one rank per GPU was asked')
+    factor = BUS_FACTORS[collective](ranks)
     rows = []
     for match in _ROW.finditer(text):
         where = f'size {match.group(1)}'
@@ -123,13 +195,24 @@ def parse(text, ranks, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES):
         rows.append(Row(int(match.group(1)), int(match.group(2)), match.group(3),
                         _measure(cells[:4], f'{where} out of place'),
                         _measure(cells[4:], f'{where} in place')))
+        for part, kind in ((cells[:4], 'out of place'), (cells[4:], 'in place')):
+            _check_rates(int(match.group(1)), part, factor, f'{where} {kind}')
     wanted = sizes(min_bytes, max_bytes)
-    measured = [r.size for r in rows]
-    if measured != wanted:
-        missing = [s for s in wanted if s not in measured]
-        raise NcclTestsError(f'sizes {", ".join(map(str, missing)) or "in another order"} '
-                             f'missing of {min_bytes} to {max_bytes} (the run ended early)'
-                             if missing else f'sizes {measured} are not {wanted}')
+    for row, asked in zip(rows, wanted):
+        if not asked - ranks * ROUNDING_PER_RANK <= row.size <= asked:
+            raise NcclTestsError(f'size {row.size} where {asked} bytes were asked (sizes '
+                                 f'{min_bytes} to {max_bytes}, doubling)')
+    if len(rows) != len(wanted):
+        missing = wanted[len(rows):]
+        raise NcclTestsError(f'sizes {", ".join(map(str, missing))} missing of {min_bytes} to '
+                             f'{max_bytes} (the run ended early)' if missing else
+                             f'{len(rows)} sizes, {len(wanted)} asked ({min_bytes} to '
+                             f'{max_bytes}, doubling)')
+    unverified = [r.size for r in rows if r.out_of_place.wrong is None or
+                  r.in_place.wrong is None]
+    if unverified:
+        raise NcclTestsError(f'#wrong N/A at {len(unverified)} of {len(rows)} sizes (first '
+                             f'{unverified[0]} bytes): not verified, -c 1 was asked')
     wrong = [(r.size, kind, m.wrong) for r in rows
              for kind, m in (('out of place', r.out_of_place), ('in place', r.in_place))
              if m.wrong]
@@ -145,6 +228,27 @@ def parse(text, ranks, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES):
         raise NcclTestsError('no average bus bandwidth: the run did not finish')
     return Run(devices, tuple(rows), measured_value(average.group(1), NcclTestsError,
                                                     'average bus bandwidth'))
+
+
+def check_network(said, nodes, expected=None):
+    """Why a run of `nodes` nodes over the network NCCL `said` it used (network()) is not
+    what was measured for: between nodes, NCCL's socket transport (a fall-back from
+    InfiniBand or the site's plugin: merely slow, never an error of its own) unless
+    `expected` is it, another network than `expected`, or no word of which; None when it
+    is."""
+    if nodes < 2:
+        return None
+    if said is None:
+        return ('NCCL did not say which network it used between the nodes (NCCL_DEBUG=INFO '
+                'prints `Using network ...`)')
+    if expected:
+        return None if said == expected else (f'NCCL used network {said} between the nodes, '
+                                              f'{expected} was expected')
+    if 'Socket' in said.split(', '):
+        return ('NCCL fell back to its socket transport (NET/Socket) between the nodes: no '
+                'InfiniBand or network plugin was used (set expected_network=Socket where '
+                'sockets are the network)')
+    return None
 
 
 def bus_bandwidth(collective, ranks, size, time_us):
@@ -198,7 +302,8 @@ def spack_spec(cuda_arch):
 
 # Each rank sees its one GPU (the rank wrapper): nccl-tests is told to use device 0, not
 # its local rank's (its default: local rank x GPUs per rank).
-RANK_ENV = {'NCCL_TESTS_DEVICE': '0'}
+# NCCL says which network it chose between nodes (INIT) and why (NET).
+RANK_ENV = {'NCCL_TESTS_DEVICE': '0', 'NCCL_DEBUG': 'INFO', 'NCCL_DEBUG_SUBSYS': 'INIT,NET'}
 
 # What this module's check reports (hpcbench.benchmarks.reports).
 REPORTS = {'NcclTestsCheck': Reports('nccl-tests', VARIABLES)}

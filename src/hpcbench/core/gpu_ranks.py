@@ -43,29 +43,68 @@ _WRAPPER = r'''#!/bin/sh
 # GPUs the job was given. Usage: gpu-rank.sh [--sample QUERY] PROGRAM ARGS...
 local=${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${PMI_LOCAL_RANK:-${MV2_COMM_WORLD_LOCAL_RANK:-0}}}}}
 rank=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${MV2_COMM_WORLD_RANK:-0}}}}
+# Numbers only, before any arithmetic: bash's $((...)) runs the command of an `a[$(...)]` in a
+# variable's value.
+case "$local:$rank" in
+    *[!0-9:]*|:*|*:) echo "the launcher's local rank '$local' or rank '$rank' is no number" >&2; exit 3 ;;
+esac
 query=
 if [ "$1" = --sample ]; then query=$2; shift 2; fi
 # The GPUs of this launch: those the job script chose (a pair of a node's: Slurm sets each
-# step's CUDA_VISIBLE_DEVICES itself), else the job's.
-given=${HPCBENCH_RANK_GPUS:-${CUDA_VISIBLE_DEVICES-}}
+# step's CUDA_VISIBLE_DEVICES itself), else the job's, as Slurm or a container runtime set
+# CUDA_VISIBLE_DEVICES (indexes, GPU-<uuid> or MIG-<uuid>; set and empty, CUDA shows no
+# GPU), else every GPU of the node (0, 1, ...). One entry is this task's GPU.
+if [ -n "${HPCBENCH_RANK_GPUS-}" ]; then
+    given=$HPCBENCH_RANK_GPUS
+elif [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    given=$CUDA_VISIBLE_DEVICES
+    if [ -z "$given" ]; then
+        echo "rank $rank: the job was given no GPU (CUDA_VISIBLE_DEVICES is set and empty on $(hostname))" >&2
+        exit 3
+    fi
+else
+    given=$local
+fi
 case "$given" in
     *,*) gpu=$(printf '%s\n' "$given" | cut -d, -f$((local + 1))) ;;
-    '') gpu=$local ;;
     *) gpu=$given ;;
 esac
 if [ -z "$gpu" ]; then
     echo "rank $rank: local rank $local has no GPU of CUDA_VISIBLE_DEVICES=$given (more ranks than GPUs on $(hostname))" >&2
     exit 3
 fi
+# The GPU's index, by which the job's topology variables name it: a UUID's from nvidia-smi
+# -L (a MIG instance's: its GPU's); none where the tool does not list it.
+case "$gpu" in
+    [0-9]|[0-9][0-9]|[0-9][0-9][0-9]) index=$gpu ;;
+    GPU-*[!0-9A-Za-z/-]*|MIG-*[!0-9A-Za-z/-]*|GPU-|MIG-) index=bad ;;
+    GPU-*|MIG-*) index=$(nvidia-smi -L 2>/dev/null | awk -v id="$gpu" '
+        /^GPU [0-9]+:/ { g = $2; sub(/:$/, "", g) }
+        index($0, "(UUID: " id ")") { print g; exit }') ;;
+    *) index=bad ;;
+esac
+if [ "$index" = bad ]; then
+    echo "rank $rank: '$gpu' of CUDA_VISIBLE_DEVICES=$given is no GPU (an index, GPU-<uuid> or MIG-<uuid>; -1 hides every GPU) on $(hostname)" >&2
+    exit 3
+fi
 export CUDA_VISIBLE_DEVICES=$gpu
+# The GPU as the rank's header names it: its index, else what it was given as.
+name=${index:-$gpu}
+given_as=
+if [ "$name" != "$gpu" ]; then given_as="; given as $gpu"; fi
 out=rank-$rank.out
 # Where the job says which CPUs and NUMA node are next to each GPU: this rank on its GPU's
 # CPUs among those it may run on, its memory on its GPU's NUMA node.
 allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
-near=$(printf '%s:\n' "${HPCBENCH_GPU_CPUS-}" | cut -d: -f$((gpu + 1)))
-numa=$(printf '%s:\n' "${HPCBENCH_GPU_NUMA-}" | cut -d: -f$((gpu + 1)))
+near= numa=
+if [ -n "$index" ]; then
+    near=$(printf '%s:\n' "${HPCBENCH_GPU_CPUS-}" | cut -d: -f$((index + 1)))
+    numa=$(printf '%s:\n' "${HPCBENCH_GPU_NUMA-}" | cut -d: -f$((index + 1)))
+fi
 placed="CPUs $allowed (not bound: no GPU topology)"
-if [ -n "$near" ]; then
+if [ -z "$index" ]; then
+    placed="CPUs $allowed (not bound: nvidia-smi -L does not list $gpu, so its index is not known)"
+elif [ -n "$near" ]; then
     both=$(awk -v a="$near" -v b="$allowed" '
         function expand(list, set,   n, i, part, range, c) {
             n = split(list, part, ",")
@@ -78,20 +117,20 @@ if [ -n "$near" ]; then
                 for (c = 0; c < 65536; c++) if ((c in A) && (c in B)) out = out (out == "" ? "" : ",") c
                 print out }')
     if [ -z "$both" ]; then
-        placed="CPUs $allowed (not bound: none is next to GPU $gpu, whose CPUs are $near)"
+        placed="CPUs $allowed (not bound: none is next to GPU $name, whose CPUs are $near$given_as)"
     elif command -v numactl >/dev/null 2>&1; then
         set -- numactl --physcpubind="$both" ${numa:+--membind="$numa"} "$@"
-        placed="CPUs $(numactl --physcpubind="$both" sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) (numactl: GPU $gpu's CPUs${numa:+, memory on NUMA node $numa})"
+        placed="CPUs $(numactl --physcpubind="$both" sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) (numactl: GPU $name's CPUs${numa:+, memory on NUMA node $numa}$given_as)"
     elif command -v taskset >/dev/null 2>&1; then
         set -- taskset -c "$both" "$@"
-        placed="CPUs $(taskset -c "$both" sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) (taskset: GPU $gpu's CPUs)"
+        placed="CPUs $(taskset -c "$both" sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) (taskset: GPU $name's CPUs$given_as)"
     else
-        placed="CPUs $allowed (not bound: no numactl or taskset)"
+        placed="CPUs $allowed (not bound: no numactl or taskset$given_as)"
     fi
 fi
-echo "== rank $rank: GPU $gpu on $(hostname), $placed" > "$out"
+echo "== rank $rank: GPU $name on $(hostname), $placed" > "$out"
 if [ -n "$query" ]; then
-    nvidia-smi -i "$gpu" --query-gpu="$query" --format=csv -lms SAMPLE_MS -f "power-rank-$rank.csv" &
+    nvidia-smi -i "$name" --query-gpu="$query" --format=csv -lms SAMPLE_MS -f "power-rank-$rank.csv" &
     sampler=$!
     sleep 1
     echo "calls from $(date +'STAMP')" >> "$out"

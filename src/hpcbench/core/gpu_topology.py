@@ -30,7 +30,15 @@ PCIE_PATHS = {
 }
 _NVLINK = re.compile(r'NV(\d+)$')
 _ESCAPE = re.compile(r'\x1b\[[0-9;]*m')
-_CPUS = re.compile(r'\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$')
+# A list of CPUs as Linux and nvidia-smi print it: numbers and ranges, comma-separated. It
+# reaches every GPU job (the ranks' placement, exported unquoted): nothing else is one.
+CPU_LIST = r'^\d{1,5}(?:-\d{1,5})?(?:,\d{1,5}(?:-\d{1,5})?)*$'
+_CPUS = re.compile(CPU_LIST)
+# The bounds a description's topology is held to (a node's GPUs and CPUs; Slurm's GRES and
+# node counts are held to the same: hpcbench.machine.slurm_query).
+MAX_GPUS = 64
+MAX_CPUS = 65536
+MAX_NICS = 64
 # The columns after the devices' (nvidia-smi 450 and later print the last two).
 _AFFINITY = ('CPU Affinity', 'NUMA Affinity', 'GPU NUMA ID')
 
@@ -86,26 +94,37 @@ def from_description(described):
 SCHEMA = {
     'type': 'object', 'required': ['gpus', 'links'],
     'properties': {
-        'gpus': {'type': 'array', 'minItems': 1, 'items': {
+        'gpus': {'type': 'array', 'minItems': 1, 'maxItems': MAX_GPUS, 'items': {
             'type': 'object', 'required': ['index'],
-            'properties': {'index': {'type': 'integer', 'minimum': 0},
-                           'cpus': {'type': 'string'},
-                           'numa': {'type': ['integer', 'null'], 'minimum': 0}},
+            'properties': {'index': {'type': 'integer', 'minimum': 0,
+                                     'maximum': MAX_GPUS - 1},
+                           # '' where nvidia-smi did not say
+                           'cpus': {'type': 'string', 'maxLength': 4096,
+                                    'pattern': f'{CPU_LIST}|^$'},
+                           'numa': {'type': ['integer', 'null'], 'minimum': 0,
+                                    'maximum': MAX_CPUS - 1}},
             'additionalProperties': False}},
-        'links': {'type': 'array', 'items': {'type': 'array', 'items': {
-            'type': 'string', 'pattern': r'^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$'}}},
-        'nics': {'type': 'object', 'additionalProperties': {'type': 'array', 'items': {
-            'type': 'string'}}},
+        'links': {'type': 'array', 'maxItems': MAX_GPUS, 'items': {
+            'type': 'array', 'maxItems': MAX_GPUS, 'items': {
+                'type': 'string', 'pattern': r'^(X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$'}}},
+        'nics': {'type': 'object', 'maxProperties': MAX_NICS, 'additionalProperties': {
+            'type': 'array', 'maxItems': MAX_GPUS, 'items': {
+                'type': 'string', 'pattern': r'^(NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$'}}},
     },
     'additionalProperties': False,
 }
 
 
 def cpu_set(cpus):
-    """The CPUs of a list as Linux and nvidia-smi print them ('0-3,8'), as a set."""
+    """The CPUs of a list as Linux and nvidia-smi print them ('0-3,8'), as a set;
+    TopologyError for one that is none or names a CPU beyond MAX_CPUS."""
+    if cpus and not _CPUS.match(cpus):
+        raise TopologyError(f'{cpus[:80]!r} is no list of CPUs')
     found = set()
     for part in filter(None, (cpus or '').split(',')):
         first, _, last = part.partition('-')
+        if int(last or first) >= MAX_CPUS:
+            raise TopologyError(f'{cpus[:80]!r} names CPUs beyond {MAX_CPUS}')
         found.update(range(int(first), int(last or first) + 1))
     return found
 
@@ -141,6 +160,9 @@ def parse(text):
         columns = re.split(r'\s{2,}', header.strip())
     devices = [c for c in columns if c not in _AFFINITY]
     affinity = [c for c in columns if c in _AFFINITY]
+    if len(devices) > MAX_GPUS + MAX_NICS:
+        raise TopologyError(f'nvidia-smi topo -m: {len(devices)} devices, more than a node has '
+                            f'({MAX_GPUS} GPUs and {MAX_NICS} NICs at most)')
     rows = {}
     for line in lines[header_at + 1:]:
         if not line.strip() or line.startswith('Legend'):
@@ -158,6 +180,8 @@ def parse(text):
         rest = [c for c in cells[1 + len(devices):]]
         rows[name] = (paths, rest)
     gpus = [d for d in devices if re.fullmatch(r'GPU\d+', d)]
+    if len(gpus) > MAX_GPUS:
+        raise TopologyError(f'nvidia-smi topo -m: {len(gpus)} GPUs, more than {MAX_GPUS}')
     missing = [d for d in devices if d not in rows]
     if missing:
         raise TopologyError(f'nvidia-smi topo -m: no row of {", ".join(missing)}')
@@ -197,9 +221,11 @@ def _place(index, gpu, rest, affinity):
     numa = values.get('NUMA Affinity', '').strip()
     if cpus in ('', 'N/A'):
         cpus = ''
-    elif not _CPUS.match(cpus):
-        raise TopologyError(f'nvidia-smi topo -m: {gpu}: CPU affinity {cpus!r} is no list of '
-                            'CPUs')
+    else:
+        try:
+            cpu_set(cpus)
+        except TopologyError as err:
+            raise TopologyError(f'nvidia-smi topo -m: {gpu}: CPU affinity {err}') from None
     if numa in ('', 'N/A'):
         numa = None
     elif numa.isdigit():
@@ -262,7 +288,11 @@ def misplaced(topology, gpu, allowed_cpus):
         return None
     place = topology.gpus[gpu]
     near = place.cpu_set()
-    given = cpu_set(allowed_cpus)
+    try:
+        given = cpu_set(allowed_cpus)
+    except TopologyError as err:
+        return f'its CPUs are not what Linux lists: {err}'
+
     if not near or not given or given <= near:
         return None
     where = f' (NUMA node {place.numa})' if place.numa is not None else ''

@@ -1,8 +1,49 @@
 """Lines every benchmark job script shares: what the job made is removed when it ends, fails
 or is interrupted (ReFrame's cancel sends SIGTERM to the job), and the MPI library's own
 files (Open MPI's session directory, its shared-memory segments) go into a directory of the
-job's so that they are removed with it."""
+job's so that they are removed with it; and what a variable ReFrame exports into a job may
+hold (`exported_variables`)."""
+import re
 import shlex
+
+# What a variable ReFrame exports (a partition's, an environment's, a test's) may hold.
+# ReFrame writes `export NAME=VALUE` into job scripts as given, unquoted, and on loading an
+# environment runs the command of any `$(...)` or backquotes in VALUE on the login node
+# (reframe.utility.osext.expandvars), quoted or not: so quoting cannot make a value safe, and
+# a value is plain characters and references to other variables (`$PATH`, `${HOME}`) alone.
+# `,` (CPU lists, `OMPI_MCA_btl=self,tcp`), `^` (`OMPI_MCA_btl=^openib`) and `%` are plain.
+VARIABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+_PLAIN_CHARACTERS = r'A-Za-z0-9_./+@:~=,^%-'
+VARIABLE_VALUE = re.compile(rf'(?:[{_PLAIN_CHARACTERS}]|\$[A-Za-z_][A-Za-z0-9_]*'
+                            rf'|\$\{{[A-Za-z_][A-Za-z0-9_]*\}})*')
+# A value longer than this is no setting (the longest real ones are search paths).
+MAX_VALUE_LENGTH = 16384
+
+
+class UnsafeVariableError(ValueError):
+    pass
+
+
+def exported_variables(variables, where):
+    """`variables` ({name: value} or [[name, value], ...]) as {name: value}, each value a
+    string, or UnsafeVariableError naming `where`, the variable and what is wrong: a name that
+    is none, or a value holding anything but letters, digits, `_ . / + @ : ~ = , ^ % -` and
+    references to other variables ($NAME, ${NAME})."""
+    pairs = variables.items() if isinstance(variables, dict) else variables
+    checked = {}
+    for name, value in pairs:
+        text = str(value)
+        if not isinstance(name, str) or not VARIABLE_NAME.fullmatch(name):
+            raise UnsafeVariableError(f'{where}: {str(name)[:80]!r} is no variable name '
+                                      '(letters, digits and _, not first a digit)')
+        if len(text) > MAX_VALUE_LENGTH or not VARIABLE_VALUE.fullmatch(text):
+            shown = text if len(text) <= 200 else text[:200] + '...'
+            raise UnsafeVariableError(
+                f'{where}: {name}={shown!r}: a variable exported into job scripts holds '
+                'letters, digits, _ . / + @ : ~ = , ^ % - and $NAME references only (ReFrame '
+                'writes it unquoted and runs a $(...) or `...` in it when it loads it)')
+        checked[name] = text
+    return checked
 
 # Directories the job made are added to the bash array `hpcbench_cleanup`; one EXIT trap
 # removes them all. A signal becomes an exit, so that the EXIT trap runs. Idempotent: a job

@@ -9,6 +9,7 @@ Three places, on purpose apart:
 """
 import os
 import re
+import stat
 from pathlib import Path
 
 # The package is installed in editable mode from the checkout (src layout).
@@ -182,8 +183,8 @@ def free_bytes(path):
     path = os.path.abspath(path)
     while not os.path.exists(path):
         path = os.path.dirname(path)
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
+    found = os.statvfs(path)
+    return found.f_bavail * found.f_frsize
 
 
 def mount_point(path):
@@ -207,3 +208,30 @@ def shown(path):
         return str(Path(path).resolve().relative_to(PROJECT_ROOT.resolve()))
     except ValueError:
         return str(path)
+
+
+class UnreadableFileError(ValueError):
+    pass
+
+
+def read_regular(path, max_bytes, what='a file'):
+    """The bytes of `path`, a regular file (a link to one is followed) of at most `max_bytes`;
+    UnreadableFileError in one line naming it otherwise: a FIFO or a device (opened without
+    blocking, never read), a directory, a file too large to be `what`. OSError where it
+    cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise UnreadableFileError(f'{path}: not a regular file, so not {what}')
+        if found.st_size > max_bytes:
+            raise UnreadableFileError(f'{path}: {found.st_size} bytes, more than {what} holds '
+                                      f'({max_bytes} at most)')
+        with os.fdopen(os.dup(fd), 'rb') as fp:
+            data = fp.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise UnreadableFileError(f'{path}: more than {max_bytes} bytes: more than {what} '
+                                      'holds')
+        return data
+    finally:
+        os.close(fd)

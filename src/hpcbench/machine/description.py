@@ -17,8 +17,8 @@ from typing import Optional
 import jsonschema
 
 from hpcbench.benchmarks import ior
-from hpcbench.core import gpu_topology
-from hpcbench.machine import device_buffers
+from hpcbench.core import gpu_topology, slurm_cluster
+from hpcbench.machine import device_buffers, plain_yaml
 
 _COUNT = {'type': 'integer', 'minimum': 1}
 _BYTES = {'type': 'integer', 'minimum': 1}
@@ -157,8 +157,18 @@ CLUSTER_SCHEMA = {
 # `2.6 GHz` (paper_system converts them).
 _SIZE = {'anyOf': [_BYTES, {'type': 'string', 'pattern': r'^\d+(\.\d+)? [KMGT]iB$'}]}
 _CLOCK = {'anyOf': [_POSITIVE, {'type': 'string', 'pattern': r'^\d+(\.\d+)? [MG]Hz$'}]}
+# A name ReFrame takes for a system, partition or environment (and that becomes a
+# directory of its stage and perflogs): letters, digits, _ and -.
+_NAME = {'type': 'string', 'pattern': f'^{slurm_cluster.PARTITION_NAME.pattern}$'}
+# What a node of a paper's system can be: its processors become ReFrame's topology, a mask
+# per core, cache and NUMA node, which every check's listing walks (a million cores took
+# 24 GB, 10,000 took 110 s, 4096 CPUs 19 s here).
+_AT_MOST = {'sockets': 16, 'cores_per_socket': 512, 'threads_per_core': 8,
+            'numa_per_socket': 16, 'level': 4, 'shared_by_cores': 512}
+MAX_NODE_CPUS = 2048
 _STRUCTURE = {
-    'name': _TEXT, 'descr': _TEXT, 'processor': _TEXT, 'num_nodes': _COUNT,
+    'name': _NAME, 'descr': _TEXT, 'processor': _TEXT,
+    'num_nodes': {**_COUNT, 'maximum': slurm_cluster.NODE_LIMITS['TotalNodes']},
     'memory_bytes': _SIZE, 'clock_hz': _CLOCK, 'flops_per_cycle': _COUNT,
     'scheduler': _TEXT, 'launcher': _TEXT, 'access': {'type': 'array', 'items': _TEXT},
     'environs': {'type': 'array', 'items': _TEXT, 'minItems': 1},
@@ -179,31 +189,36 @@ PAPER_SYSTEM_SCHEMA = {
     'required': ['name', 'descr', 'about', 'hostnames', 'processors', 'partitions',
                  'environments'],
     'properties': {
-        'name': _TEXT, 'descr': _TEXT, 'about': _TEXT,
+        'name': _NAME, 'descr': _TEXT, 'about': _TEXT,
         'hostnames': {'type': 'array', 'items': _TEXT, 'minItems': 1},
         **{k: _STRUCTURE[k] for k in ('scheduler', 'launcher', 'access', 'environs')},
         'processors': {'type': 'object', 'minProperties': 1, 'additionalProperties': {
             'type': 'object',
             'required': ['arch', 'model', 'sockets', 'cores_per_socket', 'caches'],
             'properties': {
-                'arch': _TEXT, 'model': _TEXT, 'sockets': _COUNT, 'cores_per_socket': _COUNT,
-                'threads_per_core': _COUNT, 'numa_per_socket': _COUNT,
-                'caches': {'type': 'array', 'items': {
+                'arch': _TEXT, 'model': _TEXT,
+                **{key: {**_COUNT, 'maximum': _AT_MOST[key]}
+                   for key in ('sockets', 'cores_per_socket', 'threads_per_core',
+                               'numa_per_socket')},
+                'caches': {'type': 'array', 'maxItems': 8, 'items': {
                     'type': 'object', 'required': ['level', 'size'],
-                    'properties': {'level': _COUNT, 'size': _SIZE, 'shared_by_cores': _COUNT,
+                    'properties': {'level': {**_COUNT, 'maximum': _AT_MOST['level']},
+                                   'size': _SIZE,
+                                   'shared_by_cores': {**_COUNT,
+                                                       'maximum': _AT_MOST['shared_by_cores']},
                                    'linesize': _COUNT, 'associativity': _COUNT},
                     'additionalProperties': False}},
             },
             'additionalProperties': False}},
         # The description's fields every partition has unless it says otherwise.
-        'partition_defaults': {'type': 'object'},
+        'partition_defaults': {'type': 'object', 'properties': _STRUCTURE},
         'partitions': {'type': 'array', 'minItems': 1, 'items': {
             'type': 'object', 'required': ['name', 'descr', 'processor', 'num_nodes'],
             'properties': _STRUCTURE}},
         'environments': {'type': 'array', 'minItems': 1, 'items': {
             'type': 'object', 'required': ['name', 'spack_mpi'],
             'properties': {
-                'name': _TEXT, 'spack_mpi': _TEXT, 'spack_blas': _TEXT, 'launcher': _TEXT,
+                'name': _NAME, 'spack_mpi': _TEXT, 'spack_blas': _TEXT, 'launcher': _TEXT,
                 'env_vars': {'type': 'object', 'additionalProperties': {'type': 'string'}}},
             'additionalProperties': False}},
     },
@@ -215,10 +230,13 @@ _UNITS = {'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30, 'TiB': 1 << 40,
 
 def quantity(value):
     """A size or a clock as written (`4 GiB`, `2.6 GHz`, or a plain number) as a number:
-    bytes as an integer."""
+    bytes as an integer; DescriptionError for what is none (`2.6 Ghz`)."""
     if not isinstance(value, str):
         return value
-    number, unit = value.split()
+    number, _, unit = value.partition(' ')
+    if unit not in _UNITS or not number.replace('.', '', 1).isdigit() or not number.isascii():
+        raise DescriptionError(f'{value[:40]!r} is no size or clock (a number and one of '
+                               f'{", ".join(_UNITS)}, e.g. 4 GiB or 2.6 GHz)')
     scaled = float(number) * _UNITS[unit]
     return int(scaled) if unit.endswith('iB') else scaled
 
@@ -319,7 +337,8 @@ def validated(data, schema, where):
     """`data` checked against `schema`; the first fault a DescriptionError naming `where`
     and the field (`where` ending in a colon: the fields follow it as `file: field`)."""
     if not isinstance(data, dict):
-        raise DescriptionError(f'{where.rstrip(":")}: {data!r} is no mapping of fields')
+        raise DescriptionError(f'{where.rstrip(":")}: {plain_yaml.shown(data)} is no mapping '
+                               'of fields')
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data),
                     key=lambda e: (list(e.absolute_path), e.message))
     if errors:
@@ -329,7 +348,9 @@ def validated(data, schema, where):
             raise DescriptionError(f'{_field_path(where, first, data)}: no such field '
                                    f'{", ".join(unknown)} (the fields: '
                                    f'{", ".join(first.schema["properties"])})')
-        raise DescriptionError(f'{_field_path(where, first, data)}: {first.message}')
+        message = first.message.replace(repr(first.instance), plain_yaml.shown(first.instance))
+        raise DescriptionError(f'{_field_path(where, first, data)}: '
+                               f'{message[:2 * plain_yaml.SHOWN_CHARACTERS]}')
     for name, value in data.items():
         if isinstance(value, float) and not math.isfinite(value):
             field = f' {name}' if where.endswith(':') else f'.{name}'
@@ -377,6 +398,12 @@ def paper_system(data, where):
     `where` (its file) and the field. Each partition's description fields are checked when
     it becomes a partition (SCHEMA)."""
     validated(data, PAPER_SYSTEM_SCHEMA, f'{where}:')
+    for key, recipe in data['processors'].items():
+        cpus = recipe['sockets'] * recipe['cores_per_socket'] * recipe.get('threads_per_core', 1)
+        if cpus > MAX_NODE_CPUS:
+            raise DescriptionError(f'{where}: processors.{key}: {cpus} CPUs a node (sockets x '
+                                   f'cores_per_socket x threads_per_core), more than '
+                                   f'{MAX_NODE_CPUS}: no node is described so')
     for entry in data['partitions']:
         if entry['processor'] not in data['processors']:
             raise DescriptionError(f'{where}: partitions[{entry["name"]}].processor: no '

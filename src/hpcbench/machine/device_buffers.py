@@ -24,6 +24,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcbench.core import paths
+
 # What turns each MPI's device-buffer path on at run time.
 OPEN_MPI_ENV = {}
 MPICH_ENV = {'MPIR_CVAR_ENABLE_GPU': '1'}
@@ -97,21 +99,56 @@ def from_mpichversion(text):
     if name == 'MVAPICH2-GDR':
         return DeviceBuffers(True, f'mpichversion: {name} {version.group(2)}', MVAPICH2_ENV)
     flag = '--enable-cuda' if name == 'MVAPICH2' else '--with-cuda'
-    given = [o for o in options if o == flag or o.startswith(flag + '=')]
-    if given:
+    on, option = autoconf_option(options, flag)
+    if on:
         return DeviceBuffers(True, f'mpichversion: {name} {version.group(2)} configured '
-                                   f'{given[0]}', MVAPICH2_ENV if name == 'MVAPICH2'
+                                   f'{option}', MVAPICH2_ENV if name == 'MVAPICH2'
                              else MPICH_ENV)
-    return DeviceBuffers(False, f'mpichversion: {name} {version.group(2)} configured without '
-                                f'{flag}')
+    return DeviceBuffers(False, f'mpichversion: {name} {version.group(2)} configured '
+                                f'{option or "without " + flag}')
+
+
+def autoconf_option(options, flag):
+    """(whether the feature is on, the option that says so) of a configure line's `options`
+    for `flag` (`--with-cuda`, `--enable-cuda`), as autoconf reads them, the last one
+    winning: `--with-cuda` and `--with-cuda=/usr/local/cuda` turn it on, `--with-cuda=no`,
+    `--without-cuda` (and `--enable-cuda=no`, `--disable-cuda`) off; (False, None) where
+    the line names it not at all."""
+    kind, feature = flag[2:].split('-', 1)
+    negative = {'with': f'--without-{feature}', 'enable': f'--disable-{feature}'}[kind]
+    said = (False, None)
+    for option in options:
+        if option == negative or option.startswith(negative + '='):
+            said = (False, option)
+        elif option == flag or option.startswith(flag + '='):
+            said = (option.partition('=')[2].lower() not in ('no', 'none'), option)
+    return said
+
+
+# Far beyond any MPI library (Intel MPI 2021.17's libmpi.so.12 is 81 MB).
+MAX_LIBRARY_BYTES = 1 << 30
 
 
 def elf_exported(path):
     """The names of the symbols an ELF64 little-endian shared library defines in its dynamic
-    symbol table (what `nm -D --defined-only` lists); ProbeError where it is no such file."""
-    data = Path(path).read_bytes()
-    if data[:4] != b'\x7fELF' or data[4] != 2 or data[5] != 1:
+    symbol table (what `nm -D --defined-only` lists); ProbeError where it is no such file:
+    not a regular file (a FIFO is never read), larger than MAX_LIBRARY_BYTES, not ELF, or
+    cut short (its tables point beyond its end)."""
+    try:
+        data = paths.read_regular(path, MAX_LIBRARY_BYTES, 'an MPI library')
+    except paths.UnreadableFileError as err:
+        raise ProbeError(str(err)) from None
+    if data[:4] != b'\x7fELF' or len(data) < 6 or data[4] != 2 or data[5] != 1:
         raise ProbeError(f'{path}: not a 64-bit little-endian ELF file')
+    try:
+        return _dynamic_symbols(data)
+    except (struct.error, ValueError, IndexError):
+        raise ProbeError(f'{path}: its ELF tables point beyond its {len(data)} bytes: a library '
+                         'cut short or damaged') from None
+
+
+def _dynamic_symbols(data):
+    """The names the dynamic symbol table of ELF64 `data` defines."""
     section_offset, = struct.unpack_from('<Q', data, 0x28)
     entry_size, count = struct.unpack_from('<HH', data, 0x3A)
     sections = [struct.unpack_from('<IIQQQQIIQQ', data, section_offset + i * entry_size)

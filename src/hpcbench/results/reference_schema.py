@@ -5,49 +5,19 @@ every fault is one ReferenceError naming the file and the place in it."""
 import math
 
 import jsonschema
-import yaml
+
+from hpcbench.machine import plain_yaml
 
 
 class ReferenceError(ValueError):
     pass
 
 
-# A references file is data a person reads and reviews: the largest, chic.yaml, is 36 KB.
-# Far larger is no such file (a 50 MB one took 91 s and 2.5 GB to load).
-MAX_FILE_BYTES = 1 << 20
-
-
-# Of a value a schema error shows (an expanded value can be huge).
-SHOWN_CHARACTERS = 200
-
-
-class DataLoader(yaml.SafeLoader):
-    """YAML as plain data: no aliases (a few lines of them expand to gigabytes) and no key
-    given twice (YAML itself would keep the last, silently)."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, f'an alias (*{event.anchor}): a references file is plain data, '
-                'each value written out', event.start_mark)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f'the key {key!r} is given twice in one mapping',
-                    key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def _shown(value):
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARACTERS else f'{text[:SHOWN_CHARACTERS]}...'
+# A references file is read as every description is (hpcbench.machine.plain_yaml).
+MAX_FILE_BYTES = plain_yaml.MAX_FILE_BYTES
+SHOWN_CHARACTERS = plain_yaml.SHOWN_CHARACTERS
+DataLoader = plain_yaml.DataLoader
+_shown = plain_yaml.shown
 
 
 def check_numbers(item, where):
@@ -182,10 +152,6 @@ def load_yaml(text, path):
     """The data of a references file's text, read as plain data (DataLoader); one
     ReferenceError naming the line and column of what is not valid YAML."""
     try:
-        return yaml.load(text, Loader=DataLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, 'problem_mark', None)
-        where = f'line {mark.line + 1}, column {mark.column + 1}: ' if mark else ''
-        problem = getattr(err, 'problem', None) or str(err)
-        raise ReferenceError(f'{path}: not valid YAML: {where}{" ".join(problem.split())}') \
-            from None
+        return plain_yaml.loads(text, path)
+    except plain_yaml.PlainYamlError as err:
+        raise ReferenceError(str(err)) from None

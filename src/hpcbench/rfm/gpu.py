@@ -35,7 +35,14 @@ def misplaced_ranks(topology, output):
     said = []
     hosts = {int(m.group(1)): m.group(3) for m in gpu_ranks.RANK_LINE.finditer(output)}
     for rank, (gpu, cpus, _how) in sorted(gpu_ranks.placement(output).items()):
-        why = gpu.isdigit() and gpu_topology.misplaced(topology, int(gpu), cpus)
+        if not gpu.isdigit():
+            # A UUID nvidia-smi -L did not list: where the topology places GPUs, this rank's
+            # place cannot be judged, which is no pass.
+            why = topology is not None and any(g.cpus for g in topology.gpus) and (
+                f'its GPU {gpu} is not one nvidia-smi -L lists, so whether its CPUs are next '
+                'to it is not known')
+        else:
+            why = gpu_topology.misplaced(topology, int(gpu), cpus)
         if why:
             said.append(f'rank {rank} (GPU {gpu} on {hosts[rank]}): {why}')
     return said

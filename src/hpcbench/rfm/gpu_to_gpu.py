@@ -109,7 +109,16 @@ class GpuPairs(rfm.RegressionTestPlugin):
 
     def link_efficiencies(self, bandwidths):
         """{pair: percent of its link} of `bandwidths` ({pair: bytes/s one way}); the pairs
-        below LINK_GOAL_PERCENT named in the log."""
+        below LINK_GOAL_PERCENT named in the log. A pair joined by NVLink that went no faster
+        than the host link fails the sanity check: its MPI staged the buffers through host
+        memory (hpcbench.benchmarks.gpu_mpi.staged_through_host)."""
+        if self.topology_of_node is not None and self.path == 'intra-node':
+            staged = gpu_mpi.staged_through_host(
+                bandwidths, {(i, j): self.topology_of_node.link(i, j)
+                             for i, j in self.pairs if i != j},
+                self.sheet.get('host_link_bandwidth'))
+            if staged:
+                raise SanityError('; '.join(staged))
         rates = self.link_rates()
         efficiencies = {pair: 100 * bandwidths[pair] / rate
                         for pair, (rate, _what) in rates.items() if rate and pair in bandwidths}

@@ -17,11 +17,9 @@ import shlex
 import sys
 from pathlib import Path
 
-import yaml
-
 from hpcbench.core import paths
 from hpcbench.core.accelerators import Accelerator
-from hpcbench.machine import description
+from hpcbench.machine import description, plain_yaml
 from hpcbench.rfm import site_config
 
 # Imported for its effect: it registers the sites' schedulers and launchers with ReFrame.
@@ -91,12 +89,22 @@ def _partition(where, system, entry, processors):
     reframe = {key: fields.pop(key, system.get(key)) for key in _REFRAME_FIELDS}
     name, descr = fields.pop('name'), fields.pop('descr')
     processor_ = processors[fields.pop('processor')]
+
+    def quantity(value, field):
+        try:
+            return description.quantity(value)
+        except description.DescriptionError as err:
+            raise description.DescriptionError(f'{where}: partitions[{name}].{field}: {err}') \
+                from None
+
     for key in _QUANTITIES:
         if key in fields:
-            fields[key] = description.quantity(fields[key])
+            fields[key] = quantity(fields[key], key)
     if 'node_clocks' in fields:
-        fields['node_clocks'] = [[n, description.quantity(hz)] for n, hz in fields['node_clocks']]
-    accelerators = [Accelerator(**{**a, 'memory_bytes': description.quantity(a['memory_bytes'])})
+        fields['node_clocks'] = [[n, quantity(hz, 'node_clocks')]
+                                 for n, hz in fields['node_clocks']]
+    accelerators = [Accelerator(**{**a, 'memory_bytes': quantity(a['memory_bytes'],
+                                                                 'accelerators')})
                     for a in fields.pop('accelerators', [])]
     settings, accelerator_fields = site_config.accelerator_settings(accelerators)
     return site_config.reframe_partition(
@@ -134,18 +142,17 @@ def site_configuration(site_config_file):
     path = Path(site_config_file).with_suffix('.yaml')
     where = paths.shown(path)
     try:
-        system = description.paper_system(yaml.safe_load(path.read_text()), where)
-    except (OSError, yaml.YAMLError) as err:
-        sys.exit(f'error: {where}: {err}')
-    except description.DescriptionError as err:
+        system = description.paper_system(plain_yaml.load(path, where), where)
+        processors = {key: processor(**{**recipe, 'caches': [
+            cache(**{**c, 'size': description.quantity(c['size'])}) for c in recipe['caches']]})
+            for key, recipe in system['processors'].items()}
+        partitions = [_partition(where, system, entry, processors)
+                      for entry in system['partitions']]
+    except (plain_yaml.PlainYamlError, description.DescriptionError) as err:
         sys.exit(f'error: {err}')
-    processors = {key: processor(**{**recipe, 'caches': [
-        cache(**{**c, 'size': description.quantity(c['size'])}) for c in recipe['caches']]})
-        for key, recipe in system['processors'].items()}
     return site_config.site(
         systems=[{'name': system['name'], 'descr': system['descr'],
                   'hostnames': system['hostnames'], 'modules_system': 'nomod',
-                  'partitions': [_partition(where, system, entry, processors)
-                                 for entry in system['partitions']]}],
+                  'partitions': partitions}],
         environments=[_environment(where, system['name'], env)
                       for env in system['environments']])

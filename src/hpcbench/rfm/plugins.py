@@ -87,8 +87,18 @@ INPUT_KINDS = {
 class CheckedInputs(rfm.RegressionTestPlugin):
     """A check's numeric inputs are checked in setup, before any job is written, against the
     kinds a check declares in `input_kinds` ({variable: a kind of INPUT_KINDS}); unset
-    (None) is the check's default. One error names every bad value."""
+    (None) is the check's default. One error names every bad value. The variables the test
+    exports (its own and those a partition's description gave it: the ranks' placement) are
+    checked before ReFrame loads them into the job (hpcbench.core.job_script.
+    exported_variables)."""
     input_kinds = {}
+
+    @run_before('run')
+    def refuse_unsafe_variables(self):
+        try:
+            job_script.exported_variables(self.env_vars, type(self).__name__)
+        except job_script.UnsafeVariableError as err:
+            raise ReframeError(f'{err}: nothing was run') from None
 
     @run_after('setup')
     def refuse_bad_inputs(self):

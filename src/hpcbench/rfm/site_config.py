@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from hpcbench.benchmarks import dgemm, hpcc, hpl, imb
-from hpcbench.core import paths, run_lock
+from hpcbench.core import job_script, paths, run_lock
 from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.machine import description
 from hpcbench.rfm import backends
@@ -388,6 +388,21 @@ def execution_options(system):
 LOCAL_POLL_RATE_MIN = 1
 
 
+def refuse_unsafe_variables(systems, environments):
+    """Every variable a partition or an environment exports (Spack's paths, the stacks' and a
+    description's run-time variables, whatever their name) is checked here, where they all
+    enter ReFrame (hpcbench.core.job_script.exported_variables): one that is not plain text
+    stops the site config with one message before ReFrame loads any of them."""
+    places = [(f'system {system.get("name")}, partition {part.get("name")}', part)
+              for system in systems for part in system.get('partitions', [])]
+    places += [(f'environment {env.get("name")}', env) for env in environments]
+    try:
+        for where, entry in places:
+            job_script.exported_variables(entry.get('env_vars') or [], where)
+    except job_script.UnsafeVariableError as err:
+        sys.exit(f'error: {err}')
+
+
 def site(systems, environments):
     """A complete ReFrame configuration around the given systems and environments."""
     # A dry run measures nothing: no perflog line, no stored session, no run report among
@@ -399,6 +414,7 @@ def site(systems, environments):
         (paths.VAR_DIR / 'logs').mkdir(parents=True, exist_ok=True)
     except OSError as err:
         sys.exit(f'error: {run_lock.unusable(paths.VAR_DIR, err)}')
+    refuse_unsafe_variables(systems, environments)
     for system in systems:
         system.setdefault('prefix', VAR)
         system.setdefault('stagedir', f'{VAR}/stage')

@@ -16,16 +16,15 @@ Run as `python -m hpcbench.stack.cuda [install|describe]`.
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import child_processes, paths
+from hpcbench.stack import wheels as wheel_files
 
 # The parts of the 13.0 toolkit the GPU programs need, each at the version that worked
 # together (built here, run on an H200 whose driver 580.159.04 reports CUDA 13.0).
@@ -169,36 +168,18 @@ def download_wheels(directory):
 
 
 def lay_out(wheels, prefix):
-    """Unpack the toolkit's files of `wheels` into `prefix` as an installed toolkit,
-    atomically (a temporary directory beside it, renamed when complete): each wheel's
-    nvidia/cu13/ tree at the top, its files' modes kept, `lib64` -> `lib` (nvcc's profile
-    links from lib64) and the unversioned name of each library (`-lcublas`)."""
-    prefix = Path(prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix='.cuda-', dir=prefix.parent))
-    try:
-        for wheel in wheels:
-            with zipfile.ZipFile(wheel) as archive:
-                for member in archive.infolist():
-                    if not member.filename.startswith(WHEEL_TREE) or member.is_dir():
-                        continue
-                    target = tmp / member.filename[len(WHEEL_TREE):]
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with archive.open(member) as source, open(target, 'wb') as out:
-                        shutil.copyfileobj(source, out)
-                    mode = member.external_attr >> 16
-                    target.chmod(stat.S_IMODE(mode) or 0o644)
-        if not (tmp / 'bin' / 'nvcc').is_file():
+    """Lay out the toolkit's files of `wheels` (each wheel's nvidia/cu13/ tree) in `prefix`
+    as an installed toolkit (hpcbench.stack.wheels: each member checked, atomically), with
+    `lib64` -> `lib` (nvcc's profile links from lib64) and each library's unversioned name
+    (`-lcublas`)."""
+    def complete(directory):
+        if not (directory / 'bin' / 'nvcc').is_file():
             raise CudaError(f'the wheels in {Path(wheels[0]).parent} hold no {WHEEL_TREE}bin/nvcc')
-        (tmp / 'lib64').symlink_to('lib')
-        for library in (tmp / 'lib').glob('lib*.so.*'):
-            unversioned = library.with_name(library.name.split('.so')[0] + '.so')
-            if not unversioned.exists():
-                unversioned.symlink_to(library.name)
-        tmp.chmod(0o755)
-        tmp.rename(prefix)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    try:
+        wheel_files.lay_out(wheels, WHEEL_TREE, prefix, complete)
+    except wheel_files.WheelError as err:
+        raise CudaError(str(err)) from None
 
 
 def wheels_toolkit():

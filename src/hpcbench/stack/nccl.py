@@ -11,15 +11,12 @@ Run as `python -m hpcbench.stack.nccl [describe|install]`.
 """
 import os
 import re
-import shutil
-import stat
 import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.core import child_processes, paths
+from hpcbench.stack import wheels as wheel_files
 
 # NCCL for CUDA 13 (the toolkit's wheels are 13.0): library and headers.
 WHEEL_NAME, WHEEL_VERSION = 'nvidia-nccl-cu13', '2.32.3'
@@ -103,34 +100,18 @@ def download_wheel(directory):
 
 
 def lay_out(wheel, prefix):
-    """Unpack NCCL's files of `wheel` into `prefix` as an installed NCCL, atomically (a
-    temporary directory beside it, renamed when complete): the wheel's nvidia/nccl/ tree at
-    the top, `libnccl.so` beside `libnccl.so.2`, `lib64` -> `lib`."""
-    prefix = Path(prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix='.nccl-', dir=prefix.parent))
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            for member in archive.infolist():
-                if not member.filename.startswith(WHEEL_TREE) or member.is_dir():
-                    continue
-                target = tmp / member.filename[len(WHEEL_TREE):]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(member) as source, open(target, 'wb') as out:
-                    shutil.copyfileobj(source, out)
-                target.chmod(stat.S_IMODE(member.external_attr >> 16) or 0o644)
-        if not header_version(tmp / 'include' / 'nccl.h') or \
-                not any((tmp / 'lib').glob('libnccl.so.*')):
+    """Lay out NCCL's files of `wheel` (its nvidia/nccl/ tree) in `prefix` as an installed
+    NCCL (hpcbench.stack.wheels: each member checked, atomically), with `libnccl.so` beside
+    `libnccl.so.2` and `lib64` -> `lib`."""
+    def complete(directory):
+        if not header_version(directory / 'include' / 'nccl.h') or \
+                not any((directory / 'lib').glob('libnccl.so.*')):
             raise NcclError(f'{wheel} holds no {WHEEL_TREE}include/nccl.h and lib/libnccl.so.*')
-        for library in (tmp / 'lib').glob('lib*.so.*'):
-            unversioned = library.with_name(library.name.split('.so')[0] + '.so')
-            if not unversioned.exists():
-                unversioned.symlink_to(library.name)
-        (tmp / 'lib64').symlink_to('lib')
-        tmp.chmod(0o755)
-        tmp.rename(prefix)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    try:
+        wheel_files.lay_out([wheel], WHEEL_TREE, prefix, complete)
+    except wheel_files.WheelError as err:
+        raise NcclError(str(err)) from None
 
 
 def wheel_nccl():

@@ -31,7 +31,7 @@ from hpcbench.core.node import NodeDescriptionError, from_partition
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
 from hpcbench.machine import description as description_schema
-from hpcbench.machine import host, slurm_query
+from hpcbench.machine import host, plain_yaml, slurm_query
 from hpcbench.results import references_text
 from hpcbench.stack import mpi_stacks
 
@@ -65,9 +65,9 @@ def load(path):
     """The description in `path`, its fields checked."""
     path = Path(path)
     try:
-        description = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise DescriptionError(f'{path}: {err}') from None
+        description = plain_yaml.load(path)
+    except plain_yaml.PlainYamlError as err:
+        raise DescriptionError(str(err)) from None
     description_schema.cluster(description, str(path))
     for entry in description['partitions']:
         where = f'{path}: partitions[{entry["name"]}]'
