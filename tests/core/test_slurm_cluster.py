@@ -85,6 +85,19 @@ def test_nodes_of_another_shape_are_said_and_the_smallest_describes_the_partitio
     ('slurm_load_node error: Unable to contact slurm controller (connect failure)\n',
      PARTITIONS, r'line 1 is not a record of `scontrol show node -o`'),
     (NODES, '', r'`scontrol show partition -o` printed no record'),
+    # Issue 60, items 12, 15 and 16: digits of other scripts, a count of 5000 digits, a GRES
+    # of 600,000 characters (its split took 104 s).
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:h200:\u0663'), PARTITIONS,
+     r"GRES 'gpu:h200:\u0663' is not gpu\[:TYPE\]:COUNT"),
+    (NODES.replace('CPUTot=2', 'CPUTot=\uff12', 1), PARTITIONS, "CPUTot='\uff12' is not a number"),
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:h200:' + '9' * 4000), PARTITIONS,
+     r"GRES 'gpu:h200:9999.* is not gpu\[:TYPE\]:COUNT"),
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:h200:' + '9' * 5000), PARTITIONS,
+     r"GRES of 5009 characters"),
+    (NODES.replace('RealMemory=8035', 'RealMemory=' + '9' * 5000, 1), PARTITIONS,
+     "RealMemory='9999999.* is not a number"),
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=' + 'gpu:h100:4,' * 60000), PARTITIONS,
+     r'GRES of 660000 characters .*: no node.s \(at most 4096\)'),
 ])
 def test_bad_output_of_the_controller_is_one_message(nodes, partitions, said):
     with pytest.raises(slurm_cluster.SlurmDescriptionError, match=said):

@@ -1,8 +1,11 @@
 """The Makefile's targets as a user meets them, each with its own var/ (HPCBENCH_VAR)."""
+import contextlib
 import os
 import re
 import shlex
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -244,3 +247,83 @@ def test_a_results_directory_with_a_space_is_refused_up_front_with_one_message(t
         'reaches job scripts, Spack and make); give the run another one with '
         'HPCBENCH_VAR=<directory>\n'), direct.stderr
     assert not var.exists()
+
+
+# --- Variables given to make reach the tools; a signal reaches ReFrame (issue 60) ----------
+
+def _make_without(names, *args, timeout=600):
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    return subprocess.run(['make', '--no-print-directory', *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.machine_dependent
+def test_a_variable_given_on_make_s_command_line_reaches_the_tools(tmp_path):
+    """Item 3: since every command-line variable was taken as typed, none was exported:
+    `make ... HPCBENCH_VAR=...` measured into var/, and a cache path of shell syntax given
+    on the command line was not refused where the same in the environment was."""
+    var = tmp_path / 'given'
+    done = _make_without({'HPCBENCH_VAR'}, 'dry-run', f'HPCBENCH_VAR={var}',
+                         'RFM_OPTS=-n StreamCheck -p openmpi')
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert list((var / 'stage' / 'local' / 'default').iterdir())
+    bad = str(tmp_path / 'bad cache')
+    typed = _make_without({'HPCBENCH_CACHE'}, 'dry-run', f'HPCBENCH_CACHE={bad}',
+                          f'HPCBENCH_VAR={tmp_path / "v1"}', timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != 'HPCBENCH_CACHE'}
+    from_environment = subprocess.run(
+        ['make', '--no-print-directory', 'dry-run', f'HPCBENCH_VAR={tmp_path / "v1"}'],
+        cwd=ROOT, env={**env, 'HPCBENCH_CACHE': bad}, capture_output=True, text=True,
+        timeout=120)
+    for refused in (typed, from_environment):
+        assert refused.returncode != 0
+        assert f"HPCBENCH_CACHE '{bad}': a path that reaches job scripts" in refused.stderr, \
+            refused.stderr
+    assert not (tmp_path / 'bad cache').exists()
+
+
+def _processes_of(var):
+    """PIDs of the processes whose environment names `var` as HPCBENCH_VAR."""
+    wanted = f'HPCBENCH_VAR={var}'.encode()
+    found = []
+    for entry in os.listdir('/proc'):
+        try:
+            with open(f'/proc/{entry}/environ', 'rb') as fp:
+                if wanted in fp.read().split(b'\0'):
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.machine_dependent
+def test_sigterm_to_make_run_ends_reframe_and_its_job(tmp_path):
+    """Item 4: SIGTERM to `make run` (make passes it to the recipe's shell) left ReFrame, its
+    parent now PID 1, measuring and storing."""
+    var = tmp_path / 'var'
+    # HPCC from Debian (no Spack: the set-up does not build), a run of a minute or two.
+    run = subprocess.Popen(['setsid', 'make', '--no-print-directory', 'run',
+                            'RFM_OPTS=-n HpccCheck -p openmpi'], cwd=ROOT,
+                           env={**os.environ, 'HPCBENCH_VAR': str(var),
+                                'HPCBENCH_NO_SPACK': '1'},
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not list(var.glob('stage/**/rfm_job.sh')):
+            time.sleep(0.5)
+        assert list(var.glob('stage/**/rfm_job.sh')), 'no job started'
+        time.sleep(3)
+        run.send_signal(signal.SIGTERM)
+        out = run.communicate(timeout=120)[0]
+        deadline = time.monotonic() + 60
+        while _processes_of(var) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = _processes_of(var)
+        assert not left, [open(f'/proc/{p}/cmdline').read() for p in left] + [out[-2000:]]
+        assert run.returncode != 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for pid in _processes_of(var):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

@@ -2,6 +2,7 @@
 Schema, checked once per route to a system, one message naming the file and field; read
 back through the one reader of ReFrame's extras (hpcbench.machine.described), with
 ReFrame's `devices` the one count of GPUs."""
+import re
 import subprocess
 import types
 
@@ -119,6 +120,69 @@ def test_a_paper_s_description_of_a_wrong_field_stops_reframe_in_one_message(
     assert done.returncode == 1 and 'Traceback' not in done.stdout + done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f'error: {tmp_path}/chic.yaml: {said}'), last
+
+
+# Issue 60, items 11, 12, 17 and 18: descriptions that took gigabytes or never ended, gave a
+# traceback, took a key given twice, or named a generated file instead of theirs.
+_BOMB = ('partition_defaults:\n  a: &a [x, x, x, x, x, x, x, x, x]\n'
+         '  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n'
+         '  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n'
+         '  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n'
+         '  e: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n')
+
+
+def _paper_text(tmp_path, text):
+    (tmp_path / 'chic.yaml').write_text(text)
+    (tmp_path / 'chic.py').write_text((ROOT / 'site-configs' / 'chic.py').read_text())
+    return subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C',
+                           str(tmp_path / 'chic.py'), '--system', 'chic', '-c',
+                           str(ROOT / 'reframe-checks'), '-l'],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={'PATH': '/usr/bin:/bin', 'HPCBENCH_VAR': str(tmp_path / 'var')})
+
+
+_CHIC = (ROOT / 'site-configs' / 'chic.yaml').read_text()
+
+
+@pytest.mark.parametrize('text, said', [
+    (_CHIC.replace('partition_defaults:\n', _BOMB, 1),
+     r'not valid YAML: line \d+, column \d+: an alias \(\*a\): this file is plain data'),
+    (_CHIC.replace('    sockets: 2\n', '    sockets: 1000\n', 1),
+     r'processors.x3455.sockets: 1000 is greater than the maximum of 16'),
+    (_CHIC.replace('    cores_per_socket: 2\n', '    cores_per_socket: 512\n    '
+                   'threads_per_core: 8\n', 1),
+     r'processors.x3455: 8192 CPUs a node \(sockets x cores_per_socket x threads_per_core\), '
+     r'more than 2048'),
+    (_CHIC.replace('  clock_hz: 2.6 GHz\n', '  clock_hz: 2.6 Ghz\n', 1),
+     r"partition_defaults.clock_hz: '2.6 Ghz' is not valid under any of the given schemas"),
+    (_CHIC.replace('  clock_hz: 2.6 GHz\n', '  clock_hz: 2.6 GHz\n  clock_hz: 26 GHz\n', 1),
+     r"not valid YAML: line \d+, column 3: the key 'clock_hz' is given twice in one mapping"),
+    (_CHIC.replace('- name: compute\n', '- name: ../../etc\n', 1),
+     r"partitions\[\.\./\.\./etc\]\.name: '\.\./\.\./etc' does not match "),
+])
+def test_a_hostile_paper_description_is_one_message_in_bounded_time(tmp_path, text, said):
+    import time
+    started = time.monotonic()
+    done = _paper_text(tmp_path, text)
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1 and 'Traceback' not in done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert re.match(rf'error: {re.escape(str(tmp_path))}/chic.yaml: {said}', last), last
+    assert not (tmp_path / 'var' / 'stage').exists()
+
+
+def test_a_description_that_is_a_link_to_another_file_shows_a_line_of_it(tmp_path):
+    (tmp_path / 'chic.py').write_text((ROOT / 'site-configs' / 'chic.py').read_text())
+    (tmp_path / 'chic.yaml').symlink_to('/etc/passwd')
+    done = subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C',
+                           str(tmp_path / 'chic.py'), '--system', 'chic', '-c',
+                           str(ROOT / 'reframe-checks'), '-l'],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={'PATH': '/usr/bin:/bin', 'HPCBENCH_VAR': str(tmp_path / 'var')})
+    assert done.returncode == 1 and 'Traceback' not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f'error: {tmp_path}/chic.yaml: ') and len(last) < 600, last
+    assert 'is no mapping of fields' in last
 
 
 @pytest.mark.parametrize('config', ['local', 'testbed'])

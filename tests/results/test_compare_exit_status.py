@@ -101,3 +101,80 @@ def test_an_unreadable_database_is_2_not_a_regression(var):
     broken = _compare(var)
     assert broken.returncode == 2, broken.stderr
     assert "is no results database of ReFrame's" in broken.stderr
+
+
+# --- Stored sessions that are not ReFrame's records (issue 60, items 12, 13 and 19) ---------
+
+def _newest(var):
+    db = sqlite3.connect(var / 'results.db')
+    uuid, = db.execute('SELECT uuid FROM sessions ORDER BY session_start_unix DESC LIMIT 1'
+                       ).fetchone()
+    return db, uuid
+
+
+@pytest.mark.parametrize('blob, said', [
+    ('{"session_info": {"uuid": "x"', 'is no record of ReFrame\'s: not JSON'),
+    ('{"session_info": [1, 2], "runs": []}', "no session_info mapping in it"),
+    (None, 'is no record of ReFrame\'s: not JSON'),
+])
+def test_a_stored_record_that_is_not_reframe_s_is_2_in_one_line(var, blob, said):
+    options = _history(var, 1.0)
+    db, uuid = _newest(var)
+    db.execute('UPDATE sessions SET json_blob = ? WHERE uuid = ?', (blob, uuid))
+    db.commit()
+    db.close()
+    broken = _compare(var, *options)
+    assert broken.returncode == 2, broken.stdout + broken.stderr
+    assert broken.stderr.startswith(f'error: the stored session {uuid} of ') and \
+        said in broken.stderr and broken.stderr.count('\n') == 1, broken.stderr
+
+
+def test_sessions_whose_uuid_or_start_do_not_read_are_left_out_and_said(var):
+    _history(var, 1.0)
+    db, uuid = _newest(var)
+    db.execute("UPDATE sessions SET uuid = '' WHERE uuid = ?", (uuid,))
+    older = db.execute('SELECT uuid FROM sessions ORDER BY session_start_unix LIMIT 1'
+                       ).fetchone()[0]
+    db.execute("UPDATE sessions SET session_start_unix = 'abc' WHERE uuid = ?", (older,))
+    db.commit()
+    db.close()
+    judged = _compare(var)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert '()' not in judged.stdout.splitlines()[0], judged.stdout
+    assert judged.stderr.startswith('hpcbench: 2 stored session(s) of ') and \
+        "uuid '' started" in judged.stderr and "started 'abc'" in judged.stderr, judged.stderr
+
+
+def test_a_session_given_as_both_new_and_old_is_2(var):
+    options = _history(var, 1.0)
+    first = options[1]
+    broken = _compare(var, '--new', first, '--old', first[:8])
+    assert broken.returncode == 2 and broken.stderr == (
+        f'error: session(s) {first[:8]} given as both --new and --old: a session is judged '
+        'against others, not itself\n'), broken.stderr
+
+
+def test_compare_says_what_it_waits_for_and_gives_up_on_a_held_write_lock(var, monkeypatch,
+                                                                          capsys):
+    """ReFrame's write lock held by another process: compare waited forever, silently."""
+    from hpcbench.results import results_db
+    _history(var, 1.0)
+    holder = subprocess.Popen(
+        [str(BIN / 'python'), '-c', 'import fasteners, sys, time\n'
+         f'lock = fasteners.InterProcessReaderWriterLock({str(var / ".db.lock")!r})\n'
+         'lock.acquire_write_lock()\nprint("held", flush=True)\ntime.sleep(600)\n'],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == 'held\n'
+        monkeypatch.setattr(results_db.Store, 'LOCK_WAIT', 4)
+        monkeypatch.setenv('HPCBENCH_VAR', str(var))
+        store = results_db.Store(results_db.site_config('local'))
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match=r'stayed locked for writing for 4 s \(another '
+                                               r'process holds .*\.db\.lock\): nothing was read'):
+            store.sessions()
+        assert time.monotonic() - started < 30
+    finally:
+        holder.kill()
+        holder.wait()
+    assert 'waiting for the results database' in capsys.readouterr().err

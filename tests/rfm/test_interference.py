@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -511,6 +512,26 @@ def test_a_launch_lock_planted_as_a_fifo_a_directory_or_a_hard_link_is_refused_a
     planted('touch', 'a-file')
     lock = planted('ln', 'a-file', 'hpcbench-launch.lock')
     _refused(tmp_path, lock, re.escape("a file of 2 hard links (another file's name)"))
+
+
+@pytest.mark.parametrize('given', ['/dev/null', 'a directory of files'])
+def test_a_launch_lock_that_is_a_device_or_a_full_directory_is_never_to_be_removed(tmp_path,
+                                                                                    given):
+    """Issue 60, item 14: HPCBENCH_LAUNCH_LOCK=/dev/null was refused with the advice to
+    remove /dev/null (to root)."""
+    if given != '/dev/null':
+        lock = tmp_path / 'full'
+        lock.mkdir()
+        (lock / 'data').write_text('a user\'s\n')
+    else:
+        lock = Path(given)
+    job = _job(tmp_path, 'job', lock, 1)
+    out = job.communicate(timeout=30)[0]
+    assert job.returncode == quiet_node.BUSY_EXIT, out
+    line, = [ln for ln in out.splitlines() if ln.startswith(quiet_node.MARKER)]
+    assert line.endswith(': refused, nothing was run: set HPCBENCH_LAUNCH_LOCK to a file\'s '
+                         'path') and 'remove' not in line, line
+    assert Path('/dev/null').is_char_device()
 
 
 @needs_root

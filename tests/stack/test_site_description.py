@@ -627,3 +627,21 @@ def test_no_variable_that_reaches_reframe_s_environment_may_hold_shell_code(
         done.stdout[-2000:] + done.stderr[-2000:]
     assert 'Traceback' not in done.stderr
     assert not list(tmp_path.glob('**/PWNED')) and not list(ROOT.glob('**/PWNED'))
+
+
+def test_slurm_counts_that_disagree_with_each_other_are_said(root):
+    """Issue 60, item 15: a cloud node's record (every vCPU a socket: Sockets=32
+    CoresPerSocket=1 ThreadsPerCore=1) with CPUTot=2 was written without a word."""
+    config, partitions, nodes, mpi = ((TESTBED / name).read_text() for name in (
+        'scontrol-show-config.txt', 'scontrol-show-partition.txt', 'scontrol-show-node.txt',
+        'srun-mpi-list.txt'))
+    nodes = re.sub(r'CoresPerSocket=2 (.*?)Sockets=1 ', r'CoresPerSocket=1 \1Sockets=32 ', nodes)
+    cluster = slurm_cluster.cluster_from(config, partitions, nodes, mpi)
+    facts = _this_node_s_facts()
+    _, asks = site_description.describe('mycluster', cluster,
+                                         {p.name: facts for p in cluster.partitions}, 'login1',
+                                         ['openmpi', 'mpich'])
+    said = [a for a in asks if 'Slurm says' in a]
+    assert len(said) == 2 and said[0].startswith(
+        'partitions[batch]: Slurm says n1 has CPUTot=2 but Sockets=32 x CoresPerSocket=1 x '
+        'ThreadsPerCore=1 = 32; ')

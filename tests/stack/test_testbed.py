@@ -502,3 +502,26 @@ def test_a_described_cluster_runs_a_multi_node_check_through_slurm(cluster, tmp_
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
+
+
+def test_a_site_s_munged_started_from_the_testbed_s_shell_is_not_the_testbed_s(tmp_path):
+    """Issue 60, item 21: a user's shell that ran `eval "$(ci/testbed/testbed env)"` and then
+    started its own munged (or MariaDB): that daemon carries the testbed's SLURM_CONF, and
+    `testbed stop` took it for the testbed's. Only the Slurm daemons are told by it; the
+    others by their state directory on their command line."""
+    layout = testbed.Layout(tmp_path / 'testbed')
+    started = []
+    try:
+        for name in ('munged', 'mariadbd', 'slurmd'):
+            program = tmp_path / 'bin' / name
+            program.parent.mkdir(exist_ok=True)
+            shutil.copy(shutil.which('sleep'), program)
+            started.append(subprocess.Popen(
+                [str(program), '300'], env={**os.environ, 'SLURM_CONF': str(layout.slurm_conf)}))
+        time.sleep(0.3)
+        found = testbed_processes.found_running(layout)
+        assert sorted(found.values()) == [started[2].pid], found
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()

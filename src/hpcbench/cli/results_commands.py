@@ -249,6 +249,10 @@ def _compare(args):
     stored = results_db.stored_sessions(results_db.site_config(args.system))
     new = results_db.resolve(stored, args.new, '--new')
     old = results_db.resolve(stored, args.old, '--old')
+    both = sorted(set(new) & set(old))
+    if both:
+        raise RuntimeError(f'session(s) {", ".join(u[:8] for u in both)} given as both --new '
+                           'and --old: a session is judged against others, not itself')
     if args.baseline:
         recorded = references.load(args.system).sources.get('baseline')
         if not recorded:

@@ -60,12 +60,13 @@ PARTITION_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
 
 def _number(record, key, what):
     """The count `key` of `record`, from 1 to NODE_LIMITS[key]; else one error naming it."""
-    try:
-        value = int(record[key])
-    except KeyError:
-        raise SlurmDescriptionError(f'{what}: no {key}= in its record') from None
-    except ValueError:
-        raise SlurmDescriptionError(f'{what}: {key}={record[key]!r} is not a number') from None
+    if key not in record:
+        raise SlurmDescriptionError(f'{what}: no {key}= in its record')
+    text = record[key]
+    # Digits as Slurm prints them: Python's int() also takes '٣' and '２'.
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+        raise SlurmDescriptionError(f'{what}: {key}={text[:40]!r} is not a number')
+    value = int(text)
     if not 1 <= value <= NODE_LIMITS[key]:
         raise SlurmDescriptionError(f'{what}: {key}={value} is no count a node has (from 1 to '
                                     f'{NODE_LIMITS[key]})')

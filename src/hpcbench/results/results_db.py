@@ -7,6 +7,7 @@ import math
 import os
 import re
 import sqlite3
+import sys
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -76,11 +77,25 @@ class Store:
         # could for ReFrame's CLI, which read the database before).
         self.path = Path(os.environ.get('HPCBENCH_VAR') or paths.VAR_DIR) / 'results.db'
 
+    # How long a read waits for ReFrame's write lock (a run storing its session holds it for
+    # a second or two), said after SAY_WAITING seconds.
+    LOCK_WAIT = 120
+    SAY_WAITING = 2
+
     @contextlib.contextmanager
     def _reading(self):
         import fasteners      # ReFrame's lock (reframe.utility.osext.ReadWriteFileLock)
         lock = fasteners.InterProcessReaderWriterLock(str(self.path.parent / '.db.lock'))
-        with lock.read_lock():
+        if not lock.acquire_read_lock(timeout=self.SAY_WAITING):
+            print(f'hpcbench: waiting for the results database {self.path}: another process '
+                  f'writes it (ReFrame storing a run); giving up after {self.LOCK_WAIT} s',
+                  file=sys.stderr, flush=True)
+            if not lock.acquire_read_lock(timeout=self.LOCK_WAIT - self.SAY_WAITING):
+                raise RuntimeError(f'the results database {self.path} stayed locked for writing '
+                                   f'for {self.LOCK_WAIT} s (another process holds '
+                                   f'{self.path.parent / ".db.lock"}): nothing was read; try '
+                                   'again when the run that stores there has ended')
+        try:
             connection = sqlite3.connect(f'file:{urllib.parse.quote(str(self.path))}?mode=ro',
                                          uri=True, timeout=60)
             try:
@@ -90,6 +105,8 @@ class Store:
                                    f'{err}') from None
             finally:
                 connection.close()
+        finally:
+            lock.release_read_lock()
 
     def _query(self, sql, parameters=()):
         if not self.path.exists():
@@ -113,7 +130,24 @@ class Store:
         rows = self._query('SELECT uuid, session_start_unix FROM sessions WHERE '
                            'session_start_unix >= ? AND session_start_unix < ? '
                            'ORDER BY session_start_unix DESC', (since, min(until, 1e300)))
-        return [StoredSession(self, uuid, started) for uuid, started in rows]
+        self._say_unreadable()
+        return [StoredSession(self, uuid, started) for uuid, started in rows
+                if isinstance(uuid, str) and UUID.fullmatch(uuid)]
+
+    def _say_unreadable(self):
+        """Say once, in one line, which stored sessions cannot be listed (a UUID that is none,
+        a start that is no time: a database edited or damaged); the others are read."""
+        if getattr(self, '_said', False):
+            return
+        self._said = True
+        rows = self._query("SELECT uuid, session_start_unix FROM sessions WHERE typeof("
+                           "session_start_unix) NOT IN ('integer', 'real') OR uuid IS NULL OR "
+                           "uuid NOT GLOB '[0-9a-f]*-*-*-*-*' OR length(uuid) != 36")
+        if rows:
+            shown = '; '.join(f'uuid {str(u)[:40]!r} started {str(t)[:40]!r}' for u, t in rows[:3])
+            print(f'hpcbench: {len(rows)} stored session(s) of {self.path} left out: no UUID or '
+                  f'no start time of theirs reads ({shown}{"; ..." if len(rows) > 3 else ""})',
+                  file=sys.stderr)
 
     def session(self, uuid):
         """The session `uuid` (whole), of any age, or None."""
@@ -125,7 +159,15 @@ class Store:
         rows = self._query('SELECT json_blob FROM sessions WHERE uuid = ?', (uuid,))
         if not rows:
             raise RuntimeError(f'no stored session {uuid} (removed while it was read)')
-        return json.loads(rows[0][0])
+        try:
+            data = json.loads(rows[0][0])
+        except (TypeError, ValueError) as err:
+            raise RuntimeError(f'the stored session {uuid} of {self.path} is no record of '
+                               f'ReFrame\'s: not JSON ({err})') from None
+        if not isinstance(data, dict) or not isinstance(data.get('session_info'), dict):
+            raise RuntimeError(f'the stored session {uuid} of {self.path} is no record of '
+                               'ReFrame\'s: no session_info mapping in it')
+        return data
 
     # A session record begins with its session_info (ReFrame writes the report in that
     # order); a head this long holds it whole.
@@ -141,7 +183,9 @@ class Store:
             at = start + len(key)
             at += len(head[at:]) - len(head[at:].lstrip())
             with contextlib.suppress(ValueError):
-                return json.JSONDecoder().raw_decode(head, at)[0]
+                info = json.JSONDecoder().raw_decode(head, at)[0]
+                if isinstance(info, dict):
+                    return info
         return self.decoded(uuid)['session_info']
 
 

@@ -102,8 +102,26 @@ def open_launch_lock(path):
         problem = f'owned by the system account {owner}, not by a user'
     if problem:
         os.close(fd)
+        if not _removable(path, found):
+            # A device or a directory of files is the system's or a user's (/dev/null, /tmp):
+            # never to be removed for a lock.
+            why = f'refused, nothing was run: set {LAUNCH_LOCK_ENV} to a file\'s path'
         raise LockRefused(f'the node\'s launch lock {path} is {problem}: {why}')
     return fd
+
+
+def _removable(path, found):
+    """Whether what is at the lock's path (its stat `found`) is what someone planted there,
+    which removing takes nothing from anyone: not a device, nor a directory that holds
+    anything."""
+    if stat.S_ISCHR(found.st_mode) or stat.S_ISBLK(found.st_mode):
+        return False
+    if stat.S_ISDIR(found.st_mode):
+        try:
+            return not os.listdir(path)
+        except OSError:
+            return False
+    return True
 
 
 def _lock_owner(lock):

@@ -262,6 +262,15 @@ def partition_description(partition, facts, io_directory, shares_hosts):
                                   f'{facts["hostname"]} shows none')
         asks.append(f'partitions[{partition.name}].gpus_stand_in: {entry["gpus_stand_in"]}; '
                     'the GPU checks skip it until the nodes\' GPUs answer (then remove it)')
+    counted = node.sockets * node.cores_per_socket * node.threads_per_core
+    if counted != node.cpus:
+        # Slurm's counts disagree with each other (a cloud node's vCPUs each called a socket, a
+        # node declared by hand): the checks are sized by the node's own processor.
+        asks.append(f'partitions[{partition.name}]: Slurm says {node.name} has CPUTot='
+                    f'{node.cpus} but Sockets={node.sockets} x CoresPerSocket='
+                    f'{node.cores_per_socket} x ThreadsPerCore={node.threads_per_core} = '
+                    f'{counted}; its processor is described as the node printed it: check '
+                    'that it is the node\'s')
     if facts.get('gpu_topology'):
         # How the node's GPUs are linked, as its nvidia-smi said: the ranks are placed by it.
         entry['gpu_topology'] = facts['gpu_topology']

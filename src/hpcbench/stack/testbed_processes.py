@@ -31,10 +31,16 @@ def start_time(pid):
         return None
 
 
+# The daemons that read SLURM_CONF: only they are told by it. Others (munged, MariaDB) a
+# user starts from a shell that set it (`eval "$(ci/testbed/testbed env)"`) carry it too,
+# and are the site's: the testbed's name its state directory on their command line.
+SLURM_DAEMONS = ('slurmd', 'slurmctld', 'slurmdbd')
+
+
 def belongs_to(pid, layout):
     """True when `pid` is a daemon of the testbed in `layout`, by what it is: its command
-    line names the state directory (munged, MariaDB), or its environment names its
-    slurm.conf (every Slurm daemon's SLURM_CONF)."""
+    line names the state directory (munged, MariaDB), or, for a Slurm daemon, its
+    environment names the testbed's slurm.conf (SLURM_CONF)."""
     try:
         with open(f'/proc/{pid}/cmdline', 'rb') as fp:
             argv = fp.read().split(b'\0')
@@ -45,7 +51,8 @@ def belongs_to(pid, layout):
 
     root = str(layout.root).encode()
     return (any(arg.startswith(b'--') and root + b'/' in arg for arg in argv)
-            or f'SLURM_CONF={layout.slurm_conf}'.encode() in environ)
+            or (executable(pid) in SLURM_DAEMONS
+                and f'SLURM_CONF={layout.slurm_conf}'.encode() in environ))
 
 
 def recorded(layout):
