@@ -94,3 +94,11 @@ def _broken(name, old, new):
 def test_a_broken_run_is_one_message(text, program, said):
     with pytest.raises(osu.OsuError, match=re.escape(said)):
         osu.parse(text, program, device=False, max_bytes=MAX)
+
+
+def test_another_site_s_osu_7_5_is_refused_for_its_version():
+    """A real OSU 7.5 run of another site (CSCS, GH200 nodes, device buffers): this suite
+    builds and reads 7.3, and 7.5 no longer says which buffers it sent from."""
+    text = (FIXTURES / 'gpu' / 'osu' / 'osu_bibw-cuda-7.5-cscs.out').read_text()
+    with pytest.raises(osu.OsuError, match=r'^OSU 7.5, 7.3 asked$'):
+        osu.parse(text, 'osu_bibw', max_bytes=1 << 22)

@@ -137,3 +137,24 @@ def test_the_partition_s_description_carries_the_topology_and_refuses_another_no
     eight = gpu_topology.parse(_text('dgx-h100-published.txt'))
     with pytest.raises(accelerators.AcceleratorError, match='shows 8 GPUs, its query 1'):
         accelerators.partition_facts([gpu], eight)
+
+
+def test_a_topology_beyond_any_node_is_refused_at_once():
+    """Issue 60, item 11: a CPU list 0-999999999 (a MemoryError building its set) and a
+    matrix of 3000 GPUs (over 30 s before the count was compared) are refused in one line,
+    at once; the description's schema holds the same bounds."""
+    import time
+    import jsonschema
+    with pytest.raises(gpu_topology.TopologyError, match='no list of CPUs'):
+        gpu_topology.cpu_set('0-999999999')
+    with pytest.raises(gpu_topology.TopologyError, match='names CPUs beyond 65536'):
+        gpu_topology.cpu_set('0-99999')
+    started = time.monotonic()
+    header = '\t' + '\t'.join(f'GPU{i}' for i in range(3000)) + '\tCPU Affinity\n'
+    with pytest.raises(gpu_topology.TopologyError, match='3000 devices, more than a node has'):
+        gpu_topology.parse(header + 'GPU0\tX\n')
+    described = {'gpus': [{'index': i, 'cpus': ''} for i in range(3000)],
+                 'links': [['X']] * 3000}
+    errors = list(jsonschema.Draft202012Validator(gpu_topology.SCHEMA).iter_errors(described))
+    assert any('is too long' in e.message for e in errors)
+    assert time.monotonic() - started < 10

@@ -76,7 +76,16 @@ def _paper_system(tmp_path, change):
     config; `reframe -l` of it."""
     described = yaml.safe_load((ROOT / 'site-configs' / 'chic.yaml').read_text())
     change(described)
-    (tmp_path / 'chic.yaml').write_text(yaml.safe_dump(described))
+    return _paper_text(tmp_path, yaml.safe_dump(described))
+
+
+def _paper_text(tmp_path, text):
+    """The description `text` (None: a link to /etc/passwd) as chic's, beside its three-line
+    site config; `reframe -l` of it."""
+    if text is None:
+        (tmp_path / 'chic.yaml').symlink_to('/etc/passwd')
+    else:
+        (tmp_path / 'chic.yaml').write_text(text)
     (tmp_path / 'chic.py').write_text((ROOT / 'site-configs' / 'chic.py').read_text())
     return subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C',
                            str(tmp_path / 'chic.py'), '--system', 'chic', '-c',
@@ -131,16 +140,6 @@ _BOMB = ('partition_defaults:\n  a: &a [x, x, x, x, x, x, x, x, x]\n'
          '  e: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n')
 
 
-def _paper_text(tmp_path, text):
-    (tmp_path / 'chic.yaml').write_text(text)
-    (tmp_path / 'chic.py').write_text((ROOT / 'site-configs' / 'chic.py').read_text())
-    return subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C',
-                           str(tmp_path / 'chic.py'), '--system', 'chic', '-c',
-                           str(ROOT / 'reframe-checks'), '-l'],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={'PATH': '/usr/bin:/bin', 'HPCBENCH_VAR': str(tmp_path / 'var')})
-
-
 _CHIC = (ROOT / 'site-configs' / 'chic.yaml').read_text()
 
 
@@ -172,13 +171,7 @@ def test_a_hostile_paper_description_is_one_message_in_bounded_time(tmp_path, te
 
 
 def test_a_description_that_is_a_link_to_another_file_shows_a_line_of_it(tmp_path):
-    (tmp_path / 'chic.py').write_text((ROOT / 'site-configs' / 'chic.py').read_text())
-    (tmp_path / 'chic.yaml').symlink_to('/etc/passwd')
-    done = subprocess.run([str(ROOT / '.venv' / 'bin' / 'reframe'), '-C',
-                           str(tmp_path / 'chic.py'), '--system', 'chic', '-c',
-                           str(ROOT / 'reframe-checks'), '-l'],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={'PATH': '/usr/bin:/bin', 'HPCBENCH_VAR': str(tmp_path / 'var')})
+    done = _paper_text(tmp_path, None)
     assert done.returncode == 1 and 'Traceback' not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f'error: {tmp_path}/chic.yaml: ') and len(last) < 600, last

@@ -303,7 +303,7 @@ GRES_TYPES = {
 }
 # The most accelerators a node has (8 to 16 today; a GRES beyond this is a broken count).
 MAX_DEVICES = 64
-_GRES_GPU = re.compile(r'^gpu(?::(?P<type>[^:(]+))?:(?P<count>[0-9]{1,6})(?:\(.*\))?$')
+_GRES_GPU = re.compile(r'^gpu(?::(?P<type>[^:(]+))?:(?P<count>[0-9]{1,12})(?:\(.*\))?$')
 # A node's GRES as Slurm prints it is a short list: far longer is no node's.
 MAX_GRES_CHARACTERS = 4096
 

@@ -64,7 +64,7 @@ def _number(record, key, what):
         raise SlurmDescriptionError(f'{what}: no {key}= in its record')
     text = record[key]
     # Digits as Slurm prints them: Python's int() also takes '٣' and '２'.
-    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+    if not re.fullmatch(r'-?[0-9]{1,20}', text):
         raise SlurmDescriptionError(f'{what}: {key}={text[:40]!r} is not a number')
     value = int(text)
     if not 1 <= value <= NODE_LIMITS[key]:
