@@ -149,6 +149,11 @@ def test_a_topology_beyond_any_node_is_refused_at_once():
         gpu_topology.cpu_set('0-999999999')
     with pytest.raises(gpu_topology.TopologyError, match='names CPUs beyond 65536'):
         gpu_topology.cpu_set('0-99999')
+    # Digits of other scripts: Python's \\d and int() take them.
+    with pytest.raises(gpu_topology.TopologyError, match='no list of CPUs'):
+        gpu_topology.cpu_set('0-\u0663')
+    assert list(jsonschema.Draft202012Validator(gpu_topology.SCHEMA).iter_errors(
+        {'gpus': [{'index': 0, 'cpus': '0-\u0663'}], 'links': [['X']]}))
     started = time.monotonic()
     header = '\t' + '\t'.join(f'GPU{i}' for i in range(3000)) + '\tCPU Affinity\n'
     with pytest.raises(gpu_topology.TopologyError, match='3000 devices, more than a node has'):

@@ -156,6 +156,8 @@ _CHIC = (ROOT / 'site-configs' / 'chic.yaml').read_text()
      r"partition_defaults.clock_hz: '2.6 Ghz' is not valid under any of the given schemas"),
     (_CHIC.replace('  clock_hz: 2.6 GHz\n', '  clock_hz: 2.6 GHz\n  clock_hz: 26 GHz\n', 1),
      r"not valid YAML: line \d+, column 3: the key 'clock_hz' is given twice in one mapping"),
+    (_CHIC.replace('  io_stripe_size: 1 MiB\n', '  io_stripe_size: \u0661 MiB\n', 1),
+     r"partition_defaults.io_stripe_size: '\u0661 MiB' is not valid under any of the given"),
     (_CHIC.replace('- name: compute\n', '- name: ../../etc\n', 1),
      r"partitions\[\.\./\.\./etc\]\.name: '\.\./\.\./etc' does not match "),
 ])

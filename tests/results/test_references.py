@@ -721,3 +721,14 @@ def test_a_broken_references_file_is_its_own_one_line_not_a_failed_read_of_the_r
     assert listed.returncode == 1 and listed.stderr == said, listed.stderr
     assert run_reframe('-l', env={'HPCBENCH_VAR': str(tmp_path / 'var')}).returncode == 0
     assert set(Path(tempfile.gettempdir()).glob('rfm-*.log')) <= startup_logs
+
+
+def test_a_references_file_that_is_a_fifo_is_refused_at_once(tmp_path):
+    """Read as a description is (hpcbench.core.paths.read_regular): a FIFO in a references
+    file's place blocked every command that loads the system's references."""
+    import os
+    fifo = tmp_path / 'chic.yaml'
+    os.mkfifo(fifo)
+    with pytest.raises(reference_schema.ReferenceError, match='not a regular file, so not a '
+                                                              'references file'):
+        references.load('chic', fifo)

@@ -645,3 +645,28 @@ def test_slurm_counts_that_disagree_with_each_other_are_said(root):
     assert len(said) == 2 and said[0].startswith(
         'partitions[batch]: Slurm says n1 has CPUTot=2 but Sockets=32 x CoresPerSocket=1 x '
         'ThreadsPerCore=1 = 32; ')
+
+
+@pytest.mark.machine_dependent
+@pytest.mark.parametrize('field, value', [
+    ('access', ['--account=hpc\ntouch PWNED']),
+    ('slurm_partition', 'batch\ntouch PWNED'),
+])
+def test_a_scheduler_option_that_would_start_a_command_never_reaches_a_job(root, tmp_path,
+                                                                          field, value):
+    """Beside the variables (issue 60, items 1 and 5): a description's scheduler options are
+    each a line of the job script (`#SBATCH --account=...`): a newline in one, or in the
+    Slurm partition's name (`--partition=...`), would start a command the job runs."""
+    written, _, _ = _describe(root, io_directory=str(tmp_path))
+    described = yaml.safe_load(written[0].read_text())
+    if field == 'access':
+        described['access'] = value
+    else:
+        described['partitions'][0][field] = value
+    written[0].write_text(yaml.safe_dump(described))
+    done = run_reframe('--system', 'mycluster', '-n', 'StreamCheck', '--dry-run',
+                       config=str(written[1]), env={'HPCBENCH_VAR': str(tmp_path / 'var')})
+    assert done.returncode != 0 and 'holds a control character (a newline would start a ' \
+        'command in the job script)' in done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+    assert 'partition batch: the scheduler option' in done.stderr
+    assert not (tmp_path / 'var' / 'stage').exists()

@@ -83,6 +83,12 @@ def test_a_small_wheel_that_unpacks_to_a_huge_library_is_refused_before_writing(
     assert not (tmp_path / 'nccl').exists()
 
 
+def test_a_wheel_that_is_a_fifo_is_refused_without_reading_it(tmp_path):
+    os.mkfifo(tmp_path / 'nccl.whl')
+    with pytest.raises(nccl.NcclError, match='nccl.whl: not a regular file, so not a wheel'):
+        nccl.lay_out(tmp_path / 'nccl.whl', tmp_path / 'nccl' / '2.32.3')
+
+
 def test_the_toolkit_s_wheels_are_held_to_the_same_rules(tmp_path):
     wheel = tmp_path / 'nvcc.whl'
     with zipfile.ZipFile(wheel, 'w') as archive:

@@ -28,11 +28,12 @@ PCIE_PATHS = {
     'SYS': 'PCIe and the SMP interconnect between NUMA nodes (QPI/UPI, xGMI)',
     'SOC': 'PCIe and the SMP interconnect between NUMA nodes (QPI/UPI, xGMI)',
 }
-_NVLINK = re.compile(r'NV(\d+)$')
+_NVLINK = re.compile(r'NV([0-9]{1,3})$')
 _ESCAPE = re.compile(r'\x1b\[[0-9;]*m')
-# A list of CPUs as Linux and nvidia-smi print it: numbers and ranges, comma-separated. It
-# reaches every GPU job (the ranks' placement, exported unquoted): nothing else is one.
-CPU_LIST = r'^\d{1,5}(?:-\d{1,5})?(?:,\d{1,5}(?:-\d{1,5})?)*$'
+# A list of CPUs as Linux and nvidia-smi print it: ASCII numbers and ranges, comma-separated
+# (Python's \d and int() take other scripts' digits too). It reaches every GPU job (the
+# ranks' placement, exported unquoted): nothing else is one.
+CPU_LIST = r'^[0-9]{1,5}(?:-[0-9]{1,5})?(?:,[0-9]{1,5}(?:-[0-9]{1,5})?)*$'
 _CPUS = re.compile(CPU_LIST)
 # The bounds a description's topology is held to (a node's GPUs and CPUs; Slurm's GRES and
 # node counts are held to the same: hpcbench.machine.slurm_query).
@@ -106,10 +107,10 @@ SCHEMA = {
             'additionalProperties': False}},
         'links': {'type': 'array', 'maxItems': MAX_GPUS, 'items': {
             'type': 'array', 'maxItems': MAX_GPUS, 'items': {
-                'type': 'string', 'pattern': r'^(X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$'}}},
+                'type': 'string', 'pattern': r'^(X|NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$'}}},
         'nics': {'type': 'object', 'maxProperties': MAX_NICS, 'additionalProperties': {
             'type': 'array', 'maxItems': MAX_GPUS, 'items': {
-                'type': 'string', 'pattern': r'^(NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$'}}},
+                'type': 'string', 'pattern': r'^(NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)$'}}},
     },
     'additionalProperties': False,
 }
@@ -228,7 +229,7 @@ def _place(index, gpu, rest, affinity):
             raise TopologyError(f'nvidia-smi topo -m: {gpu}: CPU affinity {err}') from None
     if numa in ('', 'N/A'):
         numa = None
-    elif numa.isdigit():
+    elif re.fullmatch(r'[0-9]{1,5}', numa):
         numa = int(numa)
     else:
         raise TopologyError(f'nvidia-smi topo -m: {gpu}: NUMA affinity {numa!r} is no NUMA '

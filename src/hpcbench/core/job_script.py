@@ -1,19 +1,22 @@
 """Lines every benchmark job script shares: what the job made is removed when it ends, fails
 or is interrupted (ReFrame's cancel sends SIGTERM to the job), and the MPI library's own
 files (Open MPI's session directory, its shared-memory segments) go into a directory of the
-job's so that they are removed with it; and what a variable ReFrame exports into a job may
-hold (`exported_variables`)."""
+job's so that they are removed with it; and what a variable ReFrame exports into a job, and
+a scheduler option it writes there, may hold (`exported_variables`, `scheduler_options`)."""
 import re
 import shlex
+
+from hpcbench.core import paths
 
 # What a variable ReFrame exports (a partition's, an environment's, a test's) may hold.
 # ReFrame writes `export NAME=VALUE` into job scripts as given, unquoted, and on loading an
 # environment runs the command of any `$(...)` or backquotes in VALUE on the login node
 # (reframe.utility.osext.expandvars), quoted or not: so quoting cannot make a value safe, and
 # a value is plain characters and references to other variables (`$PATH`, `${HOME}`) alone.
-# `,` (CPU lists, `OMPI_MCA_btl=self,tcp`), `^` (`OMPI_MCA_btl=^openib`) and `%` are plain.
+# The characters a path that reaches a shell may hold (hpcbench.core.paths), and `,` (CPU
+# lists, `OMPI_MCA_btl=self,tcp`), `^` (`OMPI_MCA_btl=^openib`) and `%`.
 VARIABLE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
-_PLAIN_CHARACTERS = r'A-Za-z0-9_./+@:~=,^%-'
+_PLAIN_CHARACTERS = paths.PLAIN_IN_PATH + ',^%'
 VARIABLE_VALUE = re.compile(rf'(?:[{_PLAIN_CHARACTERS}]|\$[A-Za-z_][A-Za-z0-9_]*'
                             rf'|\$\{{[A-Za-z_][A-Za-z0-9_]*\}})*')
 # A value longer than this is no setting (the longest real ones are search paths).
@@ -44,6 +47,19 @@ def exported_variables(variables, where):
                 'writes it unquoted and runs a $(...) or `...` in it when it loads it)')
         checked[name] = text
     return checked
+
+
+def scheduler_options(options, where):
+    """`options` (a partition's `access`: each written on a line of its own after
+    `#SBATCH`, `#PBS`), or UnsafeVariableError naming `where` and the option that holds a
+    control character (a newline would start a line the job's shell runs) or is no text."""
+    for option in options:
+        if not isinstance(option, str) or re.search(r'[\x00-\x1f\x7f]', option) or \
+                len(option) > MAX_VALUE_LENGTH:
+            raise UnsafeVariableError(
+                f'{where}: the scheduler option {str(option)[:200]!r} holds a control character '
+                '(a newline would start a command in the job script) or is no text')
+    return list(options)
 
 # Directories the job made are added to the bash array `hpcbench_cleanup`; one EXIT trap
 # removes them all. A signal becomes an exit, so that the EXIT trap runs. Idempotent: a job

@@ -36,7 +36,10 @@ SEEDS_DIR = Path(os.environ.get('HPCBENCH_SEEDS', PROJECT_ROOT.parent / 'shared'
 # and make's command lines): anything but letters, digits and _ . / - + @ : ~ =, the
 # Makefile's rule for HPCBENCH_VAR. ReFrame runs the command of a `$(...)` or backquotes in
 # an environment's variables when it loads it, and writes them unquoted into job scripts.
-UNSAFE_IN_PATH = re.compile(r'[^A-Za-z0-9_./+@:~=-]')
+# The characters of such a path, as a regular expression's character class ('-' first: a
+# literal, whatever is added after it).
+PLAIN_IN_PATH = r'-A-Za-z0-9_./+@:~='
+UNSAFE_IN_PATH = re.compile(rf'[^{PLAIN_IN_PATH}]')
 
 
 class UnsafePathError(RuntimeError):

@@ -12,6 +12,7 @@ reader takes it from there.
 """
 import dataclasses
 import math
+import re
 from typing import Optional
 
 import jsonschema
@@ -155,8 +156,8 @@ CLUSTER_SCHEMA = {
 
 # A size or a clock as a person writes it in a description file: bytes or `4 GiB`, hertz or
 # `2.6 GHz` (paper_system converts them).
-_SIZE = {'anyOf': [_BYTES, {'type': 'string', 'pattern': r'^\d+(\.\d+)? [KMGT]iB$'}]}
-_CLOCK = {'anyOf': [_POSITIVE, {'type': 'string', 'pattern': r'^\d+(\.\d+)? [MG]Hz$'}]}
+_SIZE = {'anyOf': [_BYTES, {'type': 'string', 'pattern': r'^[0-9]+(\.[0-9]+)? [KMGT]iB$'}]}
+_CLOCK = {'anyOf': [_POSITIVE, {'type': 'string', 'pattern': r'^[0-9]+(\.[0-9]+)? [MG]Hz$'}]}
 # A name ReFrame takes for a system, partition or environment (and that becomes a
 # directory of its stage and perflogs): letters, digits, _ and -.
 _NAME = {'type': 'string', 'pattern': f'^{slurm_cluster.PARTITION_NAME.pattern}$'}
@@ -234,7 +235,7 @@ def quantity(value):
     if not isinstance(value, str):
         return value
     number, _, unit = value.partition(' ')
-    if unit not in _UNITS or not number.replace('.', '', 1).isdigit() or not number.isascii():
+    if unit not in _UNITS or not re.fullmatch(r'[0-9]+(\.[0-9]+)?', number):
         raise DescriptionError(f'{value[:40]!r} is no size or clock (a number and one of '
                                f'{", ".join(_UNITS)}, e.g. 4 GiB or 2.6 GHz)')
     scaled = float(number) * _UNITS[unit]

@@ -196,7 +196,12 @@ def load(system, path=None):
     if size > MAX_FILE_BYTES:
         raise ReferenceError(f'{path}: {size / 2**20:.1f} MiB, a references file is at most '
                              f'{MAX_FILE_BYTES >> 20} MiB of reviewed figures')
-    text = path.read_text()
+    # Read as every description is: a regular file (a FIFO is never read), bounded.
+    try:
+        text = paths.read_regular(path, MAX_FILE_BYTES, 'a references file').decode()
+    except (paths.UnreadableFileError, UnicodeDecodeError) as err:
+        raise ReferenceError(str(err) if isinstance(err, paths.UnreadableFileError)
+                             else f'{path}: not text ({err.reason})') from None
 
     key = (system, str(path.resolve()))
     if _LOADED.get(key, (None,))[0] != text:

@@ -388,17 +388,21 @@ def execution_options(system):
 LOCAL_POLL_RATE_MIN = 1
 
 
-def refuse_unsafe_variables(systems, environments):
-    """Every variable a partition or an environment exports (Spack's paths, the stacks' and a
-    description's run-time variables, whatever their name) is checked here, where they all
-    enter ReFrame (hpcbench.core.job_script.exported_variables): one that is not plain text
-    stops the site config with one message before ReFrame loads any of them."""
+def refuse_unsafe_job_values(systems, environments):
+    """What every partition and environment writes into job scripts is checked here, where
+    they all enter ReFrame, before ReFrame loads any of it: each variable they export
+    (Spack's paths, the stacks' and a description's run-time variables, whatever their
+    name: hpcbench.core.job_script.exported_variables) and each scheduler option of a
+    partition's `access` (a line of its own in the job script, `#SBATCH --account=...`: a
+    newline in it would start a command). One that is not stops the site config with one
+    message."""
     places = [(f'system {system.get("name")}, partition {part.get("name")}', part)
               for system in systems for part in system.get('partitions', [])]
     places += [(f'environment {env.get("name")}', env) for env in environments]
     try:
         for where, entry in places:
             job_script.exported_variables(entry.get('env_vars') or [], where)
+            job_script.scheduler_options(entry.get('access') or [], where)
     except job_script.UnsafeVariableError as err:
         sys.exit(f'error: {err}')
 
@@ -414,7 +418,7 @@ def site(systems, environments):
         (paths.VAR_DIR / 'logs').mkdir(parents=True, exist_ok=True)
     except OSError as err:
         sys.exit(f'error: {run_lock.unusable(paths.VAR_DIR, err)}')
-    refuse_unsafe_variables(systems, environments)
+    refuse_unsafe_job_values(systems, environments)
     for system in systems:
         system.setdefault('prefix', VAR)
         system.setdefault('stagedir', f'{VAR}/stage')

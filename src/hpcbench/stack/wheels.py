@@ -53,7 +53,10 @@ def _relative(member, tree, wheel):
 def checked_members(wheel, tree):
     """[(ZipInfo, path below `tree`)] of the regular files of `wheel` under `tree`, every
     member checked (the module's rules); WheelError in one message otherwise."""
-    size = os.path.getsize(wheel)
+    found = os.stat(wheel)
+    if not stat.S_ISREG(found.st_mode):
+        raise WheelError(f'{wheel}: not a regular file, so not a wheel to install')
+    size = found.st_size
     with zipfile.ZipFile(wheel) as archive:
         found = [(m, _relative(m, tree, wheel)) for m in archive.infolist()]
     kept = [(m, rel) for m, rel in found if rel]
@@ -62,8 +65,9 @@ def checked_members(wheel, tree):
         largest = max(kept, key=lambda kept_one: kept_one[0].file_size)[0]
         raise WheelError(f'{wheel}: its files unpack to {unpacked >> 20} MiB from '
                          f'{size >> 10} KiB ({largest.filename[:200]} {largest.file_size >> 20} '
-                         f'MiB), more than {MAX_RATIO} times the wheel or {MAX_BYTES >> 30} GiB: '
-                         'not a wheel to install')
+                         f'MiB), more than {MAX_RATIO} times the wheel ({SMALL_WHEEL_BYTES >> 20} '
+                         f'MiB for a small one, {MAX_BYTES >> 30} GiB in all): not a wheel to '
+                         'install')
     return kept
 
 
