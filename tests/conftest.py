@@ -22,12 +22,18 @@ def fixture_text():
 
 
 def pytest_collection_modifyitems(items):
-    """A test marked `spack` is skipped, saying why, where no Spack is found."""
+    """A test marked `spack` is skipped, saying why, where no Spack is found or where the
+    one found could fetch no source (no source mirror, and no network)."""
     from hpcbench.stack import spack
-    if spack.find() is not None:
+    if not any(item.get_closest_marker('spack') for item in items):
         return
-    skip = pytest.mark.skip(reason='no Spack found (SPACK_ROOT or the per-user cache): real '
-                                   'runs of Spack builds skipped')
+    if spack.find() is None:
+        why = 'no Spack found (SPACK_ROOT or the per-user cache)'
+    else:
+        why = spack.sources_unavailable()
+    if why is None:
+        return
+    skip = pytest.mark.skip(reason=f'{why}: real runs of Spack builds skipped')
     for item in items:
         if item.get_closest_marker('spack'):
             item.add_marker(skip)

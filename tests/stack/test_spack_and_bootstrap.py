@@ -106,6 +106,38 @@ def test_spack_config_pins_builtin_repo_and_uses_mirror_when_present(tmp_path):
                                      'signed': False}
 
 
+def test_a_spack_without_a_mirror_or_network_is_said_to_fetch_nothing(empty_cache,
+                                                                      monkeypatch):
+    """Spack present, no source mirror, no network (this machine's CI as it was): the tests
+    that build with Spack skip saying so rather than fail at the first fetch; a mirror, a
+    proxy or a resolvable upstream each make the sources reachable. A resolver that never
+    answers is given up on within the bound."""
+    import socket
+    import time
+    for name in spack._PROXIES:
+        monkeypatch.delenv(name, raising=False)
+
+    def unknown(host, port):
+        raise socket.gaierror(-2, 'Name or service not known')
+
+    monkeypatch.setattr(socket, 'getaddrinfo', unknown)
+    why = spack.sources_unavailable()
+    assert why.startswith(f'no source mirror ({empty_cache / "mirror"}) and mirror.spack.io '
+                          'cannot be reached from here')
+    monkeypatch.setattr(socket, 'getaddrinfo', lambda host, port: time.sleep(30))
+    started = time.monotonic()
+    assert spack.sources_unavailable(resolve_within=0.5) is not None
+    assert time.monotonic() - started < 5
+    monkeypatch.setattr(socket, 'getaddrinfo', lambda host, port: [('an address',)])
+    assert spack.sources_unavailable() is None
+    monkeypatch.setattr(socket, 'getaddrinfo', unknown)
+    monkeypatch.setenv('https_proxy', 'http://proxy.example:3128')
+    assert spack.sources_unavailable() is None
+    monkeypatch.delenv('https_proxy')
+    (empty_cache / 'mirror').mkdir(parents=True)
+    assert spack.sources_unavailable() is None
+
+
 def test_each_mpi_prefix_is_its_own(empty_cache):
     stacks = {s.name: s for s in mpi_stacks.local_stacks()}
     # and an installed MVAPICH2, when this machine has one (test_mvapich2.py)

@@ -174,6 +174,9 @@ def write_spack_config(found):
     say(f'Spack {found.root} (packages {found.packages}); source mirror: '
         f'{mirror if mirror.is_dir() else "none (upstream URLs)"}; build cache: '
         f'{buildcache if buildcache.is_dir() else "none"}')
+    unavailable = spack.sources_unavailable()
+    if unavailable:
+        say(f'warning: {unavailable}; only what is installed or external can be used')
 
 
 def run_spack(found, *args, quiet=False, env=None, stderr=None):
@@ -350,7 +353,13 @@ def install_environment(found, system='local'):
     database = paths.install_tree_dir() / '.spack-db' / 'index.json'
     before = database.stat().st_mtime_ns if database.exists() else None
     with phase('install'):
-        run_spack(found, '-e', str(env), 'install', '--fail-fast')
+        try:
+            run_spack(found, '-e', str(env), 'install', '--fail-fast')
+        except BootstrapError as failed:
+            unavailable = spack.sources_unavailable()
+            if unavailable:
+                raise BootstrapError(f'{failed}; {unavailable}') from None
+            raise
     if database.exists() and database.stat().st_mtime_ns != before:
         with phase('push'):
             keep_as_binaries(found, system)

@@ -8,9 +8,11 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +121,38 @@ def _candidates():
 def disabled():
     """HPCBENCH_NO_SPACK=1 runs the registry-only path even where a Spack exists."""
     return os.environ.get('HPCBENCH_NO_SPACK', '') not in ('', '0')
+
+
+# Where Spack fetches a source no local mirror holds: Spack's own mirror first.
+UPSTREAM_HOST = 'mirror.spack.io'
+_PROXIES = ('https_proxy', 'HTTPS_PROXY', 'all_proxy', 'ALL_PROXY')
+
+
+def sources_unavailable(resolve_within=5.0):
+    """Why Spack could fetch no benchmark source here, or None when it could: a local
+    source mirror (HPCBENCH_MIRROR or the cache's), a proxy, or the upstream's name resolves
+    (within `resolve_within` seconds: an offline resolver may never answer). A Spack with
+    neither fails on its first fetch, after everything external has been set up."""
+    mirror = paths.mirror_dir()
+    if mirror.is_dir() or any(os.environ.get(name) for name in _PROXIES):
+        return None
+
+    answer = []
+
+    def resolve():
+        try:
+            answer.append(bool(socket.getaddrinfo(UPSTREAM_HOST, 443)))
+        except (OSError, UnicodeError):
+            answer.append(False)
+
+    worker = threading.Thread(target=resolve, daemon=True)
+    worker.start()
+    worker.join(resolve_within)
+    if answer and answer[0]:
+        return None
+
+    return (f'no source mirror ({mirror}) and {UPSTREAM_HOST} cannot be reached from here: '
+            'see docs/setup.md, "Using an existing Spack or a local source mirror"')
 
 
 def find():
