@@ -180,11 +180,46 @@ def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
     assert accelerators.from_gres('(null)') == [] and accelerators.from_gres('') == []
 
 
-@pytest.mark.parametrize('gres, said', [
-    ('gpu:4', r"GRES 'gpu:4': no type: declare it as gpu:TYPE:COUNT with TYPE one of a100, "),
-    ('gpu:v100:4', r"GRES 'gpu:v100:4': the type 'v100' is not one of a100, a100_40g, h100"),
-    ('gpu:h200:x', r"GRES 'gpu:h200:x' is not gpu\[:TYPE\]:COUNT"),
+# GRES as real Slurm controllers print them (issue 61): CSC Puhti's V100 and Mahti's A100
+# nodes (a Slurm-limits parser's test, code corpus), a GRES with MPS and a consumable
+# bandwidth (a Slurm parser's test fixture, code corpus), the untyped `gpu:4` (an OnDemand
+# plug-in's recorded `scontrol show node`, Slurm 17.02), and the labels of the issue's
+# eight records. Each is read; none stops a cluster.
+@pytest.mark.parametrize('gres, items', [
+    ('gpu:v100:4(S:0-1),nvme:3600', [('v100', 4, '(S:0-1)')]),
+    ('gpu:a100:4(S:0-1),nvme:3500', [('a100', 4, '(S:0-1)')]),
+    ('gpu:tesla:2,gpu:kepler:2,mps:400,bandwidth:lustre:no_consume:4G',
+     [('tesla', 2, ''), ('kepler', 2, '')]),
+    ('gpu:4', [('', 4, '')]),
+    ('gpu:rtx2080ti:4(S:0)', [('rtx2080ti', 4, '(S:0)')]),
+    ('gpu:geforce_rtx_2080_ti:10(S:0)', [('geforce_rtx_2080_ti', 10, '(S:0)')]),
+    ('gpu:nvidia-rtx-3090:1', [('nvidia-rtx-3090', 1, '')]),
+    ('gpu:rtxproserver6000:1', [('rtxproserver6000', 1, '')]),
+    ('gpu:a100:1(S:0),gpu:h100:1(S:1)', [('a100', 1, '(S:0)'), ('h100', 1, '(S:1)')]),
+    ('gpu:h200:8(S:0-1),VramPerGpu:no_consume:141G,shard:h200:64', [('h200', 8, '(S:0-1)')]),
+    ('gpu:a100:4(IDX:0-3)', [('a100', 4, '(IDX:0-3)')]),
+    ('nvme:3600', []), ('(null)', []), ('gpu:0', []),
 ])
-def test_a_gres_that_does_not_say_which_gpu_is_one_message(gres, said):
+def test_a_gres_as_slurm_prints_it_is_read_whatever_its_labels(gres, items):
+    assert [(i.label, i.count, i.binding) for i in accelerators.gres_gpus(gres)] == items
+    gpus = accelerators.from_gres(gres)
+    assert len(gpus) == sum(count for _, count, _ in items)
+    assert [g.index for g in gpus] == list(range(len(gpus)))
+    for gpu, label in zip(gpus, [label for label, count, _ in items for _ in range(count)]):
+        # A label the table knows names its model; any other is a GPU of unknown model.
+        if label in accelerators.GRES_TYPES:
+            assert gpu.vendor == 'nvidia' and gpu.model == accelerators.GRES_TYPES[label][0]
+        else:
+            assert gpu.vendor == accelerators.UNKNOWN_VENDOR and gpu.arch == ''
+            assert gpu.model == (f'GPU (GRES gpu:{label})' if label else
+                                 'GPU (GRES gpu, untyped)')
+
+
+@pytest.mark.parametrize('gres, said', [
+    ('gpu:h200:x', r"GRES 'gpu:h200:x' is not gpu\[:TYPE\]:COUNT"),
+    ('gpu:a:b:c:4', r"GRES 'gpu:a:b:c:4' is not gpu\[:TYPE\]:COUNT"),
+    ('gpu:h100:40,gpu:a100:40', r"GRES 'gpu:a100:40': 80 GPUs are not what a node has"),
+])
+def test_a_gres_that_is_no_node_s_is_one_message(gres, said):
     with pytest.raises(accelerators.AcceleratorError, match=said):
         accelerators.from_gres(gres)

@@ -80,8 +80,8 @@ def test_nodes_of_another_shape_are_said_and_the_smallest_describes_the_partitio
      'partition batch: 2 node records name it, its TotalNodes is 3'),
     (NODES.replace('RealMemory=8035', 'RealMemory=lots', 1), PARTITIONS,
      "node g1: RealMemory='lots' is not a number"),
-    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:2'), PARTITIONS,
-     'partition gpu, node g1: GRES .gpu:2.: no type: declare it as gpu:TYPE:COUNT'),
+    (NODES.replace('Gres=gpu:h200:2', 'Gres=gpu:h200:40,gpu:a100:40'), PARTITIONS,
+     r"partition gpu, node g1: GRES 'gpu:a100:40': 80 GPUs are not what a node has"),
     ('slurm_load_node error: Unable to contact slurm controller (connect failure)\n',
      PARTITIONS, r'line 1 is not a record of `scontrol show node -o`'),
     (NODES, '', r'`scontrol show partition -o` printed no record'),
@@ -123,3 +123,34 @@ def test_the_cluster_s_configuration_says_its_accounting_and_mpi_default():
                                           'MPI plugin types are...\n\tpmi2\n').accounting
     with pytest.raises(slurm_cluster.SlurmDescriptionError, match='no ClusterName'):
         slurm_cluster.config_values(PARTITIONS)
+
+
+@pytest.mark.parametrize('state, out', [
+    ('IDLE', ''), ('MIXED', ''), ('ALLOCATED', ''),
+    # Power saving: Slurm boots the node for a job (a cloud node is powered down when idle).
+    ('IDLE+CLOUD+POWERED_DOWN', ''), ('IDLE+DYNAMIC_NORM+POWERED_DOWN', ''), ('idle~', ''),
+    ('alloc#', ''),
+    ('DOWN*+DRAIN', 'DOWN*+DRAIN: down, not responding, drained'),
+    ('MIXED+DRAIN', 'MIXED+DRAIN: drained'), ('drng', 'drng: draining'),
+    ('resv', 'resv: reserved'),
+    ('IDLE+CLOUD+DYNAMIC_NORM+NOT_RESPONDING+POWERING_UP',
+     'IDLE+CLOUD+DYNAMIC_NORM+NOT_RESPONDING+POWERING_UP: not responding'),
+    ('IDLE+NOT_RESPONDING', 'IDLE+NOT_RESPONDING: not responding'),
+    ('RESERVED', 'RESERVED: reserved'), ('idle$', 'idle$: in maintenance'),
+    ('FUTURE', 'FUTURE: not yet in service'), ('DOWN+FAIL', 'DOWN+FAIL: down, failing'),
+])
+def test_a_node_s_state_says_whether_it_can_run_a_benchmark(state, out):
+    assert slurm_cluster.why_out(state) == out
+
+
+def test_records_of_scontrol_s_default_form_are_read_as_its_one_line_records():
+    """`scontrol show node` without -o (a record's first line, then indented lines) is read
+    as the same records; the testbed's records, re-printed that way, give the same cluster."""
+    multi = ''.join(
+        re.sub(r' (?=(?:CPUAlloc|AvailableFeatures|Gres|NodeAddr|OS|RealMemory|State|'
+               r'Partitions|BootTime|CfgTRES)=)', '\n   ', line) + '\n'
+        for line in NODES.splitlines())
+    assert multi.count('\n') > 5 * NODES.count('\n')
+    assert slurm_cluster.records(multi, 'Node') == slurm_cluster.records(NODES, 'Node')
+    with pytest.raises(slurm_cluster.SlurmDescriptionError, match='line 1 is not a record'):
+        slurm_cluster.records('   CPUAlloc=0 CPUTot=2\n' + NODES, 'Node')

@@ -132,34 +132,40 @@ def test_gpus_that_answer_on_the_node_are_no_stand_ins(root):
 
 
 @pytest.mark.machine_dependent
-def test_the_gpu_topology_a_node_printed_is_kept_and_must_be_of_its_gres_gpus(root):
+def test_the_gpu_topology_a_node_printed_is_kept_only_for_the_gpus_it_links(root):
     """A GPU node's facts with its `nvidia-smi topo -m` (the H200 node's, one GPU) against
-    the recorded controller's GRES of two GPUs: written as it was said, refused on load in one
-    message; the description corrected to the node it is (a GRES of eight H100s linked as
-    the published 8-GPU node's) gives the partition its topology."""
+    the recorded controller's GRES of two GPUs: the topology is left out and said (it was
+    written as said, and every later command refused the file); the description corrected
+    to the node it is (eight H100s linked as the published 8-GPU node's) gives the partition
+    its topology, and one whose topology is not of its GPUs is refused in one message."""
     from hpcbench.core import gpu_topology
     from hpcbench.stack import testbed
     one = gpu_topology.parse((FIXTURES / 'gpu' / 'topology' / 'h200-one-gpu.txt').read_text())
     cluster = _cluster(False)
     cpu_node = _this_node_s_facts()
     gpu_node = {**cpu_node, 'gpus_seen': 1, 'gpu_topology': one.to_description()}
-    description, _ = site_description.describe(
+    description, asks = site_description.describe(
         'mycluster', cluster, {p.name: gpu_node if p.name == 'gpu' else cpu_node
                                for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
-    written = site_description.write('mycluster', description, [], root)
-    gpu = yaml.safe_load(written[0].read_text())['partitions'][1]
-    assert gpu['gpu_topology'] == one.to_description()
-    with pytest.raises(site_description.DescriptionError,
-                       match=r'partitions\[gpu\]\.gpu_topology: 1 GPUs, its GRES '
-                             r'gpu:h200:2 declares 2'):
-        site_description.load(written[0])
+    written = site_description.write('mycluster', description, asks, root)
+    gpu = site_description.load(written[0])['partitions'][1]
+    assert 'gpu_topology' not in gpu and gpu['gpus'][0]['count'] == 2
+    assert any(a.startswith('partitions[gpu].gpu_topology: nvidia-smi topo -m on ') and
+               'links 1 GPU(s), the partition is described with 2: left out' in a for a in asks)
     corrected = yaml.safe_load(written[0].read_text())
-    corrected['partitions'][1].update(gres='gpu:h100:8',
-                                      gpu_topology=testbed.gpu_topology().to_description())
+    corrected['partitions'][1]['gpus'][0].update(model='NVIDIA H100 80GB HBM3', count=8)
+    corrected['partitions'][1]['gpu_topology'] = one.to_description()
+    written[0].write_text(yaml.safe_dump(corrected))
+    with pytest.raises(site_description.DescriptionError,
+                       match=r'partitions\[gpu\]\.gpu_topology: 1 GPUs, its GPUs '
+                             r'\(gpu:h200:2\) are 8'):
+        site_description.load(written[0])
+    corrected['partitions'][1]['gpu_topology'] = testbed.gpu_topology().to_description()
     written[0].write_text(yaml.safe_dump(corrected))
     partition = described_site.site_configuration(written[1])['systems'][0]['partitions'][1]
     assert partition['extras']['accelerators']['topology']['gpus'][4] == {
         'index': 4, 'cpus': '52-103', 'numa': 1}
+    assert partition['devices'][0]['model'] == 'NVIDIA H100 80GB HBM3'
 
 
 @pytest.mark.machine_dependent
@@ -208,8 +214,10 @@ def test_a_failed_write_leaves_nothing(root):
      r": partitions\[gpu\].num_nodes: 'two' is not of type 'integer'"),
     (lambda d: d['partitions'][1].update(memory_gb=4),
      r": partitions\[gpu\]: no such field memory_gb \(the fields: name, "),
-    (lambda d: d['partitions'][1].update(gres='gpu:mi300:8'),
-     r"partitions\[gpu\].gres: GRES 'gpu:mi300:8': the type 'mi300' is not one of"),
+    (lambda d: d['partitions'][1].update(gres='gpu:mi300:80'),
+     r"partitions\[gpu\].gres: GRES 'gpu:mi300:80': 80 GPUs are not what a node has"),
+    (lambda d: d['partitions'][1]['gpus'][0].update(count=0),
+     r"partitions\[gpu\].gpus\[0\].count: 0 is less than the minimum of 1"),
     (lambda d: d.pop('launcher'), ": 'launcher' is a required property"),
     (lambda d: d.update(mpi_stacks=['openmpi', 'cray-mpich']),
      'mpi_stacks: cray-mpich not found on this node'),
@@ -498,6 +506,32 @@ def test_node_facts_that_describe_no_node_are_one_message_and_nothing_written(
     line, = done.stderr.splitlines()
     assert line.startswith('error: ') and said in line, line
     assert not (root / 'site-configs').exists()
+
+
+def test_a_node_says_what_its_gpus_are_and_how_much_memory_it_has(tmp_path, monkeypatch):
+    """The facts job prints each GPU as the node's nvidia-smi names it (the H200 node's
+    recorded query: model, memory, UUID, PCI bus, power limit) and the node's memory; a tool
+    that fails is said, the rest printed."""
+    tool = tmp_path / 'nvidia-smi'
+    recorded = FIXTURES / 'gpu' / 'h200' / 'nvidia-smi-query.csv'
+    tool.write_text(f'#!/bin/sh\ncase "$1" in --query-gpu=*) cat "{recorded}";; '
+                    f'topo) cat "{FIXTURES / "gpu" / "topology" / "h200-one-gpu.txt"}";; '
+                    '*) exit 9;; esac\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv('HPCBENCH_NVIDIA_SMI', str(tool))
+    facts = _this_node_s_facts()
+    assert facts['gpus_seen'] == 1 and facts['memory_bytes'] > 1 << 30
+    gpu, = facts['gpus']
+    assert (gpu['model'], gpu['arch'], gpu['memory_bytes'], gpu['power_limit_w'],
+            gpu['uuid'], gpu['pci_bus_id']) == (
+        'NVIDIA H200', 'sm_90', 143771 << 20, 700.0,
+        'GPU-e79e4d5e-3bf5-a845-d4f8-7db5988bb9fa', '00000000:00:06.0')
+    site_description.checked_facts('gpu', json.dumps(facts))
+    tool.write_text('#!/bin/sh\necho "NVIDIA-SMI has failed because it couldn\'t communicate '
+                    'with the NVIDIA driver"; exit 9\n')
+    facts = _this_node_s_facts()
+    assert facts['gpus'] == [] and 'exited with 9: NVIDIA-SMI has failed' in \
+        facts['gpu_tool_error']
 
 
 def test_a_description_of_no_node_is_one_message_and_stops_no_other_system(root, tmp_path):

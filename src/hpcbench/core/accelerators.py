@@ -303,9 +303,21 @@ GRES_TYPES = {
 }
 # The most accelerators a node has (8 to 16 today; a GRES beyond this is a broken count).
 MAX_DEVICES = 64
-_GRES_GPU = re.compile(r'^gpu(?::(?P<type>[^:(]+))?:(?P<count>[0-9]{1,12})(?:\(.*\))?$')
+# A GPU item of a GRES as Slurm prints it: `gpu:COUNT` or `gpu:TYPE:COUNT`, then what Slurm
+# adds in parentheses (the sockets it is bound to, `(S:0-1)`; with -d the indices,
+# `(IDX:0-3)`). The type is the site's own label.
+_GRES_GPU = re.compile(r'^gpu(?::(?P<type>[^:(]+))?:(?P<count>[0-9]{1,12})(?P<at>\(.*\))?$')
 # A node's GRES as Slurm prints it is a short list: far longer is no node's.
 MAX_GRES_CHARACTERS = 4096
+
+
+@dataclass(frozen=True)
+class GresGpus:
+    """GPUs of one item of a node's GRES: the site's label ('' untyped), how many, and
+    Slurm's binding as printed ('(S:0-1)', or '')."""
+    label: str
+    count: int
+    binding: str = ''
 
 
 def gres_items(gres):
@@ -325,37 +337,67 @@ def gres_items(gres):
     return items
 
 
-def from_gres(gres):
-    """The GPUs of a node whose Slurm GRES is `gres` ('gpu:h200:4', 'gpu:h100:2(S:0-1)',
-    several comma-separated, '(null)' for none), described from GRES_TYPES: [] without a
-    GPU. Power limit, clocks and ECC are not known from it (0 and None: nothing is judged
-    against them). A GPU GRES without a type, or of a type the table lacks, is one message
-    saying what to declare."""
-    gpus = []
+def gres_gpus(gres):
+    """The GPU items of a node's GRES as Slurm prints it ('gpu:h200:4', 'gpu:4', 'gpu:v100:4(S:
+    0-1),nvme:3600', 'gpu:a100:1(S:0),gpu:h100:1(S:1)', '(null)'), as GresGpus, in order;
+    items of other resources (nvme, mps, shard, bandwidth, VramPerGpu) are not GPUs and are
+    left out, as are GPU items of no device (a count of 0). A GPU item that is not
+    `gpu[:TYPE]:COUNT`, or more GPUs than a node has, is an AcceleratorError."""
     if len(gres or '') > MAX_GRES_CHARACTERS:
         raise AcceleratorError(f'GRES of {len(gres)} characters ({gres[:40]!r}...): no node\'s '
                                f'(at most {MAX_GRES_CHARACTERS})')
+    found, total = [], 0
     for item in gres_items(gres or ''):
         item = item.strip()
-        if not item.startswith('gpu'):
+        if item.split(':', 1)[0].split('(', 1)[0].lower() != 'gpu':
             continue
         match = _GRES_GPU.match(item)
         if not match:
             raise AcceleratorError(f'GRES {item!r} is not gpu[:TYPE]:COUNT')
-        kind = (match.group('type') or '').lower()
-        if kind not in GRES_TYPES:
-            raise AcceleratorError(
-                f'GRES {item!r}: ' + (f'the type {kind!r} is not one of' if kind else
-                                     'no type: declare it as gpu:TYPE:COUNT with TYPE one of')
-                + f' {", ".join(sorted(GRES_TYPES))} (hpcbench.core.accelerators.GRES_TYPES)')
         count = int(match.group('count'))
-        if not 1 <= len(gpus) + count <= MAX_DEVICES:
-            raise AcceleratorError(f'GRES {item!r}: {len(gpus) + count} GPUs are not what a '
-                                   f'node has (from 1 to {MAX_DEVICES})')
-        model, arch, memory = GRES_TYPES[kind]
-        gpus += [Accelerator('nvidia', 'gpu', model, arch, memory, index=i)
-                 for i in range(len(gpus), len(gpus) + count)]
+        total += count
+        if total > MAX_DEVICES:
+            raise AcceleratorError(f'GRES {item!r}: {total} GPUs are not what a node has (from '
+                                   f'1 to {MAX_DEVICES})')
+        if count:
+            found.append(GresGpus((match.group('type') or '').strip(), count,
+                                  match.group('at') or ''))
+    return tuple(found)
+
+
+def gres_gpu_count(gres):
+    """How many GPUs Slurm allocates on a node of GRES `gres` (0 without)."""
+    return sum(item.count for item in gres_gpus(gres))
+
+
+# A GRES label of a GPU the table knows, as sites write it: 'h100', 'H100', 'nvidia_h100'
+# and 'tesla_v100' are one label.
+def _label_key(label):
+    return re.sub(r'^(?:nvidia|tesla)[-_]', '', label.strip().lower())
+
+
+def from_gres(gres):
+    """The GPUs of a node whose Slurm GRES is `gres`, where no tool on the node describes
+    them: a label GRES_TYPES knows gives its model; any other, or none, a GPU of a model not
+    known ('GPU (GRES gpu:rtx2080ti)', vendor and architecture unknown: it is measured by
+    nothing until the node's own tool names it, hpcbench.stack.site_description). [] without
+    a GPU. Power limit, clocks and ECC are not known from it (0 and None)."""
+    gpus = []
+    for item in gres_gpus(gres):
+        known = GRES_TYPES.get(_label_key(item.label))
+        for _ in range(item.count):
+            if known:
+                model, arch, memory = known
+                gpus.append(Accelerator('nvidia', 'gpu', model, arch, memory, index=len(gpus)))
+            else:
+                named = f'gpu:{item.label}' if item.label else 'gpu, untyped'
+                gpus.append(Accelerator(UNKNOWN_VENDOR, 'gpu', f'GPU (GRES {named})', '', 0,
+                                        index=len(gpus)))
     return gpus
+
+
+# A GPU whose vendor no tool said: no vendor's programming model is assumed for it.
+UNKNOWN_VENDOR = 'unknown'
 
 
 def detect(nvidia_smi=None, timeout=20):

@@ -27,12 +27,20 @@ _NONE = ('', '(null)', 'N/A')
 
 
 def records(text, kind):
-    """The records of `scontrol show <kind> -o` (kind 'Partition' or 'Node'): one dict per
-    line, its keys as printed, values stripped. Anything else is one error saying so."""
-    found = []
+    """The records of `scontrol show <kind>` (kind 'Partition' or 'Node'): one dict per
+    record, its keys as printed, values stripped. A record is one line (`-o`, as this suite
+    asks) or, as `scontrol show node` prints it without `-o`, its first line and the indented
+    lines under it. Anything else is one error saying so."""
+    lines = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        if line[:1].isspace() and lines:
+            lines[-1] = (lines[-1][0], f'{lines[-1][1]} {line.strip()}')
+        else:
+            lines.append((number, line))
+    found = []
+    for number, line in lines:
         keys = list(_KEY.finditer(line))
         if not keys or keys[0].start() != 0 or keys[0].group(1) != f'{kind}Name':
             raise SlurmDescriptionError(
@@ -77,6 +85,52 @@ def _names(value):
     return tuple(v for v in (value or '').split(',') if v and v not in _NONE)
 
 
+# A node's state as `scontrol show node` prints it: a base state and flags joined by '+'
+# (`IDLE+CLOUD+POWERED_DOWN`, `DOWN*+DRAIN`, `MIXED+DRAIN`), '*' on a node that does not
+# respond, and the suffixes of sinfo's short form ('~' powered down, '#' powering up, '%'
+# powering down, '$' maintenance, '@' reboot). The flags that keep a job off the node, each
+# with what it means: a node with any cannot run a benchmark now.
+OUT_OF_SERVICE = {
+    'DOWN': 'down', 'DRAIN': 'drained', 'DRAINED': 'drained', 'DRAINING': 'draining',
+    'FAIL': 'failing', 'FAILING': 'failing', 'ERROR': 'in error', 'FUTURE': 'not yet in service',
+    'NOT_RESPONDING': 'not responding', 'UNKNOWN': 'of unknown state',
+    'REBOOT_REQUESTED': 'to reboot', 'REBOOT_ISSUED': 'rebooting', 'RESERVED': 'reserved',
+    'MAINT': 'in maintenance', 'INVALID_REG': 'registered unlike slurm.conf declares it',
+    'INVALID': 'registered unlike slurm.conf declares it',
+    # sinfo's short names of the same states
+    'DRNG': 'draining', 'FUTR': 'not yet in service', 'UNK': 'of unknown state',
+    'RESV': 'reserved', 'INVAL': 'registered unlike slurm.conf declares it',
+}
+# Power saving is no reason a node cannot run: Slurm boots a powered-down node for the job
+# that needs it (a cloud node is powered down whenever idle); its first job waits minutes.
+POWER_SAVED = ('POWERED_DOWN', 'POWER_DOWN', 'POWERING_DOWN', 'POWERING_UP')
+_SUFFIXES = {'*': 'NOT_RESPONDING', '~': 'POWERED_DOWN', '#': 'POWERING_UP',
+             '%': 'POWERING_DOWN', '!': 'POWERING_DOWN', '$': 'MAINT', '@': 'REBOOT_REQUESTED',
+             '^': 'REBOOT_ISSUED', '-': 'PLANNED'}
+
+
+def state_flags(state):
+    """The flags of a node state ('DOWN*+DRAIN' -> ('DOWN', 'NOT_RESPONDING', 'DRAIN')),
+    upper case, each suffix spelled as its flag after the state it ends."""
+    flags = []
+    for part in (state or '').upper().split('+'):
+        part, suffixes = part.strip(), []
+        while part and part[-1] in _SUFFIXES:
+            suffixes.insert(0, _SUFFIXES[part[-1]])
+            part = part[:-1]
+        flags += ([part] if part else []) + suffixes
+    return tuple(dict.fromkeys(flags))
+
+
+def why_out(state, reason=''):
+    """Why a node in `state` (with Slurm's `reason`) cannot run a benchmark now, or ''."""
+    out = [OUT_OF_SERVICE[f] for f in state_flags(state) if f in OUT_OF_SERVICE]
+    if not out:
+        return ''
+    said = f'{state}: {", ".join(dict.fromkeys(out))}'
+    return f'{said} ({reason})' if reason and reason not in _NONE else said
+
+
 @dataclass(frozen=True)
 class SlurmNode:
     name: str
@@ -89,6 +143,19 @@ class SlurmNode:
     gres: str               # '' without any
     partitions: tuple
     host: str = ''          # NodeHostName: the machine the node is (several: emulated nodes)
+    state: str = ''         # State, as printed: 'IDLE', 'DOWN*+DRAIN', 'IDLE+CLOUD+POWERED_DOWN'
+    reason: str = ''        # Reason, where Slurm keeps one ('Not responding [root@...]')
+
+    @property
+    def out_of_service(self):
+        """Why the node cannot run a benchmark now ('' when it can): down, drained, not
+        responding, reserved, in maintenance."""
+        return why_out(self.state, self.reason)
+
+    @property
+    def powered_down(self):
+        """Whether Slurm has it powered down (it boots it for a job)."""
+        return any(flag in POWER_SAVED for flag in state_flags(self.state))
 
     @property
     def shape(self):
@@ -117,7 +184,9 @@ def node_from_record(record):
                      features=_names(record.get('AvailableFeatures')),
                      gres='' if record.get('Gres', '') in _NONE else record['Gres'],
                      partitions=_names(record.get('Partitions')),
-                     host=record.get('NodeHostName') or name)
+                     host=record.get('NodeHostName') or name,
+                     state=record.get('State', ''),
+                     reason='' if record.get('Reason', '') in _NONE else record['Reason'])
 
 
 @dataclass(frozen=True)
@@ -127,16 +196,27 @@ class SlurmPartition:
     default: bool
 
     @property
+    def in_service(self):
+        """The nodes that can run a benchmark now, in the controller's order."""
+        return tuple(n for n in self.nodes if not n.out_of_service)
+
+    @property
+    def out_of_service(self):
+        """{node name: why it cannot run now} (hpcbench.core.slurm_cluster.why_out)."""
+        return {n.name: n.out_of_service for n in self.nodes if n.out_of_service}
+
+    @property
     def smallest(self):
-        """The node the partition is described by: fewest CPUs, then least memory."""
-        return min(self.nodes, key=lambda n: (n.cpus, n.memory_mb))
+        """The node the partition is described by: fewest CPUs, then least memory, of those
+        in service (a node never booted reports RealMemory=1); of all where none is."""
+        return min(self.in_service or self.nodes, key=lambda n: (n.cpus, n.memory_mb))
 
     @property
     def differing(self):
-        """{node name: [how its shape differs from the smallest node's]} of the nodes that
-        are not the smallest's shape."""
+        """{node name: [how its shape differs from the smallest node's]} of the nodes in
+        service that are not the smallest's shape."""
         smallest = self.smallest
-        return {n.name: n.differences(smallest) for n in self.nodes
+        return {n.name: n.differences(smallest) for n in self.in_service or self.nodes
                 if n.shape != smallest.shape}
 
     @property

@@ -143,7 +143,31 @@ CLUSTER_SCHEMA = {
                 'processor': {'type': 'object', 'required': ['num_cpus']},
                 'features': {'type': 'array', 'items': {'type': 'string'}},
                 'gres': {'type': 'string'},
+                # A node's GPUs, one entry per model: as its own tool named them (the
+                # facts job), else as its GRES declared them (hpcbench.stack.
+                # site_description.gpu_groups).
+                'gpus': {'type': 'array', 'items': {
+                    'type': 'object',
+                    'required': ['vendor', 'kind', 'model', 'arch', 'count', 'memory_bytes'],
+                    'properties': {
+                        'vendor': _TEXT, 'kind': _TEXT, 'model': _TEXT,
+                        'arch': {'type': 'string'},
+                        'count': {**_COUNT, 'maximum': 64},
+                        'memory_bytes': _KNOWN_OR_0, 'power_limit_w': _KNOWN_OR_0,
+                        'max_sm_clock_hz': _KNOWN_OR_0,
+                        'driver_version': {'type': 'string'},
+                        'source': _TEXT},
+                    'additionalProperties': False}},
+                'gpus_mixed': _TEXT,
                 'gpus_stand_in': {'type': 'string'},
+                # Nodes whose shape is not the one the partition is described by, and
+                # nodes Slurm gives no job now: {node name: how, or why}.
+                'nodes_of_another_shape': {'type': 'object',
+                                           'additionalProperties': {'type': 'string'}},
+                'nodes_out_of_service': {'type': 'object',
+                                         'additionalProperties': {'type': 'string'}},
+                # Each node's state (and Slurm's reason) when the system was described.
+                'node_states': {'type': 'object', 'additionalProperties': {'type': 'string'}},
                 'gpu_topology': gpu_topology.SCHEMA,
                 'max_jobs': _COUNT,
             },

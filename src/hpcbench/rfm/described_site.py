@@ -3,10 +3,11 @@ site_description): its description, site-configs/<name>.yaml, is data a person r
 corrects; this turns it into ReFrame's configuration, one partition per Slurm partition:
 
 - the node as Slurm and the partition's own node described it (ReFrame's processor, the
-  memory Slurm gives jobs, the clock and flop per cycle), its GPUs from its GRES
-  (hpcbench.core.accelerators.from_gres: ReFrame's `devices`, features `gpu` and `cuda`,
-  and the `gpu` resource the GPU checks ask for with --gres=gpu:N), linked as the node's
-  nvidia-smi said (`gpu_topology`: the ranks are placed by it);
+  memory Slurm gives jobs, the clock and flop per cycle), its GPUs as the node's own tool
+  named them, else as its GRES declares them (`gpus`: ReFrame's `devices`, features `gpu`
+  and `cuda`, and the `gpu` resource the GPU checks ask for with --gres=gpu:N), linked as
+  the node's nvidia-smi said (`gpu_topology`: the ranks are placed by it); GPUs of several
+  models on one node, or of a model no tool named, are described and not measured;
 - sbatch's `--partition` and the description's `access` options (account, QoS) on every job;
 - one environment per MPI stack of the login node the description names (and each other
   BLAS, as on `local`), built by the system's Spack environment.
@@ -22,10 +23,20 @@ from hpcbench.rfm import site_config
 from hpcbench.stack import blas, site_description
 
 
+def _measured_gpus(entry):
+    """The GPUs of a node of `entry` the GPU checks measure: its GPUs (as the node named
+    them, else its GRES: hpcbench.stack.site_description.gpus_of), none where they are of
+    several models (`gpus_mixed`: one model per partition) or of a model no tool named."""
+    gpus = site_description.gpus_of(entry)
+    if entry.get('gpus_mixed') or len({g.model for g in gpus}) > 1 or \
+            any(g.vendor == accelerators.UNKNOWN_VENDOR for g in gpus):
+        return []
+    return gpus
+
+
 def _partition(where, system, entry, access, environs):
     gpu_settings, gpu_fields = site_config.accelerator_settings(
-        accelerators.from_gres(entry.get('gres', '')),
-        gpu_topology.from_description(entry.get('gpu_topology')))
+        _measured_gpus(entry), gpu_topology.from_description(entry.get('gpu_topology')))
     if gpu_fields and entry.get('gpus_stand_in'):
         gpu_fields['accelerators']['stand_in'] = entry['gpus_stand_in']
     io = {'io_directory': entry['io_directory'], 'io_read_cache_policy': 'size'} \

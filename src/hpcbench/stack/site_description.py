@@ -18,6 +18,7 @@ step fails, and overwrites only a system it wrote itself, and only with `--force
 """
 import datetime
 import json
+import os
 import re
 import socket
 import sys
@@ -68,9 +69,17 @@ def load(path):
         description = plain_yaml.load(path)
     except plain_yaml.PlainYamlError as err:
         raise DescriptionError(str(err)) from None
-    description_schema.cluster(description, str(path))
+    return checked(description, str(path))
+
+
+def checked(description, where_file):
+    """`description` (of file `where_file`), refused in one DescriptionError naming the file
+    and the field unless every later command can read it: the schema every reader uses,
+    each partition's name, node count, processor, and GPUs (their count where the node's
+    topology names them)."""
+    description_schema.cluster(description, where_file)
     for entry in description['partitions']:
-        where = f'{path}: partitions[{entry["name"]}]'
+        where = f'{where_file}: partitions[{entry["name"]}]'
         if not slurm_cluster.PARTITION_NAME.fullmatch(entry['name']):
             raise DescriptionError(f'{where}.name: a partition name has letters, digits, _ and '
                                    '- only (starting with a letter or _, at most 64)')
@@ -79,15 +88,16 @@ def load(path):
                                    'nodes')
         try:
             from_partition(entry['processor'], entry, where)
-            gpus = accelerators.from_gres(entry.get('gres', ''))
+            accelerators.gres_gpus(entry.get('gres', ''))
+            gpus = gpus_of(entry)
         except NodeDescriptionError as err:
             raise DescriptionError(str(err)) from None
         except accelerators.AcceleratorError as err:
             raise DescriptionError(f'{where}.gres: {err}') from None
         linked = len((entry.get('gpu_topology') or {}).get('gpus', []))
         if entry.get('gpu_topology') and linked != len(gpus):
-            raise DescriptionError(f'{where}.gpu_topology: {linked} GPUs, its GRES '
-                                   f'{entry.get("gres") or "none"} declares {len(gpus)}')
+            raise DescriptionError(f'{where}.gpu_topology: {linked} GPUs, its GPUs '
+                                   f'({entry.get("gres") or "none"}) are {len(gpus)}')
     return description
 
 
@@ -161,18 +171,32 @@ def described_systems(site_configs=None):
 
 def print_node_facts():
     """Run on a compute node: its processor (ReFrame's detector, as ReFrame's own remote
-    detection runs it), clock, double-precision flop per cycle, how many GPUs its nvidia-smi
-    shows and how they are linked (`nvidia-smi topo -m`: hpcbench.core.gpu_topology), as
-    one JSON line."""
+    detection runs it), memory, clock, double-precision flop per cycle, each GPU as its
+    nvidia-smi describes it (model, architecture, memory, UUID, PCI bus, power limit: the
+    node's own word, whatever label Slurm's GRES gives them) and how they are linked
+    (`nvidia-smi topo -m`: hpcbench.core.gpu_topology), as one JSON line. A GPU tool that
+    fails is said in `gpu_tool_error`, the rest still printed."""
     from reframe.utility.cpuinfo import cpuinfo
     hz, source = host.clock()
-    gpus = host.accelerators()
-    topology = host.gpu_topology(gpus)
+    try:
+        gpus, said = accelerators.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None), ''
+    except (accelerators.AcceleratorError, OSError) as err:
+        gpus, said = [], str(err)
+    models = {gpu.model for gpu in gpus}
+    topology = host.gpu_topology(gpus) if len(models) == 1 else None
     print(NODE_FACTS_MARK + json.dumps({
-        'hostname': socket.gethostname(), 'processor': cpuinfo(), 'clock_hz': hz,
+        'hostname': socket.gethostname(), 'processor': cpuinfo(),
+        'memory_bytes': host.memory_bytes(), 'clock_hz': hz,
         'clock_source': source, 'flops_per_cycle': host.flops_per_cycle(),
         'gpus_seen': len(gpus),
+        'gpus': [{field: getattr(gpu, field) for field in NODE_GPU_FIELDS} for gpu in gpus],
+        **({'gpu_tool_error': said} if said else {}),
         **({'gpu_topology': topology.to_description()} if topology else {})}))
+
+
+# What the facts job says of each GPU (fields of hpcbench.core.accelerators.Accelerator).
+NODE_GPU_FIELDS = ('vendor', 'kind', 'model', 'arch', 'memory_bytes', 'index', 'uuid',
+                   'pci_bus_id', 'max_sm_clock_hz', 'power_limit_w', 'driver_version')
 
 
 def node_facts(partition, access=(), env=None, timeout=600):
@@ -195,10 +219,26 @@ FACTS_SCHEMA = {
                  'gpus_seen'],
     'properties': {
         'hostname': {'type': 'string'}, 'processor': {'type': 'object'},
+        'memory_bytes': description_schema.SCHEMA['properties']['memory_bytes'],
         'clock_hz': description_schema.SCHEMA['properties']['clock_hz'],
         'clock_source': {'type': 'string'},
         'flops_per_cycle': description_schema.SCHEMA['properties']['flops_per_cycle'],
         'gpus_seen': {'type': 'integer', 'minimum': 0},
+        'gpus': {'type': 'array', 'maxItems': accelerators.MAX_DEVICES, 'items': {
+            'type': 'object', 'required': ['vendor', 'kind', 'model', 'arch', 'memory_bytes'],
+            'properties': {
+                'vendor': {'type': 'string', 'minLength': 1, 'maxLength': 64},
+                'kind': {'type': 'string', 'minLength': 1, 'maxLength': 64},
+                'model': {'type': 'string', 'minLength': 1, 'maxLength': 200},
+                'arch': {'type': 'string', 'maxLength': 64},
+                'memory_bytes': {'type': 'integer', 'minimum': 0},
+                'index': {'type': 'integer', 'minimum': 0},
+                'uuid': {'type': 'string', 'maxLength': 200},
+                'pci_bus_id': {'type': 'string', 'maxLength': 64},
+                'max_sm_clock_hz': {'type': 'number', 'minimum': 0},
+                'power_limit_w': {'type': 'number', 'minimum': 0},
+                'driver_version': {'type': 'string', 'maxLength': 64}}}},
+        'gpu_tool_error': {'type': 'string'},
         'gpu_topology': gpu_topology.SCHEMA,
     },
 }
@@ -226,6 +266,117 @@ def _launcher(cluster):
     return 'srun' if {'pmix', 'pmi2'} & set(cluster.mpi_plugins) else 'mpirun'
 
 
+# RealMemory below this is no node's memory: Slurm's placeholder for a node never booted
+# (RealMemory=1, cloud nodes) or gigabytes typed into the megabyte field.
+LEAST_REAL_MEMORY_MB = 1024
+
+
+def node_gpus(partition, facts):
+    """(the GPUs a node of `partition` is described with, [what to ask]): those its own tool
+    named (the facts job's `gpus`: model, memory, power limit as the node says), else those
+    its GRES declares (a label the table knows, or a GPU of unknown model). Slurm's count
+    and the node's that differ are asked about; Slurm's count is what a job gets."""
+    node, asks = partition.smallest, []
+    where = f'partitions[{partition.name}]'
+    declared = partition.accelerators
+    said = [accelerators.Accelerator(**{k: v for k, v in gpu.items()
+                                        if k in NODE_GPU_FIELDS})
+            for gpu in facts.get('gpus') or []]
+    if facts.get('gpu_tool_error'):
+        asks.append(f'{where}: the GPU tool on {facts["hostname"]} failed: '
+                    f'{facts["gpu_tool_error"]}')
+    if said and not declared:
+        asks.append(f'{where}: nvidia-smi on {facts["hostname"]} shows {len(said)} GPU(s) '
+                    f'({said[0].model}) that Slurm does not schedule (no GPU in its GRES '
+                    f'{node.gres or "(null)"}): described without GPUs; declare them in '
+                    'slurm.conf and gres.conf to measure them')
+        return [], asks
+    if said and len(said) != len(declared):
+        asks.append(f'{where}: Slurm\'s GRES {node.gres} gives a job {len(declared)} GPU(s), '
+                    f'nvidia-smi on {facts["hostname"]} shows {len(said)}: described with '
+                    'the node\'s; check gres.conf')
+    return said or declared, asks
+
+
+def gpu_groups(gpus, source):
+    """The description's `gpus` of a node's GPUs: one entry per model, with its count."""
+    groups = {}
+    for gpu in gpus:
+        key = (gpu.vendor, gpu.kind, gpu.model, gpu.arch)
+        if key not in groups:
+            groups[key] = {'vendor': gpu.vendor, 'kind': gpu.kind, 'model': gpu.model,
+                           'arch': gpu.arch, 'count': 0, 'memory_bytes': gpu.memory_bytes,
+                           'power_limit_w': gpu.power_limit_w,
+                           'max_sm_clock_hz': gpu.max_sm_clock_hz,
+                           'driver_version': gpu.driver_version, 'source': source}
+        group = groups[key]
+        group['count'] += 1
+        for field in ('memory_bytes', 'power_limit_w', 'max_sm_clock_hz'):
+            group[field] = min(group[field], getattr(gpu, field))
+    return list(groups.values())
+
+
+def gpus_of(entry):
+    """The GPUs of one node of a described partition (its `gpus`, else its GRES: a
+    description written before `gpus`), as hpcbench.core.accelerators.Accelerator."""
+    if entry.get('gpus') is None:
+        return accelerators.from_gres(entry.get('gres', ''))
+    found = []
+    for group in entry['gpus']:
+        fields = {k: v for k, v in group.items() if k not in ('count', 'source')}
+        found += [accelerators.Accelerator(**fields, index=len(found) + i)
+                  for i in range(group['count'])]
+    return found
+
+
+def _processor_asks(partition, facts, shares_hosts):
+    """What to ask where Slurm's counts of a node's processor are not the node's own (not
+    where Slurm nodes are slices of one host: there the host's processor is not a node's)."""
+    node, where = partition.smallest, f'partitions[{partition.name}]'
+    asks = []
+    counted = node.sockets * node.cores_per_socket * node.threads_per_core
+    if counted != node.cpus:
+        # Slurm's counts disagree with each other (a node declared by hand).
+        asks.append(f'{where}: Slurm says {node.name} has CPUTot={node.cpus} but Sockets='
+                    f'{node.sockets} x CoresPerSocket={node.cores_per_socket} x '
+                    f'ThreadsPerCore={node.threads_per_core} = {counted}; its processor is '
+                    'described as the node printed it: check that it is the node\'s')
+    processor = facts['processor']
+    if shares_hosts:
+        return asks
+    # Counted as hpcbench.core.node counts them: cores from the topology, else CPUs over
+    # threads per core.
+    threads = processor.get('num_cpus_per_core') or 1
+    sockets = processor.get('num_sockets') or 1
+    cores = len((processor.get('topology') or {}).get('cores') or []) or \
+        processor['num_cpus'] // threads
+    own = (sockets, cores // sockets, threads)
+    if own != (node.sockets, node.cores_per_socket, node.threads_per_core):
+        # A cloud node's vCPUs each called a socket (Sockets=32 CoresPerSocket=1): the
+        # checks are laid out by the node's own processor, not by Slurm's counts.
+        asks.append(f'{where}: Slurm counts {node.name} as Sockets={node.sockets} x '
+                    f'CoresPerSocket={node.cores_per_socket} x ThreadsPerCore='
+                    f'{node.threads_per_core}; the node ({facts["hostname"]}, ReFrame\'s '
+                    f'detector) has {own[0]} socket(s) x {own[1]} cores x {own[2]} threads: '
+                    'ranks are laid out by the node\'s; correct slurm.conf\'s NodeName line')
+    return asks
+
+
+def _memory(partition, facts, shares_hosts):
+    """(the memory a node of `partition` is described with, [what to ask]): Slurm's
+    RealMemory, unless it is a placeholder (under 1 GiB) or, on a node that is its own host,
+    under half of what the node has: then the node's own, said."""
+    node, where = partition.smallest, f'partitions[{partition.name}]'
+    slurm_bytes, own = node.memory_mb << 20, facts.get('memory_bytes')
+    if own and (node.memory_mb < LEAST_REAL_MEMORY_MB
+                or (not shares_hosts and slurm_bytes < own // 2)):
+        return own, [f'{where}.memory_bytes: Slurm says {node.name} has RealMemory='
+                     f'{node.memory_mb} (MB), the node ({facts["hostname"]}) {own >> 20} MiB: '
+                     'described with the node\'s; set RealMemory in slurm.conf (jobs that ask '
+                     'for memory are refused beyond it)']
+    return slurm_bytes, []
+
+
 def partition_description(partition, facts, io_directory, shares_hosts):
     """One partition's entry, and what to ask about it ([str])."""
     node = partition.smallest
@@ -233,14 +384,16 @@ def partition_description(partition, facts, io_directory, shares_hosts):
     # The clock's source as `local` says it names how to set it there (HPCBENCH_CLOCK_HZ);
     # here that is the field.
     clock_source = re.sub(r' \(set \w+\)$', '', facts['clock_source'])
+    in_service = partition.in_service or partition.nodes
+    memory_bytes, memory_asks = _memory(partition, facts, shares_hosts)
     entry = {
         'name': partition.name,
         'slurm_partition': partition.name,
         'descr': (f'{len(partition.nodes)} nodes of {node.cpus} CPUs ({node.sockets} '
                   f'socket(s) x {node.cores_per_socket} cores x {node.threads_per_core} '
                   f'threads), {node.memory_mb} MB' + (f', GRES {node.gres}' if node.gres else '')),
-        'num_nodes': len(partition.nodes),
-        'memory_bytes': node.memory_mb << 20,
+        'num_nodes': len(in_service),
+        'memory_bytes': memory_bytes,
         'clock_hz': facts['clock_hz'],
         'clock_source': clock_source,
         'flops_per_cycle': facts['flops_per_cycle'],
@@ -250,30 +403,61 @@ def partition_description(partition, facts, io_directory, shares_hosts):
         'max_jobs': 1 if shares_hosts else 100,
         'processor': facts['processor'],
     }
+    asks += memory_asks
+    # Each node's state as the controller printed it when the system was described.
+    entry['node_states'] = {n.name: n.state + (f' ({n.reason})' if n.reason else '')
+                            for n in partition.nodes}
+    powered_down = [n.name for n in partition.in_service if n.powered_down]
+    if powered_down:
+        asks.append(f'partitions[{partition.name}]: {len(powered_down)} of its nodes are '
+                    f'powered down ({", ".join(powered_down[:8])}'
+                    f'{", ..." if len(powered_down) > 8 else ""}): Slurm boots them for a job, '
+                    'whose start then waits for the boot')
+    out = partition.out_of_service
+    if out:
+        # Nodes Slurm will not give a job now: a run and a screen expect the others only.
+        entry['nodes_out_of_service'] = dict(out)
+        asks.append(f'partitions[{partition.name}]: {len(out)} of its {len(partition.nodes)} '
+                    'nodes cannot run now, ' + '; '.join(f'{n}: {why}' for n, why in out.items())
+                    + (f'; a run expects the other {len(partition.in_service)}'
+                       if partition.in_service else
+                       '; none can: it is described as if they could, run it when they are back'))
     if shares_hosts:
         # Nodes that are one host (the testbed's): the others' jobs and daemons always
         # load it, so no quiet-node check; the node's launch lock still runs one at a time.
         entry['quiet_node'] = {'action': 'off'}
-    declared = len(partition.accelerators)
-    if declared and not facts.get('gpus_seen'):
+    gpus, gpu_asks = node_gpus(partition, facts)
+    asks += gpu_asks
+    if gpus:
+        entry['gpus'] = gpu_groups(gpus, f'nvidia-smi on {facts["hostname"]}'
+                                   if facts.get('gpus') else f'GRES {node.gres}')
+        if len(entry['gpus']) > 1:
+            entry['gpus_mixed'] = (
+                'one node has ' + ', '.join(f'{g["count"]} x {g["model"]}' for g in entry['gpus'])
+                + ': the GPU checks measure one model per partition')
+            asks.append(f'partitions[{partition.name}].gpus_mixed: {entry["gpus_mixed"]}; its '
+                        'GPU checks are not run: describe each model as a partition of its own '
+                        '(a copy of this entry with that model\'s gpus and CUDA_VISIBLE_DEVICES)')
+        elif gpus[0].vendor == accelerators.UNKNOWN_VENDOR:
+            asks.append(f'partitions[{partition.name}].gpus: {gpus[0].model}: no tool on '
+                        f'{facts["hostname"]} named its model; its GPU checks are not run until '
+                        'one does (or set the model, vendor and arch here)')
+    if gpus and not facts.get('gpus_seen'):
         # GPUs Slurm allocates but no driver answers for (the testbed's stand-in devices, a
         # node whose driver is not loaded): the GPU checks write their jobs, a run skips them.
-        entry['gpus_stand_in'] = (f'its GRES declares {declared} GPU(s) but nvidia-smi on '
+        entry['gpus_stand_in'] = (f'its GRES declares {len(gpus)} GPU(s) but nvidia-smi on '
                                   f'{facts["hostname"]} shows none')
         asks.append(f'partitions[{partition.name}].gpus_stand_in: {entry["gpus_stand_in"]}; '
                     'the GPU checks skip it until the nodes\' GPUs answer (then remove it)')
-    counted = node.sockets * node.cores_per_socket * node.threads_per_core
-    if counted != node.cpus:
-        # Slurm's counts disagree with each other (a cloud node's vCPUs each called a socket, a
-        # node declared by hand): the checks are sized by the node's own processor.
-        asks.append(f'partitions[{partition.name}]: Slurm says {node.name} has CPUTot='
-                    f'{node.cpus} but Sockets={node.sockets} x CoresPerSocket='
-                    f'{node.cores_per_socket} x ThreadsPerCore={node.threads_per_core} = '
-                    f'{counted}; its processor is described as the node printed it: check '
-                    'that it is the node\'s')
-    if facts.get('gpu_topology'):
+    asks += _processor_asks(partition, facts, shares_hosts)
+    linked = len((facts.get('gpu_topology') or {}).get('gpus', []))
+    if linked and len(entry.get('gpus', [])) == 1 and linked == len(gpus):
         # How the node's GPUs are linked, as its nvidia-smi said: the ranks are placed by it.
         entry['gpu_topology'] = facts['gpu_topology']
+    elif linked:
+        asks.append(f'partitions[{partition.name}].gpu_topology: nvidia-smi topo -m on '
+                    f'{facts["hostname"]} links {linked} GPU(s), the partition is described '
+                    f'with {len(gpus)}: left out, ranks are not placed by it')
     if partition.differing:
         entry['nodes_of_another_shape'] = {name: ', '.join(how)
                                            for name, how in partition.differing.items()}
@@ -396,6 +580,14 @@ def write(name, description, asks, root=paths.PROJECT_ROOT, force=False):
     check_name(name, root, force)
     files = _files(name, root)
     texts = _texts(name, description, asks, Path(root) / 'spack-envs' / 'testbed' / 'spack.yaml')
+    # What is written is read back as every later command reads it, before anything is
+    # written: a description its own readers refuse is never left.
+    try:
+        checked(plain_yaml.loads(texts['description'], str(files['description'])),
+                str(files['description']))
+    except (DescriptionError, plain_yaml.PlainYamlError) as err:
+        raise NewSystemError(f'the description of {name} would not be read back: {err}') \
+            from None
     staged = []
     try:
         for key, path in files.items():
