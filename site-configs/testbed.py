@@ -11,7 +11,8 @@ submits with sbatch and polls sacct as on a production cluster.
   which starts its daemons through srun inside the allocation).
 - `gpu`, on Slurm's partition `gpu`: nodes g1..gG whose GPUs Slurm allocates by GRES
   (hpcbench.stack.testbed.GPU_GRES, stand-in device files), described from the GRES as a
-  site's would be (hpcbench.core.accelerators.from_gres), linked as a recorded 8-GPU node
+  site's would be (hpcbench.core.accelerators.from_gres, its label named by
+  hpcbench.machine.datasheets), linked as a recorded 8-GPU node
   (hpcbench.stack.testbed.GPU_TOPOLOGY_FILE): the GPU checks' jobs ask for them
   with --gres=gpu:N and run one rank per GPU (in a dry run: the GPUs are stand-ins, which a
   run skips, saying so); the CPU checks run on its nodes' CPUs too.
@@ -25,7 +26,7 @@ import sys
 
 from hpcbench.core import accelerators
 from hpcbench.rfm import site_config
-from hpcbench.machine import host
+from hpcbench.machine import datasheets, host
 from hpcbench.stack import mpi_stacks, testbed, testbed_daemons
 
 NODES = testbed.configured_nodes()
@@ -52,7 +53,7 @@ ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_fields,
 # The GPU nodes' GPUs as their GRES declares them; stand-ins, which the GPU checks skip in a
 # run (a dry run writes their jobs).
 GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(
-    accelerators.from_gres(testbed.GPU_GRES), testbed.gpu_topology())
+    accelerators.from_gres(testbed.GPU_GRES, datasheets.gres_model()), testbed.gpu_topology())
 GPU_FIELDS['accelerators']['stand_in'] = (
     'its GPUs are stand-in devices (no GPU, no driver): the GPU checks write their jobs in a '
     'dry run; tests/stack/test_testbed.py runs a GRES job of one rank per GPU through Slurm')

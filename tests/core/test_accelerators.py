@@ -8,6 +8,7 @@ import pytest
 
 from conftest import FIXTURES
 from hpcbench.core import accelerators
+from hpcbench.machine import datasheets
 
 GPU = FIXTURES / 'gpu'
 
@@ -34,33 +35,9 @@ def test_the_xml_describes_the_same_gpu_as_the_query(node):
     assert accelerators.from_smi_xml(_xml(node)) == accelerators.from_query_csv(_csv(node))
 
 
-@pytest.mark.parametrize('node, model, bandwidth, tensor_peak', [
-    ('h200', 'H200 SXM', 4800e9, 67e12),
-    ('h100', 'H100 SXM', 3350e9, 67e12),
-])
-def test_each_gpu_has_its_datasheet_figures_cited(node, model, bandwidth, tensor_peak):
-    (gpu,) = accelerators.from_query_csv(_csv(node))
-    sheet = accelerators.datasheet(gpu)
-    assert (sheet.model, sheet.memory_bandwidth, sheet.fp64_tensor_flops) == \
-        (model, bandwidth, tensor_peak)
-    assert sheet.fp64_flops == 34e12 and sheet.host_link == 'PCIe 5.0 x16'
-    assert sheet.host_link_bandwidth == 64e9        # each direction
-    assert 'datasheet' in sheet.source and 'Technical Specifications' in sheet.source
-
-
-@pytest.mark.parametrize('name, model', [
-    ('NVIDIA A100-SXM4-80GB', 'A100 80GB SXM'), ('NVIDIA A100-SXM4-40GB', 'A100 40GB SXM'),
-    ('NVIDIA A100 80GB PCIe', 'A100 80GB PCIe'), ('NVIDIA A100-PCIE-40GB', 'A100 40GB PCIe'),
-    ('NVIDIA H100 NVL', 'H100 NVL'), ('NVIDIA H200 NVL', 'H200 NVL'),
-])
-def test_the_a100s_and_the_other_hoppers_have_datasheets(name, model):
-    gpu = accelerators.Accelerator('nvidia', 'gpu', name, 'sm_80', 80 << 30)
-    assert accelerators.datasheet(gpu).model == model
-
-
 def test_a_model_without_a_datasheet_has_none():
     gpu = accelerators.Accelerator('nvidia', 'gpu', 'NVIDIA GeForce RTX 4090', 'sm_89', 24 << 30)
-    assert accelerators.datasheet(gpu) is None
+    assert datasheets.find(gpu.model) is None
     assert accelerators.partition_facts([gpu])['accelerators']['datasheet'] is None
 
 
@@ -69,7 +46,8 @@ def test_a_partition_describes_its_gpus_for_reframe_and_the_checks():
     assert accelerators.devices_entry(gpus) == [
         {'type': 'gpu', 'arch': 'sm_90', 'model': 'NVIDIA H200', 'num_devices': 1}]
     assert accelerators.features(gpus) == ['gpu', 'cuda']
-    extras = accelerators.partition_facts(gpus)['accelerators']
+    extras = accelerators.partition_facts(
+        gpus, sheet=datasheets.find(gpus[0].model))['accelerators']
     assert (extras['count'], extras['power_limit_w'], extras['ecc_enabled']) == (1, 700.0, True)
     assert extras['datasheet']['memory_bandwidth'] == 4800e9
     # No GPU: nothing changes.
@@ -170,11 +148,12 @@ def test_a_tool_that_hangs_or_prints_no_text_is_one_message(tmp_path):
 
 
 def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
-    gpus = accelerators.from_gres('gpu:h200:2(S:0-1),shard:h200:8')
+    gpus = accelerators.from_gres('gpu:h200:2(S:0-1),shard:h200:8', datasheets.gres_model())
     assert [(g.model, g.arch, g.memory_bytes, g.index) for g in gpus] == [
         ('NVIDIA H200', 'sm_90', 141 * 10**9, 0), ('NVIDIA H200', 'sm_90', 141 * 10**9, 1)]
     # Its datasheet is the one nvidia-smi's name finds; no limit is known from a GRES.
-    described = accelerators.partition_facts(gpus)['accelerators']
+    described = accelerators.partition_facts(
+        gpus, sheet=datasheets.find(gpus[0].model))['accelerators']
     assert described['datasheet']['model'] == 'H200 SXM' and described['count'] == 2
     assert (described['power_limit_w'], described['ecc_enabled']) == (0.0, None)
     assert accelerators.from_gres('(null)') == [] and accelerators.from_gres('') == []
@@ -202,13 +181,15 @@ def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
 ])
 def test_a_gres_as_slurm_prints_it_is_read_whatever_its_labels(gres, items):
     assert [(i.label, i.count, i.binding) for i in accelerators.gres_gpus(gres)] == items
-    gpus = accelerators.from_gres(gres)
+    gpus = accelerators.from_gres(gres, datasheets.gres_model())
     assert len(gpus) == sum(count for _, count, _ in items)
     assert [g.index for g in gpus] == list(range(len(gpus)))
     for gpu, label in zip(gpus, [label for label, count, _ in items for _ in range(count)]):
-        # A label the table knows names its model; any other is a GPU of unknown model.
-        if label in accelerators.GRES_TYPES:
-            assert gpu.vendor == 'nvidia' and gpu.model == accelerators.GRES_TYPES[label][0]
+        # A label a datasheet names gives its model; any other is a GPU of unknown model.
+        entry = datasheets.by_gres_label(label) if label else None
+        if entry:
+            assert gpu.vendor == 'nvidia' and gpu.model == entry.examples[0]
+            assert datasheets.find(gpu.model) == entry.sheet
         else:
             assert gpu.vendor == accelerators.UNKNOWN_VENDOR and gpu.arch == ''
             assert gpu.model == (f'GPU (GRES gpu:{label})' if label else

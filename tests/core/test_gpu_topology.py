@@ -9,6 +9,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from hpcbench.core import accelerators, gpu_topology
+from hpcbench.machine import datasheets
 
 TOPOLOGY = FIXTURES / 'gpu' / 'topology'
 # The published 8 x H100 node's, which the testbed's GPU nodes are described with.
@@ -20,7 +21,7 @@ def _text(name):
 
 
 def _sheet(model):
-    return accelerators.datasheet(accelerators.Accelerator('nvidia', 'gpu', model, 'sm_90', 1))
+    return datasheets.find(model)
 
 
 def test_the_h200_node_s_one_gpu_and_its_cpus():
@@ -130,7 +131,7 @@ def test_the_partition_s_description_carries_the_topology_and_refuses_another_no
     (gpu,) = accelerators.from_query_csv(
         (FIXTURES / 'gpu' / 'h200' / 'nvidia-smi-query.csv').read_text())
     one = gpu_topology.parse(_text('h200-one-gpu.txt'))
-    facts = accelerators.partition_facts([gpu], one)['accelerators']
+    facts = accelerators.partition_facts([gpu], one, datasheets.find(gpu.model))['accelerators']
     assert facts['topology'] == {'gpus': [{'index': 0, 'cpus': '0-15', 'numa': 0}],
                                  'links': [['X']]}
     assert facts['datasheet']['nvlink_links'] == 18

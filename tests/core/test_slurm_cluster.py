@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import FIXTURES, slurm_conf_nodes
-from hpcbench.core import slurm_cluster
+from hpcbench.core import accelerators, slurm_cluster
 
 TESTBED = FIXTURES / 'slurm' / 'testbed'
 VARIED = FIXTURES / 'slurm' / 'testbed-varied'
@@ -25,9 +25,8 @@ def test_the_testbed_is_read_as_its_slurm_conf_declares_it():
         assert partition.differing == {} and partition.features == ()
         for node in partition.nodes:
             assert node.shape == declared[node.name], node.name
-    assert batch.accelerators == []
-    assert [(g.model, g.arch, g.index) for g in gpu.accelerators] == [
-        ('NVIDIA H200', 'sm_90', 0), ('NVIDIA H200', 'sm_90', 1)]
+    assert batch.gres_gpus == ()
+    assert gpu.gres_gpus == (accelerators.GresGpus('h200', 2),)
 
 
 def test_nodes_that_are_one_host_are_told_apart_from_a_cluster_s():

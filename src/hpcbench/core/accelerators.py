@@ -1,14 +1,17 @@
 """A node's accelerators as the checks see them: what the vendor's tool reports of each
 device (model, architecture, memory, clocks, power limit, ECC), and the figures a check
-needs that no tool reports, from the vendor's datasheet, each cited like a paper figure.
+needs that no tool reports, from the vendor's datasheet (a `Datasheet` record, read from
+cited data by hpcbench.machine.datasheets).
 
 - Read from `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv` (`from_query_csv`) or
   `nvidia-smi -q -x` (`from_smi_xml`); `detect()` asks the node's nvidia-smi and finds none
   where there is no such tool: then nothing changes and nothing is said.
 - A partition describes them as ReFrame's `devices` entry (`devices_entry`: type, arch,
-  model, num_devices) and its description's `accelerators` (`partition_facts`: the datasheet
-  figures and the tool's limits), so that a check reads them from the partition and never
-  from the node it is submitted from.
+  model, num_devices) and its description's `accelerators` (`partition_facts`: the
+  datasheet's figures the caller found and the tool's limits), so that a check reads them
+  from the partition and never from the node it is submitted from.
+- A node's Slurm GRES is read as Slurm prints it (`gres_gpus`, `from_gres`): typed or
+  untyped GPUs, several models, bindings, other resources left out.
 - The model is not NVIDIA's alone: `vendor` and `arch` are strings (`sm_90` for NVIDIA's
   compute capability 9.0; AMD's would be `gfx90a`), and a datasheet names what it covers.
 
@@ -23,8 +26,6 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import asdict, dataclass
 
 MIB = 1 << 20
-GB = 10 ** 9
-TERA = 10 ** 12
 
 # What the node's nvidia-smi is asked, in this order (its CSV header names them with units).
 QUERY_FIELDS = ('index', 'name', 'uuid', 'pci.bus_id', 'compute_cap', 'memory.total',
@@ -71,57 +72,12 @@ class Datasheet:
     nvlink: str = None
     nvlink_links: int = None
     nvlink_bandwidth: float = None
-
-
-# Host links, each direction: PCIe 4.0 x16 moves 32 GB/s, 5.0 x16 64 GB/s (the datasheets'
-# "64GB/s" and "128GB/s" count both directions).
-PCIE4_X16 = ('PCIe 4.0 x16', 32 * GB)
-PCIE5_X16 = ('PCIe 5.0 x16', 64 * GB)
-_A100 = ('NVIDIA A100 Tensor Core GPU datasheet (2021), table "NVIDIA A100 Tensor Core GPU '
-         'Specifications (SXM4 and PCIe Form Factors)"')
-_H100 = 'NVIDIA H100 Tensor Core GPU datasheet (2023), table "Technical Specifications"'
-_H200 = 'NVIDIA H200 Tensor Core GPU datasheet (2024), table "Technical Specifications"'
-# NVLink per GPU: A100 NVLink 3, 12 links, "600GB/s"; H100 and H200 SXM NVLink 4, 18 links,
-# "900GB/s"; the NVL boards' bridges "600GB/s" (H100 NVL, 12 links) and "900GB/s" (H200 NVL,
-# 18); links per GPU and generation as stas00/ml-engineering network/README.md (commit
-# 0030e63f) tabulates them.
-NVLINK3_12 = {'nvlink': 'NVLink 3', 'nvlink_links': 12, 'nvlink_bandwidth': 300 * GB}
-NVLINK4_18 = {'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450 * GB}
-NVLINK4_12 = {'nvlink': 'NVLink 4', 'nvlink_links': 12, 'nvlink_bandwidth': 300 * GB}
-_CLEARSPEED = ('Sun BluePrints, Tokyo Institute of Technology Supercomputer Grid Architecture '
-               'and Performance Overview (2007; seed 000), Chapter 2, "ClearSpeed CSX600"')
-
-# nvidia-smi's name of a model (a regular expression, matched whole) -> its datasheet.
-DATASHEETS = {
-    r'NVIDIA A100[- ]SXM4[- ]40GB': Datasheet('A100 40GB SXM', 9.7 * TERA, 19.5 * TERA,
-                                             1555 * GB, *PCIE4_X16, 400, _A100, **NVLINK3_12),
-    r'NVIDIA A100[- ]SXM4[- ]80GB': Datasheet('A100 80GB SXM', 9.7 * TERA, 19.5 * TERA,
-                                             2039 * GB, *PCIE4_X16, 400, _A100, **NVLINK3_12),
-    r'NVIDIA A100[- ]PCIE[- ]40GB': Datasheet('A100 40GB PCIe', 9.7 * TERA, 19.5 * TERA,
-                                             1555 * GB, *PCIE4_X16, 250, _A100, **NVLINK3_12),
-    r'NVIDIA A100 80GB PCIe': Datasheet('A100 80GB PCIe', 9.7 * TERA, 19.5 * TERA, 1935 * GB,
-                                        *PCIE4_X16, 300, _A100, **NVLINK3_12),
-    r'NVIDIA H100 80GB HBM3': Datasheet('H100 SXM', 34 * TERA, 67 * TERA, 3350 * GB,
-                                        *PCIE5_X16, 700, _H100, **NVLINK4_18),
-    r'NVIDIA H100 NVL': Datasheet('H100 NVL', 30 * TERA, 60 * TERA, 3900 * GB, *PCIE5_X16, 400,
-                                  _H100, **NVLINK4_12),
-    r'NVIDIA H200': Datasheet('H200 SXM', 34 * TERA, 67 * TERA, 4800 * GB, *PCIE5_X16, 700,
-                              _H200, **NVLINK4_18),
-    r'NVIDIA H200 NVL': Datasheet('H200 NVL', 30 * TERA, 60 * TERA, 4800 * GB, *PCIE5_X16, 600,
-                                  _H200, **NVLINK4_18),
-    # TSUBAME's accelerator board: two CSX600 on a PCI-X card, "96 GFlops theoretical peak";
-    # the paper gives no memory bandwidth, link rate or maximum power (its 25 W is an
-    # average while running DGEMM: a reference figure, references/tsubame.yaml).
-    r'ClearSpeed Advance': Datasheet('ClearSpeed Advance (2 x CSX600)', 96e9, 96e9, None,
-                                     'PCI-X', None, None, _CLEARSPEED),
-}
-
-
-def datasheet(accelerator):
-    """The datasheet of `accelerator`'s model, or None when the table has none (a check
-    then says which figure it cannot judge, and why)."""
-    return next((sheet for pattern, sheet in DATASHEETS.items()
-                 if re.fullmatch(pattern, accelerator.model.strip(), re.I)), None)
+    # What the datasheet says the device is (hpcbench.machine.datasheets).
+    vendor: str = None
+    kind: str = 'gpu'
+    arch: str = None
+    memory_bytes: float = None
+    devices_per_package: int = 1
 
 
 # The units nvidia-smi gives its numbers in, each with those of its kind it may also be
@@ -291,16 +247,6 @@ def from_smi_xml(text):
     return gpus
 
 
-# GPUs a scheduler names by Slurm's GRES type (`Gres=gpu:h200:4`), where no tool on the node
-# describes them: (nvidia-smi's name, architecture, memory) of each. Memory as the
-# datasheets above give it (H200 141 GB, H100 SXM 80 GB, A100 40 and 80 GB); architecture
-# from NVIDIA's "CUDA GPU Compute Capability" list (Hopper 9.0, A100 8.0).
-GRES_TYPES = {
-    'h200': ('NVIDIA H200', 'sm_90', 141 * GB),
-    'h100': ('NVIDIA H100 80GB HBM3', 'sm_90', 80 * GB),
-    'a100': ('NVIDIA A100-SXM4-80GB', 'sm_80', 80 * GB),
-    'a100_40g': ('NVIDIA A100-SXM4-40GB', 'sm_80', 40 * GB),
-}
 # The most accelerators a node has (8 to 16 today; a GRES beyond this is a broken count).
 MAX_DEVICES = 64
 # A GPU item of a GRES as Slurm prints it: `gpu:COUNT` or `gpu:TYPE:COUNT`, then what Slurm
@@ -370,28 +316,24 @@ def gres_gpu_count(gres):
     return sum(item.count for item in gres_gpus(gres))
 
 
-# A GRES label of a GPU the table knows, as sites write it: 'h100', 'H100', 'nvidia_h100'
-# and 'tesla_v100' are one label.
-def _label_key(label):
-    return re.sub(r'^(?:nvidia|tesla)[-_]', '', label.strip().lower())
-
-
-def from_gres(gres):
+def from_gres(gres, known=None):
     """The GPUs of a node whose Slurm GRES is `gres`, where no tool on the node describes
-    them: a label GRES_TYPES knows gives its model; any other, or none, a GPU of a model not
-    known ('GPU (GRES gpu:rtx2080ti)', vendor and architecture unknown: it is measured by
-    nothing until the node's own tool names it, hpcbench.stack.site_description). [] without
-    a GPU. Power limit, clocks and ECC are not known from it (0 and None)."""
+    them: a label `known` names ((model as its tool prints it, vendor, kind, arch, memory)
+    or None: hpcbench.machine.datasheets.gres_model) gives that model; any other, or none, a
+    GPU of a model not known ('GPU (GRES gpu:rtx2080ti)', vendor and architecture unknown:
+    it is measured by nothing until the node's own tool names it, hpcbench.stack.
+    site_description). [] without a GPU. Power limit, clocks and ECC are not known from it
+    (0 and None)."""
     gpus = []
     for item in gres_gpus(gres):
-        known = GRES_TYPES.get(_label_key(item.label))
+        named = known(item.label) if known and item.label else None
         for _ in range(item.count):
-            if known:
-                model, arch, memory = known
-                gpus.append(Accelerator('nvidia', 'gpu', model, arch, memory, index=len(gpus)))
+            if named:
+                model, vendor, kind, arch, memory = named
+                gpus.append(Accelerator(vendor, kind, model, arch, memory, index=len(gpus)))
             else:
-                named = f'gpu:{item.label}' if item.label else 'gpu, untyped'
-                gpus.append(Accelerator(UNKNOWN_VENDOR, 'gpu', f'GPU (GRES {named})', '', 0,
+                label = f'gpu:{item.label}' if item.label else 'gpu, untyped'
+                gpus.append(Accelerator(UNKNOWN_VENDOR, 'gpu', f'GPU (GRES {label})', '', 0,
                                         index=len(gpus)))
     return gpus
 
@@ -456,19 +398,19 @@ def devices_entry(accelerators):
     return [{'type': kind, 'arch': arch, 'model': model, 'num_devices': len(accelerators)}]
 
 
-def partition_facts(accelerators, topology=None):
+def partition_facts(accelerators, topology=None, sheet=None):
     """A partition's description of its nodes' accelerators: {'accelerators': {...}} with
     what the tool reported of one device (the least of each limit over the node's), its
-    datasheet's figures and the node's GPU topology (hpcbench.core.gpu_topology, or None),
-    or {} for none. A model without a datasheet has `datasheet: None`; a topology of another
-    count of GPUs is an AcceleratorError."""
+    datasheet's figures (`sheet`: hpcbench.machine.datasheets.find) and the node's GPU
+    topology (hpcbench.core.gpu_topology, or None), or {} for none. A model without a
+    datasheet has `datasheet: None`; a topology of another count of GPUs is an
+    AcceleratorError."""
     if not accelerators:
         return {}
     if topology is not None and len(topology.gpus) != len(accelerators):
         raise AcceleratorError(f'nvidia-smi topo -m shows {len(topology.gpus)} GPUs, its '
                                f'query {len(accelerators)}: not one node\'s')
     vendor, kind, model, arch = one_model(accelerators)
-    sheet = datasheet(accelerators[0])
     described = {
         'vendor': vendor, 'kind': kind, 'model': model, 'arch': arch,
         'count': len(accelerators),

@@ -229,10 +229,11 @@ class SlurmPartition:
         return tuple(f for f in self.nodes[0].features if f in common)
 
     @property
-    def accelerators(self):
-        """The smallest node's GPUs as its GRES declares them ([] without)."""
+    def gres_gpus(self):
+        """The GPU items of the smallest node's GRES (hpcbench.core.accelerators.GresGpus:
+        label, count, binding; () without)."""
         try:
-            return accelerators.from_gres(self.smallest.gres)
+            return accelerators.gres_gpus(self.smallest.gres)
         except accelerators.AcceleratorError as err:
             raise SlurmDescriptionError(f'partition {self.name}, node {self.smallest.name}: '
                                         f'{err}') from None
@@ -241,7 +242,7 @@ class SlurmPartition:
 def read_cluster(partition_output, node_output):
     """[SlurmPartition] from `scontrol show partition -o` and `scontrol show node -o`, in the
     controller's order. A partition without nodes, whose node records do not add up to its
-    TotalNodes, or whose GPU GRES names no GPU hpcbench.core.accelerators knows, is one
+    TotalNodes, or whose GRES is no node's (hpcbench.core.accelerators.gres_gpus), is one
     error naming it."""
     nodes = [node_from_record(r) for r in records(node_output, 'Node')]
     partitions = []
@@ -263,7 +264,7 @@ def read_cluster(partition_output, node_output):
                 f'partition {name}: {len(members)} node records name it, its TotalNodes is '
                 f'{total} (nodes hidden from this user?)')
         partition = SlurmPartition(name, members, record.get('Default') == 'YES')
-        partition.accelerators          # a GRES that describes no known GPU: said now
+        partition.gres_gpus             # a GRES that is no node's: said now
         partitions.append(partition)
     return partitions
 

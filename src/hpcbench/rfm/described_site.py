@@ -18,25 +18,22 @@ A description missing a field or holding a wrong one is one error naming the fil
 import sys
 from pathlib import Path
 
-from hpcbench.core import accelerators, gpu_topology
+from hpcbench.core import gpu_topology
 from hpcbench.rfm import site_config
 from hpcbench.stack import blas, site_description
 
 
-def _measured_gpus(entry):
-    """The GPUs of a node of `entry` the GPU checks measure: its GPUs (as the node named
-    them, else its GRES: hpcbench.stack.site_description.gpus_of), none where they are of
-    several models (`gpus_mixed`: one model per partition) or of a model no tool named."""
-    gpus = site_description.gpus_of(entry)
-    if entry.get('gpus_mixed') or len({g.model for g in gpus}) > 1 or \
-            any(g.vendor == accelerators.UNKNOWN_VENDOR for g in gpus):
-        return []
-    return gpus
+def _gpus(entry, system):
+    try:
+        return site_description.measured_gpus(entry, system)
+    except site_description.DescriptionError as err:
+        sys.exit(f'error: {err}')
 
 
 def _partition(where, system, entry, access, environs):
     gpu_settings, gpu_fields = site_config.accelerator_settings(
-        _measured_gpus(entry), gpu_topology.from_description(entry.get('gpu_topology')))
+        _gpus(entry, system['name']),
+        gpu_topology.from_description(entry.get('gpu_topology')), system['name'])
     if gpu_fields and entry.get('gpus_stand_in'):
         gpu_fields['accelerators']['stand_in'] = entry['gpus_stand_in']
     io = {'io_directory': entry['io_directory'], 'io_read_cache_policy': 'size'} \

@@ -106,7 +106,8 @@ def _partition(where, system, entry, processors):
     accelerators = [Accelerator(**{**a, 'memory_bytes': quantity(a['memory_bytes'],
                                                                  'accelerators')})
                     for a in fields.pop('accelerators', [])]
-    settings, accelerator_fields = site_config.accelerator_settings(accelerators)
+    settings, accelerator_fields = site_config.accelerator_settings(accelerators,
+                                                                    system=system['name'])
     return site_config.reframe_partition(
         where, system['name'], name, {**fields, **accelerator_fields},
         descr=descr, scheduler=reframe['scheduler'], launcher=reframe['launcher'],

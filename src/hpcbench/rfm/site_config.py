@@ -9,7 +9,7 @@ from pathlib import Path
 from hpcbench.benchmarks import dgemm, hpcc, hpl, imb
 from hpcbench.core import job_script, paths, run_lock
 from hpcbench.core import accelerators as accelerator_facts
-from hpcbench.machine import description
+from hpcbench.machine import datasheets, description
 from hpcbench.rfm import backends
 from hpcbench.stack import spack
 
@@ -115,17 +115,22 @@ PERFLOG_VARIABLE_FORMAT = (
 )
 
 
-def accelerator_settings(accelerators, topology=None):
+def accelerator_settings(accelerators, topology=None, system=None):
     """What a partition whose nodes each have `accelerators` (hpcbench.core.accelerators)
     linked as `topology` shows (hpcbench.core.gpu_topology, or None) adds to its
     description: ReFrame's `devices`, its features (`gpu`, `cuda`) and its description's
-    `accelerators`; {} and {} for none, so that a partition without any is described as
-    before."""
+    `accelerators` with the model's datasheet (hpcbench.machine.datasheets: `system`'s own
+    file first); {} and {} for none, so that a partition without any is described as
+    before. A datasheets file that is not one stops the site config with one message."""
     if not accelerators:
         return {}, {}
+    try:
+        sheet = datasheets.find(accelerators[0].model, datasheets.table(system))
+    except datasheets.DatasheetError as err:
+        sys.exit(f'error: {err}')
     return ({'devices': accelerator_facts.devices_entry(accelerators),
              'features': accelerator_facts.features(accelerators)},
-            accelerator_facts.partition_facts(accelerators, topology))
+            accelerator_facts.partition_facts(accelerators, topology, sheet))
 
 
 def reframe_partition(where, system, name, fields, **reframe_fields):

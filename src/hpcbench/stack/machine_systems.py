@@ -10,7 +10,6 @@ import subprocess
 import yaml
 
 from hpcbench.benchmarks import babelstream, dgemm, host_device, nccl_tests, osu, stream
-from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import node, paths
 from hpcbench.machine import device_buffers, host
 from hpcbench.stack import blas, cuda, debian, mpi_stacks, nccl, site_description, testbed
@@ -38,10 +37,11 @@ def machine_systems():
 
 
 def described_gpus(system):
-    """The GPUs of a described cluster's partitions whose drivers answer (their GRES)."""
+    """The GPUs of a described cluster's partitions whose drivers answer and which its GPU
+    checks measure (hpcbench.stack.site_description.measured_gpus)."""
     description, _ = site_description.description_of(system)
     return [gpu for entry in description['partitions'] if not entry.get('gpus_stand_in')
-            for gpu in accelerator_facts.from_gres(entry.get('gres', ''))]
+            for gpu in site_description.measured_gpus(entry, system)]
 
 
 def machine_stacks(system='local'):

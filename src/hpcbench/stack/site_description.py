@@ -32,7 +32,7 @@ from hpcbench.core.node import NodeDescriptionError, from_partition
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
 from hpcbench.machine import description as description_schema
-from hpcbench.machine import host, plain_yaml, slurm_query
+from hpcbench.machine import datasheets, host, plain_yaml, slurm_query
 from hpcbench.results import references_text
 from hpcbench.stack import mpi_stacks
 
@@ -271,14 +271,14 @@ def _launcher(cluster):
 LEAST_REAL_MEMORY_MB = 1024
 
 
-def node_gpus(partition, facts):
+def node_gpus(partition, facts, known=None):
     """(the GPUs a node of `partition` is described with, [what to ask]): those its own tool
     named (the facts job's `gpus`: model, memory, power limit as the node says), else those
     its GRES declares (a label the table knows, or a GPU of unknown model). Slurm's count
     and the node's that differ are asked about; Slurm's count is what a job gets."""
     node, asks = partition.smallest, []
     where = f'partitions[{partition.name}]'
-    declared = partition.accelerators
+    declared = accelerators.from_gres(node.gres, known)
     said = [accelerators.Accelerator(**{k: v for k, v in gpu.items()
                                         if k in NODE_GPU_FIELDS})
             for gpu in facts.get('gpus') or []]
@@ -316,17 +316,30 @@ def gpu_groups(gpus, source):
     return list(groups.values())
 
 
-def gpus_of(entry):
+def gpus_of(entry, known=None):
     """The GPUs of one node of a described partition (its `gpus`, else its GRES: a
-    description written before `gpus`), as hpcbench.core.accelerators.Accelerator."""
+    description written before `gpus`, its labels named by `known`: hpcbench.machine.
+    datasheets.gres_model), as hpcbench.core.accelerators.Accelerator."""
     if entry.get('gpus') is None:
-        return accelerators.from_gres(entry.get('gres', ''))
+        return accelerators.from_gres(entry.get('gres', ''), known)
     found = []
     for group in entry['gpus']:
         fields = {k: v for k, v in group.items() if k not in ('count', 'source')}
         found += [accelerators.Accelerator(**fields, index=len(found) + i)
                   for i in range(group['count'])]
     return found
+
+
+def measured_gpus(entry, system):
+    """The GPUs of a node of described partition `entry` the GPU checks measure: its GPUs
+    (gpus_of, GRES labels named by `system`'s datasheets), none where they are of several
+    models (`gpus_mixed`: one model per partition) or of a model no tool named. A datasheets
+    file that is not one is a DescriptionError."""
+    gpus = gpus_of(entry, datasheets.gres_model(datasheets.table(system)))
+    if entry.get('gpus_mixed') or len({g.model for g in gpus}) > 1 or \
+            any(g.vendor == accelerators.UNKNOWN_VENDOR for g in gpus):
+        return []
+    return gpus
 
 
 def _processor_asks(partition, facts, shares_hosts):
@@ -377,8 +390,9 @@ def _memory(partition, facts, shares_hosts):
     return slurm_bytes, []
 
 
-def partition_description(partition, facts, io_directory, shares_hosts):
-    """One partition's entry, and what to ask about it ([str])."""
+def partition_description(partition, facts, io_directory, shares_hosts, known=None):
+    """One partition's entry, and what to ask about it ([str]); `known` names GRES labels
+    (hpcbench.machine.datasheets.gres_model)."""
     node = partition.smallest
     asks = []
     # The clock's source as `local` says it names how to set it there (HPCBENCH_CLOCK_HZ);
@@ -426,7 +440,7 @@ def partition_description(partition, facts, io_directory, shares_hosts):
         # Nodes that are one host (the testbed's): the others' jobs and daemons always
         # load it, so no quiet-node check; the node's launch lock still runs one at a time.
         entry['quiet_node'] = {'action': 'off'}
-    gpus, gpu_asks = node_gpus(partition, facts)
+    gpus, gpu_asks = node_gpus(partition, facts, known)
     asks += gpu_asks
     if gpus:
         entry['gpus'] = gpu_groups(gpus, f'nvidia-smi on {facts["hostname"]}'
@@ -482,9 +496,13 @@ def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=N
     shares_hosts = slurm_cluster.nodes_share_hosts(cluster.partitions)
     launcher = _launcher(cluster)
     partitions, asks = [], []
+    try:
+        known = datasheets.gres_model(datasheets.table(name))
+    except datasheets.DatasheetError as err:
+        raise NewSystemError(str(err)) from None
     for partition in cluster.partitions:
         entry, asked = partition_description(partition, facts[partition.name], io_directory,
-                                             shares_hosts)
+                                             shares_hosts, known)
         partitions.append(entry)
         asks += asked
     if not cluster.accounting:
