@@ -204,3 +204,46 @@ def test_a_gres_as_slurm_prints_it_is_read_whatever_its_labels(gres, items):
 def test_a_gres_that_is_no_node_s_is_one_message(gres, said):
     with pytest.raises(accelerators.AcceleratorError, match=said):
         accelerators.from_gres(gres)
+
+
+def test_rocm_smi_s_cards_are_read_as_the_node_names_them():
+    """`rocm-smi -a --json` of an MI250 node (recorded in wandb's AMD monitor, cited in
+    tests/fixtures/gpu/rocm-smi/README.md): its `Card series`, PCI bus, unique ID and
+    maximum package power; the `system` object is no card. This release prints no GFX
+    version or VRAM."""
+    text = (FIXTURES / 'gpu' / 'rocm-smi' / 'mi250-all-wandb.json').read_text()
+    gpu, = accelerators.from_rocm_smi_json(text)
+    assert (gpu.vendor, gpu.model, gpu.arch, gpu.memory_bytes, gpu.pci_bus_id, gpu.uuid,
+            gpu.power_limit_w) == ('amd', 'AMD INSTINCT MI250 (MCM) OAM AC MBA', '', 0,
+                                   '0000:2F:00.0', '0x719d230578348e8c', 560.0)
+    assert datasheets.find(gpu.model).model == 'MI250 (one of its two dies)'
+    assert accelerators.features([gpu]) == ['gpu', 'rocm']
+
+
+@pytest.mark.parametrize('text, said', [
+    ('{"card0": {"GPU use (%)": "0"}}', r'rocm-smi: card0: no Card series'),
+    ('{"card0": {"Card series": "MI250", "VRAM Total Memory (B)": "-1"}}',
+     r"rocm-smi: card0 VRAM Total Memory \(B\) '-1' is no memory a GPU has"),
+    ('{"card0": {"Card series": "MI250", "Max Graphics Package Power (W)": "5600000"}}',
+     r"rocm-smi: card0 power '5600000' is no value a GPU has"),
+    ('ERROR: GPU[0]\t\t: Unable to read', r'rocm-smi: not JSON'),
+    ('[1, 2]', r'rocm-smi: list where it prints an object'),
+])
+def test_rocm_smi_output_that_describes_no_gpu_is_one_message(text, said):
+    with pytest.raises(accelerators.AcceleratorError, match=said):
+        accelerators.from_rocm_smi_json(text)
+
+
+def test_xpu_smi_s_devices_are_read_as_the_node_names_them():
+    """`xpu-smi discovery -j` of a Max 1100 node (a device of its `device_list`, recorded in
+    a monitoring tool's code, cited in tests/fixtures/gpu/xpu-smi/README.md)."""
+    text = (FIXTURES / 'gpu' / 'xpu-smi' / 'max1100-discovery.json').read_text()
+    gpu, = accelerators.from_xpu_smi_json(text)
+    assert (gpu.vendor, gpu.model, gpu.index, gpu.pci_bus_id, gpu.uuid) == (
+        'intel', 'Intel(R) Data Center GPU Max 1100', 0, '0000:29:00.0',
+        '00000000-0000-0029-0000-002f0bda8086')
+    assert datasheets.find(gpu.model).memory_bytes == 48e9
+    with pytest.raises(accelerators.AcceleratorError, match='no device_list'):
+        accelerators.from_xpu_smi_json('{"error": "Level Zero initialization failed"}')
+    with pytest.raises(accelerators.AcceleratorError, match='device 0 has no device_name'):
+        accelerators.from_xpu_smi_json('{"device_list": [{"device_id": 0}]}')

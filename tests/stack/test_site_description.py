@@ -534,6 +534,32 @@ def test_a_node_says_what_its_gpus_are_and_how_much_memory_it_has(tmp_path, monk
         facts['gpu_tool_error']
 
 
+def test_an_amd_node_says_its_gpus_through_rocm_smi(root, tmp_path, monkeypatch):
+    """No nvidia-smi, a rocm-smi (the MI250 node's recorded `-a --json`): the facts job
+    names the GPU as rocm-smi does, and the description completes what it does not print
+    (architecture, memory) from the model's datasheet."""
+    from hpcbench.core import accelerators
+    tool = tmp_path / 'rocm-smi'
+    recorded = FIXTURES / 'gpu' / 'rocm-smi' / 'mi250-all-wandb.json'
+    tool.write_text(f'#!/bin/sh\n[ "$1 $2" = "-a --json" ] && exec cat "{recorded}"; exit 9\n')
+    tool.chmod(0o755)
+    monkeypatch.delenv('HPCBENCH_NVIDIA_SMI', raising=False)
+    monkeypatch.setenv('HPCBENCH_ROCM_SMI', str(tool))
+    monkeypatch.setattr(accelerators.shutil, 'which', lambda name, *a, **k: None)
+    facts = _this_node_s_facts()
+    assert [g['model'] for g in facts['gpus']] == ['AMD INSTINCT MI250 (MCM) OAM AC MBA']
+    cluster = _cluster(False)
+    plain = {**facts, 'gpus': [], 'gpus_seen': 0}
+    description, asks = site_description.describe(
+        'amdcluster', cluster, {p.name: facts if p.name == 'gpu' else plain
+                                for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
+    gpu = description['partitions'][1]
+    assert [(g['model'], g['arch'], g['memory_bytes'], g['source']) for g in gpu['gpus']] == [
+        ('AMD INSTINCT MI250 (MCM) OAM AC MBA', 'gfx90a', 64 * 10 ** 9,
+         f'rocm-smi on {facts["hostname"]}')]
+    assert any("Slurm's GRES gpu:h200:2 gives a job 2 GPU(s), rocm-smi on" in a for a in asks)
+
+
 def test_a_description_of_no_node_is_one_message_and_stops_no_other_system(root, tmp_path):
     """`memory_bytes: -1048576` was taken (HPL then failed: "isqrt() argument must be
     nonnegative"); a nonsense processor in one description stopped `hpcbench setup` of every

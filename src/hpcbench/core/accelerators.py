@@ -19,6 +19,7 @@ Standard library only: it runs on compute nodes too.
 """
 import csv
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -342,17 +343,11 @@ def from_gres(gres, known=None):
 UNKNOWN_VENDOR = 'unknown'
 
 
-def detect(nvidia_smi=None, timeout=20):
-    """The GPUs of this node, from its nvidia-smi; [] where there is none. A tool that is
-    there and fails (a driver not loaded), prints what is not text, or does not answer
-    within `timeout` seconds (a hung driver: it answers in well under a second otherwise)
-    is an AcceleratorError saying so."""
-    tool = nvidia_smi or shutil.which('nvidia-smi')
-    if not tool:
-        return []
+def _ask(tool, args, timeout):
+    """What `tool args` printed on its standard output; AcceleratorError where it fails,
+    hangs past `timeout` seconds, or prints what is not text."""
     try:
-        done = subprocess.run([tool, f'--query-gpu={",".join(QUERY_FIELDS)}', '--format=csv'],
-                              capture_output=True, timeout=timeout)
+        done = subprocess.run([tool, *args], capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise AcceleratorError(f'{tool} did not answer within {timeout} s (a hung driver?)') \
             from None
@@ -363,7 +358,119 @@ def detect(nvidia_smi=None, timeout=20):
     if '\ufffd' in stdout:
         raise AcceleratorError(f'{tool} printed what is not UTF-8 text: '
                                f'{" ".join(stdout.split())[:200]!r}')
-    return from_query_csv(stdout)
+    return stdout
+
+
+def detect(nvidia_smi=None, timeout=20):
+    """The GPUs of this node, from its nvidia-smi; [] where there is none. A tool that is
+    there and fails (a driver not loaded), prints what is not text, or does not answer
+    within `timeout` seconds (a hung driver: it answers in well under a second otherwise)
+    is an AcceleratorError saying so."""
+    tool = nvidia_smi or shutil.which('nvidia-smi')
+    if not tool:
+        return []
+    return from_query_csv(_ask(tool, [f'--query-gpu={",".join(QUERY_FIELDS)}',
+                                      '--format=csv'], timeout))
+
+
+# What AMD's and Intel's tools are asked (their JSON forms): rocm-smi's every field of each
+# card, xpu-smi's list of devices.
+ROCM_SMI_ARGS = ('-a', '--json')
+XPU_SMI_ARGS = ('discovery', '-j')
+
+
+def _json(text, tool):
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise AcceleratorError(f'{tool}: not JSON ({err}): {" ".join(text.split())[:200]!r}') \
+            from None
+    if not isinstance(data, dict):
+        raise AcceleratorError(f'{tool}: {type(data).__name__} where it prints an object')
+    return data
+
+
+def _field(card, *names):
+    """A card's field under any of `names` (rocm-smi's spellings change between releases:
+    `Card series`, `Card Series`), stripped, or ''."""
+    for name in names:
+        value = card.get(name)
+        if isinstance(value, (str, int, float)) and str(value).strip():
+            return str(value).strip()
+    return ''
+
+
+def _bytes(text, what):
+    """A count of bytes as a tool prints it (ASCII digits), at most 16 TiB."""
+    if not re.fullmatch(r'[0-9]{1,15}', text) or not 0 < int(text) <= 16 << 40:
+        raise AcceleratorError(f'{what} {text[:40]!r} is no memory a GPU has')
+    return int(text)
+
+
+def from_rocm_smi_json(text):
+    """The GPUs of `rocm-smi -a --json` (one object per `cardN`; `system` and the others are
+    no card), in card order: the model its `Card series` names, `GFX Version` (gfx90a) where
+    printed, VRAM in bytes where printed (0: not known), PCI bus, unique ID and its maximum
+    package power."""
+    data = _json(text, 'rocm-smi')
+    cards = sorted(((int(key[4:]), value) for key, value in data.items()
+                    if re.fullmatch(r'card[0-9]{1,4}', key) and isinstance(value, dict)),
+                   key=lambda pair: pair[0])
+    gpus = []
+    for index, card in cards:
+        where = f'rocm-smi: card{index}'
+        model = _field(card, 'Card series', 'Card Series', 'Card SKU', 'Card model',
+                       'Card Model')
+        if not model:
+            raise AcceleratorError(f'{where}: no Card series (its product name)')
+        memory = _field(card, 'VRAM Total Memory (B)')
+        power = _field(card, 'Max Graphics Package Power (W)')
+        gpus.append(Accelerator(
+            vendor='amd', kind='gpu', model=model,
+            arch=_field(card, 'GFX Version').split(':')[0],
+            memory_bytes=_bytes(memory, f'{where} VRAM Total Memory (B)') if memory else 0,
+            index=index, uuid=_field(card, 'Unique ID'), pci_bus_id=_field(card, 'PCI Bus'),
+            power_limit_w=smi_number(power, f'{where} power', unit='W') if power else 0.0))
+    return gpus
+
+
+def from_xpu_smi_json(text):
+    """The GPUs of `xpu-smi discovery -j` (its `device_list`), in device order: the model
+    its `device_name` names, PCI address and UUID; memory is not in the list (0: not
+    known)."""
+    data = _json(text, 'xpu-smi')
+    devices = data.get('device_list')
+    if not isinstance(devices, list):
+        raise AcceleratorError('xpu-smi: no device_list in its discovery')
+    gpus = []
+    for number, device in enumerate(devices):
+        if not isinstance(device, dict) or not _field(device, 'device_name'):
+            raise AcceleratorError(f'xpu-smi: device {number} has no device_name')
+        index = device.get('device_id', number)
+        if not isinstance(index, int) or not 0 <= index < 4096:
+            raise AcceleratorError(f'xpu-smi: device_id {index!r} is no device index')
+        gpus.append(Accelerator(
+            vendor='intel', kind='gpu', model=_field(device, 'device_name'), arch='',
+            memory_bytes=0, index=index, uuid=_field(device, 'uuid'),
+            pci_bus_id=_field(device, 'pci_bdf_address')))
+    return gpus
+
+
+def detect_any(tools=None, timeout=20):
+    """This node's GPUs from the first vendor tool it has: nvidia-smi, rocm-smi, xpu-smi
+    (`tools`: {'nvidia-smi': path, ...}, a node's recorded ones in tests); [] where it has
+    none. A tool that fails is an AcceleratorError saying so."""
+    tools = tools or {}
+    nvidia = tools.get('nvidia-smi') or shutil.which('nvidia-smi')
+    if nvidia:
+        return detect(nvidia, timeout)
+    rocm = tools.get('rocm-smi') or shutil.which('rocm-smi')
+    if rocm:
+        return from_rocm_smi_json(_ask(rocm, ROCM_SMI_ARGS, timeout))
+    xpu = tools.get('xpu-smi') or shutil.which('xpu-smi')
+    if xpu:
+        return from_xpu_smi_json(_ask(xpu, XPU_SMI_ARGS, timeout))
+    return []
 
 
 def cuda_arch(vendor, arch):

@@ -16,6 +16,7 @@ What it cannot know it asks for, once, in its output, naming the field to set (t
 directory for IOR, a clock that is not the cores' nominal one). It writes nothing when any
 step fails, and overwrites only a system it wrote itself, and only with `--force`.
 """
+import dataclasses
 import datetime
 import json
 import os
@@ -172,14 +173,17 @@ def described_systems(site_configs=None):
 def print_node_facts():
     """Run on a compute node: its processor (ReFrame's detector, as ReFrame's own remote
     detection runs it), memory, clock, double-precision flop per cycle, each GPU as its
-    nvidia-smi describes it (model, architecture, memory, UUID, PCI bus, power limit: the
-    node's own word, whatever label Slurm's GRES gives them) and how they are linked
+    vendor's tool describes it (nvidia-smi, else rocm-smi, else xpu-smi: model,
+    architecture, memory, UUID, PCI bus, power limit where the tool says them: the node's
+    own word, whatever label Slurm's GRES gives them) and how they are linked
     (`nvidia-smi topo -m`: hpcbench.core.gpu_topology), as one JSON line. A GPU tool that
     fails is said in `gpu_tool_error`, the rest still printed."""
     from reframe.utility.cpuinfo import cpuinfo
     hz, source = host.clock()
     try:
-        gpus, said = accelerators.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None), ''
+        gpus, said = accelerators.detect_any({
+            tool: os.environ.get(variable) for tool, variable in GPU_TOOL_VARIABLES.items()
+            if os.environ.get(variable)}), ''
     except (accelerators.AcceleratorError, OSError) as err:
         gpus, said = [], str(err)
     models = {gpu.model for gpu in gpus}
@@ -194,6 +198,9 @@ def print_node_facts():
         **({'gpu_topology': topology.to_description()} if topology else {})}))
 
 
+# A node's recorded GPU tools (tests): the variable naming each.
+GPU_TOOL_VARIABLES = {'nvidia-smi': 'HPCBENCH_NVIDIA_SMI', 'rocm-smi': 'HPCBENCH_ROCM_SMI',
+                      'xpu-smi': 'HPCBENCH_XPU_SMI'}
 # What the facts job says of each GPU (fields of hpcbench.core.accelerators.Accelerator).
 NODE_GPU_FIELDS = ('vendor', 'kind', 'model', 'arch', 'memory_bytes', 'index', 'uuid',
                    'pci_bus_id', 'max_sm_clock_hz', 'power_limit_w', 'driver_version')
@@ -271,29 +278,50 @@ def _launcher(cluster):
 LEAST_REAL_MEMORY_MB = 1024
 
 
-def node_gpus(partition, facts, known=None):
+# The tool that names a vendor's GPUs on a node (print_node_facts asks the first it finds).
+TOOL_OF_VENDOR = {'nvidia': 'nvidia-smi', 'amd': 'rocm-smi', 'intel': 'xpu-smi'}
+
+
+def tool_of(gpus):
+    """The tool that named `gpus` (nvidia-smi for a node without any: the first asked)."""
+    return TOOL_OF_VENDOR.get(gpus[0].vendor if gpus else 'nvidia', 'the GPU tool')
+
+
+def _completed(gpu, entries):
+    """A GPU as its node's tool named it, its architecture and memory from its model's
+    datasheet where the tool does not print them (rocm-smi -a prints no GFX version on some
+    releases, xpu-smi's discovery no memory)."""
+    sheet = datasheets.find(gpu.model, entries) if entries is not None else None
+    if sheet is None:
+        return gpu
+    return dataclasses.replace(gpu, arch=gpu.arch or sheet.arch or '',
+                               memory_bytes=gpu.memory_bytes or int(sheet.memory_bytes or 0))
+
+
+def node_gpus(partition, facts, known=None, entries=None):
     """(the GPUs a node of `partition` is described with, [what to ask]): those its own tool
     named (the facts job's `gpus`: model, memory, power limit as the node says), else those
-    its GRES declares (a label the table knows, or a GPU of unknown model). Slurm's count
-    and the node's that differ are asked about; Slurm's count is what a job gets."""
+    its GRES declares (a label the datasheets `entries` know, or a GPU of unknown model).
+    Slurm's count and the node's that differ are asked about; Slurm's count is what a job
+    gets."""
     node, asks = partition.smallest, []
     where = f'partitions[{partition.name}]'
     declared = accelerators.from_gres(node.gres, known)
-    said = [accelerators.Accelerator(**{k: v for k, v in gpu.items()
-                                        if k in NODE_GPU_FIELDS})
+    said = [_completed(accelerators.Accelerator(**{k: v for k, v in gpu.items()
+                                                   if k in NODE_GPU_FIELDS}), entries)
             for gpu in facts.get('gpus') or []]
     if facts.get('gpu_tool_error'):
         asks.append(f'{where}: the GPU tool on {facts["hostname"]} failed: '
                     f'{facts["gpu_tool_error"]}')
     if said and not declared:
-        asks.append(f'{where}: nvidia-smi on {facts["hostname"]} shows {len(said)} GPU(s) '
+        asks.append(f'{where}: {tool_of(said)} on {facts["hostname"]} shows {len(said)} GPU(s) '
                     f'({said[0].model}) that Slurm does not schedule (no GPU in its GRES '
                     f'{node.gres or "(null)"}): described without GPUs; declare them in '
                     'slurm.conf and gres.conf to measure them')
         return [], asks
     if said and len(said) != len(declared):
         asks.append(f'{where}: Slurm\'s GRES {node.gres} gives a job {len(declared)} GPU(s), '
-                    f'nvidia-smi on {facts["hostname"]} shows {len(said)}: described with '
+                    f'{tool_of(said)} on {facts["hostname"]} shows {len(said)}: described with '
                     'the node\'s; check gres.conf')
     return said or declared, asks
 
@@ -390,7 +418,8 @@ def _memory(partition, facts, shares_hosts):
     return slurm_bytes, []
 
 
-def partition_description(partition, facts, io_directory, shares_hosts, known=None):
+def partition_description(partition, facts, io_directory, shares_hosts, known=None,
+                          entries=None):
     """One partition's entry, and what to ask about it ([str]); `known` names GRES labels
     (hpcbench.machine.datasheets.gres_model)."""
     node = partition.smallest
@@ -440,10 +469,10 @@ def partition_description(partition, facts, io_directory, shares_hosts, known=No
         # Nodes that are one host (the testbed's): the others' jobs and daemons always
         # load it, so no quiet-node check; the node's launch lock still runs one at a time.
         entry['quiet_node'] = {'action': 'off'}
-    gpus, gpu_asks = node_gpus(partition, facts, known)
+    gpus, gpu_asks = node_gpus(partition, facts, known, entries)
     asks += gpu_asks
     if gpus:
-        entry['gpus'] = gpu_groups(gpus, f'nvidia-smi on {facts["hostname"]}'
+        entry['gpus'] = gpu_groups(gpus, f'{tool_of(gpus)} on {facts["hostname"]}'
                                    if facts.get('gpus') else f'GRES {node.gres}')
         if len(entry['gpus']) > 1:
             entry['gpus_mixed'] = (
@@ -497,12 +526,13 @@ def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=N
     launcher = _launcher(cluster)
     partitions, asks = [], []
     try:
-        known = datasheets.gres_model(datasheets.table(name))
+        entries = datasheets.table(name)
     except datasheets.DatasheetError as err:
         raise NewSystemError(str(err)) from None
+    known = datasheets.gres_model(entries)
     for partition in cluster.partitions:
         entry, asked = partition_description(partition, facts[partition.name], io_directory,
-                                             shares_hosts, known)
+                                             shares_hosts, known, entries)
         partitions.append(entry)
         asks += asked
     if not cluster.accounting:
