@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURES, ROOT, run_reframe
 from hpcbench.core import accelerators, slurm_cluster
 from hpcbench.rfm import described_site
-from hpcbench.stack import site_description
+from hpcbench.stack import site_description, spack
 
 SITES = FIXTURES / 'slurm' / 'sites'
 TESTBED = FIXTURES / 'slurm' / 'testbed'
@@ -205,3 +205,26 @@ def test_a_node_of_two_gpu_models_and_nodes_of_two_shapes_are_described_and_list
         assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-2000:]
         listed = set(re.findall(r'^- (\w+)', shown.stdout, re.M))
         assert 'HpccCheck' in listed and not listed & GPU_CHECKS, partition
+
+
+@pytest.mark.machine_dependent
+def test_a_dry_run_of_a_cloud_cluster_lays_out_one_rank_per_real_socket(root):
+    """The ParallelCluster node Slurm counts as 8 one-core sockets, described with this
+    host's facts as its node: a dry run writes its jobs without failure, and HPL's per-socket
+    layout runs one rank per socket the node has, not Slurm's 8."""
+    _described('aws-parallelcluster-c5n', root)
+    facts = _node_facts()
+    done = run_reframe('--system', 'aws-parallelcluster-c5n', '-n',
+                       'StreamCheck|HplCheck%layout_name=per-socket', '--dry-run',
+                       config=str(root / 'site-configs' / 'aws-parallelcluster-c5n.py'),
+                       env={'HPCBENCH_VAR': str(root / 'var')})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert 'FAILED' not in done.stdout and 'ERROR' not in done.stdout
+    jobs = {p.parent.name: p.read_text() for p in (root / 'var' / 'stage').glob(
+        '*/*/*/*/rfm_job.sh')}
+    assert jobs and all('#SBATCH --partition=queue1\n' in job for job in jobs.values())
+    hpl = [job for name, job in jobs.items() if name.startswith('HplCheck')]
+    # (HPL is built by Spack: listed where one is found.)
+    assert bool(hpl) == (spack.find() is not None)
+    for job in hpl:
+        assert f'#SBATCH --ntasks-per-node={facts["processor"]["num_sockets"]}\n' in job
