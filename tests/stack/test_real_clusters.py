@@ -3,7 +3,8 @@ controllers printed (tests/fixtures/slurm/sites, each cited in its README), read
 `hpcbench new-system` reads them, described with a node's facts, written (what is written is
 validated first) and read back as the site config every later command reads. None of them
 stops the description: untyped and unknown GPU labels, nodes down, drained or never booted
-(RealMemory=1), cloud vCPUs counted as sockets."""
+(RealMemory=1), cloud vCPUs counted as sockets, records published without their
+indentation."""
 import contextlib
 import io
 import json
@@ -228,3 +229,19 @@ def test_a_dry_run_of_a_cloud_cluster_lays_out_one_rank_per_real_socket(root):
     assert bool(hpl) == (spack.find() is not None)
     for job in hpl:
         assert f'#SBATCH --ntasks-per-node={facts["processor"]["num_sockets"]}\n' in job
+
+
+def test_a_kubernetes_worker_s_gres_and_vcpus_are_described_and_asked_about(root):
+    """A Slurm-on-Kubernetes worker: an RTX 2080 Ti under its GRES label
+    `nvidia_geforce_rtx_2080_ti`, which no project datasheet names (a GPU of unknown model
+    until the node's tool names it, or a site's datasheet gives the label), and its 10
+    vCPUs as 10 sockets."""
+    described, asks, config = _described('slurm24-k8s-rtx2080ti', root)
+    main = _entry(described, 'main')
+    assert [(g['model'], g['count']) for g in main['gpus']] == [
+        ('GPU (GRES gpu:nvidia_geforce_rtx_2080_ti)', 1)]
+    assert _asked(asks, 'Slurm counts worker-0 as Sockets=10 x CoresPerSocket=1')
+    assert 'devices' not in config['systems'][0]['partitions'][0]
+    described, _, _ = _described('slurm24-uci-hpc3-v100', root)
+    # `V100` is any of four V100 boards: the label alone names none.
+    assert _entry(described, 'gpu')['gpus'][0]['model'] == 'GPU (GRES gpu:V100)'

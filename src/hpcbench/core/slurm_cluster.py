@@ -29,16 +29,21 @@ _NONE = ('', '(null)', 'N/A')
 def records(text, kind):
     """The records of `scontrol show <kind>` (kind 'Partition' or 'Node'): one dict per
     record, its keys as printed, values stripped. A record is one line (`-o`, as this suite
-    asks) or, as `scontrol show node` prints it without `-o`, its first line and the indented
-    lines under it. Anything else is one error saying so."""
+    asks) or, as `scontrol show node` prints it without `-o`, its first line and the lines
+    under it (indented, or as a page published them without their indentation: lines of
+    other keys). Anything else is one error saying so."""
     lines = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        if line[:1].isspace() and lines:
+        # A record's later lines: indented, or (a record pasted without its indentation)
+        # starting with another key than the record's name.
+        first = _KEY.match(line.strip())
+        continued = line[:1].isspace() or (first and first.group(1) != f'{kind}Name')
+        if continued and lines:
             lines[-1] = (lines[-1][0], f'{lines[-1][1]} {line.strip()}')
         else:
-            lines.append((number, line))
+            lines.append((number, line.strip()))
     found = []
     for number, line in lines:
         keys = list(_KEY.finditer(line))
