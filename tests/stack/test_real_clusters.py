@@ -9,10 +9,11 @@ import contextlib
 import io
 import json
 import re
+import subprocess
 
 import pytest
 
-from conftest import FIXTURES, ROOT, run_reframe
+from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import accelerators, slurm_cluster
 from hpcbench.rfm import described_site
 from hpcbench.stack import site_description, spack
@@ -245,3 +246,24 @@ def test_a_kubernetes_worker_s_gres_and_vcpus_are_described_and_asked_about(root
     described, _, _ = _described('slurm24-uci-hpc3-v100', root)
     # `V100` is any of four V100 boards: the label alone names none.
     assert _entry(described, 'gpu')['gpus'][0]['model'] == 'GPU (GRES gpu:V100)'
+
+
+@pytest.mark.parametrize('site', ['slurm16-datamovers-highmem', 'aws-parallelcluster-c5n',
+                                  'slurm24-k8s-rtx2080ti'])
+def test_new_system_describes_a_real_cluster_through_its_controller(site, root, tmp_path):
+    """`hpcbench new-system` as a site runs it, its scontrol a stand-in printing the site's
+    real node records (and partitions from them), its srun job this host's facts: it writes
+    the system and names what it asks."""
+    from test_site_description import _controller
+    nodes = (SITES / site / 'scontrol-show-node.txt').read_text()
+    env = _controller(tmp_path, nodes, _partitions_of(nodes))
+    done = subprocess.run([str(BIN / 'hpcbench'), 'new-system', 'realcluster'],
+                          capture_output=True, text=True, timeout=120,
+                          env={**env, 'HPCBENCH_PROJECT': str(root),
+                               'HPCBENCH_VAR': str(root / 'var')})
+    assert done.returncode == 0, done.stdout + done.stderr
+    described = site_description.load(root / 'site-configs' / 'realcluster.yaml')
+    records = slurm_cluster.records(nodes, 'Node')
+    assert {p['name'] for p in described['partitions']} == {
+        p for r in records for p in slurm_cluster._names(r['Partitions'])}
+    assert 'io_directory: a directory on the parallel file system' in done.stdout

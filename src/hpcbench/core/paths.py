@@ -13,8 +13,8 @@ import stat
 from pathlib import Path
 
 # The package is installed in editable mode from the checkout (src layout).
-PROJECT_ROOT = Path(os.environ.get('HPCBENCH_PROJECT',
-                                   Path(__file__).resolve().parents[3]))
+CHECKOUT_ROOT = Path(__file__).resolve().parents[3]
+PROJECT_ROOT = Path(os.environ.get('HPCBENCH_PROJECT', CHECKOUT_ROOT))
 # HPCBENCH_VAR: put a run's products elsewhere (tests use a temporary directory).
 VAR_DIR = Path(os.environ.get('HPCBENCH_VAR', PROJECT_ROOT / 'var'))
 SPACK_ENVS_DIR = PROJECT_ROOT / 'spack-envs'
@@ -24,6 +24,9 @@ PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench'
 HOST_PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench_host'
 # HPCBENCH_REFERENCES: another reference directory (tests use it).
 REFERENCES_DIR = Path(os.environ.get('HPCBENCH_REFERENCES', PROJECT_ROOT / 'references'))
+# Accelerators' cited datasheets: data the code ships with, read from its own checkout
+# (hpcbench.machine.datasheets; a site's own beside its description).
+DATASHEETS_FILE = CHECKOUT_ROOT / 'references' / 'datasheets' / 'accelerators.yaml'
 CHECKS_DIR = PROJECT_ROOT / 'reframe-checks'
 SITE_CONFIGS_DIR = PROJECT_ROOT / 'site-configs'
 # The seed papers' texts, where a developer's checkout has them beside it (../shared/seeds,

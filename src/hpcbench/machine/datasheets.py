@@ -21,7 +21,7 @@ from hpcbench.core import accelerators, paths
 from hpcbench.machine import plain_yaml
 from hpcbench.machine.description import DescriptionError, validated
 
-PROJECT_FILE = paths.REFERENCES_DIR / 'datasheets' / 'accelerators.yaml'
+PROJECT_FILE = paths.DATASHEETS_FILE
 NOT_PUBLISHED = 'not published'
 # A figure's kind -> {unit: its factor to the base unit (FLOP/s, bytes/s, bytes, W)}.
 UNITS = {
