@@ -210,6 +210,23 @@ def test_a_node_of_two_gpu_models_and_nodes_of_two_shapes_are_described_and_list
 
 
 @pytest.mark.machine_dependent
+@pytest.mark.parametrize('site', sorted(p.name for p in SITES.iterdir() if p.is_dir()))
+def test_a_dry_run_of_every_real_cluster_writes_its_jobs(site, root):
+    """`make dry-run SYSTEM=...` of each described cluster (this host's facts as its nodes'):
+    STREAM's jobs written for every partition whose nodes can run, without a failure."""
+    described, _, _ = _described(site, root)
+    done = run_reframe('--system', site, '-n', 'StreamCheck', '--dry-run',
+                       config=str(root / 'site-configs' / f'{site}.py'),
+                       env={'HPCBENCH_VAR': str(root / 'var')})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert 'FAILED' not in done.stdout
+    if spack.find() is not None:        # (STREAM is built by Spack: listed where one is)
+        written = {p.parent.parent.parent.name for p in (root / 'var' / 'stage').glob(
+            '*/*/*/*/rfm_job.sh')}
+        assert written == {p['name'] for p in described['partitions']}
+
+
+@pytest.mark.machine_dependent
 def test_a_dry_run_of_a_cloud_cluster_lays_out_one_rank_per_real_socket(root):
     """The ParallelCluster node Slurm counts as 8 one-core sockets, described with this
     host's facts as its node: a dry run writes its jobs without failure, and HPL's per-socket
