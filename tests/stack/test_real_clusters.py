@@ -284,3 +284,33 @@ def test_new_system_describes_a_real_cluster_through_its_controller(site, root, 
     assert {p['name'] for p in described['partitions']} == {
         p for r in records for p in slurm_cluster._names(r['Partitions'])}
     assert 'io_directory: a directory on the parallel file system' in done.stdout
+
+
+def test_a_site_s_datasheets_describe_its_gpus_and_a_wrong_one_stops_it_in_one_message(
+        root, monkeypatch):
+    """A site gives its GRES label a model in its own datasheets (beside its description):
+    its partition's GPUs are that model, measured with its figures; a figure in a wrong unit
+    there stops the site config with one message naming the file, the entry and the field."""
+    import yaml
+    from hpcbench.core import paths
+    monkeypatch.setattr(paths, 'SITE_CONFIGS_DIR', root / 'site-configs')
+    own = root / 'site-configs' / 'slurm24-k8s-rtx2080ti.datasheets.yaml'
+    own.parent.mkdir(parents=True)
+    entry = {'model': 'GeForce RTX 2080 Ti', 'vendor': 'nvidia',
+             'names': ['NVIDIA GeForce RTX 2080 Ti'], 'examples': ['NVIDIA GeForce RTX 2080 Ti'],
+             'gres_labels': ['geforcertx2080ti'], 'arch': 'sm_75', 'memory': '11 GB',
+             'fp64': 'not published', 'fp64_matrix': 'not published',
+             'memory_bandwidth': '616 GB/s', 'host_link': 'PCIe 3.0 x16',
+             'host_link_bandwidth': '16 GB/s', 'power': '250 W', 'source': 'NVIDIA, 2018'}
+    own.write_text(yaml.safe_dump({'datasheets': [entry]}))
+    described, _, config = _described('slurm24-k8s-rtx2080ti', root)
+    assert [(g['model'], g['arch']) for g in _entry(described, 'main')['gpus']] == [
+        ('NVIDIA GeForce RTX 2080 Ti', 'sm_75')]
+    partition = config['systems'][0]['partitions'][0]
+    assert partition['devices'][0]['model'] == 'NVIDIA GeForce RTX 2080 Ti'
+    assert partition['extras']['accelerators']['datasheet']['memory_bandwidth'] == 616e9
+    own.write_text(yaml.safe_dump({'datasheets': [{**entry, 'memory_bandwidth': '616 GHz'}]}))
+    with pytest.raises(SystemExit, match=r"^error: .*slurm24-k8s-rtx2080ti\.datasheets\.yaml: "
+                                         r"datasheets\[GeForce RTX 2080 Ti\]\.memory_bandwidth: "
+                                         r"'616 GHz' is not a figure in MB/s, GB/s, TB/s"):
+        described_site.site_configuration(root / 'site-configs' / 'slurm24-k8s-rtx2080ti.py')
