@@ -19,7 +19,8 @@ STACKS = mpi_stacks.local_stacks()
 # This host's GPUs, where it has some (its nvidia-smi), and how they are linked (topo -m):
 # the partition's devices, features and description.
 GPUS = host.accelerators()
-GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(GPUS, host.gpu_topology(GPUS))
+GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(GPUS, host.gpu_topology(GPUS),
+                                                            system='local')
 spack_fields, _ = site_config.spack_partition_settings()
 ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_fields,
                                               blas.local_libraries())

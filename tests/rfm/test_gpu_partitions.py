@@ -31,6 +31,26 @@ def _partition(env=None):
     return json.loads(shown.stdout[shown.stdout.index('{'):])
 
 
+def test_local_describes_an_amd_node_from_its_rocm_smi(tmp_path):
+    """No nvidia-smi: the MI250 node's recorded `rocm-smi -a --json` describes `local`'s
+    GPU (its model as rocm-smi names it, its datasheet's figures, the feature `rocm`); the
+    CUDA checks are not listed there."""
+    import shutil
+    if shutil.which('nvidia-smi'):
+        pytest.skip('this host has an nvidia-smi, asked first')
+    tool = tmp_path / 'rocm-smi'
+    recorded = FIXTURES / 'gpu' / 'rocm-smi' / 'mi250-all-wandb.json'
+    tool.write_text(f'#!/bin/sh\n[ "$1 $2" = "-a --json" ] && exec cat "{recorded}"; exit 9\n')
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    partition = _partition({'HPCBENCH_ROCM_SMI': str(tool)})
+    assert partition['devices'] == [{'type': 'gpu', 'arch': '', 'num_devices': 1,
+                                     'model': 'AMD INSTINCT MI250 (MCM) OAM AC MBA'}]
+    assert 'rocm' in partition['features'] and 'cuda' not in partition['features']
+    described = partition['extras']['accelerators']
+    assert described['datasheet']['model'] == 'MI250 (one of its two dies)'
+    assert described['power_limit_w'] == 560.0
+
+
 def test_local_describes_its_gpus_from_its_nvidia_smi(tmp_path):
     tool = _recorded_nvidia_smi(tmp_path, 'h200')
     partition = _partition({'HPCBENCH_NVIDIA_SMI': str(tool)})

@@ -141,13 +141,25 @@ def processor_info(system='local', partition='default'):
     return info
 
 
+# A node's recorded GPU tools (tests): the variable naming each.
+GPU_TOOL_VARIABLES = {'nvidia-smi': 'HPCBENCH_NVIDIA_SMI', 'rocm-smi': 'HPCBENCH_ROCM_SMI',
+                      'xpu-smi': 'HPCBENCH_XPU_SMI'}
+
+
+def gpu_tools():
+    """{tool: path} of the GPU tools the environment names in place of this host's."""
+    return {tool: os.environ[variable] for tool, variable in GPU_TOOL_VARIABLES.items()
+            if os.environ.get(variable)}
+
+
 def accelerators():
-    """This host's GPUs (hpcbench.core.accelerators.detect) from its nvidia-smi, or the tool
-    HPCBENCH_NVIDIA_SMI names (a node's recorded output, in tests); [] where there is none.
-    A tool that fails, hangs or prints nonsense, and GPUs of several models, are said once,
+    """This host's GPUs (hpcbench.core.accelerators.detect_any) from its nvidia-smi, else
+    rocm-smi, else xpu-smi, or the tools HPCBENCH_NVIDIA_SMI, HPCBENCH_ROCM_SMI and
+    HPCBENCH_XPU_SMI name (a node's recorded output, in tests); [] where there is none. A
+    tool that fails, hangs or prints nonsense, and GPUs of several models, are said once,
     and the host is described without GPUs: its CPU checks still run."""
     try:
-        found = accelerator_facts.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None)
+        found = accelerator_facts.detect_any(gpu_tools())
         if found:
             accelerator_facts.one_model(found)
         return found

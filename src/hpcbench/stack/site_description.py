@@ -19,7 +19,6 @@ step fails, and overwrites only a system it wrote itself, and only with `--force
 import dataclasses
 import datetime
 import json
-import os
 import re
 import socket
 import sys
@@ -181,9 +180,7 @@ def print_node_facts():
     from reframe.utility.cpuinfo import cpuinfo
     hz, source = host.clock()
     try:
-        gpus, said = accelerators.detect_any({
-            tool: os.environ.get(variable) for tool, variable in GPU_TOOL_VARIABLES.items()
-            if os.environ.get(variable)}), ''
+        gpus, said = accelerators.detect_any(host.gpu_tools()), ''
     except (accelerators.AcceleratorError, OSError) as err:
         gpus, said = [], str(err)
     models = {gpu.model for gpu in gpus}
@@ -198,9 +195,6 @@ def print_node_facts():
         **({'gpu_topology': topology.to_description()} if topology else {})}))
 
 
-# A node's recorded GPU tools (tests): the variable naming each.
-GPU_TOOL_VARIABLES = {'nvidia-smi': 'HPCBENCH_NVIDIA_SMI', 'rocm-smi': 'HPCBENCH_ROCM_SMI',
-                      'xpu-smi': 'HPCBENCH_XPU_SMI'}
 # What the facts job says of each GPU (fields of hpcbench.core.accelerators.Accelerator).
 NODE_GPU_FIELDS = ('vendor', 'kind', 'model', 'arch', 'memory_bytes', 'index', 'uuid',
                    'pci_bus_id', 'max_sm_clock_hz', 'power_limit_w', 'driver_version')
