@@ -314,3 +314,16 @@ def test_a_site_s_datasheets_describe_its_gpus_and_a_wrong_one_stops_it_in_one_m
                                          r"datasheets\[GeForce RTX 2080 Ti\]\.memory_bandwidth: "
                                          r"'616 GHz' is not a figure in MB/s, GB/s, TB/s"):
         described_site.site_configuration(root / 'site-configs' / 'slurm24-k8s-rtx2080ti.py')
+
+
+def test_an_h100_node_s_label_names_its_model_and_its_datasheet(root):
+    """`Gres=gpu:H100:8(S:0-1)` of a centre's node (Slurm 23.11): the label `H100` names
+    the H100 SXM of the datasheets; its GPUs, though no tool on the node spoke (its facts
+    here are this host's), are that model, and the partition carries its datasheet."""
+    described, asks, config = _described('slurm23-h100-corespec', root)
+    dev = _entry(described, 'dev')
+    assert [(g['model'], g['count'], g['source']) for g in dev['gpus']] == [
+        ('NVIDIA H100 80GB HBM3', 8, 'GRES gpu:H100:8(S:0-1)')]
+    assert _asked(asks, 'partitions[dev].gpus_stand_in: its GRES declares 8 GPU(s)')
+    partition = config['systems'][0]['partitions'][0]
+    assert partition['extras']['accelerators']['datasheet']['model'] == 'H100 SXM'
