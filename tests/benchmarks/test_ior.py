@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import FIXTURES, sigint_as_from_a_terminal
+from conftest import FIXTURES, signals_as_from_a_terminal
 from hpcbench.benchmarks import ior
 
 OUTPUTS = {name: (FIXTURES / 'ior' / f'openmpi-2-tasks-{name}.out').read_text()
@@ -143,7 +143,7 @@ def _prologue_then(tmp_path, body):
     """Run the job's own prologue (hpcbench.benchmarks.ior.job_prologue) then `body` in bash."""
     script = '\n'.join([*ior.job_prologue(tmp_path, -1, ior.MIB), body])
     return subprocess.Popen(['bash', '-c', script], stdout=subprocess.PIPE, text=True,
-                            preexec_fn=sigint_as_from_a_terminal)
+                            preexec_fn=signals_as_from_a_terminal)
 
 
 def test_no_file_is_left_behind_after_a_failed_run(tmp_path):

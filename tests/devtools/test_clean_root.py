@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, sigint_as_from_a_terminal
+from conftest import FIXTURES, ROOT, signals_as_from_a_terminal
 from hpcbench.devtools import clean_root, root_dirs
 
 OUTCOMES = FIXTURES / 'clean-root'
@@ -185,7 +185,7 @@ def _start_check(tarball, workdir, command='sleep 600', offline=False):
                               str(workdir), command,
                               'offline' if offline else 'online'],
                              stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                             preexec_fn=sigint_as_from_a_terminal)
+                             preexec_fn=signals_as_from_a_terminal)
     root = Path(next(ln for ln in check.stdout if not ln.startswith('[')).strip())
     deadline = time.monotonic() + 60
     while not root_dirs.processes_in(root) and time.monotonic() < deadline:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, ROOT, needs_root, sigint_as_from_a_terminal
+from conftest import BIN, ROOT, needs_root, signals_as_from_a_terminal
 from hpcbench.core import job_script
 from hpcbench.results import session_time
 from hpcbench.rfm import launch_lock, partition, quiet_node
@@ -176,7 +176,7 @@ def _start_long_hpcc(var):
         [str(BIN / 'reframe'), '-C', 'site-configs/local.py', '-c', 'reframe-checks',
          '-n', 'HpccCheck', '-S', 'memory_fraction=0.3', '-r'],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, preexec_fn=sigint_as_from_a_terminal)
+        start_new_session=True, preexec_fn=signals_as_from_a_terminal)
 
 
 def _job_processes(stage):
@@ -811,7 +811,7 @@ def test_ctrl_c_during_setup_says_so_in_one_line(tmp_path):
               'raise SystemExit(main.main(["setup"]))\n')
     proc = subprocess.run([str(BIN / 'python'), '-c', script], capture_output=True, text=True,
                           env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')},
-                          preexec_fn=sigint_as_from_a_terminal, timeout=120)
+                          preexec_fn=signals_as_from_a_terminal, timeout=120)
     assert proc.returncode == 130
     assert proc.stderr == 'hpcbench setup: interrupted (SIGINT); run it again to go on\n', \
         proc.stderr
@@ -838,7 +838,7 @@ def test_a_signal_to_setup_ends_the_spack_it_started_and_all_spack_started(tmp_p
               'raise SystemExit(main.main(["setup"]))\n')
     proc = subprocess.Popen([str(BIN / 'python'), '-c', script], stderr=subprocess.PIPE,
                             text=True, env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')},
-                            preexec_fn=sigint_as_from_a_terminal)
+                            preexec_fn=signals_as_from_a_terminal)
     for _ in range(300):
         if (tmp_path / 'build.pid').exists() and (tmp_path / 'spack.pid').exists():
             break

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from conftest import BIN, ROOT, needs_root, sigint_as_from_a_terminal
+from conftest import BIN, ROOT, needs_root, signals_as_from_a_terminal
 from hpcbench.core import paths
 from hpcbench.devtools import clean_root
 from hpcbench.stack import bundle, bundle_unpack, spack
@@ -363,7 +363,7 @@ def test_an_interrupted_unpack_leaves_nothing(archive, cache):
               f'bundle_unpack.unpack({str(archive)!r})\n')
     proc = subprocess.run([str(BIN / 'python'), '-c', script], capture_output=True,
                           text=True, env={**os.environ, 'HPCBENCH_CACHE': str(cache)},
-                          preexec_fn=sigint_as_from_a_terminal)
+                          preexec_fn=signals_as_from_a_terminal)
     assert proc.returncode != 0 and 'KeyboardInterrupt' in proc.stderr
     assert not cache.exists()
 

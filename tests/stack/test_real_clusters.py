@@ -16,7 +16,7 @@ import pytest
 from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import accelerators, slurm_cluster
 from hpcbench.rfm import described_site
-from hpcbench.stack import site_description, spack
+from hpcbench.stack import site_description
 
 SITES = FIXTURES / 'slurm' / 'sites'
 TESTBED = FIXTURES / 'slurm' / 'testbed'
@@ -220,10 +220,10 @@ def test_a_dry_run_of_every_real_cluster_writes_its_jobs(site, root):
                        env={'HPCBENCH_VAR': str(root / 'var')})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert 'FAILED' not in done.stdout
-    if spack.find() is not None:        # (STREAM is built by Spack: listed where one is)
-        written = {p.parent.parent.parent.name for p in (root / 'var' / 'stage').glob(
-            '*/*/*/*/rfm_job.sh')}
-        assert written == {p['name'] for p in described['partitions']}
+    # (A dry run writes the jobs of Spack's builds whether or not a Spack is here.)
+    written = {p.parent.parent.parent.name for p in (root / 'var' / 'stage').glob(
+        '*/*/*/*/rfm_job.sh')}
+    assert written == {p['name'] for p in described['partitions']}
 
 
 @pytest.mark.machine_dependent
@@ -243,8 +243,8 @@ def test_a_dry_run_of_a_cloud_cluster_lays_out_one_rank_per_real_socket(root):
         '*/*/*/*/rfm_job.sh')}
     assert jobs and all('#SBATCH --partition=queue1\n' in job for job in jobs.values())
     hpl = [job for name, job in jobs.items() if name.startswith('HplCheck')]
-    # (HPL is built by Spack: listed where one is found.)
-    assert bool(hpl) == (spack.find() is not None)
+    # (HPL is built by Spack; a dry run writes its job whether or not a Spack is here.)
+    assert hpl
     for job in hpl:
         assert f'#SBATCH --ntasks-per-node={facts["processor"]["num_sockets"]}\n' in job
 
