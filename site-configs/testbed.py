@@ -16,6 +16,9 @@ submits with sbatch and polls sacct as on a production cluster.
   (hpcbench.stack.testbed.GPU_TOPOLOGY_FILE): the GPU checks' jobs ask for them
   with --gres=gpu:N and run one rank per GPU (in a dry run: the GPUs are stand-ins, which a
   run skips, saying so); the CPU checks run on its nodes' CPUs too.
+- Not described here: Slurm's partitions `gpu-untyped` and `gpu-sitelabel`
+  (hpcbench.stack.testbed.SITE_GPU_NODES), GPU nodes as sites declare theirs, there for
+  `hpcbench new-system` to describe.
 - One environment per MPI stack of this machine, built by spack-envs/testbed with the
   default BLAS (the BLAS comparison is `local`'s).
 - Slurm's commands (sbatch, sacct, scancel) are pointed at the testbed's slurm.conf, once a

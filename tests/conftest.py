@@ -148,11 +148,14 @@ def slurm_conf_nodes(slurm_conf):
     testbed's slurm.conf (its text) declares them."""
     declared = {}
     for line in slurm_conf.splitlines():
-        match = re.match(r'NodeName=(\w)\[1-(\d+)\] ', line)
+        # A range of nodes (n[1-3]) or one (u1).
+        match = re.match(r'NodeName=(?:(\w)\[1-(\d+)\]|(\w+)) ', line)
         if match:
             fields = dict(f.split('=', 1) for f in line.split()[1:])
-            for i in range(1, int(match.group(2)) + 1):
-                declared[f'{match.group(1)}{i}'] = (
+            names = ([f'{match.group(1)}{i}' for i in range(1, int(match.group(2)) + 1)]
+                     if match.group(1) else [match.group(3)])
+            for name in names:
+                declared[name] = (
                     int(fields['CPUs']), int(fields['Sockets']), int(fields['CoresPerSocket']),
                     int(fields['ThreadsPerCore']), int(fields['RealMemory']),
                     fields.get('Gres', ''))

@@ -730,3 +730,46 @@ def test_a_scheduler_option_that_would_start_a_command_never_reaches_a_job(root,
         'command in the job script)' in done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
     assert 'partition batch: the scheduler option' in done.stderr
     assert not (tmp_path / 'var' / 'stage').exists()
+
+
+def test_screen_nodes_names_the_nodes_out_of_service_and_those_without_a_figure(root, tmp_path):
+    """Issue 61, item 4: the testbed described with n3 drained (its record as Slurm prints a
+    drained node), and the real screen of that testbed without n3's and g2's cases (a
+    `make screen` of the nodes that can run leaves n3 out; g2's job failed): `screen-nodes`
+    names n3 as out of service and why, and g2 as in service without a figure, rather than
+    leaving them silently missing."""
+    from hpcbench.core import paths
+    from hpcbench.devtools import history
+    cluster = slurm_cluster.cluster_from(*(
+        re.sub(r'(NodeName=n3 .*?)State=IDLE ', r'\1State=IDLE+DRAIN ', text) +
+        ('   Reason=bad DIMM [root@2026-11-28T10:00:00]\n' if 'NodeName=n3' in text else '')
+        if name == 'scontrol-show-node.txt' else text
+        for name, text in ((n, (TESTBED / n).read_text()) for n in (
+            'scontrol-show-config.txt', 'scontrol-show-partition.txt', 'scontrol-show-node.txt',
+            'srun-mpi-list.txt'))))
+    facts = _this_node_s_facts()
+    description, _ = site_description.describe(
+        'mycluster', cluster, {p.name: facts for p in cluster.partitions}, 'login1',
+        ['openmpi', 'mpich'])
+    assert description['partitions'][0]['nodes_out_of_service'] == {
+        'n3': 'IDLE+DRAIN: drained (bad DIMM [root@2026-11-28T10:00:00])'}
+    site_description.write('mycluster', description, [], root)
+    session = json.loads((FIXTURES / 'report' / 'screen-session.json').read_text())
+    for run in session['runs']:
+        run['testcases'] = [tc for tc in run['testcases']
+                            if not re.search(r'\.nid=(n3|g2)\b', tc.get('display_name', ''))]
+    var = tmp_path / 'var'
+    var.mkdir()
+    (var / paths.VAR_MARKER).write_text('test\n')
+    history.fill(var / 'results.db', [session], 1)
+    done = subprocess.run([str(BIN / 'hpcbench'), 'screen-nodes', '--system', 'mycluster'],
+                          env={**os.environ, 'HPCBENCH_PROJECT': str(root),
+                               'HPCBENCH_VAR': str(var)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    batch = done.stdout.split('mycluster:batch ', 1)[1].split('\n\n')[0]
+    assert '2 node(s)' in batch and re.search(r'^  n1 +\d', batch, re.M)
+    assert re.search(r"^  n3 +out of service when described: IDLE\+DRAIN: drained \(bad DIMM ",
+                     batch, re.M)
+    gpu = done.stdout.split('mycluster:gpu ', 1)[1]
+    assert '  no figure of 1 node(s) in service when described: g2 (busy or failed' in gpu

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BIN, ROOT, run_reframe, slurm_conf_nodes
+from conftest import BIN, FIXTURES, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import gpu_ranks, paths
 from hpcbench.machine import slurm_query
 from hpcbench.stack import bootstrap, spack, testbed, testbed_daemons, testbed_processes
@@ -36,8 +36,18 @@ def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
            'Features=hbm State=UNKNOWN' in conf
     assert 'PartitionName=batch Nodes=n[1-4] Default=YES' in conf
     assert 'PartitionName=gpu Nodes=g[1-2] ' in conf
-    assert testbed.gres_conf(testbed.Layout(tmp_path)).splitlines()[1] == (
-        f'NodeName=g[1-2] Name=gpu Type=h100 File={tmp_path}/dev/nvidia[0-7]')
+    assert testbed.gres_conf(testbed.Layout(tmp_path)).splitlines()[1:] == [
+        f'NodeName=g[1-2] Name=gpu Type=h100 File={tmp_path}/dev/nvidia[0-7]',
+        f'NodeName=u1 Name=gpu File={tmp_path}/dev/nvidia0',
+        f'NodeName=s1 Name=gpu Type=hopper File={tmp_path}/dev/nvidia0']
+    # GPU nodes as sites declare theirs: an untyped GRES and a label of the site's own, each
+    # in a partition of its own, on the ports after the others'.
+    assert 'NodeName=u1 NodeHostname=vm NodeAddr=127.0.0.1 Port=17007 CPUs=16 Sockets=2 ' \
+           'CoresPerSocket=4 ThreadsPerCore=2 RealMemory=9000 Gres=gpu:1 State=UNKNOWN' in conf
+    assert 'NodeName=s1 NodeHostname=vm NodeAddr=127.0.0.1 Port=17008 ' in conf
+    assert ' Gres=gpu:hopper:1 State=UNKNOWN\n' in conf
+    assert 'PartitionName=gpu-untyped Nodes=u1 ' in conf
+    assert 'PartitionName=gpu-sitelabel Nodes=s1 ' in conf
 
 
 def test_a_testbed_of_no_nodes_is_refused(tmp_path):
@@ -158,7 +168,8 @@ def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster)
     declared = slurm_conf_nodes(cluster.slurm_conf.read_text())
     assert (described.name, described.accounting) == (testbed.CLUSTER, True)
     assert {p.name: [n.name for n in p.nodes] for p in described.partitions} == {
-        testbed.SLURM_PARTITION: ['n1', 'n2', 'n3'], testbed.SLURM_GPU_PARTITION: ['g1', 'g2']}
+        testbed.SLURM_PARTITION: ['n1', 'n2', 'n3'], testbed.SLURM_GPU_PARTITION: ['g1', 'g2'],
+        'gpu-untyped': ['u1'], 'gpu-sitelabel': ['s1']}
     assert {n.name: n.shape for p in described.partitions for n in p.nodes} == declared
     assert 'pmix' in described.mpi_plugins and 'pmi2' in described.mpi_plugins
     unreachable = cluster.root / 'unreachable.conf'
@@ -181,13 +192,27 @@ def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster)
 def test_new_system_describes_the_running_testbed_through_its_controller_and_a_job(
         cluster, tmp_path):
     """`hpcbench new-system` on the testbed: a job on a node of each partition, the
-    description as the testbed's slurm.conf declares it; an unreachable controller is one
-    message, and nothing is written."""
+    description as the testbed's slurm.conf declares it; the GPUs of the nodes whose GRES is
+    untyped (u1) or a label no datasheet names (s1) as the node's own nvidia-smi names them
+    (a stand-in printing what real ones printed on an H200 and an H100 node; the g nodes'
+    devices answer to no driver); an unreachable controller is one message, and nothing is
+    written."""
     root = tmp_path / 'project'
     (root / 'spack-envs' / 'testbed').mkdir(parents=True)
     shutil.copy(Path(__file__).parents[2] / 'spack-envs' / 'testbed' / 'spack.yaml',
                 root / 'spack-envs' / 'testbed')
-    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf), HPCBENCH_PROJECT=str(root))
+    recorded = FIXTURES / 'gpu'
+    nvidia_smi = tmp_path / 'nvidia-smi'
+    nvidia_smi.write_text(
+        '#!/bin/sh\ncase "$SLURMD_NODENAME $1" in\n'
+        f'"u1 --query-gpu="*) cat "{recorded}/h200/nvidia-smi-query.csv";;\n'
+        f'"u1 topo") cat "{recorded}/topology/h200-one-gpu.txt";;\n'
+        f'"s1 --query-gpu="*) cat "{recorded}/h100/nvidia-smi-query.csv";;\n'
+        '*) echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA '
+        'driver"; exit 9;;\nesac\n')
+    nvidia_smi.chmod(0o755)
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf), HPCBENCH_PROJECT=str(root),
+               HPCBENCH_NVIDIA_SMI=str(nvidia_smi))
     command = [str(BIN / 'hpcbench'), 'new-system', 'mycluster',
                f'--io-directory={tmp_path}', '--job-timeout=120']
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
@@ -195,7 +220,8 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
     assert 'then: make dry-run SYSTEM=mycluster' in done.stdout
     described = yaml.safe_load((root / 'site-configs' / 'mycluster.yaml').read_text())
     declared = slurm_conf_nodes(cluster.slurm_conf.read_text())
-    first_node = {testbed.SLURM_PARTITION: 'n1', testbed.SLURM_GPU_PARTITION: 'g1'}
+    first_node = {testbed.SLURM_PARTITION: 'n1', testbed.SLURM_GPU_PARTITION: 'g1',
+                  'gpu-untyped': 'u1', 'gpu-sitelabel': 's1'}
     assert [p['slurm_partition'] for p in described['partitions']] == list(first_node)
     for entry in described['partitions']:
         cpus, _, _, _, memory_mb, gres = declared[first_node[entry['slurm_partition']]]
@@ -203,6 +229,23 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
             cpus, memory_mb << 20, gres)
         assert entry['io_directory'] == str(tmp_path)
     assert described['scheduler'] == 'slurm' and described['launcher'] == 'srun'
+    gpus = {p['slurm_partition']: [(g['model'], g['count'], g['source'].split()[0])
+                                   for g in p.get('gpus', [])]
+            for p in described['partitions']}
+    assert gpus['gpu-untyped'] == [('NVIDIA H200', 1, 'nvidia-smi')]
+    assert gpus['gpu-sitelabel'] == [('NVIDIA H100 80GB HBM3', 1, 'nvidia-smi')]
+    # The g nodes' GPUs from their GRES label (the H100 SXM's), their tool's failure said.
+    assert gpus['gpu'] == [('NVIDIA H100 80GB HBM3', 8, 'GRES')], gpus['gpu']
+    assert 'partitions[gpu]: the GPU tool on ' in done.stdout
+    # Both site-declared GPUs are of datasheet models: the GPU checks are listed there.
+    for partition in ('gpu-untyped', 'gpu-sitelabel'):
+        shown = run_reframe('--system', f'mycluster:{partition}', '-l',
+                            config=str(root / 'site-configs' / 'mycluster.py'),
+                            env={'HPCBENCH_VAR': str(tmp_path / 'var'),
+                                 'HPCBENCH_PROJECT': str(root)})
+        assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-2000:]
+        assert {'BabelStreamCheck', 'GpuDgemmCheck'} <= set(
+            re.findall(r'^- (\w+)', shown.stdout, re.M)), shown.stdout[-2000:]
 
     unreachable = cluster.root / 'unreachable.conf'
     unreachable.write_text(re.sub(r'(?m)^SlurmctldPort=.*$', 'SlurmctldPort=6999',
@@ -221,7 +264,7 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     # Each recorded PID is the daemon itself (munged runs as munge, not under runuser).
     assert open(f'/proc/{first["munged"]}/comm').read().strip() == 'munged'
     assert os.stat(f'/proc/{first["munged"]}').st_uid == pwd.getpwnam('munge').pw_uid
-    assert testbed_daemons.idle_nodes(cluster) == 3 + testbed.GPU_NODES
+    assert testbed_daemons.idle_nodes(cluster) == len(testbed.node_names(3)) == 7
 
     # A second start while it runs changes nothing.
     assert testbed_daemons.start(3, cluster.root) == cluster
@@ -456,6 +499,39 @@ def test_multi_node_checks_pass_through_slurm(slurm_suite):
     assert len(_ok(out, 'HplNodeScreen')) == 3, out[-3000:]
     nodes = re.findall(r'^\[\s+OK \] .*HplNodeScreen .*%\.nid=(n\d) ', out, re.M)
     assert sorted(nodes) == ['n1', 'n2', 'n3']
+
+
+def test_a_screen_asks_no_job_of_a_drained_node_and_says_why(cluster, tmp_path):
+    """Issue 61, item 4: n3 drained through Slurm (`scontrol update ... State=DRAIN`), the
+    screen as `make screen` runs it (--distribute=all) writes the jobs of n1 and n2; n3's
+    test skips, saying the node is drained and why (its job would wait for the node
+    forever). Back in service, n3's job is written again. Dry runs: the jobs, not HPL,
+    are what is shown."""
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
+
+    def screen(var):
+        done = run_reframe('--system', 'testbed:srun', '-p', 'openmpi', '-n', 'HplNodeScreen',
+                           '--distribute=all', '--dry-run', config='site-configs/testbed.py',
+                           env={'HPCBENCH_TESTBED_DIR': str(cluster.root),
+                                'HPCBENCH_VAR': str(tmp_path / var)})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        jobs = sorted(re.search(r'^#SBATCH --nodelist=(\S+)$', job.read_text(), re.M).group(1)
+                      for job in (tmp_path / var / 'stage').glob('**/rfm_job.sh'))
+        return jobs, ANSI.sub('', done.stdout)
+
+    subprocess.run(['scontrol', 'update', 'NodeName=n3', 'State=DRAIN',
+                    'Reason=bad DIMM in slot 3'], env=env, check=True, capture_output=True,
+                   timeout=60)
+    try:
+        jobs, out = screen('drained')
+        assert jobs == ['n1', 'n2'], out[-3000:]
+        assert re.search(r'^\[\s+SKIP \] .*HplNodeScreen .*%\.nid=n3 .*\[node n3 cannot run '
+                         r'now: IDLE\+DRAIN: drained \(bad DIMM in slot 3 \[root@', out, re.M), \
+            out[-3000:]
+    finally:
+        subprocess.run(['scontrol', 'update', 'NodeName=n3', 'State=RESUME'], env=env,
+                       check=True, capture_output=True, timeout=60)
+    assert screen('resumed')[0] == ['n1', 'n2', 'n3']
 
 
 @pytest.mark.spack

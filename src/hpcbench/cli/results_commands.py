@@ -99,7 +99,9 @@ def _screen_nodes(args):
     HPL (T2K 4.2) and by their slowest GPU's DGEMM."""
     from hpcbench.benchmarks import hpl_output
     from hpcbench.results import measured, results_db
+    from hpcbench.stack import site_description
     config = results_db.site_config(args.system)
+    described_states = site_description.node_states(args.system)
     slow_total, screened = 0, 0
     for check, what, variable, unit in SCREENS:
         try:
@@ -123,6 +125,8 @@ def _screen_nodes(args):
                 flag = (f'  SLOW ({screening.slow[node][1]:.1f} % below)'
                         if node in screening.slow else '')
                 print(f'  {node:<24}{rate:>10.2f} {unit}{flag}')
+            for line in _unscreened_lines(rates, *described_states.get(partition, ({}, {}))):
+                print(f'  {line}')
 
             slow_total += len(screening.slow)
     if not screened:
@@ -131,6 +135,20 @@ def _screen_nodes(args):
                            + (f' (session {args.session})' if args.session else ''))
     if slow_total:
         raise Worse(f'{slow_total} slow node(s) flagged')
+
+
+def _unscreened_lines(rates, states, out_of_service):
+    """What a screen of the nodes `rates` has figures of says of the partition's other nodes
+    (`states`, `out_of_service`: as the controller printed them when the system was
+    described): each node that could not run, why, and those that could but have no
+    figure (busy the whole run, or their job failed)."""
+    lines = [f'{node:<24}out of service when described: {why}'
+             for node, why in sorted(out_of_service.items()) if node not in rates]
+    missing = sorted(set(states) - set(rates) - set(out_of_service))
+    if missing:
+        lines.append(f'no figure of {len(missing)} node(s) in service when described: '
+                     f'{", ".join(missing)} (busy or failed during the screen: see its log)')
+    return lines
 
 
 def _compare_stacks(args):

@@ -5,7 +5,8 @@ is guessed."""
 import shutil
 import subprocess
 
-from hpcbench.core.slurm_cluster import SlurmDescriptionError, cluster_from
+from hpcbench.core.slurm_cluster import (SlurmDescriptionError, cluster_from,
+                                         node_from_record, records)
 
 QUERIES = {
     'config': ('scontrol', 'show', 'config'),
@@ -44,3 +45,11 @@ def running_cluster(env=None):
     answers = {name: ask(command, env) for name, command in QUERIES.items()}
     return cluster_from(answers['config'], answers['partitions'], answers['nodes'],
                         answers['mpi'])
+
+
+def nodes_out_of_service(names, env=None, timeout=60):
+    """{node: why it cannot run now} of the nodes `names` that cannot (down, drained, not
+    responding, ...: hpcbench.core.slurm_cluster.why_out), as the controller says now."""
+    said = ask(('scontrol', 'show', 'node', '-o', ','.join(names)), env, timeout)
+    nodes = [node_from_record(record) for record in records(said, 'Node')]
+    return {node.name: node.out_of_service for node in nodes if node.out_of_service}

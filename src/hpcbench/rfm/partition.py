@@ -7,7 +7,8 @@
   stage (`run_script`), a launch repeated in one job (`repeat_launch`), a suite module run
   on the node (`suite_module_command`);
 - a paper's run settings for a test (`paper_settings`, `given_or_paper`) and the skips a
-  partition calls for (`skip_beyond_partition`, `skip_unless_node_count`).
+  partition calls for (`skip_beyond_partition`, `skip_unless_node_count`) and a node
+  that cannot run (`skip_node_out_of_service`).
 
 Functions of a test or a partition; no test classes (hpcbench.rfm.build, .plugins, .run).
 """
@@ -21,6 +22,8 @@ from reframe.core.exceptions import ReframeError
 from reframe.core.logging import getlogger
 
 from hpcbench.core import layout, node
+from hpcbench.core.slurm_cluster import SlurmDescriptionError
+from hpcbench.machine import slurm_query
 from hpcbench.results import reference_schema, references
 from hpcbench.machine.described import partition_description, stack_description
 
@@ -255,6 +258,30 @@ def nominal_peak(partition):
     return (f'nominal peak {node_.num_cores} cores x {node_.clock_hz / 1e9:g} GHz ({source}) '
             f'x {node_.flops_per_cycle} flop/cycle = {node_.peak_flops / 1e9:.1f} GFLOP/s a '
             'node')
+
+
+# The schedulers whose nodes are Slurm's (ReFrame's registered names).
+SLURM_SCHEDULERS = ('slurm', 'squeue')
+
+
+def skip_node_out_of_service(test):
+    """A test given one node by --distribute (`make screen`: every node of the partition)
+    skips where its controller says that node cannot run now (down, drained, not
+    responding...), saying why: a job asked of it would wait for it forever, and the run
+    report names it rather than leaving it out. A controller that does not answer is said
+    once; the job then goes as asked."""
+    nodes = getattr(test, '.nid', None)
+    partition = test.current_partition
+    if not nodes or partition.scheduler.registered_name not in SLURM_SCHEDULERS:
+        return
+    try:
+        out = slurm_query.nodes_out_of_service([nodes] if isinstance(nodes, str) else nodes)
+    except SlurmDescriptionError as err:
+        say_once(f'{partition.fullname} node states', f'{partition.fullname}: node states '
+                 f'not read ({err}); each node is asked for as given')
+        return
+    if out:
+        test.skip('; '.join(f'node {name} cannot run now: {why}' for name, why in out.items()))
 
 
 _SAID = set()

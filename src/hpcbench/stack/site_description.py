@@ -157,6 +157,17 @@ def description_of(system):
     return load(path), path
 
 
+def node_states(system):
+    """{partition: (its nodes' states, {node: why it cannot run})} of described system
+    `system`, as its controller printed them when it was described; {} for a system this
+    command did not describe (or described before node states were kept)."""
+    if system not in described_systems():
+        return {}
+    return {entry['name']: (entry.get('node_states') or {}, entry.get('nodes_out_of_service')
+                            or {})
+            for entry in description_of(system)[0]['partitions']}
+
+
 def nodes_share_hosts(system):
     """Whether the Slurm nodes of described system `system` are processes of shared hosts."""
     return system in described_systems() and \

@@ -45,6 +45,25 @@ GPU_TYPE, GPUS_PER_NODE = 'h100', 8
 GPU_GRES = f'gpu:{GPU_TYPE}:{GPUS_PER_NODE}'
 GPU_TOPOLOGY_FILE = paths.PROJECT_ROOT / 'ci' / 'testbed' / 'gpu-node-topology.txt'
 SLURM_GPU_PARTITION = 'gpu'
+
+
+@dataclass(frozen=True)
+class SiteGpuNode:
+    """A GPU node declared as many sites declare theirs, one GPU: with an untyped GRES
+    (`gpu:1`, no type in gres.conf) or a label of the site's own that no datasheet names.
+    Its model is what the node's own tool says (`hpcbench new-system`'s facts job); its
+    partition is Slurm's only (the testbed system runs its GPU checks on `gpu`)."""
+    name: str
+    partition: str
+    gres_type: str = ''
+
+    @property
+    def gres(self):
+        return f'gpu:{self.gres_type}:1' if self.gres_type else 'gpu:1'
+
+
+SITE_GPU_NODES = (SiteGpuNode('u1', 'gpu-untyped'),
+                  SiteGpuNode('s1', 'gpu-sitelabel', 'hopper'))
 # A feature of the GPU nodes alone (a job may ask for it with --constraint).
 GPU_FEATURE = 'hbm'
 # The character device major of NVIDIA's GPUs (/dev/nvidia0 is 195, 0).
@@ -154,8 +173,10 @@ def gpu_node_names():
 
 
 def node_names(nodes):
-    """Every emulated node of a testbed of `nodes` CPU nodes: n1..nN, then the GPU nodes."""
-    return [*(f'n{n}' for n in range(1, nodes + 1)), *gpu_node_names()]
+    """Every emulated node of a testbed of `nodes` CPU nodes: n1..nN, then the GPU nodes
+    (g1..gG, then SITE_GPU_NODES)."""
+    return [*(f'n{n}' for n in range(1, nodes + 1)), *gpu_node_names(),
+            *(node.name for node in SITE_GPU_NODES)]
 
 
 def stand_in_devices(layout):
@@ -164,23 +185,33 @@ def stand_in_devices(layout):
 
 
 def gres_conf(layout):
+    site_nodes = ''.join(
+        f'NodeName={node.name} Name=gpu{f" Type={node.gres_type}" if node.gres_type else ""} '
+        f'File={layout.root}/dev/nvidia0\n' for node in SITE_GPU_NODES)
     return (f'# Written by hpcbench.stack.testbed: stand-in device files, no GPU.\n'
             f'NodeName=g[1-{GPU_NODES}] Name=gpu Type={GPU_TYPE} '
-            f'File={layout.root}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n')
+            f'File={layout.root}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n{site_nodes}')
 
 
 def slurm_conf(layout, nodes, processor, memory_mb, hostname, gpu_memory_mb):
     """slurm.conf of a cluster of `nodes` emulated nodes on `hostname`, each with its
     `processor` (ReFrame's description: sockets, cores, threads) and `memory_mb`, and the
     GPU nodes (GPU_NODES, the same processor, `gpu_memory_mb`, GPU_GRES and the feature
-    GPU_FEATURE): partitions that differ as a site's do, in node count, memory, GRES and
-    features."""
+    GPU_FEATURE), and SITE_GPU_NODES, each in a partition of its own: partitions that differ
+    as a site's do, in node count, memory, GRES and features."""
     last_port = FIRST_SLURMD_PORT + nodes - 1
     threads = processor['num_cpus_per_core']
     cores = processor['num_cpus_per_socket'] // threads
     shape = (f"CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} "
              f"CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory=")
     gpu_ports = f'{last_port + 1}-{last_port + GPU_NODES}'
+    site_nodes = ''.join(
+        f'NodeName={node.name} NodeHostname={hostname} NodeAddr=127.0.0.1 '
+        f'Port={last_port + GPU_NODES + n} {shape}{gpu_memory_mb} Gres={node.gres} '
+        f'State=UNKNOWN\n' for n, node in enumerate(SITE_GPU_NODES, 1))
+    site_partitions = ''.join(
+        f'PartitionName={node.partition} Nodes={node.name} MaxTime=INFINITE State=UP '
+        f'OverSubscribe=NO\n' for node in SITE_GPU_NODES)
     return f'''# Written by hpcbench.stack.testbed: {nodes} emulated nodes on {hostname}.
 ClusterName={CLUSTER}
 SlurmctldHost={hostname}(127.0.0.1)
@@ -214,9 +245,9 @@ MinJobAge=30
 GresTypes=gpu
 NodeName=n[1-{nodes}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} {shape}{memory_mb} State=UNKNOWN
 NodeName=g[1-{GPU_NODES}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={gpu_ports} {shape}{gpu_memory_mb} Gres={GPU_GRES} Features={GPU_FEATURE} State=UNKNOWN
-PartitionName={SLURM_PARTITION} Nodes=n[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+{site_nodes}PartitionName={SLURM_PARTITION} Nodes=n[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 PartitionName={SLURM_GPU_PARTITION} Nodes=g[1-{GPU_NODES}] MaxTime=INFINITE State=UP OverSubscribe=NO
-'''
+{site_partitions}'''
 
 
 def slurmdbd_conf(layout, db_password):
