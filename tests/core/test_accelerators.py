@@ -162,8 +162,14 @@ def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
 # GRES as real Slurm controllers print them (issue 61): CSC Puhti's V100 and Mahti's A100
 # nodes (a Slurm-limits parser's test, code corpus), a GRES with MPS and a consumable
 # bandwidth (a Slurm parser's test fixture, code corpus), the untyped `gpu:4` (an OnDemand
-# plug-in's recorded `scontrol show node`, Slurm 17.02), and the labels of the issue's
-# eight records. Each is read; none stops a cluster.
+# plug-in's recorded `scontrol show node`, Slurm 17.02), the labels of the issue's eight
+# records, and nodes of two models (code corpus): a whole A100 beside MIG slices of two
+# profiles (`scontrol show node lovelace-01 | grep -i gres` in a university cluster's user
+# guide, the same in its `sinfo -o "%P %G %N"`: corpus ids 54631273998, 54600178421), four
+# whole H200s beside eight MIG slices and a non-GPU item (node gpu49's record in a cluster
+# dashboard's test, 69399707867), an RTX 2080 Ti pair beside an A40 pair (node
+# unicorn-compute-01 in a Slurm monitor's test, 70469340725) and two labels of a site's own
+# (gpu006 in a detector facility's notes, 68532341933). Each is read; none stops a cluster.
 @pytest.mark.parametrize('gres, items', [
     ('gpu:v100:4(S:0-1),nvme:3600', [('v100', 4, '(S:0-1)')]),
     ('gpu:a100:4(S:0-1),nvme:3500', [('a100', 4, '(S:0-1)')]),
@@ -175,6 +181,13 @@ def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
     ('gpu:nvidia-rtx-3090:1', [('nvidia-rtx-3090', 1, '')]),
     ('gpu:rtxproserver6000:1', [('rtxproserver6000', 1, '')]),
     ('gpu:a100:1(S:0),gpu:h100:1(S:1)', [('a100', 1, '(S:0)'), ('h100', 1, '(S:1)')]),
+    ('gpu:a100:1(S:0),gpu:1g.20gb:2(S:1),gpu:1g.10gb:3(S:1)',
+     [('a100', 1, '(S:0)'), ('1g.20gb', 2, '(S:1)'), ('1g.10gb', 3, '(S:1)')]),
+    ('gpu:h200:4(S:1),gpu:h200_3g.71gb:8(S:0),min-vram:no_consume:71G',
+     [('h200', 4, '(S:1)'), ('h200_3g.71gb', 8, '(S:0)')]),
+    ('gpu:nvidia_geforce_rtx_2080_ti:2(S:0),gpu:nvidia_a40:2(S:1)',
+     [('nvidia_geforce_rtx_2080_ti', 2, '(S:0)'), ('nvidia_a40', 2, '(S:1)')]),
+    ('gpu:dda1:1(S:1),gpu:ddd5:1(S:1)', [('dda1', 1, '(S:1)'), ('ddd5', 1, '(S:1)')]),
     ('gpu:h200:8(S:0-1),VramPerGpu:no_consume:141G,shard:h200:64', [('h200', 8, '(S:0-1)')]),
     ('gpu:a100:4(IDX:0-3)', [('a100', 4, '(IDX:0-3)')]),
     ('nvme:3600', []), ('(null)', []), ('gpu:0', []),
