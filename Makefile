@@ -31,6 +31,12 @@ $(if $(filter-out 1,$(words $(value SYSTEM)))$(filter-out $(SYSTEMS),$(value SYS
   $(error SYSTEM '$(value SYSTEM)' is not a system; the systems: $(SYSTEMS)))
 $(if $(word 2,$(VAR))$(call _left,$(VAR),$(_PLAIN)),\
   $(error HPCBENCH_VAR '$(VAR)': a results directory's path has letters, digits and _ . / - + @ : ~ = only (no spaces or shell syntax); give the run another one))
+# Absolute for the tools: ReFrame reads each site config from its own directory, where a
+# relative one would be site-configs/var (hpcbench.core.paths.GIVEN_RELATIVE).
+ifneq ($(value HPCBENCH_VAR),)
+override HPCBENCH_VAR := $(abspath $(VAR))
+export HPCBENCH_VAR
+endif
 _quoted = '$(subst ','\'',$(1))'
 REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'. Recipes take its text as

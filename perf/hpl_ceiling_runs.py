@@ -38,7 +38,8 @@ def main():
     parser.add_argument('--no-run', action='store_true',
                         help='only print the runs the results directory holds')
     args = parser.parse_args()
-    var = Path(args.var or tempfile.mkdtemp(prefix='hpcbench-hpl-ceiling-'))
+    # Absolute: ReFrame reads its site config from site-configs/, where a relative one is refused.
+    var = Path(args.var or tempfile.mkdtemp(prefix='hpcbench-hpl-ceiling-')).absolute()
     if not args.no_run:
         run(var, args.repeat, args.mpi)
     summary(var, args.mpi)

@@ -83,37 +83,13 @@ class DeviceBufferPairCheck(ImbGpuProgram, GpuPairs):
         figures = {pair: gpu_mpi.pair_figures(
             self.imb_tables(text, gpu_mpi.PAIR_BENCHMARKS, 2, where))
             for pair, (where, text) in self.pair_outputs().items()}
-        how = f'median over {len(figures)} pair(s), each the best size of IMB-MPI1-GPU'
-        values = {'latency': [f.latency_us for f in figures.values()],
-                  'bandwidth': [f.bandwidth / 1e9 for f in figures.values()],
-                  'bidirectional_bandwidth': [f.bidirectional / 1e9 for f in figures.values()]}
-        efficiencies = self.link_efficiencies({p: f.bandwidth for p, f in figures.items()})
-        if 'link_efficiency' in self.perf_variables and efficiencies:
-            values['link_efficiency'] = list(efficiencies.values())
-            values['slowest_pair_link_efficiency'] = sorted(efficiencies.values())
-        self.record_samples(how, **values)
+        self.record_pair_figures(
+            f'median over {len(figures)} pair(s), each the best size of IMB-MPI1-GPU',
+            {pair: {'latency': f.latency_us, 'bandwidth': f.bandwidth / 1e9,
+                    'bidirectional_bandwidth': f.bidirectional / 1e9}
+             for pair, f in figures.items()},
+            one_way={pair: f.bandwidth for pair, f in figures.items()})
         return True
-
-    @performance_function('us')
-    def latency(self):
-        return self.median('latency')
-
-    @performance_function('GB/s')
-    def bandwidth(self):
-        return self.median('bandwidth')
-
-    @performance_function('GB/s')
-    def bidirectional_bandwidth(self):
-        return self.median('bidirectional_bandwidth')
-
-    @performance_function('%')
-    def link_efficiency(self):
-        """PingPong's best one way against the pair's link, median over the pairs."""
-        return self.median('link_efficiency')
-
-    @performance_function('%')
-    def slowest_pair_link_efficiency(self):
-        return min(self.samples['slowest_pair_link_efficiency'])
 
 
 @rfm.simple_test

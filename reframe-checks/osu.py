@@ -57,16 +57,12 @@ class OsuPairCheck(OsuRun, GpuPairs):
     descr = 'GPU to GPU: OSU latency and bandwidth from device memory between GPU pairs'
     benchmark = parameter(list(osu.PAIR_PROGRAMS))
     tags = {'gpu', 'gpu-to-gpu', 'link', 'osu'}
-    # Each program reports its own figure.
-    _reported = {'osu_latency': ('latency',),
-                 'osu_bw': ('bandwidth', 'link_efficiency', 'slowest_pair_link_efficiency'),
-                 'osu_bibw': ('bidirectional_bandwidth',)}
+
+    def pair_figures(self):
+        return osu.PAIR_FIGURES[self.benchmark]
 
     @run_after('setup')
     def configure_run(self):
-        for name in list(self.perf_variables):
-            if name not in self._reported[self.benchmark]:
-                del self.perf_variables[name]
         placement = self.place_pairs(self.program(self.benchmark),
                                      *osu.command_options(self.benchmark, self.max_bytes))
         self.inputs = (f'benchmark={self.benchmark} path={self.path} {placement} '
@@ -79,40 +75,15 @@ class OsuPairCheck(OsuRun, GpuPairs):
                 for pair, (where, text) in self.pair_outputs().items()}
         how = f'median over {len(runs)} pair(s), OSU {self.benchmark}'
         if self.benchmark == 'osu_latency':
-            self.record_samples(f'{how} at 8 bytes',
-                                latency=[run.at(8) for run in runs.values()])
+            self.record_pair_figures(f'{how} at 8 bytes',
+                                     {pair: {'latency': run.at(8)} for pair, run in runs.items()})
             return True
         best = {pair: run.best()[1] * 1e6 for pair, run in runs.items()}
-        name = 'bandwidth' if self.benchmark == 'osu_bw' else 'bidirectional_bandwidth'
-        values = {name: [b / 1e9 for b in best.values()]}
-        if self.benchmark == 'osu_bw':
-            efficiencies = self.link_efficiencies(best)
-            if 'link_efficiency' in self.perf_variables and efficiencies:
-                values['link_efficiency'] = list(efficiencies.values())
-                values['slowest_pair_link_efficiency'] = sorted(efficiencies.values())
-        self.record_samples(f'{how}, the best size', **values)
+        name, = self.pair_figures()
+        self.record_pair_figures(f'{how}, the best size',
+                                 {pair: {name: b / 1e9} for pair, b in best.items()},
+                                 one_way=best if self.benchmark == 'osu_bw' else None)
         return True
-
-    @performance_function('us')
-    def latency(self):
-        return self.median('latency')
-
-    @performance_function('GB/s')
-    def bandwidth(self):
-        return self.median('bandwidth')
-
-    @performance_function('GB/s')
-    def bidirectional_bandwidth(self):
-        return self.median('bidirectional_bandwidth')
-
-    @performance_function('%')
-    def link_efficiency(self):
-        """osu_bw's best against the pair's link, median over the pairs."""
-        return self.median('link_efficiency')
-
-    @performance_function('%')
-    def slowest_pair_link_efficiency(self):
-        return min(self.samples['slowest_pair_link_efficiency'])
 
 
 @rfm.simple_test

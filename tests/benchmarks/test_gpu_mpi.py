@@ -146,7 +146,7 @@ def _pair_check(checks, tmp_path, output, pairs, topology=H100_NODE, path='intra
         perf_variables=dict.fromkeys(gpu_mpi.PAIR_VARIABLES),
         current_partition=described_partition())
     for name in ('pair_outputs', 'check_ranks', 'imb_tables', 'link_rates',
-                 'link_efficiencies'):
+                 'link_efficiencies', 'record_pair_figures'):
         setattr(test, name, types.MethodType(getattr(check, name), test))
     return check, test
 

@@ -44,10 +44,35 @@ def test_a_window_takes_the_samples_of_the_calls_only():
         gpu_power.window(samples, end, start)
 
 
-def test_the_sampler_asks_for_what_the_parser_reads():
-    command = gpu_power.sampler_command('power.csv', 100)
-    assert command[1] == '--query-gpu=' + ','.join(gpu_power.QUERY_FIELDS)
-    assert command[2:] == ['--format=csv', '-lms', '100', '-f', 'power.csv']
+def test_the_rank_s_sampler_asks_for_what_the_parser_reads(tmp_path):
+    """The rank wrapper a GPU job runs (hpcbench.core.gpu_ranks), told to sample as
+    GpuDgemmCheck tells it, starts nvidia-smi with the fields the parser reads; a stand-in
+    that writes the H100 node's recorded trace where it is told gives a trace the parser
+    reads whole."""
+    import os
+    import subprocess
+    from hpcbench.core import gpu_ranks
+    tools = tmp_path / 'bin'
+    tools.mkdir()
+    listing = FIXTURES / 'gpu' / 'nvidia-smi-list' / 'a100-mig-published.txt'
+    (tools / 'nvidia-smi').write_text(
+        f'#!/bin/sh\n[ "$1" = -L ] && exec cat "{listing}"\necho "$@" > {tmp_path}/asked\n'
+        'while [ $# -gt 1 ]; do [ "$1" = -f ] && cp '
+        f'"{FIXTURES / "gpu" / "h100" / "power-during-probe.csv"}" "$2"; shift; done\n'
+        'exec sleep 30\n')
+    (tools / 'nvidia-smi').chmod(0o755)
+    script = tmp_path / gpu_ranks.SCRIPT
+    script.write_text(gpu_ranks.wrapper_script())
+    done = subprocess.run(['sh', str(script), '--sample', ','.join(gpu_power.QUERY_FIELDS),
+                           'true'], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={'PATH': f'{tools}:{os.environ["PATH"]}', 'SLURM_LOCALID': '0',
+                               'SLURM_PROCID': '0', 'CUDA_VISIBLE_DEVICES': '0'})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / 'asked').read_text().split() == [
+        '-i', '0', '--query-gpu=' + ','.join(gpu_power.QUERY_FIELDS), '--format=csv', '-lms',
+        str(gpu_ranks.SAMPLE_MS), '-f', 'power-rank-0.csv']
+    assert gpu_power.parse_trace((tmp_path / 'power-rank-0.csv').read_text()) == \
+        gpu_power.parse_trace(H100)
 
 
 def test_reasons_are_named_bit_by_bit_and_an_unknown_bit_by_its_value():

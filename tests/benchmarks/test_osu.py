@@ -102,3 +102,32 @@ def test_another_site_s_osu_7_5_is_refused_for_its_version():
     text = (FIXTURES / 'gpu' / 'osu' / 'osu_bibw-cuda-7.5-cscs.out').read_text()
     with pytest.raises(osu.OsuError, match=r'^OSU 7.5, 7.3 asked$'):
         osu.parse(text, 'osu_bibw', max_bytes=1 << 22)
+
+
+@pytest.mark.parametrize('benchmark, path, pairs, figures', [
+    ('osu_latency', 'intra-node', [(0, 1), (4, 7)], {'latency'}),
+    ('osu_bw', 'intra-node', [(0, 1), (4, 7)],
+     {'bandwidth', 'link_efficiency', 'slowest_pair_link_efficiency'}),
+    ('osu_bw', 'inter-node', [(0, 0)], {'bandwidth'}),
+    ('osu_bw', 'intra-node', [(0, 0)], {'bandwidth'}),
+    ('osu_bibw', 'intra-node', [(0, 1)], {'bidirectional_bandwidth'}),
+])
+def test_each_osu_pair_program_reports_its_figure_and_the_link_s_where_it_applies(
+        benchmark, path, pairs, figures):
+    """Issue 62, item 4: OsuPairCheck adds the figure its program measures, and the link's
+    where the pairs are joined by links of known rate (the published 8 x H100 node's NVLinks),
+    rather than declaring every figure and deleting those that do not apply."""
+    import types
+    from conftest import check_classes_of
+    from hpcbench.core import gpu_topology
+    from hpcbench.stack import testbed
+    check = check_classes_of('osu.py')['OsuPairCheck']
+    test = types.SimpleNamespace(
+        benchmark=benchmark, path=path, pairs=pairs, perf_variables={},
+        topology_of_node=gpu_topology.parse(testbed.GPU_TOPOLOGY_FILE.read_text()),
+        sheet={'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450e9})
+    for name in ('pair_figures', 'add_pair_figures', 'link_rates'):
+        setattr(test, name, types.MethodType(getattr(check, name), test))
+    test.add_pair_figures()
+    assert set(test.perf_variables) == figures
+    assert set(figures) <= set(osu.PAIR_VARIABLES)

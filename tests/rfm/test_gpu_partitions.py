@@ -216,6 +216,23 @@ def _eight_gpu_nvidia_smi(tmp_path):
 GPU_TO_GPU = ('DeviceBufferPairCheck', 'DeviceBufferCollectiveCheck', 'NcclTestsCheck')
 
 
+def _figures_of(output):
+    """{test (its name and parameters): the figures it reports} of a dry run on intelmpi,
+    from the `P: name: None unit` lines ReFrame prints after each test."""
+    figures, test = {}, None
+    for line in re.sub(r'\x1b\[[0-9;]*m', '', output).splitlines():
+        passed = re.match(r'^\[\s+OK \] \(\s*\d+/\d+\) (\w+(?: %[\w.]+=\S+)*) .*\+intelmpi$',
+                          line)
+        if passed:
+            test = passed.group(1)
+            figures[test] = set()
+        elif test and line.startswith('P: '):
+            figures[test].add(line.split(':')[1].strip())
+        elif not line.startswith('P: '):
+            test = None
+    return figures
+
+
 def test_local_described_from_an_8_gpu_node_writes_gpu_to_gpu_jobs_placed_by_its_topology(
         tmp_path):
     """Acceptance of issue 54: the device-buffer pairs (28 launches of two ranks), the
@@ -244,6 +261,17 @@ def test_local_described_from_an_8_gpu_node_writes_gpu_to_gpu_jobs_placed_by_its
     # The MPIs that cannot send from device memory are skipped, saying what they said.
     assert ('openmpi cannot send from GPU memory: ompi_info: built_with_cuda_support false'
             in done.stdout)
+    # Each pair figure where it applies: the link's where the pairs have NVLinks of known
+    # rate (within a node), none of them declared and then deleted.
+    assert _figures_of(done.stdout)['DeviceBufferPairCheck %path=intra-node'] == {
+        'latency', 'bandwidth', 'bidirectional_bandwidth', 'link_efficiency',
+        'slowest_pair_link_efficiency'}
+    between_nodes = run_reframe('--system', 'testbed:gpu', '-n', 'DeviceBufferPairCheck',
+                                '-p', 'intelmpi', '--dry-run', config='site-configs/testbed.py',
+                                env={'HPCBENCH_VAR': str(tmp_path / 'testbed')})
+    assert between_nodes.returncode == 0, between_nodes.stdout[-3000:]
+    assert _figures_of(between_nodes.stdout)['DeviceBufferPairCheck %path=inter-node'] == {
+        'latency', 'bandwidth', 'bidirectional_bandwidth'}
     nccl = [t for n, t in scripts.items() if '/NcclTestsCheck' in n]
     if spack.find():
         assert len(nccl) == 5 and all(placed in t for t in nccl)

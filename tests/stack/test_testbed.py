@@ -189,6 +189,12 @@ def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster)
         slurm_query.running_cluster({k: v for k, v in env.items() if k != 'SLURM_CONF'})
 
 
+# The checks that run on GPUs alone.
+GPU_CHECKS = {'BabelStreamCheck', 'GpuDgemmCheck', 'HostDeviceBandwidthCheck', 'GpuNodeScreen',
+              'DeviceBufferPairCheck', 'DeviceBufferCollectiveCheck', 'OsuPairCheck',
+              'OsuAllreduceCheck', 'NcclTestsCheck'}
+
+
 def test_new_system_describes_the_running_testbed_through_its_controller_and_a_job(
         cluster, tmp_path):
     """`hpcbench new-system` on the testbed: a job on a node of each partition, the
@@ -237,15 +243,22 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
     # The g nodes' GPUs from their GRES label (the H100 SXM's), their tool's failure said.
     assert gpus['gpu'] == [('NVIDIA H100 80GB HBM3', 8, 'GRES')], gpus['gpu']
     assert 'partitions[gpu]: the GPU tool on ' in done.stdout
-    # Both site-declared GPUs are of datasheet models: the GPU checks are listed there.
-    for partition in ('gpu-untyped', 'gpu-sitelabel'):
+    # Both site-declared GPUs are of datasheet models: the GPU checks are listed there (those
+    # Spack builds where a Spack is), as on no CPU partition.
+    def listed(partition):
         shown = run_reframe('--system', f'mycluster:{partition}', '-l',
                             config=str(root / 'site-configs' / 'mycluster.py'),
                             env={'HPCBENCH_VAR': str(tmp_path / 'var'),
                                  'HPCBENCH_PROJECT': str(root)})
         assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-2000:]
-        assert {'BabelStreamCheck', 'GpuDgemmCheck'} <= set(
-            re.findall(r'^- (\w+)', shown.stdout, re.M)), shown.stdout[-2000:]
+        return set(re.findall(r'^- (\w+)', shown.stdout, re.M)) & GPU_CHECKS
+
+    wanted = {'DeviceBufferPairCheck', 'DeviceBufferCollectiveCheck'} | (
+        {'BabelStreamCheck', 'GpuDgemmCheck', 'HostDeviceBandwidthCheck'} if spack.find() else
+        set())
+    for partition in ('gpu-untyped', 'gpu-sitelabel'):
+        assert listed(partition) >= wanted, partition
+    assert listed(testbed.SLURM_PARTITION) == set()
 
     unreachable = cluster.root / 'unreachable.conf'
     unreachable.write_text(re.sub(r'(?m)^SlurmctldPort=.*$', 'SlurmctldPort=6999',

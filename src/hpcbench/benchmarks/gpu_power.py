@@ -57,12 +57,6 @@ class Sample:
     reasons: int
 
 
-def sampler_command(output, interval_ms=gpu_ranks.SAMPLE_MS, nvidia_smi='nvidia-smi'):
-    """The shell words of the sampler a job starts in the background before its calls."""
-    return [nvidia_smi, f'--query-gpu={",".join(QUERY_FIELDS)}', '--format=csv',
-            '-lms', str(int(interval_ms)), '-f', output]
-
-
 def parse_trace(text):
     """The samples of a trace (its header line first, as nvidia-smi writes it with
     --format=csv), in time order. A line whose values are no numbers ([N/A] where a GPU

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from hpcbench.benchmarks.reports import Reports
-from hpcbench.core.parsing import measured_value
+from hpcbench.core.parsing import doubling, measured_value
 
 # The collectives, by the name the check gives them, and their programs.
 PROGRAMS = {'all_reduce': 'all_reduce_perf', 'all_gather': 'all_gather_perf',
@@ -61,11 +61,7 @@ def command_options(min_bytes=MIN_BYTES, max_bytes=MAX_BYTES, iterations=ITERATI
 
 
 def sizes(min_bytes=MIN_BYTES, max_bytes=MAX_BYTES):
-    found, size = [], int(min_bytes)
-    while size <= max_bytes:
-        found.append(size)
-        size *= 2
-    return found
+    return doubling(min_bytes, max_bytes)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from hpcbench.benchmarks.reports import Reports
-from hpcbench.core.parsing import measured_value
+from hpcbench.core.parsing import doubling, measured_value
 
 VERSION = '7.3'
 PAIR_PROGRAMS = {'osu_latency': 'pt2pt', 'osu_bw': 'pt2pt', 'osu_bibw': 'pt2pt'}
@@ -68,11 +68,7 @@ def command_options(program, max_bytes=MAX_BYTES):
 
 
 def sizes(program, max_bytes=MAX_BYTES):
-    found, size = [], MIN_BYTES[program]
-    while size <= max_bytes:
-        found.append(size)
-        size *= 2
-    return found
+    return doubling(MIN_BYTES[program], max_bytes)
 
 
 @dataclass(frozen=True)
@@ -129,6 +125,10 @@ def parse(text, program, device=True, max_bytes=MAX_BYTES):
     return Run(program, unit, tuple(rows))
 
 
+# The figure each pair program measures (the one-way bandwidth's share of each pair's link
+# added where the link is known: hpcbench.rfm.gpu_to_gpu).
+PAIR_FIGURES = {'osu_latency': ('latency',), 'osu_bw': ('bandwidth',),
+                'osu_bibw': ('bidirectional_bandwidth',)}
 PAIR_VARIABLES = ('latency', 'bandwidth', 'bidirectional_bandwidth', 'link_efficiency',
                   'slowest_pair_link_efficiency')
 COLLECTIVE_VARIABLES = ('latency_8B', 'latency_largest')

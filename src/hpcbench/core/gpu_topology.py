@@ -68,11 +68,6 @@ class Topology:
     def link(self, first, second):
         return self.links[first][second]
 
-    def pairs(self):
-        """Every pair of GPUs (i < j) with its link."""
-        return [(i, j, self.links[i][j]) for i in range(len(self.gpus))
-                for j in range(i + 1, len(self.gpus))]
-
     def to_description(self):
         return {'gpus': [{'index': g.index, 'cpus': g.cpus, 'numa': g.numa}
                          for g in self.gpus],

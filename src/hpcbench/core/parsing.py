@@ -1,4 +1,5 @@
-"""What the benchmark parsers share: the text as written anywhere, one printed figure."""
+"""What the benchmark parsers share: the text as written anywhere, one printed figure, the
+sizes a doubling sweep prints."""
 import functools
 import math
 
@@ -26,3 +27,13 @@ def measured_value(text, error, where, kind=float):
         raise error(f'{where}: {text!r} is not a finite non-negative number')
 
     return value
+
+
+def doubling(first, last):
+    """The sizes a sweep that doubles from `first` prints up to `last` (OSU's `-m first:last`,
+    nccl-tests' `-b first -e last -f 2`)."""
+    found, size = [], int(first)
+    while size <= last:
+        found.append(size)
+        size *= 2
+    return found

@@ -12,18 +12,55 @@ import re
 import stat
 from pathlib import Path
 
+
+# The path variables given relative ({name: as given}). ReFrame imports each site config
+# and check from the file's own directory: read there, a relative path is not where the
+# command started (hpcbench.rfm.site_config refuses one; make and hpcbench make theirs
+# absolute before ReFrame starts). A relative HPCBENCH_VAR had a run write its lock and
+# topology into site-configs/var/, and they were committed.
+GIVEN_RELATIVE = {}
+# The working directory relative paths were taken from.
+try:
+    TAKEN_FROM = os.getcwd()
+except FileNotFoundError:
+    TAKEN_FROM = ''
+
+
+def from_environment(name, default=None):
+    """The path the environment variable `name` names, absolute, else `default`. A relative
+    one is taken from the working directory and written back as such, so that what this
+    command starts (ReFrame, its jobs, which run in their stage directories) reads the same
+    place; it is noted in GIVEN_RELATIVE."""
+    given = os.environ.get(name)
+    if not given:
+        return None if default is None else Path(default)
+    if not os.path.isabs(given):
+        GIVEN_RELATIVE[name] = given
+    absolute = os.path.abspath(given)
+    os.environ[name] = absolute
+    return Path(absolute)
+
+
+# The variables that name a place, made absolute where this module is first imported.
+PATH_VARIABLES = ('HPCBENCH_PROJECT', 'HPCBENCH_VAR', 'HPCBENCH_REFERENCES', 'HPCBENCH_SEEDS',
+                  'HPCBENCH_CACHE', 'HPCBENCH_MIRROR', 'HPCBENCH_BUILDCACHE',
+                  'HPCBENCH_TESTBED_DIR', 'HPCBENCH_IO_DIR', 'HPCBENCH_SPACK_PACKAGES',
+                  'SPACK_ROOT', 'XDG_CACHE_HOME')
+for _name in PATH_VARIABLES:
+    from_environment(_name)
+
 # The package is installed in editable mode from the checkout (src layout).
 CHECKOUT_ROOT = Path(__file__).resolve().parents[3]
-PROJECT_ROOT = Path(os.environ.get('HPCBENCH_PROJECT', CHECKOUT_ROOT))
+PROJECT_ROOT = from_environment('HPCBENCH_PROJECT', CHECKOUT_ROOT)
 # HPCBENCH_VAR: put a run's products elsewhere (tests use a temporary directory).
-VAR_DIR = Path(os.environ.get('HPCBENCH_VAR', PROJECT_ROOT / 'var'))
+VAR_DIR = from_environment('HPCBENCH_VAR', PROJECT_ROOT / 'var')
 SPACK_ENVS_DIR = PROJECT_ROOT / 'spack-envs'
 PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench'
 # Recipes only this machine's environments (local, testbed) use: fixes for building where the
 # system has its own BLAS and MPIs (Debian's).
 HOST_PACKAGES_REPO_DIR = PROJECT_ROOT / 'packages' / 'spack_repo' / 'hpcbench_host'
 # HPCBENCH_REFERENCES: another reference directory (tests use it).
-REFERENCES_DIR = Path(os.environ.get('HPCBENCH_REFERENCES', PROJECT_ROOT / 'references'))
+REFERENCES_DIR = from_environment('HPCBENCH_REFERENCES', PROJECT_ROOT / 'references')
 # Accelerators' cited datasheets: data the code ships with, read from its own checkout
 # (hpcbench.machine.datasheets; a site's own beside its description).
 DATASHEETS_FILE = CHECKOUT_ROOT / 'references' / 'datasheets' / 'accelerators.yaml'
@@ -32,7 +69,7 @@ SITE_CONFIGS_DIR = PROJECT_ROOT / 'site-configs'
 # The seed papers' texts, where a developer's checkout has them beside it (../shared/seeds,
 # HPCBENCH_SEEDS): not part of the project. A clone alone checks each paper figure against
 # the quote stored with it (references/<system>.yaml).
-SEEDS_DIR = Path(os.environ.get('HPCBENCH_SEEDS', PROJECT_ROOT.parent / 'shared' / 'seeds'))
+SEEDS_DIR = from_environment('HPCBENCH_SEEDS', PROJECT_ROOT.parent / 'shared' / 'seeds')
 
 
 # What a path that reaches a shell may not hold (a job script's exported variables, Spack's
@@ -63,7 +100,7 @@ def plain(path, what):
 def cache_dir():
     """The per-user cache: ``$HPCBENCH_CACHE``, else ``$XDG_CACHE_HOME/hpcbench``."""
     if os.environ.get('HPCBENCH_CACHE'):
-        return plain(Path(os.environ['HPCBENCH_CACHE']), 'HPCBENCH_CACHE')
+        return plain(from_environment('HPCBENCH_CACHE'), 'HPCBENCH_CACHE')
 
     xdg = os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache'
     return plain(Path(xdg) / 'hpcbench', 'the per-user cache (set HPCBENCH_CACHE)')
@@ -72,7 +109,7 @@ def cache_dir():
 def mirror_dir():
     """The local Spack source mirror: ``$HPCBENCH_MIRROR``, else ``<cache>/mirror``."""
     if os.environ.get('HPCBENCH_MIRROR'):
-        return plain(Path(os.environ['HPCBENCH_MIRROR']), 'HPCBENCH_MIRROR')
+        return plain(from_environment('HPCBENCH_MIRROR'), 'HPCBENCH_MIRROR')
 
     return cache_dir() / 'mirror'
 
@@ -81,7 +118,7 @@ def buildcache_dir():
     """The Spack build cache (binary mirror) that installs and the pipeline push to and
     install from: ``$HPCBENCH_BUILDCACHE``, else ``<cache>/buildcache``; used when it exists."""
     if os.environ.get('HPCBENCH_BUILDCACHE'):
-        return plain(Path(os.environ['HPCBENCH_BUILDCACHE']), 'HPCBENCH_BUILDCACHE')
+        return plain(from_environment('HPCBENCH_BUILDCACHE'), 'HPCBENCH_BUILDCACHE')
 
     return cache_dir() / 'buildcache'
 

@@ -4,7 +4,6 @@ session measured is hpcbench.results.measured."""
 import contextlib
 import json
 import math
-import os
 import re
 import sqlite3
 import sys
@@ -75,7 +74,7 @@ class Store:
             raise RuntimeError(f'no site config {config}; the systems: {", ".join(systems)}')
         # HPCBENCH_VAR as it is now: a caller may set it after this module loaded (as it
         # could for ReFrame's CLI, which read the database before).
-        self.path = Path(os.environ.get('HPCBENCH_VAR') or paths.VAR_DIR) / 'results.db'
+        self.path = paths.from_environment('HPCBENCH_VAR', paths.VAR_DIR) / 'results.db'
 
     # How long a read waits for ReFrame's write lock (a run storing its session holds it for
     # a second or two), said after SAY_WAITING seconds.

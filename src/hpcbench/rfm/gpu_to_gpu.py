@@ -6,7 +6,10 @@ a node (`intra-node`: one launch per pair, hpcbench.benchmarks.gpu_mpi.pair_loop
 first GPU of two nodes (`inter-node`), each pair's bandwidth judged against its link
 (hpcbench.core.gpu_topology.pair_bandwidth) and a slow one named.
 """
+import statistics
+
 import reframe as rfm
+import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after
 from reframe.core.exceptions import SanityError
 from reframe.core.logging import getlogger
@@ -16,6 +19,7 @@ from hpcbench.core import gpu_ranks, gpu_topology
 from hpcbench.machine.described import stack_description
 from hpcbench.rfm.gpu import GpuRun, misplaced_ranks
 from hpcbench.rfm.partition import job_output
+from hpcbench.rfm.plugins import sampled_figure
 
 
 class CudaAwareRun(GpuRun):
@@ -37,10 +41,44 @@ class CudaAwareRun(GpuRun):
         self.env_vars.update(said.get('env', {}))
 
 
+# The figures of a check between GPU pairs, each the median over the pairs, and its units;
+# the link's where one applies: each pair's one-way bandwidth against its link, the median
+# and the slowest pair's.
+PAIR_FIGURES = {'latency': 'us', 'bandwidth': 'GB/s', 'bidirectional_bandwidth': 'GB/s'}
+LINK_FIGURES = {'link_efficiency': '%', 'slowest_pair_link_efficiency': '%'}
+
+
 class GpuPairs(rfm.RegressionTestPlugin):
     """Two ranks on every pair of GPUs of a node, or on the first GPU of two nodes: mixed
-    into a CudaAwareRun (its program's base)."""
+    into a CudaAwareRun (its program's base). A check says which of PAIR_FIGURES it measures
+    (`pair_figures`); each is added as it applies, the link's where the pairs have links
+    of known rate and `bandwidth` is measured."""
     path = parameter(['intra-node', 'inter-node'])
+
+    def pair_figures(self):
+        return tuple(PAIR_FIGURES)
+
+    def add_pair_figures(self):
+        measured = {name: PAIR_FIGURES[name] for name in self.pair_figures()}
+        if 'bandwidth' in measured and self.path == 'intra-node' and \
+                self.pairs != [(0, 0)] and self.link_rates():
+            measured.update(LINK_FIGURES)
+        for name, unit in measured.items():
+            aggregate = min if name == 'slowest_pair_link_efficiency' else statistics.median
+            self.perf_variables[name] = sn.make_performance_function(
+                sampled_figure(self, name, aggregate), unit)
+
+    def record_pair_figures(self, how, figures, one_way=None):
+        """Record the pairs' `figures` ({pair: {figure: value}}) and, from `one_way`
+        ({pair: bytes/s one way}), each pair's share of its link (link_efficiencies)."""
+        values = {name: [f[name] for f in figures.values()]
+                  for name in next(iter(figures.values()), {})}
+        if one_way is not None:
+            efficiencies = self.link_efficiencies(one_way)
+            if 'link_efficiency' in self.perf_variables and efficiencies:
+                values['link_efficiency'] = list(efficiencies.values())
+                values['slowest_pair_link_efficiency'] = sorted(efficiencies.values())
+        self.record_samples(how, **values)
 
     def place_pairs(self, program, *args):
         """The job: `program args` once per pair, two ranks, each on its GPU of the pair."""
@@ -59,10 +97,7 @@ class GpuPairs(rfm.RegressionTestPlugin):
             self.pairs = [(0, 0)]
             self.run_through_rank_wrapper(program, *args, ranks_per_node=1, nodes=2)
             placement = 'GPU 0 of each of two nodes'
-        if self.path == 'inter-node' or self.pairs == [(0, 0)] or not self.link_rates():
-            for name in ('link_efficiency', 'slowest_pair_link_efficiency'):
-                if name in self.perf_variables:
-                    del self.perf_variables[name]
+        self.add_pair_figures()
         if self.topology_of_node is not None and self.path == 'intra-node':
             # Each pair's link beside its figure in the report.
             placement += ' ' + gpu_mpi.links_text({(i, j): self.topology_of_node.link(i, j)

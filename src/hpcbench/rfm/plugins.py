@@ -11,6 +11,7 @@
 """
 import os
 import shlex
+import statistics
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -258,6 +259,14 @@ class Provenance(rfm.RegressionTestPlugin):
         # Every check's program comes from its build fixture (Spack's or a registry's).
         build = getattr(self, 'build', None)
         return build.description() if isinstance(build, BenchmarkBuild) else ''
+
+
+@sn.deferrable
+def sampled_figure(test, name, aggregate=statistics.median):
+    """A figure added where it applies (test.perf_variables[name] =
+    sn.make_performance_function(sampled_figure(test, name), unit)): its recorded samples
+    (Samples.record_samples), aggregated when the test's performance is read."""
+    return aggregate(test.samples[name])
 
 
 class Samples(rfm.RegressionTestPlugin):

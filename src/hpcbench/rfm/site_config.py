@@ -2,6 +2,7 @@
 output under var/), the logging format, and how an MPI stack becomes a ReFrame environment."""
 import contextlib
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +26,14 @@ def refuse_unsafe_paths():
             where()
     except paths.UnsafePathError as err:
         sys.exit(f'error: {err}')
+    # ReFrame reads a site config from its own directory: a relative path taken there is not
+    # where the command started (make and hpcbench give ReFrame absolute ones).
+    taken_in_site_configs = paths.SITE_CONFIGS_DIR.is_dir() and paths.TAKEN_FROM and \
+        os.path.samefile(paths.TAKEN_FROM, paths.SITE_CONFIGS_DIR)
+    for name, given in paths.GIVEN_RELATIVE.items() if taken_in_site_configs else ():
+        sys.exit(f'error: {name}={given!r} is a relative path, which ReFrame would take from '
+                 f'the directory of the file it reads ({paths.from_environment(name)}), not '
+                 f'from where it started: give an absolute one ({name}="$PWD/{given}")')
 
 
 refuse_unsafe_paths()

@@ -1,6 +1,7 @@
 """The machine's software, what is installed and how: the pinned Spack run isolated (spack),
 Debian packages (debian), the MPI stacks and BLAS libraries side by side (mpi_stacks, blas),
-the CUDA toolkit GPU programs are built with (cuda), set-up of this machine (bootstrap) and
+the CUDA toolkit GPU programs are built with (cuda), NCCL (nccl) and the wheels both come
+as (wheels), set-up of this machine (bootstrap) and
 what each system on it builds (machine_systems), the description `new-system` writes of a
 Slurm cluster (site_description: the hardware from hpcbench.machine, the login node's MPI
 stacks from here), a system's stack in a shell (shell), offline bundles made (bundle) and

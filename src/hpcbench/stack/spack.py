@@ -106,13 +106,13 @@ def _candidates():
     cache = paths.cache_dir()
     spack = []
     if os.environ.get('SPACK_ROOT'):
-        spack.append(('$SPACK_ROOT', Path(os.environ['SPACK_ROOT'])))
+        spack.append(('$SPACK_ROOT', paths.from_environment('SPACK_ROOT')))
 
     spack.append(('the per-user cache', cache / 'spack'))
     packages = []
     if os.environ.get('HPCBENCH_SPACK_PACKAGES'):
         packages.append(('$HPCBENCH_SPACK_PACKAGES',
-                         Path(os.environ['HPCBENCH_SPACK_PACKAGES'])))
+                         paths.from_environment('HPCBENCH_SPACK_PACKAGES')))
 
     packages.append(('the per-user cache', cache / 'spack-packages'))
     return spack, packages

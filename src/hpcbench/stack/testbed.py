@@ -93,7 +93,7 @@ def blas_libraries():
 def state_dir():
     """$HPCBENCH_TESTBED_DIR, else var/testbed of the checkout: the cluster is not a run's
     product, so HPCBENCH_VAR does not move it."""
-    return Path(os.environ.get('HPCBENCH_TESTBED_DIR', paths.PROJECT_ROOT / 'var' / 'testbed'))
+    return paths.from_environment('HPCBENCH_TESTBED_DIR', paths.PROJECT_ROOT / 'var' / 'testbed')
 
 
 @dataclass(frozen=True)
