@@ -513,6 +513,14 @@ def test_hpcbench_references_refuses_a_bad_file_in_one_line(tmp_path):
         and 'an alias (*a)' in proc.stderr and 'Traceback' not in proc.stderr, proc.stderr
 
 
+def _mixin_figures():
+    from hpcbench.rfm import gpu_to_gpu
+    return {'GpuPairs': {*gpu_to_gpu.PAIR_FIGURES, *gpu_to_gpu.LINK_FIGURES}}
+
+
+FIGURES_A_MIXIN_ADDS = _mixin_figures()
+
+
 def _reported_by_the_checks():
     """{check class: (its performance functions and the variables its code names as
     literals, whether that is all of them)} read from reframe-checks/ (ast): a class's own
@@ -549,6 +557,8 @@ def _reported_by_the_checks():
                                 literal_only = False
             # A class that sets its perf_variables whole reports those, not its bases'.
             for base in cls.bases:
+                # A mix-in of hpcbench.rfm that adds its figures where they apply.
+                own |= FIGURES_A_MIXIN_ADDS.get(getattr(base, 'id', None), set())
                 if getattr(base, 'id', None) in classes and not replaces:
                     inherited, whole = names(classes[base.id])
                     own |= inherited
