@@ -157,7 +157,7 @@ tune: $(VENV_STAMP)
 # Single-node HPL on every node of each partition (T2K 4.2), then the slow nodes. One rank
 # sends no MPI message: each node is screened once, on the partition's first MPI stack. A
 # node its controller says cannot run (down, drained...) skips, saying why
-# (hpcbench.rfm.partition.skip_node_out_of_service); screen-nodes names it too.
+# (hpcbench.rfm.plugins.QuietNode); screen-nodes names it too.
 screen: $(VENV_STAMP)
 	$(BIN)/hpcbench setup --system $(SYSTEM)
 	$(REFRAME) $(EXEC_OPTS) -t '^screen$$' --distribute=all -S HplNodeScreen.every_stack=false \

@@ -19,7 +19,6 @@ from hpcbench.benchmarks import dgemm, gpu_screen
 from hpcbench.core import accelerators
 from hpcbench.results import references
 from hpcbench.rfm.gpu import GpuDgemmBuild, GpuRun
-from hpcbench.rfm.partition import skip_node_out_of_service
 
 GPUS_MARK = '== gpus'
 REASONS_MARK = '== idle reasons'
@@ -36,10 +35,6 @@ class GpuNodeScreen(GpuRun):
     input_kinds = {**GpuRun.input_kinds, 'repeats': 'positive', 'slow_percent': 'positive'}
     time_limit = '5m'
     tags = {'gpu', 'screen'}
-
-    @run_after('setup')
-    def skip_a_node_that_cannot_run(self):
-        skip_node_out_of_service(self)
 
     @run_after('setup')
     def configure_run(self):

@@ -36,8 +36,7 @@ from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout
                                     configured_node_counts, given_or_paper, job_output,
                                     measured_before, paper_settings, partition_layout,
                                     partition_layouts, partition_node, skip_beyond_partition,
-                                    skip_node_out_of_service, skip_unless_node_count,
-                                    suite_module_command)
+                                    skip_unless_node_count, suite_module_command)
 from hpcbench.rfm.build import BenchmarkBuild
 from hpcbench.machine.described import partition_description
 from hpcbench.rfm.plugins import SiteTuning
@@ -477,10 +476,6 @@ class HplNodeScreen(HplBase):
     num_nodes = 1
     repeats = 1
     tags = {'hpl', 'screen'}
-
-    @run_after('setup')
-    def skip_a_node_that_cannot_run(self):
-        skip_node_out_of_service(self)
 
     @run_after('setup')
     def configure_run(self):

@@ -518,12 +518,12 @@ def test_a_screen_asks_no_job_of_a_drained_node_and_says_why(cluster, tmp_path):
     """Issue 61, item 4: n3 drained through Slurm (`scontrol update ... State=DRAIN`), the
     screen as `make screen` runs it (--distribute=all) writes the jobs of n1 and n2; n3's
     test skips, saying the node is drained and why (its job would wait for the node
-    forever). Back in service, n3's job is written again. Dry runs: the jobs, not HPL,
+    forever); so does any other check given one node so (MPI start-up). Back in service, n3's job is written again. Dry runs: the jobs, not HPL,
     are what is shown."""
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
 
-    def screen(var):
-        done = run_reframe('--system', 'testbed:srun', '-p', 'openmpi', '-n', 'HplNodeScreen',
+    def screen(var, check='HplNodeScreen'):
+        done = run_reframe('--system', 'testbed:srun', '-p', 'openmpi', '-n', check,
                            '--distribute=all', '--dry-run', config='site-configs/testbed.py',
                            env={'HPCBENCH_TESTBED_DIR': str(cluster.root),
                                 'HPCBENCH_VAR': str(tmp_path / var)})
@@ -541,6 +541,11 @@ def test_a_screen_asks_no_job_of_a_drained_node_and_says_why(cluster, tmp_path):
         assert re.search(r'^\[\s+SKIP \] .*HplNodeScreen .*%\.nid=n3 .*\[node n3 cannot run '
                          r'now: IDLE\+DRAIN: drained \(bad DIMM in slot 3 \[root@', out, re.M), \
             out[-3000:]
+        # Any check given one node so, not the screens alone (every benchmark's QuietNode).
+        jobs, out = screen('drained-mpi-startup', 'MpiStartupCheck')
+        assert jobs and 'n3' not in jobs, out[-3000:]
+        assert re.search(r'^\[\s+SKIP \] .*MpiStartupCheck .*%\.nid=n3 .*\[node n3 cannot run '
+                         r'now: IDLE\+DRAIN: drained', out, re.M), out[-3000:]
     finally:
         subprocess.run(['scontrol', 'update', 'NodeName=n3', 'State=RESUME'], env=env,
                        check=True, capture_output=True, timeout=60)

@@ -27,7 +27,8 @@ from hpcbench.rfm import launch_lock, quiet_node
 from hpcbench.stack import provenance
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
 from hpcbench.machine.described import partition_description, stack_description
-from hpcbench.rfm.partition import job_python, nominal_peak, partition_node, say_once
+from hpcbench.rfm.partition import (job_python, nominal_peak, partition_node, say_once,
+                                    skip_node_out_of_service)
 
 
 # Variables a launcher must not pass on its command line: search paths are the job's
@@ -132,9 +133,16 @@ class QuietNode(QuietNodeSettings):
       `node_state`, naming it. Waited for `lock_wait` seconds (an hour; `-S
       quiet_node_lock_wait=`), then the node is busy.
     - The job's exit status must be 0 (IOR, for one, returns the count of data errors).
+    - A test given one node (--distribute) that its Slurm controller says cannot run now
+      (down, drained...) skips at set-up, saying why: its job would wait for it forever.
     """
     #: The node check's verdict and figures, from the job's output.
     node_state = variable(str, value='')
+
+    @run_after('setup')
+    def skip_a_node_that_cannot_run(self):
+        # A test given one node by --distribute (`make screen`), whatever the check.
+        skip_node_out_of_service(self)
 
     @run_after('setup')
     def choose_node_check(self):
