@@ -46,7 +46,7 @@ RFM_OPTS ?=
 # quick: HPL at 1/50 and HPCC at 1/100 of the memory (minutes); full: at 80 % of it (hours here),
 # or as the paper sized it. The default is quick on this machine and the testbed, full on
 # a paper's system (its paper's run: `make dry-run SYSTEM=t2k-tsukuba`).
-# ReFrame execution modes (hpcbench.rfm.site_config.MODES), given as their options so that the
+# ReFrame execution modes (hpcbench.rfm.run_modes.MODES), given as their options so that the
 # user's RFM_OPTS, after them, win (ReFrame's --mode would merge -p with its default);
 # --ci-generate needs --mode itself, which it carries into every job.
 MODE ?= $(shell $(BIN)/hpcbench default-mode --system $(SYSTEM))

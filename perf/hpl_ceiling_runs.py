@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from hpcbench.results import measured, results_db
-from hpcbench.rfm import site_config
+from hpcbench.rfm import run_modes
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 90.0
@@ -49,7 +49,7 @@ def run(var, repeat, mpi):
     env = {**os.environ, 'HPCBENCH_VAR': str(var)}
     reframe = [str(ROOT / '.venv' / 'bin' / 'reframe'), '-C', 'site-configs/local.py',
                '--system', 'local', '-c', 'reframe-checks',
-               *site_config.mode_options('quick', 'local'),
+               *run_modes.mode_options('quick', 'local'),
                '-n', 'HplCheck%layout_name=per-socket%num_nodes=1',
                '-p', f'^{mpi}(-.+)?$', '--repeat', str(repeat), '-r']
     started = time.monotonic()
@@ -67,15 +67,15 @@ def summary(var, mpi):
     ratios, withheld = {}, {}
     for session in results_db.stored_sessions(results_db.site_config('local')):
         for case in measured.measured_runs(session):
-            if (case['check'] != 'HplCheck'
-                    or case['match'].get('layout_name') != 'per-socket'
-                    or str(case['match'].get('num_nodes')) != '1'
-                    or not (case['environ'] == mpi or case['environ'].startswith(f'{mpi}-'))):
+            if (case.check != 'HplCheck'
+                    or case.parameters.get('layout_name') != 'per-socket'
+                    or str(case.parameters.get('num_nodes')) != '1'
+                    or not (case.environ == mpi or case.environ.startswith(f'{mpi}-'))):
                 continue
-            blas = measured.stack_of(case).get('blas', case['environ'])
-            if 'ceiling_efficiency' in case['perfvalues']:
-                ratios.setdefault(blas, []).append(case['perfvalues']['ceiling_efficiency'][0])
-            elif 'ceiling_efficiency' in (case['testcase'].get('flagged') or {}):
+            blas = measured.stack_of(case).get('blas', case.environ)
+            if 'ceiling_efficiency' in case.figures:
+                ratios.setdefault(blas, []).append(case.value('ceiling_efficiency'))
+            elif 'ceiling_efficiency' in case.withheld:
                 withheld[blas] = withheld.get(blas, 0) + 1
     if not ratios:
         sys.exit('no HPL run reported its ratio to the DGEMM ceiling: see the output above')

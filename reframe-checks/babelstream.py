@@ -53,13 +53,14 @@ class BabelStreamCheck(GpuRun):
 
     @sanity_function
     def every_gpu_validates(self):
-        figures = [babelstream.figures(run, self.datasheet_bandwidth) for *_, run in
-                   self.each_rank(lambda _, text: babelstream.parse(text, self.elements,
-                                                                    self.num_times),
-                                  babelstream.BabelStreamOutputError)]
+        ranks = self.each_rank(lambda _, text: babelstream.parse(text, self.elements,
+                                                                 self.num_times),
+                               babelstream.BabelStreamOutputError)
+        figures = [babelstream.figures(run, self.datasheet_bandwidth) for *_, run in ranks]
         how = (f'median over {len(figures)} GPU(s) of BabelStream\'s best of '
                f'{self.num_times} calls')
-        self.record_samples(how, **{v: [f[v][0] for f in figures] for v in figures[0]})
+        self.record_gpu_samples(how, [(gpu, host) for _, gpu, host, _ in ranks],
+                                **{v: [f[v][0] for f in figures] for v in figures[0]})
         return True
 
     @run_before('performance')

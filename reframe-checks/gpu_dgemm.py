@@ -83,7 +83,7 @@ class GpuDgemmCheck(GpuRun):
             except gpu_power.TraceError as err:
                 return result, f'rank {rank}: {err}'
 
-        self.per_gpu = []
+        self.per_gpu, gpus = [], []
         unsampled = []
         for rank, gpu, host, (result, summary) in self.each_rank(parse,
                                                                  dgemm.DgemmOutputError):
@@ -97,10 +97,11 @@ class GpuDgemmCheck(GpuRun):
                                  f'{summary.sm_clock_min_hz / 1e6:.0f}-'
                                  f'{summary.sm_clock_max_hz / 1e6:.0f} MHz')
             self.per_gpu.append((result, summary))
+            gpus.append((gpu, host))
         how = f'median over {len(self.per_gpu)} GPU(s) of '
-        self.record_samples(how + f'the median of {self.repeats} calls',
-                            tflops=[r.median / 1e3 for r, _ in self.per_gpu],
-                            fp64_peak_efficiency=[self.percent(r) for r, _ in self.per_gpu])
+        self.record_gpu_samples(how + f'the median of {self.repeats} calls', gpus,
+                                tflops=[r.median / 1e3 for r, _ in self.per_gpu],
+                                fp64_peak_efficiency=[self.percent(r) for r, _ in self.per_gpu])
         per_watt = []
         for rank, (result, summary) in enumerate(self.per_gpu):
             if self.sampled and not unsampled:
@@ -115,9 +116,9 @@ class GpuDgemmCheck(GpuRun):
             for name in ('power', 'gflops_per_watt'):
                 self.withhold_figure(name, f'no power figure: {"; ".join(unsampled)}')
         elif self.sampled:
-            self.record_samples(how + 'the median power of the samples during the calls',
-                                power=[s.power_median_w for _, s in self.per_gpu],
-                                gflops_per_watt=per_watt)
+            self.record_gpu_samples(how + 'the median power of the samples during the calls',
+                                    gpus, power=[s.power_median_w for _, s in self.per_gpu],
+                                    gflops_per_watt=per_watt)
         return True
 
     @run_before('performance')

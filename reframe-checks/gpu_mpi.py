@@ -22,7 +22,7 @@ from reframe.core.builtins import (parameter, performance_function, run_after,
 from reframe.core.exceptions import SanityError
 
 from hpcbench.benchmarks import gpu_mpi
-from hpcbench.machine.described import partition_description, stack_description
+from hpcbench.machine.from_reframe import partition_description, stack_description
 from hpcbench.rfm.gpu_to_gpu import CudaAwareRun, GpuPairs
 
 

@@ -45,16 +45,17 @@ class HostDeviceBandwidthCheck(GpuRun):
 
     @sanity_function
     def every_copy_verified(self):
-        self.per_gpu = [copies for *_, copies in self.each_rank(
+        ranks = self.each_rank(
             lambda _, text: host_device.parse(text, self.copy_bytes, self.repeats),
-            host_device.HostDeviceOutputError)]
+            host_device.HostDeviceOutputError)
+        self.per_gpu = [copies for *_, copies in ranks]
         how = f'median over {len(self.per_gpu)} GPU(s) of the best of {self.repeats} copies'
         values = {v: [c.best(v) for c in self.per_gpu] for v in host_device.COPIES}
         if self.link_bandwidth:
             values.update({ratio: [host_device.link_efficiency(c, copy, self.link_bandwidth)
                                    for c in self.per_gpu]
                            for ratio, copy in host_device.LINK_RATIOS.items()})
-        self.record_samples(how, **values)
+        self.record_gpu_samples(how, [(gpu, host) for _, gpu, host, _ in ranks], **values)
         return True
 
     @run_before('performance')

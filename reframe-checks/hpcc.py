@@ -19,7 +19,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench.benchmarks import hpcc, hpl
 from hpcbench.results import references
-from hpcbench.rfm.site_config import OTHER_BLAS
+from hpcbench.rfm.site_environments import OTHER_BLAS
 from hpcbench.rfm.partition import bind_ranks, partition_layout, partition_node
 from hpcbench.rfm.build import BenchmarkBuild
 from hpcbench.rfm.plugins import SiteTuning, skip_unless_first_stack

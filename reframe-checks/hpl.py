@@ -31,14 +31,14 @@ from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench.benchmarks import dgemm, hpl, hpl_output, hpl_quick_size, hpl_sweep
 from hpcbench.results import references
-from hpcbench.rfm.site_config import OTHER_BLAS
+from hpcbench.rfm.site_environments import OTHER_BLAS
 from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout_names,
                                     configured_node_counts, given_or_paper, job_output,
                                     measured_before, paper_settings, partition_layout,
                                     partition_layouts, partition_node, skip_beyond_partition,
                                     skip_unless_node_count, suite_module_command)
 from hpcbench.rfm.build import BenchmarkBuild
-from hpcbench.machine.described import partition_description
+from hpcbench.machine.from_reframe import partition_description
 from hpcbench.rfm.plugins import SiteTuning
 from hpcbench.rfm.run import BenchmarkRun, NodeCeilings
 

@@ -7,7 +7,7 @@ POSIX, MPI-IO independent and MPI-IO collective, safe on a production file syste
   IOR writes nowhere else. On Lustre the job stripes it first (`io_stripe_count`,
   `io_stripe_size`, default 1 MiB as CHiC) with `lfs setstripe`; elsewhere it says so.
 - Sizes: transfer = the stripe size; block per task from the policy that keeps reads out of
-  the page cache (hpcbench.benchmarks.ior.READ_CACHE_POLICIES; the partition's
+  the page cache (hpcbench.core.node.READ_CACHE_POLICIES; the partition's
   `io_read_cache_policy`, else `reorder` on several nodes and `size` on one).
 - The free space of the directory is checked in the setup phase: a run whose data would not
   fit with a margin is refused before its job is written.
@@ -33,7 +33,7 @@ from hpcbench.rfm.partition import (given_or_paper, job_output, paper_settings,
                                     partition_layout, partition_node, partition_num_nodes,
                                     repeat_launch, skip_beyond_partition)
 from hpcbench.rfm.build import BenchmarkBuild
-from hpcbench.machine.described import partition_description
+from hpcbench.machine.from_reframe import partition_description
 from hpcbench.rfm.plugins import SiteTuning
 from hpcbench.rfm.run import BenchmarkRun
 

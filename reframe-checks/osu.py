@@ -17,7 +17,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 from reframe.core.exceptions import SanityError
 
 from hpcbench.benchmarks import osu
-from hpcbench.machine.described import stack_description
+from hpcbench.machine.from_reframe import stack_description
 from hpcbench.rfm.gpu import GpuProgramBuild
 from hpcbench.rfm.gpu_to_gpu import CudaAwareRun, GpuPairs
 

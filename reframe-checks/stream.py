@@ -21,7 +21,7 @@ implementations of one triad:
   placement do.
 It uses no MPI, so it runs once per partition, in the environment for OpenMP programs
 (feature `openmp`: on this machine's systems the first MPI stack's,
-hpcbench.rfm.site_config.OPENMP_ONLY). Parsing and the math live in
+hpcbench.rfm.site_environments.OPENMP_ONLY). Parsing and the math live in
 hpcbench.benchmarks.stream and hpcbench.benchmarks.ceilings.
 """
 

@@ -11,7 +11,8 @@ ceiling also run on the first stack with each other BLAS library of the machine
 the node.
 """
 
-from hpcbench.rfm import site_config
+from hpcbench.rfm import site_config  # first: its checks run before ReFrame writes anything
+from hpcbench.rfm import site_environments, site_partitions
 from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
 
@@ -19,10 +20,10 @@ STACKS = mpi_stacks.local_stacks()
 # This host's GPUs, where it has some (its nvidia-smi), and how they are linked (topo -m):
 # the partition's devices, features and description.
 GPUS = host.accelerators()
-GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(GPUS, host.gpu_topology(GPUS),
+GPU_SETTINGS, GPU_FIELDS = site_partitions.accelerator_settings(GPUS, host.gpu_topology(GPUS),
                                                             system='local')
-spack_fields, _ = site_config.spack_partition_settings()
-ENVIRONMENTS = site_config.stack_environments(STACKS, ['local'], spack_fields,
+spack_fields, _ = site_partitions.spack_partition_settings()
+ENVIRONMENTS = site_environments.stack_environments(STACKS, ['local'], spack_fields,
                                               blas.local_libraries())
 
 site_configuration = site_config.site(
@@ -31,9 +32,9 @@ site_configuration = site_config.site(
         'descr': 'The machine the suite runs on',
         'hostnames': ['.*'],
         'modules_system': 'nomod',
-        'partitions': [site_config.reframe_partition(
+        'partitions': [site_partitions.reframe_partition(
             __file__, 'local', 'default',
-            {**site_config.this_host(__file__, host.partition_facts), **GPU_FIELDS,
+            {**site_partitions.this_host(__file__, host.partition_facts), **GPU_FIELDS,
              **host.io_facts()},
             descr='This host', scheduler='local', launcher='mpirun', max_jobs=1,
             processor=host.processor_info('local', 'default'),

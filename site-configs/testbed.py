@@ -1,5 +1,5 @@
 """ReFrame configuration of the `testbed` system: the Slurm cluster `ci/testbed/testbed start`
-runs on this machine (hpcbench.stack.testbed), with accounting, so ReFrame's `slurm` scheduler
+runs on this machine (hpcbench.devtools.testbed), with accounting, so ReFrame's `slurm` scheduler
 submits with sbatch and polls sacct as on a production cluster.
 
 - Nodes n1..nN (N from the running testbed's slurm.conf, else its default 3), each described
@@ -10,14 +10,14 @@ submits with sbatch and polls sacct as on a production cluster.
   started by Slurm: PMIx, PMI-2 for Debian's MPICH) and `mpirun` (each MPI's own launcher,
   which starts its daemons through srun inside the allocation).
 - `gpu`, on Slurm's partition `gpu`: nodes g1..gG whose GPUs Slurm allocates by GRES
-  (hpcbench.stack.testbed.GPU_GRES, stand-in device files), described from the GRES as a
+  (hpcbench.stack.testbed_system.GPU_GRES, stand-in device files), described from the GRES as a
   site's would be (hpcbench.core.accelerators.from_gres, its label named by
   hpcbench.machine.datasheets), linked as a recorded 8-GPU node
-  (hpcbench.stack.testbed.GPU_TOPOLOGY_FILE): the GPU checks' jobs ask for them
+  (hpcbench.stack.testbed_system.GPU_TOPOLOGY_FILE): the GPU checks' jobs ask for them
   with --gres=gpu:N and run one rank per GPU (in a dry run: the GPUs are stand-ins, which a
   run skips, saying so); the CPU checks run on its nodes' CPUs too.
 - Not described here: Slurm's partitions `gpu-untyped` and `gpu-sitelabel`
-  (hpcbench.stack.testbed.SITE_GPU_NODES), GPU nodes as sites declare theirs, there for
+  (hpcbench.stack.testbed_system.SITE_GPU_NODES), GPU nodes as sites declare theirs, there for
   `hpcbench new-system` to describe.
 - One environment per MPI stack of this machine, built by spack-envs/testbed with the
   default BLAS (the BLAS comparison is `local`'s).
@@ -28,13 +28,15 @@ import os
 import sys
 
 from hpcbench.core import accelerators
-from hpcbench.rfm import site_config
+from hpcbench.rfm import site_config  # first: its checks run before ReFrame writes anything
+from hpcbench.rfm import site_environments, site_partitions
 from hpcbench.machine import datasheets, host
-from hpcbench.stack import mpi_stacks, testbed, testbed_daemons
+from hpcbench.devtools import testbed_daemons
+from hpcbench.stack import slurm_run_env, testbed_system
 
-NODES = testbed.configured_nodes()
-STACKS = testbed.mpi_stacks_launched()
-SLURM_CONF = testbed.Layout(testbed.state_dir()).slurm_conf
+NODES = testbed_system.configured_nodes()
+STACKS = testbed_system.mpi_stacks_launched()
+SLURM_CONF = testbed_system.Layout(testbed_system.state_dir()).slurm_conf
 if SLURM_CONF.exists():
     os.environ['SLURM_CONF'] = str(SLURM_CONF)
 # Else Slurm's commands are not pointed at a file that is not there: srun retries a missing
@@ -42,37 +44,37 @@ if SLURM_CONF.exists():
 # four GPU checks took 240 s).
 if not testbed_daemons.is_running():
     # Listing, describing and dry runs need no cluster; a run would fail at sbatch.
-    print(f'warning: the testbed in {testbed.state_dir()} is not running; jobs cannot be '
+    print(f'warning: the testbed in {testbed_system.state_dir()} is not running; jobs cannot be '
           'submitted until `ci/testbed/testbed start`', file=sys.stderr)
 
 # What the stacks need under srun on nodes that share one host name and one address.
-RUN_ENV = mpi_stacks.slurm_run_env([s.name for s in STACKS], srun=True, shared_hosts=True)
+RUN_ENV = slurm_run_env.run_env([s.name for s in STACKS], srun=True, shared_hosts=True)
 
-spack_fields, _ = site_config.spack_partition_settings()
-ENVIRONMENTS = site_config.stack_environments(STACKS, ['testbed'], spack_fields,
-                                              testbed.blas_libraries(), RUN_ENV)
+spack_fields, _ = site_partitions.spack_partition_settings()
+ENVIRONMENTS = site_environments.stack_environments(STACKS, ['testbed'], spack_fields,
+                                              testbed_system.blas_libraries(), RUN_ENV)
 
 
 # The GPU nodes' GPUs as their GRES declares them; stand-ins, which the GPU checks skip in a
 # run (a dry run writes their jobs).
-GPU_SETTINGS, GPU_FIELDS = site_config.accelerator_settings(
-    accelerators.from_gres(testbed.GPU_GRES, datasheets.gres_model()), testbed.gpu_topology())
+GPU_SETTINGS, GPU_FIELDS = site_partitions.accelerator_settings(
+    accelerators.from_gres(testbed_system.GPU_GRES, datasheets.gres_model()), testbed_system.gpu_topology())
 GPU_FIELDS['accelerators']['stand_in'] = (
     'its GPUs are stand-in devices (no GPU, no driver): the GPU checks write their jobs in a '
-    'dry run; tests/stack/test_testbed.py runs a GRES job of one rank per GPU through Slurm')
+    'dry run; tests/devtools/test_testbed.py runs a GRES job of one rank per GPU through Slurm')
 
 
-def partition(name, launcher, descr, slurm_partition=testbed.SLURM_PARTITION, gpus=False):
-    return site_config.reframe_partition(
+def partition(name, launcher, descr, slurm_partition=testbed_system.SLURM_PARTITION, gpus=False):
+    return site_partitions.reframe_partition(
         __file__, 'testbed', name,
-        {**site_config.this_host(
-            __file__, lambda: testbed.node_facts(testbed.GPU_NODES if gpus else NODES)),
+        {**site_partitions.this_host(
+            __file__, lambda: testbed_system.node_facts(testbed_system.GPU_NODES if gpus else NODES)),
          **(GPU_FIELDS if gpus else {}),
          # The nodes share the host's file system and page cache.
          **host.io_facts()},
         descr=descr, scheduler='slurm', launcher=launcher,
         access=[f'--partition={slurm_partition}'],
-        **(dict(GPU_SETTINGS, resources=site_config.SLURM_GPU_RESOURCES) if gpus else {}),
+        **(dict(GPU_SETTINGS, resources=site_partitions.SLURM_GPU_RESOURCES) if gpus else {}),
         # The emulated nodes share the host's cores: one benchmark at a time.
         max_jobs=1, processor=host.processor_info(),
         environs=[env['name'] for env in ENVIRONMENTS])
@@ -87,8 +89,8 @@ site_configuration = site_config.site(
         'partitions': [
             partition('srun', 'srun', 'Ranks started by srun (PMIx; PMI-2 for MPICH)'),
             partition('mpirun', 'mpirun', "Ranks started by each MPI's mpirun in the job"),
-            partition('gpu', 'srun', f'GPU nodes, {testbed.GPU_GRES} each (stand-in devices)',
-                      testbed.SLURM_GPU_PARTITION, gpus=True),
+            partition('gpu', 'srun', f'GPU nodes, {testbed_system.GPU_GRES} each (stand-in devices)',
+                      testbed_system.SLURM_GPU_PARTITION, gpus=True),
         ],
     }],
     environments=ENVIRONMENTS,

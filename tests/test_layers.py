@@ -14,6 +14,9 @@ LAYERS = ('core', 'benchmarks', 'machine', 'results', 'stack', 'rfm', 'report', 
           'cli')
 # What job scripts run on compute nodes and `make run` runs before any venv exists.
 STANDARD_LIBRARY_ONLY = ('core', 'benchmarks')
+# Layers that stand on fewer of those below them: what a machine is does not depend on a
+# benchmark.
+STANDS_ON = {'machine': ('core',)}
 
 
 def imported_modules(tree):
@@ -53,6 +56,9 @@ def layering_faults(package):
                 elif LAYERS.index(target) > LAYERS.index(layer):
                     faults.append(f'{where}:{line}: imports {name}: {layer} may not import '
                                   f'from {target}, a layer above it')
+                elif target != layer and target not in STANDS_ON.get(layer, LAYERS):
+                    faults.append(f'{where}:{line}: imports {name}: {layer} stands on '
+                                  f'{", ".join(STANDS_ON[layer])} alone')
             elif layer in STANDARD_LIBRARY_ONLY and parts[0] not in sys.stdlib_module_names:
                 faults.append(f'{where}:{line}: imports {name}: {layer} imports the standard '
                               'library alone')

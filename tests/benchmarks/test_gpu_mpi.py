@@ -18,7 +18,7 @@ from reframe.core.exceptions import SanityError
 from conftest import FIXTURES, check_classes_of, described_partition
 from hpcbench.benchmarks import gpu_mpi
 from hpcbench.core import gpu_ranks, gpu_topology
-from hpcbench.stack import testbed
+from hpcbench.stack import testbed_system
 
 RUNS = FIXTURES / 'gpu' / 'device-buffers'
 NO_DRIVER = (RUNS / 'imb-mpi1-gpu-no-driver.out').read_text()
@@ -33,7 +33,7 @@ def _with_driver(name):
 
 PAIR_RUN = _with_driver('imb-mpi1-gpu-pair-host-buffers.out')
 COLLECTIVE_RUN = _with_driver('imb-mpi1-gpu-collectives-host-buffers.out')
-H100_NODE = gpu_topology.parse(testbed.GPU_TOPOLOGY_FILE.read_text())
+H100_NODE = gpu_topology.parse(testbed_system.GPU_TOPOLOGY_FILE.read_text())
 
 
 def test_the_options_ask_for_device_buffers_and_sizes_to_64_mib():
@@ -127,6 +127,7 @@ def checks():
 class PairCheckUnderTest(types.SimpleNamespace):
     from hpcbench.rfm.plugins import Samples
     record_samples = Samples.record_samples
+    record_device_samples = Samples.record_device_samples
     record_aggregation = Samples.record_aggregation
 
 
@@ -140,13 +141,14 @@ def _pair_check(checks, tmp_path, output, pairs, topology=H100_NODE, path='intra
     sheet = {'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450e9,
              'host_link': 'PCIe', 'host_link_bandwidth': host_link_bandwidth}
     test = PairCheckUnderTest(
-        samples={}, aggregation={}, flagged={}, unique_name='under test',
+        samples={}, aggregation={}, flagged={}, device_figures={}, pair_links={},
+        unique_name='under test',
         stagedir=str(tmp_path), stdout='rfm_job.out', path=path, pairs=pairs,
         sheet=sheet, topology_of_node=topology, max_msglog=22, num_tasks=2,
         perf_variables=dict.fromkeys(gpu_mpi.PAIR_VARIABLES),
         current_partition=described_partition())
     for name in ('pair_outputs', 'check_ranks', 'imb_tables', 'link_rates',
-                 'link_efficiencies', 'record_pair_figures'):
+                 'link_efficiencies', 'record_pair_figures', 'pair_key'):
         setattr(test, name, types.MethodType(getattr(check, name), test))
     return check, test
 
@@ -195,3 +197,100 @@ def test_the_pair_check_names_a_rank_placed_on_the_far_socket(checks, tmp_path):
             'GPUs 0 and 5: rank 1 (GPU 5 on g1): its CPUs 0-51 are not all next to GPU 5, '
             'whose CPUs are 52-103 (NUMA node 1)')):
         sn.evaluate(check.every_pair_measured(test))
+
+
+PAIRS = FIXTURES / 'gpu' / 'pairs'
+
+
+def _p2p_matrix(text, title):
+    """{(i, j): value} of the matrix `title` heads in p2pBandwidthLatencyTest's output (row
+    i to column j), the diagonal left out."""
+    lines = text[text.index(title):].splitlines()[2:]
+    matrix = {}
+    for line in lines:
+        cells = line.split()
+        if not cells or not cells[0].isdigit():
+            break
+        i = int(cells[0])
+        matrix.update({(i, j): float(v) for j, v in enumerate(cells[1:]) if j != i})
+    return matrix
+
+
+def _a100_node_pair_record(checks, tmp_path, cut=None):
+    """The pair check's record of a real 8 x A100 node (tests/fixtures/gpu/pairs): each
+    pair's one-way bandwidth and latency as p2pBandwidthLatencyTest measured them, recorded
+    as DeviceBufferPairCheck records its pairs, stored as ReFrame stores a test case (through
+    JSON). `cut`: {pair: factor} a pair's bandwidth is multiplied by (a fault)."""
+    import json
+    import statistics
+    from hpcbench.machine import datasheets
+    text = (PAIRS / 'a100-sxm4-80gb-8gpu.txt').read_text()
+    bandwidth = _p2p_matrix(text, 'Unidirectional P2P=Enabled Bandwidth')
+    latency = _p2p_matrix(text, 'P2P=Enabled Latency')
+    pairs = gpu_mpi.gpu_pairs(8)
+    topology = gpu_topology.parse((PAIRS / 'a100-sxm4-80gb-8gpu-topology.txt').read_text())
+    check, test = _pair_check(checks, tmp_path, '', pairs, topology=topology)
+    test.sheet = datasheets.find('NVIDIA A100-SXM4-80GB').__dict__
+    test.pair_hosts = {pair: ('a100-node', 'a100-node') for pair in pairs}
+    one_way = {pair: bandwidth[pair] * (cut or {}).get(pair, 1) for pair in pairs}
+    test.record_pair_figures('median over 28 pair(s), p2pBandwidthLatencyTest',
+                             {pair: {'latency': latency[pair], 'bandwidth': one_way[pair]}
+                              for pair in pairs},
+                             one_way={pair: value * 1e9 for pair, value in one_way.items()})
+    units = {'latency': 'us', 'bandwidth': 'GB/s', 'link_efficiency': '%',
+             'slowest_pair_link_efficiency': '%'}
+    aggregate = {'slowest_pair_link_efficiency': min}
+    name = 'DeviceBufferPairCheck %path=intra-node'
+    stored = {
+        'name': name, 'display_name': name, 'path': 'intra-node', 'system': 'cluster',
+        'partition': 'gpu', 'environ': 'openmpi', 'result': 'pass', 'fixture': False,
+        'job_nodelist': ['a100-node'], 'samples': test.samples,
+        'aggregation': test.aggregation, 'device_figures': test.device_figures,
+        'pair_links': test.pair_links,
+        'perfvalues': {f'cluster:gpu:{variable}': [
+            aggregate.get(variable, statistics.median)(values), 0, None, None,
+            units[variable], 'pass'] for variable, values in test.samples.items()}}
+    return json.loads(json.dumps({'runs': [{'testcases': [stored]}]}))
+
+
+def test_each_gpu_pair_of_a_real_node_is_a_keyed_figure_beside_its_link(checks, tmp_path):
+    """Issue 62, item 2: each pair's figures are recorded under its key (node and GPUs) with
+    the link it crossed, as data; the report's matrix shows each pair's bandwidth, its share
+    of its link and the link, and names the slowest pair. A real 8 x A100 node: every pair
+    at 88 to 92 % of its twelve NVLinks (300 GB/s each way)."""
+    from hpcbench.core import device_keys
+    from hpcbench.report import contents
+    from hpcbench.results import measured
+    case, = measured.measured_cases(_a100_node_pair_record(checks, tmp_path))
+    assert len(case.pairs) == 28 and not case.gpus
+    first = case.pairs[0]
+    assert first.key == device_keys.GpuPair('a100-node', 0, 1) and first.link == 'NV12'
+    assert first.figures == {'latency': 3.38, 'bandwidth': 268.94,
+                             'link_efficiency': pytest.approx(100 * 268.94 / 300)}
+    (heading, header, grid, notes), = contents.gpu_pair_matrices([case])
+    assert heading.startswith('DeviceBufferPairCheck path=intra-node (openmpi) on a100-node')
+    assert header == ['', *(f'GPU{i}' for i in range(8))]
+    assert grid[0][:3] == ['GPU0', '-', '268.9, 90 % (NV12)']
+    # A pair is one figure, in its row and its column (row i wrote to column j, i < j).
+    assert grid[5][3] == grid[2][6] == '273.8, 91 % (NV12)'
+    assert notes == ['slowest pair: GPUs 0 and 1 of a100-node, 268.9 GB/s, 89.6 % of its '
+                     'link (NV12)', 'every pair at 80 % of its link or more']
+
+
+def test_a_slow_pair_of_a_real_node_is_named_and_no_other(checks, tmp_path):
+    """The same node with one pair's figure cut to a third (GPUs 2 and 5: a link that lost
+    most of its lanes): that pair is named below the goal, in the matrix and in the rows,
+    and no other pair is."""
+    from hpcbench.report import contents
+    from hpcbench.results import measured
+    data = _a100_node_pair_record(checks, tmp_path, cut={(2, 5): 1 / 3})
+    case, = measured.measured_cases(data)
+    slow, slowest = case.slow_pairs()
+    assert [p.key.gpus for p in slow] == [(2, 5)] and slowest.key.gpus == (2, 5)
+    (_, _, grid, notes), = contents.gpu_pair_matrices([case])
+    assert grid[2][6] == grid[5][3] == '91.26, 30 % (NV12)'
+    assert notes == ['slowest pair: GPUs 2 and 5 of a100-node, 91.26 GB/s, 30.4 % of its '
+                     'link (NV12)',
+                     'below 80 % of its link: GPUs 2 and 5 of a100-node (91.26 GB/s, 30.4 % '
+                     'of its link (NV12))']
+    assert case.value('slowest_pair_link_efficiency') == pytest.approx(100 * 273.79 / 3 / 300)

@@ -51,6 +51,7 @@ def _job(*sections):
 
 class CheckUnderTest(types.SimpleNamespace):
     record_samples = Samples.record_samples
+    record_device_samples = Samples.record_device_samples
     record_aggregation = Samples.record_aggregation
     withhold_figure = Samples.withhold_figure
     _withhold = Samples._withhold
@@ -59,12 +60,13 @@ class CheckUnderTest(types.SimpleNamespace):
         (stagedir / 'rfm_job.out').write_text(output)
         # A partition without a GPU topology unless the test gives one.
         attrs.setdefault('current_partition', described_partition())
-        super().__init__(samples={}, aggregation={}, flagged={}, unique_name='under test',
+        super().__init__(samples={}, aggregation={}, flagged={}, device_figures={},
+                         unique_name='under test',
                          stagedir=str(stagedir), stdout='rfm_job.out', **attrs)
         self.perf_variables = dict.fromkeys(n for n, v in vars(check).items()
                                             if getattr(v, '_rfm_perf_fn', False)) or _Every()
         for name in ('rank_outputs', 'each_rank', 'power_of', 'median', 'percent', 'gpus',
-                     'gpu_topology'):
+                     'gpu_topology', 'record_gpu_samples'):
             if hasattr(check, name):
                 setattr(self, name, types.MethodType(getattr(check, name), self))
 
@@ -125,8 +127,8 @@ def test_every_gpu_check_names_a_rank_placed_away_from_its_gpu(checks, tmp_path)
     52-103): a rank on GPU 1 that ran on the far socket fails the check, naming it; placed
     next to its GPU, the same output passes."""
     from hpcbench.core import gpu_topology
-    from hpcbench.stack import testbed
-    topology = gpu_topology.parse(testbed.GPU_TOPOLOGY_FILE.read_text())
+    from hpcbench.stack import testbed_system
+    topology = gpu_topology.parse(testbed_system.GPU_TOPOLOGY_FILE.read_text())
     partition = described_partition(accelerators={
         'vendor': 'nvidia', 'kind': 'gpu', 'model': 'NVIDIA H100 80GB HBM3', 'arch': 'sm_90',
         'count': 2, 'topology': topology.to_description()})

@@ -120,11 +120,11 @@ def test_each_osu_pair_program_reports_its_figure_and_the_link_s_where_it_applie
     import types
     from conftest import check_classes_of
     from hpcbench.core import gpu_topology
-    from hpcbench.stack import testbed
+    from hpcbench.stack import testbed_system
     check = check_classes_of('osu.py')['OsuPairCheck']
     test = types.SimpleNamespace(
         benchmark=benchmark, path=path, pairs=pairs, perf_variables={},
-        topology_of_node=gpu_topology.parse(testbed.GPU_TOPOLOGY_FILE.read_text()),
+        topology_of_node=gpu_topology.parse(testbed_system.GPU_TOPOLOGY_FILE.read_text()),
         sheet={'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450e9})
     for name in ('pair_figures', 'add_pair_figures', 'link_rates'):
         setattr(test, name, types.MethodType(getattr(check, name), test))

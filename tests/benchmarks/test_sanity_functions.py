@@ -54,8 +54,8 @@ class CheckUnderTest(types.SimpleNamespace):
         return False
 
     def __init__(self, **attrs):
-        super().__init__(samples={}, aggregation={}, flagged={}, unique_name='under test',
-                         perf_variables=_EveryVariable(), **attrs)
+        super().__init__(samples={}, aggregation={}, flagged={}, device_figures={},
+                         unique_name='under test', perf_variables=_EveryVariable(), **attrs)
 
 
 @pytest.fixture(scope='module')

@@ -130,10 +130,10 @@ def _efficiency_withheld_for_a_wrong_peak(*uuids):
     cores boost above it), so that compare has no such figure to judge. A withheld one
     without that reason fails."""
     config = results_db.site_config('local')
-    withheld = [(case['testcase'].get('flagged') or {}).get('efficiency', 'no reason given')
+    withheld = [case.withheld.get('efficiency', 'no reason given')
                 for uuid in uuids for case in measured.measured_runs(
                     results_db.session(config, uuid))
-                if case['check'] == 'HplCheck' and 'efficiency' not in case['perfvalues']]
+                if case.check == 'HplCheck' and 'efficiency' not in case.figures]
     for why in withheld:
         assert 'of the nominal peak, which is wrong' in why, why
     return bool(withheld)
@@ -160,10 +160,10 @@ def test_a_ceiling_measured_under_load_does_not_make_hpl_beat_it(var, capsys):
     assert re.search(r'ceiling_efficiency withheld: \d+\.\d % of the ceiling: HPL reached',
                      out), out[-3000:]
     session = results_db.latest_session(results_db.site_config('local'))
-    hpl_case, = [c for c in measured.measured_runs(session) if c['check'] == 'HplCheck']
-    assert 'ceiling_efficiency' not in hpl_case['perfvalues']
-    why = hpl_case['testcase']['flagged']['ceiling_efficiency']
+    hpl_case, = [c for c in measured.measured_runs(session) if c.check == 'HplCheck']
+    assert 'ceiling_efficiency' not in hpl_case.figures
+    why = hpl_case.withheld['ceiling_efficiency']
     with capsys.disabled():
         print(f'\nwithheld: {why}')
     assert float(why.split(' %')[0]) > 100
-    assert hpl_case['testcase']['samples']['gflops']
+    assert hpl_case.figures['gflops'].samples

@@ -51,7 +51,7 @@ def test_rfm_opts_reach_reframe_as_written_with_quotes_and_dollars(tmp_path):
 def test_a_system_whose_nodes_share_a_host_runs_one_job_at_a_time(tmp_path):
     """The testbed's Slurm nodes are processes of this host: its runs (make run, screen,
     tune) start one job at a time, as a described cluster whose nodes share hosts does
-    (site_config.execution_options); local's are not serialized. Each target sets up, and
+    (run_modes.execution_options); local's are not serialized. Each target sets up, and
     reads the results of, the system it runs."""
     for system, policy in (('testbed', ' --exec-policy=serial '), ('local', None)):
         proc = _make(tmp_path / 'var', '-n', 'run', 'screen', 'tune', f'SYSTEM={system}')

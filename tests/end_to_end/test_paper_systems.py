@@ -19,7 +19,7 @@ from conftest import BIN
 from hpcbench.benchmarks import hpl, hpl_sweep, imb, imb_variability, ior
 from hpcbench.core import node, paths
 from hpcbench.results import references
-from hpcbench.rfm import site_config
+from hpcbench.rfm import run_modes
 from hpcbench.stack import spack
 
 # The paper systems' checks are described and dry-run, never built here: the same with or
@@ -241,7 +241,7 @@ def test_every_check_on_every_partition_writes_its_job(system, dry_runs):
 
     # Every MPI check ran on every partition in every environment; node screening where
     # the paper's run screened nodes (T2K), and nowhere else.
-    screens = 'screen' in site_config.paper_run_tags(system)
+    screens = 'screen' in run_modes.paper_run_tags(system)
     assert screens == (system == 't2k-tsukuba')
     assert any(check == 'HplNodeScreen' for _, _, check in seen) == screens
     for partition, part in partitions(system).items():

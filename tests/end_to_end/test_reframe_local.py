@@ -11,7 +11,7 @@ import yaml
 
 from hpcbench.benchmarks import ceilings, dgemm, hpl, imb, stream
 from hpcbench.core import layout
-from hpcbench.rfm import site_config
+from hpcbench.rfm import run_modes
 from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
 from conftest import BIN, ROOT, needs_root, run_reframe
@@ -524,7 +524,7 @@ def test_an_io_directory_with_shell_syntax_in_its_name_reaches_the_job_as_a_name
 
 
 @pytest.mark.machine_dependent
-@pytest.mark.parametrize('system, rate', [('local', site_config.LOCAL_POLL_RATE_MIN),
+@pytest.mark.parametrize('system, rate', [('local', run_modes.LOCAL_POLL_RATE_MIN),
                                           ('testbed', None), ('tsubame', None)])
 def test_reframe_looks_for_ended_jobs_each_second_only_where_they_run_here(system, rate):
     """Issue 22: on this machine's local scheduler ReFrame sees a job's end within a second

@@ -1,6 +1,6 @@
 """A partition's description and an MPI stack's (hpcbench.machine.description): one JSON
 Schema, checked once per route to a system, one message naming the file and field; read
-back through the one reader of ReFrame's extras (hpcbench.machine.described), with
+back through the one reader of ReFrame's extras (hpcbench.machine.from_reframe), with
 ReFrame's `devices` the one count of GPUs."""
 import re
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from hpcbench.machine import described, description
+from hpcbench.machine import description, description_schema, from_reframe
 
 GIB = 1 << 30
 FIELDS = {'memory_bytes': 4 * GIB, 'clock_hz': 2.6e9, 'flops_per_cycle': 2,
@@ -24,10 +24,10 @@ FIELDS = {'memory_bytes': 4 * GIB, 'clock_hz': 2.6e9, 'flops_per_cycle': 2,
 
 
 def test_the_schema_is_a_valid_json_schema_and_covers_every_field():
-    jsonschema.Draft202012Validator.check_schema(description.SCHEMA)
-    jsonschema.Draft202012Validator.check_schema(description.STACK_SCHEMA)
+    jsonschema.Draft202012Validator.check_schema(description_schema.SCHEMA)
+    jsonschema.Draft202012Validator.check_schema(description_schema.STACK_SCHEMA)
     fields = {f.name for f in description.dataclasses.fields(description.PartitionDescription)}
-    assert fields == set(description.SCHEMA['properties'])
+    assert fields == set(description_schema.SCHEMA['properties'])
 
 
 def test_a_description_goes_into_extras_and_back_with_the_count_in_devices_alone():
@@ -38,7 +38,7 @@ def test_a_description_goes_into_extras_and_back_with_the_count_in_devices_alone
         extras={**extras, 'scheduler': 'slurm', 'launcher': 'srun'},    # ReFrame's own
         select_devices=lambda kind: [types.SimpleNamespace(num_devices=2)] if kind == 'gpu'
         else [])
-    back = described.partition_description(partition)
+    back = from_reframe.partition_description(partition)
     assert back == made and back.gpus_per_node == 2
     assert back.node_counts == (1, 2, 530) and back.hugepages['pages'] == 3800
 
@@ -58,14 +58,14 @@ def test_a_description_goes_into_extras_and_back_with_the_count_in_devices_alone
 ])
 def test_a_wrong_description_is_one_message_naming_the_file_and_field(change, said):
     fields = {k: v for k, v in {**FIELDS, **change}.items() if v is not None}
-    with pytest.raises(description.DescriptionError) as raised:
+    with pytest.raises(description_schema.DescriptionError) as raised:
         description.partition(fields, 'site-configs/chic.py: partitions[compute]')
     assert str(raised.value).startswith(f'site-configs/chic.py: {said}'), str(raised.value)
     assert '\n' not in str(raised.value)
 
 
 def test_a_stack_of_a_wrong_field_is_one_message():
-    with pytest.raises(description.DescriptionError,
+    with pytest.raises(description_schema.DescriptionError,
                        match=r"^env openmpi\.known_failures\.IMB: 3 is not of type 'string'$"):
         description.stack({'spack_mpi': 'openmpi', 'known_failures': {'IMB': 3}},
                           'env openmpi')

@@ -1,6 +1,7 @@
 """The report: latest results against references, comparisons of sessions, plots, and the
 page itself as Chromium shows it. Fixtures: two sessions of the whole suite run here in
 quick mode (`reframe --describe-stored-sessions`, builds left out)."""
+import dataclasses
 import json
 import re
 import shutil
@@ -36,11 +37,11 @@ def written(tmp_path_factory):
 def test_latest_results_come_from_the_newest_session_that_ran_each_check():
     new, old = _sessions()
     cases, used = picture.latest_cases([new, old], 'local')
-    new_checks = {c['check'] for c in picture.system_cases(new, 'local')}
-    assert {c['session'] for c in cases if c['check'] in new_checks} == {_uuid(new)}
+    new_checks = {c.check for c in picture.system_cases(new, 'local')}
+    assert {c.session for c in cases if c.check in new_checks} == {_uuid(new)}
     # A check only the older session measured still shows, from that session.
-    only_old = {c['check'] for c in picture.system_cases(old, 'local')} - new_checks
-    assert {c['check'] for c in cases if c['session'] == _uuid(old)} == only_old
+    only_old = {c.check for c in picture.system_cases(old, 'local')} - new_checks
+    assert {c.check for c in cases if c.session == _uuid(old)} == only_old
     assert [_uuid(d) for d in used] == [_uuid(new)] + ([_uuid(old)] if only_old else [])
     assert picture.latest_cases([new, old], 'testbed') == ([], [])
 
@@ -58,7 +59,7 @@ def test_a_run_of_a_few_cases_hides_none_of_those_an_earlier_fuller_run_measured
     for run in narrow['runs']:
         run['testcases'] = [tc for tc in run['testcases'] if tc['environ'] == 'openmpi']
     cases, used = picture.latest_cases([narrow, full], 'local')
-    assert {(c['environ'], c['session']) for c in cases} == {
+    assert {(c.environ, c.session) for c in cases} == {
         ('openmpi', _uuid(narrow)), ('openmpi-blis', _uuid(full)),
         ('openmpi-openblas', _uuid(full)), ('openmpi-openblas-spack', _uuid(full))}
     assert [_uuid(d) for d in used] == [_uuid(narrow), _uuid(full)]
@@ -74,30 +75,31 @@ def test_a_check_that_failed_sanity_has_no_results_but_one_below_its_reference_h
              if tc.get('fail_phase') == 'performance']
     assert below, 'the fixture session has a test case that missed its reference'
     cases = picture.system_cases(new, 'local')
-    names = {c['testcase']['name'] for c in cases}
+    names = {c.variables['name'] for c in cases}
     assert all(tc['name'] in names for tc in below)
     for name in failed:
-        assert all(c['testcase']['result'] != 'fail' or c['testcase']['fail_phase'] != 'sanity'
-                   for c in cases if c['check'] == name)
+        assert all(c.variables['result'] != 'fail' or c.variables['fail_phase'] != 'sanity'
+                   for c in cases if c.check == name)
 
 
 def test_reference_rows_give_reframes_verdict_and_the_margin():
     new, _ = _sessions()
     case = next(c for c in picture.system_cases(new, 'local')
-                if c['testcase'].get('fail_phase') == 'performance')
-    rows = {r['variable']: r for r in contents.reference_rows(case, None)}
-    failing = [r for r in rows.values() if r['result'] == 'fail']
+                if c.variables.get('fail_phase') == 'performance')
+    rows = {r.variable: r for r in contents.reference_rows(case, None)}
+    failing = [r for r in rows.values() if r.result == 'fail']
     assert failing
     for row in failing:
-        value, (ref, lower, upper, _) = row['value'], case['references'][row['variable']]
-        assert row['margin'] == pytest.approx(100 * (value - ref) / ref)
+        figure = case.figures[row.variable]
+        value, ref, lower, upper = row.value, figure.reference, figure.lower, figure.upper
+        assert row.margin == pytest.approx(100 * (value - ref) / ref)
         outside_low = lower is not None and value < ref * (1 + lower)
         outside_high = upper is not None and value > ref * (1 + upper)
         assert outside_low or outside_high
     unreferenced = next(c for c in picture.system_cases(new, 'local')
-                        if c['check'] == 'HplCheck')
+                        if c.check == 'HplCheck')
     rows = contents.reference_rows(unreferenced, None)
-    assert {r['result'] for r in rows} == {'no reference'}
+    assert {r.result for r in rows} == {'no reference'}
 
 
 def test_report_has_every_plot_the_comparison_and_provenance(written):
@@ -143,15 +145,15 @@ def test_report_shows_how_each_figure_was_measured_and_its_trend(tmp_path):
 
 def test_a_ratio_above_its_ceiling_is_shown_withheld_with_why():
     case = next(c for c in picture.system_cases(_samples_session(), 'local')
-                if c['check'] == 'HplCheck')
+                if c.check == 'HplCheck')
     why = '118.3 % of the ceiling: HPL reached 86.1 GFLOP/s against a DGEMM ceiling of 72.8'
-    case['testcase']['flagged'] = {'ceiling_efficiency': why}
-    del case['perfvalues']['ceiling_efficiency']
-    del case['references']['ceiling_efficiency']
-    rows = {r['variable']: r for r in contents.reference_rows(case, None)}
-    assert rows['ceiling_efficiency']['result'] == 'withheld'
-    assert rows['ceiling_efficiency']['value'] is None
-    assert rows['ceiling_efficiency']['measured_as'] == why
+    case = dataclasses.replace(
+        case, withheld={'ceiling_efficiency': why},
+        figures={k: v for k, v in case.figures.items() if k != 'ceiling_efficiency'})
+    rows = {r.variable: r for r in contents.reference_rows(case, None)}
+    assert rows['ceiling_efficiency'].result == 'withheld'
+    assert rows['ceiling_efficiency'].value is None
+    assert rows['ceiling_efficiency'].measured_as == why
 
 
 def test_a_stored_ratio_above_100_percent_is_never_shown_without_its_reason():
@@ -162,14 +164,14 @@ def test_a_stored_ratio_above_100_percent_is_never_shown_without_its_reason():
     data = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
     stored = json.dumps(data)
     case = next(c for c in measured.measured_cases(data, fixtures=True)
-                if c['check'] == 'NodeCeilings')
-    assert 'peak_of_rpeak' not in case['perfvalues'] and 'peak_gflops' in case['perfvalues']
-    why = case['testcase']['flagged']['peak_of_rpeak']
+                if c.check == 'NodeCeilings')
+    assert 'peak_of_rpeak' not in case.figures and 'peak_gflops' in case.figures
+    why = case.withheld['peak_of_rpeak']
     assert why.startswith('126.1 % of its peak or ceiling, stored without a reason')
     assert 'the peak is wrong (a nominal clock below the one the cores run at' in why
     row = next(r for r in contents.reference_rows(
-        case, None) if r['variable'] == 'peak_of_rpeak')
-    assert (row['result'], row['value'], row['measured_as']) == ('withheld', None, why)
+        case, None) if r.variable == 'peak_of_rpeak')
+    assert (row.result, row.value, row.measured_as) == ('withheld', None, why)
     assert json.dumps(data) == stored
     # No ratio above 100 % is left among any fixture session's figures.
     for path in sorted([*(FIXTURES / 'reframe').glob('*session*.json'),
@@ -177,9 +179,9 @@ def test_a_stored_ratio_above_100_percent_is_never_shown_without_its_reason():
         loaded = json.loads(path.read_text())
         for session in loaded if isinstance(loaded, list) else [loaded]:
             for case in measured.measured_cases(session, fixtures=True):
-                above = {name: value for name, (value, unit) in case['perfvalues'].items()
-                         if name in measured.PEAK_RATIOS and value and value > 100}
-                assert not above, (path.name, case['check'], above)
+                above = {name: f.value for name, f in case.figures.items()
+                         if name in measured.PEAK_RATIOS and f.value and f.value > 100}
+                assert not above, (path.name, case.check, above)
 
 
 def test_report_without_results_of_the_system_says_so(tmp_path):
@@ -250,7 +252,7 @@ def test_plots_label_one_node_keep_markers_apart_and_colour_the_ior_legend_as_it
     from hpcbench.report import plots
     from hpcbench.results import references
     new, _ = _sessions()
-    cases = [c for c in measured.measured_cases(new) if c['system'] == 'local']
+    cases = [c for c in measured.measured_cases(new) if c.system == 'local']
     papers = [references.load(s) for s in references.systems_with_references()]
     hpl_plot = plots.hpl_efficiency(cases, papers, 'local')
     ax = hpl_plot.figure.axes[0]
@@ -322,17 +324,33 @@ def test_time_per_check_says_where_the_wall_time_went():
     assert session_time.time_per_check(data)[1] == pytest.approx(benchmark)
 
 
+def _stored_case(check, figures, parameters=None, environ='openmpi', partition='gpu',
+                 **variables):
+    """The MeasuredCase of a test case stored as ReFrame stores one (`figures`: {variable:
+    (value, unit)}; `variables`: the check's, such as samples, aggregation, flagged)."""
+    name = ' '.join([check, *(f'%{k}={v}' for k, v in (parameters or {}).items())])
+    stored = {'name': name, 'display_name': name, 'system': 'cluster', 'partition': partition,
+              'environ': environ, 'result': 'pass', 'fixture': False, **(parameters or {}),
+              **variables,
+              'perfvalues': {f'cluster:{partition}:{variable}': [value, 0, None, None, unit,
+                                                                 'pass']
+                             for variable, (value, unit) in figures.items()}}
+    case, = measured.measured_cases(json.loads(json.dumps({'runs': [{'testcases': [stored]}]})))
+    return case
+
+
 def test_a_gpu_section_sets_each_gpu_figure_against_its_datasheet_and_tsubames_board_beside():
-    """No GPU has run here: the case is shaped as the GPU DGEMM check stores one (its H100
+    """No GPU has run here: the case is stored as the GPU DGEMM check stores one (its H100
     node's figures: 52.3 TFLOP/s at n = 24576, 698 W, fixtures/gpu/h100), TSUBAME's board
     from references/tsubame.yaml."""
     from hpcbench.results import references
-    case = {'check': 'GpuDgemmCheck', 'environ': 'openmpi', 'match': {},
-            'perfvalues': {'tflops': (52.3, 'TFLOP/s'), 'fp64_peak_efficiency': (78.1, '%'),
-                           'power': (697.7, 'W'), 'gflops_per_watt': (75.0, 'GFLOP/s/W')},
-            'testcase': {'aggregation': {'tflops': 'median over 1 GPU(s) of the best of 139 '
-                                                   'calls'},
-                         'samples': {'tflops': [52.3]}, 'flagged': {}}}
+    figures = {'tflops': (52.3, 'TFLOP/s'), 'fp64_peak_efficiency': (78.1, '%'),
+               'power': (697.7, 'W'), 'gflops_per_watt': (75.0, 'GFLOP/s/W')}
+    how = {'aggregation': {'tflops': 'median over 1 GPU(s) of the best of 139 calls'},
+           'samples': {'tflops': [52.3]}, 'device_figures': {'h100-node:gpu0': {
+               'tflops': 52.3, 'fp64_peak_efficiency': 78.1}}}
+    case = _stored_case('GpuDgemmCheck', figures, **how)
+    assert [(str(g.key), g.figures['tflops']) for g in case.gpus] == [('h100-node:gpu0', 52.3)]
     rows = contents.gpu_rows([case], [references.load('tsubame')])
     assert [r[2:5] for r in rows] == [
         ['tflops = 52.3 TFLOP/s', 'datasheet FP64 peak', '78.1 %'],
@@ -340,35 +358,30 @@ def test_a_gpu_section_sets_each_gpu_figure_against_its_datasheet_and_tsubames_b
         ['gflops_per_watt = 2 GFLOP/s/W', "the paper's figures", '']]
     assert rows[2][0] == 'tsubame:clearspeed (2007)'
     assert rows[0][5] == 'median over 1 GPU(s) of the best of 139 calls: 52.3 (n=1)'
-    case['testcase']['flagged'] = {'fp64_peak_efficiency': '104.5 % of the ceiling: ...'}
+    del figures['fp64_peak_efficiency']
+    case = _stored_case('GpuDgemmCheck', figures, **how,
+                        flagged={'fp64_peak_efficiency': '104.5 % of the ceiling: ...'})
     assert contents.gpu_rows([case])[0][4:] == ['withheld', '104.5 % of the ceiling: ...']
     # No GPU figure, no section (the papers' boards alone are not shown).
     assert contents.gpu_rows([], [references.load('tsubame')]) == []
 
 
-def _gpu_to_gpu_case(check, perfvalues, match=None, samples=None, partition='gpu'):
-    return {'check': check, 'environ': 'intelmpi', 'partition': partition,
-            'match': match or {}, 'perfvalues': perfvalues,
-            'testcase': {'aggregation': {}, 'samples': samples or {}, 'flagged': {}}}
-
-
 def test_the_gpu_to_gpu_section_sets_each_figure_against_the_link_and_the_host_floor():
-    """No GPU has run these checks: the cases are shaped as they store them, their figures
-    from the real runs here (IMB-MPI1-GPU's host-buffer PingPong, 35.1 GB/s at its best) and
-    the H200 node's pinned copy (55.4 GB/s, tests/fixtures/gpu/h200-jobs)."""
-    pairs = [35.1, 30.2, 28.0, 33.3, 29.9, 31.0]            # 4 GPUs: 6 pairs, in job order
-    pair = _gpu_to_gpu_case(
+    """No GPU has run these checks: the cases are stored as the checks store them, their
+    figures from the real runs here (IMB-MPI1-GPU's host-buffer PingPong, 35.1 GB/s at its
+    best) and the H200 node's pinned copy (55.4 GB/s, tests/fixtures/gpu/h200-jobs)."""
+    pair = _stored_case(
         'DeviceBufferPairCheck', {'bandwidth': (31.0, 'GB/s'),
                                   'link_efficiency': (6.9, '%'),
                                   'slowest_pair_link_efficiency': (6.2, '%'),
                                   'bidirectional_bandwidth': (40.0, 'GB/s'),
                                   'latency': (2.75, 'us')},
-        {'path': 'intra-node'}, {'bandwidth': pairs})
-    copy = _gpu_to_gpu_case('HostDeviceBandwidthCheck',
-                            {'host_to_device_pinned': (55.4, 'GB/s')})
-    nccl = _gpu_to_gpu_case('NcclTestsCheck', {'busbw': (470.2, 'GB/s'),
-                                               'published_busbw_ratio': (98.0, '%')},
-                            {'collective': 'all_reduce'})
+        {'path': 'intra-node'}, environ='intelmpi')
+    copy = _stored_case('HostDeviceBandwidthCheck', {'host_to_device_pinned': (55.4, 'GB/s')},
+                        environ='intelmpi')
+    nccl = _stored_case('NcclTestsCheck', {'busbw': (470.2, 'GB/s'),
+                                           'published_busbw_ratio': (98.0, '%')},
+                        {'collective': 'all_reduce'}, environ='intelmpi')
     rows = contents.gpu_to_gpu_rows([pair, copy, nccl])
     assert [r[2:5] for r in rows] == [
         ['bandwidth = 31 GB/s', "the pair's link (topology)", '6.9 %'],
@@ -378,14 +391,13 @@ def test_the_gpu_to_gpu_section_sets_each_figure_against_the_link_and_the_host_f
         ['bandwidth = 31 GB/s', 'host-staged floor: pinned copy 55.4 GB/s', '56.0 %'],
         ['busbw = 470.2 GB/s', 'published 8-GPU node', '98.0 %']]
     assert rows[4][5] == 'the device path is no faster than staging through the host'
-    (heading, header, grid), = contents.gpu_pair_matrices([pair, copy, nccl])
-    assert header == ['', 'GPU0', 'GPU1', 'GPU2', 'GPU3']
-    assert grid[0] == ['GPU0', '-', '35.1', '30.2', '28']
-    assert grid[3] == ['GPU3', '28', '29.9', '31', '-']
-    # With each pair's link, as the run's inputs name them (the node's topology).
-    pair['testcase']['inputs'] = ('path=intra-node 6 pair(s) of 4 GPU(s) of one node '
-                                  'links=0-1:NV4,0-2:NV4,0-3:SYS,1-2:NV4,1-3:SYS,2-3:NV4')
-    (_, _, grid), = contents.gpu_pair_matrices([pair])
-    assert grid[0] == ['GPU0', '-', '35.1 (NV4)', '30.2 (NV4)', '28 (SYS)']
-    assert 'DeviceBufferPairCheck path=intra-node (intelmpi)' in heading
+    # A case that stored no pair's own figures has no matrix (each pair's: tests/benchmarks/
+    # test_gpu_mpi.py, a real 8-GPU node).
+    assert contents.gpu_pair_matrices([pair, copy, nccl]) == []
     assert contents.gpu_to_gpu_rows([copy]) == []
+
+
+def test_a_stored_key_that_names_no_gpu_is_refused_naming_the_case():
+    with pytest.raises(RuntimeError, match=r"^test case GpuDgemmCheck: 'gpu0' is no GPU or GPU-pair key"):
+        _stored_case('GpuDgemmCheck', {'tflops': (52.3, 'TFLOP/s')},
+                     device_figures={'gpu0': {'tflops': 52.3}})

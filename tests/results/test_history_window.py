@@ -105,8 +105,8 @@ def test_the_report_and_compare_judge_one_picture(year, capsys):
     assert shown.comparison.new == [made[-1]] and sorted(shown.comparison.old) == sorted(
         made[-31:-1])
     # Each case's latest figures: the newest session's, and what only earlier ones measured.
-    assert made[-1] in {c['session'] for c in shown.cases}
-    assert {c['session'] for c in shown.cases} <= set(made[-31:])
+    assert made[-1] in {c.session for c in shown.cases}
+    assert {c.session for c in shown.cases} <= set(made[-31:])
     assert main.main(['compare', '--system', 'local']) in (0, 1)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == shown.comparison.describe()

@@ -211,10 +211,10 @@ def test_stored_session_gives_one_case_per_test_and_environment():
     cases = measured.measured_cases(_session())
     assert len(cases) == 6        # 2 thread counts x 3 MPI environments, fixtures left out
     # A session stored before STREAM had `stores`: its cases are the compiled stores'.
-    case = next(c for c in cases if c['environ'] == 'openmpi' and c['match'] ==
+    case = next(c for c in cases if c.environ == 'openmpi' and c.parameters ==
                 {'num_threads': 2, 'stores': 'compiled'})
-    assert case['check'] == 'StreamCheck' and case['partition'] == 'default'
-    assert case['perfvalues']['triad'] == (48037.4, 'MB/s')
+    assert case.check == 'StreamCheck' and case.partition == 'default'
+    assert (case.value('triad'), case.figures['triad'].unit) == (48037.4, 'MB/s')
 
 
 def test_distributed_cases_stay_apart_per_node():
@@ -223,10 +223,10 @@ def test_distributed_cases_stay_apart_per_node():
     were two cases, and `hpcbench screen-nodes` screened one node per partition."""
     data = json.loads((FIXTURES / 'report' / 'screen-session.json').read_text())
     cases = measured.measured_cases(data)
-    nodes = {case['partition']: set() for case in cases}
+    nodes = {case.partition: set() for case in cases}
     for case in cases:
-        assert case['match']['.nid'] == ','.join(case['nodelist'])
-        nodes[case['partition']].add(case['match']['.nid'])
+        assert case.parameters['.nid'] == ','.join(case.nodes)
+        nodes[case.partition].add(case.parameters['.nid'])
     assert nodes == {'batch': {'n1', 'n2', 'n3'}, 'gpu': {'g1', 'g2'}}
 
 
@@ -241,10 +241,10 @@ def test_performance_failures_are_measurements_other_failures_are_not():
     _fail(session, 'mpich', 2, 'performance')     # missed its references: a real figure
     _fail(session, 'openmpi', 1, 'sanity')         # wrong output: nothing was measured
     cases = measured.measured_cases(session)
-    keys = {(c['environ'], c['match']['num_threads']): c for c in cases}
+    keys = {(c.environ, c.parameters['num_threads']): c for c in cases}
     assert len(cases) == 5 and ('openmpi', 1) not in keys
-    assert keys[('mpich', 2)]['testcase']['fail_phase'] == 'performance'
-    assert keys[('mpich', 2)]['perfvalues']['triad'][0] > 0
+    assert keys[('mpich', 2)].variables['fail_phase'] == 'performance'
+    assert keys[('mpich', 2)].value('triad') > 0
 
 
 def _baseline(sessions, **kwargs):
@@ -341,10 +341,10 @@ def _imb_session():
 def test_baseline_of_switch_points_and_variation_has_no_bounds(tmp_path):
     session = _imb_session()
     refs = _baseline([session])
-    case = next(c for c in measured.measured_cases(session) if c['check'] == 'ImbPairCheck'
-                and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
+    case = next(c for c in measured.measured_cases(session) if c.check == 'ImbPairCheck'
+                and c.environ == 'openmpi' and c.parameters['benchmark'] == 'PingPong')
     chosen = references.select(refs, 'ImbPairCheck', 'default', 'openmpi',
-                               {'benchmark': 'PingPong', 'inputs': case['inputs']})
+                               {'benchmark': 'PingPong', 'inputs': case.inputs})
     assert chosen['latency'].tolerance == (None, 0.1)               # us: upper bound
     assert chosen['peak_bandwidth'].tolerance == (-0.1, None)
     assert chosen['switch_size'].tolerance == (None, None)          # a size, not a speed
@@ -357,13 +357,12 @@ def test_mpi_stacks_side_by_side_from_a_real_session():
                               'MpiStartupCheck num_nodes=1 on local:default']
     pingpong = groups['ImbPairCheck benchmark=PingPong on local:default']
     assert list(pingpong) == ['openmpi', 'mpich', 'intelmpi']
-    assert pingpong['openmpi']['inputs'].startswith('PingPong placement=1 node(s) x 2 rank(s)')
+    assert pingpong['openmpi'].inputs.startswith('PingPong placement=1 node(s) x 2 rank(s)')
     table = stack_comparison.stacks_table(pingpong).splitlines()
     assert table[0].split() == ['figure', 'openmpi', 'mpich', 'intelmpi']
     rows = {line.split()[0]: line.split()[2:] for line in table[2:]}
-    figures = {env: case['perfvalues'] for env, case in pingpong.items()}
-    assert rows['latency'] == [f'{figures[e]["latency"][0]:.4g}' for e in pingpong]
-    assert rows['bandwidth_4MiB'] == [f'{figures[e]["bandwidth_4MiB"][0]:.0f}'
+    assert rows['latency'] == [f'{pingpong[e].value("latency"):.4g}' for e in pingpong]
+    assert rows['bandwidth_4MiB'] == [f'{pingpong[e].value("bandwidth_4MiB"):.0f}'
                                       for e in pingpong]
     # Intel MPI's curve shows no switch: its column says so rather than a number.
     assert rows['switch_size'][-1] == '-' and rows['switch_size'][0] == '4096'
@@ -384,11 +383,11 @@ def test_hardware_in_a_figure_matches_the_partition_and_parameter_tuples_their_n
 def test_a_baseline_judges_only_runs_of_the_inputs_it_was_measured_with():
     cases = measured.measured_cases(_imb_session())
     refs = _baseline([_imb_session()])
-    case = next(c for c in cases if c['check'] == 'ImbPairCheck'
-                and c['environ'] == 'openmpi' and c['match']['benchmark'] == 'PingPong')
-    assert case['inputs']
-    same = {'benchmark': 'PingPong', 'inputs': case['inputs']}
-    other = {'benchmark': 'PingPong', 'inputs': case['inputs'] + ' iterations=50'}
+    case = next(c for c in cases if c.check == 'ImbPairCheck'
+                and c.environ == 'openmpi' and c.parameters['benchmark'] == 'PingPong')
+    assert case.inputs
+    same = {'benchmark': 'PingPong', 'inputs': case.inputs}
+    other = {'benchmark': 'PingPong', 'inputs': case.inputs + ' iterations=50'}
     assert references.select(refs, 'ImbPairCheck', 'default', 'openmpi', same)
     assert references.select(refs, 'ImbPairCheck', 'default', 'openmpi', other) == {}
 

@@ -71,8 +71,8 @@ def test_figure_samples_keep_every_run_and_apart_by_inputs():
     samples = measured.figure_samples([new, old], 'local')
     # One value per session where both ran the same test case with the same inputs.
     both = [f for figures in samples.values() for f in figures.values()
-            if len(set(f['sessions'])) == 2]
-    assert both and all(len(f['values']) == 2 for f in both)
+            if len(set(f.sessions)) == 2]
+    assert both and all(len(f.values) == 2 for f in both)
     keys = {key[:4] for key in samples}
     assert len(keys) <= len(samples)         # a case with other inputs is another sample
     assert measured.figure_samples([new, old], 'testbed') == {}
@@ -93,7 +93,7 @@ def test_a_session_stored_before_stream_had_its_stores_parameter_is_the_compiled
         for key, figures in measured.figure_samples([new, old], 'local').items():
             if key[0] == 'StreamCheck' and dict(key[3])['num_threads'] == 1:
                 found.setdefault(dict(key[3]).get('stores'), []).extend(
-                    figures['triad']['values'])
+                    figures['triad'].values)
         return found
 
     stored = triads()
@@ -299,14 +299,13 @@ def _samples_session():
 def test_each_figure_keeps_the_values_its_job_measured_and_how_they_were_aggregated():
     runs = {}
     for case in measured.measured_runs(_samples_session()):
-        runs.setdefault(case['check'], []).append(case)
+        runs.setdefault(case.check, []).append(case)
 
     def recorded(check, variable, **match):
-        case = next(c for c in runs[check] if all(c['match'][k] == v for k, v in
+        case = next(c for c in runs[check] if all(c.parameters[k] == v for k, v in
                                                   match.items()))
-        testcase = case['testcase']
-        return (case['perfvalues'][variable][0], testcase['samples'].get(variable),
-                testcase['aggregation'][variable])
+        figure = case.figures[variable]
+        return figure.value, list(figure.samples) or None, figure.how
 
     gflops, solves, how = recorded('HplCheck', 'gflops', layout_name='per-core')
     assert len(solves) == 3 and gflops == max(solves) and how == 'best of 3 solve(s)'
@@ -326,13 +325,11 @@ def test_each_figure_keeps_the_values_its_job_measured_and_how_they_were_aggrega
 
 
 def _figure(values_by_session, unit='MB/s'):
-    """A figure as measured.figure_samples gives it, from {session: [values]}."""
-    figure = {'unit': unit, 'values': [], 'sessions': [], 'times': [], 'stacks': []}
+    """A figure as measured.figure_samples gives it (a Series), from {session: [values]}."""
+    figure = measured.Series(unit)
     for started, (session, values) in enumerate(values_by_session.items()):
-        figure['values'] += values
-        figure['sessions'] += [session] * len(values)
-        figure['times'] += [started] * len(values)
-        figure['stacks'] += [''] * len(values)
+        for value in values:
+            figure = figure.plus(value, session, started, '')
     return figure
 
 
@@ -442,7 +439,7 @@ def test_a_stored_figure_that_is_no_number_is_shown_as_it_is_and_the_rest_report
     assert report.returncode == 0 and 'Traceback' not in report.stdout + report.stderr, \
         report.stderr[-3000:]
     summary = (var / 'report' / 'local' / 'summary.md').read_text()
-    assert re.search(r'\| hpl \| nan GFLOP/s \|', summary), summary[:3000]
+    assert re.search(r'\| hpl \| nan \| GFLOP/s \|', summary), summary[:3000]
 
 
 def test_session_ids_are_taken_whole_or_by_a_prefix_that_names_one():

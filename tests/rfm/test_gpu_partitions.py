@@ -207,8 +207,8 @@ def _eight_gpu_nvidia_smi(tmp_path):
     query = tmp_path / 'query.csv'
     query.write_text('\n'.join([header, *(row.replace('0, ', f'{i}, ', 1) for i in range(8))])
                      + '\n')
-    from hpcbench.stack import testbed
-    topology = testbed.GPU_TOPOLOGY_FILE
+    from hpcbench.stack import testbed_system
+    topology = testbed_system.GPU_TOPOLOGY_FILE
     return _fake_nvidia_smi(tmp_path, f'case "$1" in --query-gpu=*) cat "{query}";; '
                                       f'topo) cat "{topology}";; *) exit 9;; esac\n')
 

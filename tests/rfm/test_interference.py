@@ -16,7 +16,8 @@ import pytest
 from conftest import BIN, ROOT, needs_root, signals_as_from_a_terminal
 from hpcbench.core import job_script
 from hpcbench.results import session_time
-from hpcbench.rfm import launch_lock, partition, quiet_node
+from hpcbench.core import launch_lock, quiet_node
+from hpcbench.rfm import partition
 
 
 def _busy_loop(seconds=120):

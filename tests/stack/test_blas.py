@@ -2,6 +2,7 @@
 how host.yaml describes them to Spack, their ReFrame environments, and real HPL and DGEMM
 runs on each, shown as BLAS x MPI."""
 import ctypes
+import dataclasses
 import json
 import os
 import re
@@ -14,7 +15,7 @@ from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import layout, node, paths
 from hpcbench.report import contents
 from hpcbench.results import measured, stack_comparison, verdicts
-from hpcbench.rfm import site_config
+from hpcbench.rfm import site_environments
 from hpcbench.machine import host
 from hpcbench.stack import blas, machine_systems
 from hpcbench.rfm.build import PREFIX_FILE
@@ -100,13 +101,13 @@ def test_each_other_blas_is_an_environment_of_the_first_stack_only(monkeypatch):
     monkeypatch.delenv('HPCBENCH_BLAS', raising=False)
     stacks = mpi_stacks.local_stacks()[:2]
     libraries = blas.local_libraries()
-    environments = site_config.stack_environments(stacks, ['local'], {'spack_root': '/spack'},
+    environments = site_environments.stack_environments(stacks, ['local'], {'spack_root': '/spack'},
                                                   libraries)
     by_name = {e['name']: e for e in environments}
     default = libraries[0]
     assert by_name['openmpi']['extras']['spack_blas'] == default.spack_spec
     assert by_name['mpich']['extras']['spack_blas'] == default.spack_spec
-    others = [e for e in environments if site_config.OTHER_BLAS in e['features']]
+    others = [e for e in environments if site_environments.OTHER_BLAS in e['features']]
     assert [e['name'] for e in others] == [f'openmpi-{b.name}' for b in libraries[1:]]
     for env, library in zip(others, libraries[1:]):
         # Not an `mpi` environment: IMB, IOR, STREAM and start-up run once per stack.
@@ -119,7 +120,7 @@ def test_each_other_blas_is_an_environment_of_the_first_stack_only(monkeypatch):
                                  **asked}
         assert env['env_vars'] == by_name['openmpi']['env_vars']
     # Without a Spack nothing builds them: no environment either.
-    environments = site_config.stack_environments(stacks, ['local'], {}, libraries)
+    environments = site_environments.stack_environments(stacks, ['local'], {}, libraries)
     assert [e['name'] for e in environments] == ['openmpi', 'mpich']
 
 
@@ -306,8 +307,9 @@ def test_which_blas_is_fastest_is_said_with_a_statistic():
     assert 'ahead of openmpi-blis by 121.0 %, p = 0.05' in lines[2]
     # No better direction (a count), or one value each: no ranking.
     assert verdicts.rank_environments(hpl, 'time') != [] and \
-        verdicts.rank_environments({e: {**c, 'runs': {}, 'testcase': {}} for e, c in
-                                    hpl.items()}, 'gflops') == []
+        verdicts.rank_environments({e: dataclasses.replace(c, figures={
+            n: dataclasses.replace(f, runs=(), samples=()) for n, f in c.figures.items()})
+            for e, c in hpl.items()}, 'gflops') == []
 
 
 def _assert_built_for_its_target(library):

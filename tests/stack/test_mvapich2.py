@@ -190,7 +190,7 @@ def test_four_mpis_side_by_side_with_repeats():
     assert {measured.stack_of(c)['mpi'].split('@')[0] for c in group.values()} == {
         'openmpi', 'mpich', 'intel-oneapi-mpi', 'mvapich2'}
     table = stack_comparison.stacks_table(group)
-    assert all(len(c['runs']['latency']) == 3 for c in group.values())
+    assert all(len(c.figures['latency'].runs) == 3 for c in group.values())
     assert re.search(r'^peak_bandwidth \[MB/s\] +23470 \(median of 3\) +23261 \(median of 3\) '
                      r'+20462 \(median of 3\) +16095 \(median of 3\)$', table, re.M), table
     ranks = verdicts.rank_environments(group, 'latency')

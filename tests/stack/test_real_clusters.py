@@ -16,7 +16,7 @@ import pytest
 from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import accelerators, slurm_cluster
 from hpcbench.rfm import described_site
-from hpcbench.stack import site_description
+from hpcbench.stack import new_system
 
 SITES = FIXTURES / 'slurm' / 'sites'
 TESTBED = FIXTURES / 'slurm' / 'testbed'
@@ -38,9 +38,9 @@ def _partitions_of(nodes):
 def _node_facts(**over):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        site_description.print_node_facts()
+        new_system.print_node_facts()
     line, = printed.getvalue().splitlines()
-    return {**json.loads(line[len(site_description.NODE_FACTS_MARK):]), **over}
+    return {**json.loads(line[len(new_system.NODE_FACTS_MARK):]), **over}
 
 
 def _described(site, root, facts=None):
@@ -48,12 +48,12 @@ def _described(site, root, facts=None):
     nodes = (SITES / site / 'scontrol-show-node.txt').read_text()
     cluster = slurm_cluster.cluster_from(CONFIG, _partitions_of(nodes), nodes, MPI_LIST)
     facts = facts or {}
-    description, asks = site_description.describe(
+    description, asks = new_system.describe(
         site.replace('_', '-'), cluster,
         {p.name: facts.get(p.name) or _node_facts(gpus=[], gpus_seen=0)
          for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
-    written = site_description.write(site, description, asks, root)
-    loaded = site_description.load(written[0])
+    written = new_system.write(site, description, asks, root)
+    loaded = new_system.load(written[0])
     return loaded, asks, described_site.site_configuration(written[1])
 
 
@@ -157,7 +157,7 @@ def test_an_untyped_gpu_gres_is_described_by_what_the_node_says(root, tmp_path):
     said = accelerators.from_query_csv((FIXTURES / 'gpu' / 'h100' /
                                         'nvidia-smi-query.csv').read_text())
     facts = _node_facts(gpus_seen=len(said), gpus=[
-        {f: getattr(g, f) for f in site_description.NODE_GPU_FIELDS} for g in said])
+        {f: getattr(g, f) for f in new_system.NODE_GPU_FIELDS} for g in said])
     described, asks, config = _described('slurm20-compute-gpu-untyped', root,
                                          {'compute': facts})
     compute = _entry(described, 'compute')
@@ -187,11 +187,11 @@ def test_a_node_of_two_gpu_models_and_nodes_of_two_shapes_are_described_and_list
     cluster = slurm_cluster.cluster_from(
         CONFIG, (TESTBED / 'scontrol-show-partition.txt').read_text(), nodes, MPI_LIST)
     facts = _node_facts(gpus=[], gpus_seen=0)
-    description, asks = site_description.describe(
+    description, asks = new_system.describe(
         'mixed', cluster, {p.name: facts for p in cluster.partitions}, 'login1',
         ['openmpi', 'mpich'])
-    written = site_description.write('mixed', description, asks, root)
-    described = site_description.load(written[0])
+    written = new_system.write('mixed', description, asks, root)
+    described = new_system.load(written[0])
     batch, gpu = described['partitions']
     assert batch['nodes_of_another_shape'] == {'n1': 'CPUTot=2 (not 1), RealMemory=8035 (not '
                                                '4000)', 'n3': 'CPUTot=2 (not 1), RealMemory='
@@ -271,7 +271,7 @@ def test_new_system_describes_a_real_cluster_through_its_controller(site, root, 
     """`hpcbench new-system` as a site runs it, its scontrol a stand-in printing the site's
     real node records (and partitions from them), its srun job this host's facts: it writes
     the system and names what it asks."""
-    from test_site_description import _controller
+    from test_new_system import _controller
     nodes = (SITES / site / 'scontrol-show-node.txt').read_text()
     env = _controller(tmp_path, nodes, _partitions_of(nodes))
     done = subprocess.run([str(BIN / 'hpcbench'), 'new-system', 'realcluster'],
@@ -279,7 +279,7 @@ def test_new_system_describes_a_real_cluster_through_its_controller(site, root, 
                           env={**env, 'HPCBENCH_PROJECT': str(root),
                                'HPCBENCH_VAR': str(root / 'var')})
     assert done.returncode == 0, done.stdout + done.stderr
-    described = site_description.load(root / 'site-configs' / 'realcluster.yaml')
+    described = new_system.load(root / 'site-configs' / 'realcluster.yaml')
     records = slurm_cluster.records(nodes, 'Node')
     assert {p['name'] for p in described['partitions']} == {
         p for r in records for p in slurm_cluster._names(r['Partitions'])}

@@ -169,25 +169,6 @@ def collective_figures(table, ranks):
             'size': largest.size}
 
 
-def links_text(links):
-    """`links=0-1:NV18,0-2:SYS`: each pair's link ({(i, j): path}), for a run's inputs, so
-    that the report sets each pair's figure beside its link."""
-    return 'links=' + ','.join(f'{i}-{j}:{path}' for (i, j), path in sorted(links.items()))
-
-
-def links_of(inputs):
-    """{(i, j): path} of the `links=` a run's inputs carry; {} without."""
-    found = re.search(r'(?:^| )links=(\S+)', inputs or '')
-    if not found:
-        return {}
-    pairs = {}
-    for item in found.group(1).split(','):
-        match = re.fullmatch(r'(\d+)-(\d+):(\w+)', item)
-        if match:
-            pairs[(int(match.group(1)), int(match.group(2)))] = match.group(3)
-    return pairs
-
-
 def slow_pairs(efficiencies, goal=LINK_GOAL_PERCENT):
     """{(i, j): percent} of the pairs below `goal` percent of their link."""
     return {pair: value for pair, value in efficiencies.items()

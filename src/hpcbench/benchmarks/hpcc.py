@@ -20,7 +20,7 @@ _PTRANS_LINES = (
     '0                               values of NB',
 )
 
-# Quick mode's share of the node's memory for HPCC (hpcbench.rfm.site_config.MODES): its
+# Quick mode's share of the node's memory for HPCC (hpcbench.rfm.run_modes.MODES): its
 # RandomAccess tables, FFT vectors and DGEMM and STREAM operands all scale with it. At T2K's
 # 1/25 (HPL's quick size) a case took 67-78 s here, 158 s on MVAPICH2, half of it or more in
 # the two MPI RandomAccess runs, which this suite does not report; HplCheck measures HPL

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, replace
 
 from hpcbench.core import job_script
+from hpcbench.core.node import READ_CACHE_POLICIES
 from hpcbench.core.parsing import any_newlines, measured_value
 from hpcbench.benchmarks.reports import Reports
 
@@ -67,15 +68,7 @@ def block_size(node_memory_bytes, tasks_per_node, transfer, factor=CACHE_FACTOR)
     return math.ceil(wanted / transfer) * transfer
 
 
-# How reads are kept from measuring the page cache the writes filled (CHiC and OFP wrote
-# more than memory or read on other nodes):
-#   size:        each node writes CACHE_FACTOR x its memory (the default on one node);
-#   reorder:     each task reads what a task of the next node wrote (-C; the default on
-#                several nodes);
-#   direct:      O_DIRECT for both phases (POSIX only);
-#   drop-caches: write and keep the files, flush and drop the page cache (needs root),
-#                then read in a second IOR run of the same job.
-READ_CACHE_POLICIES = ('size', 'reorder', 'direct', 'drop-caches')
+# How reads avoid the page cache: hpcbench.core.node.READ_CACHE_POLICIES.
 # Data per task when the policy does not size it: large enough for steady streaming.
 DEFAULT_BLOCK = 512 * MIB
 DROP_CACHES = 'sync && echo 3 > /proc/sys/vm/drop_caches'

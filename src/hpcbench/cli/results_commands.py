@@ -42,7 +42,7 @@ def _baseline(args):
     valid = []
     for data in sessions:
         info = data['session_info']
-        if any(c['system'] == args.system for c in measured.measured_runs(data)):
+        if any(c.system == args.system for c in measured.measured_runs(data)):
             valid.append(data)
         else:
             print(f'session {info["uuid"]} ({info.get("time_start", "?")}) has no valid '
@@ -77,10 +77,10 @@ def _hpl_tuning(args):
                                          args.session)
     tables = {}
     for case in cases:
-        rates = tables.setdefault((case['partition'], case['environ']), {})
-        for name, (value, _unit) in case['perfvalues'].items():
+        rates = tables.setdefault((case.partition, case.environ), {})
+        for name, figure in case.figures.items():
             setting, label = name.split('=', 1)
-            rates.setdefault(setting, {})[label] = value
+            rates.setdefault(setting, {})[label] = figure.value
 
     print(f'HPL tuning sweep, session {uuid}')
     for (partition, environ), rates in sorted(tables.items()):
@@ -99,9 +99,9 @@ def _screen_nodes(args):
     HPL (T2K 4.2) and by their slowest GPU's DGEMM."""
     from hpcbench.benchmarks import hpl_output
     from hpcbench.results import measured, results_db
-    from hpcbench.stack import site_description
+    from hpcbench.stack import new_system
     config = results_db.site_config(args.system)
-    described_states = site_description.node_states(args.system)
+    described_states = new_system.node_states(args.system)
     slow_total, screened = 0, 0
     for check, what, variable, unit in SCREENS:
         try:
@@ -111,9 +111,8 @@ def _screen_nodes(args):
         screened += 1
         groups = {}
         for case in cases:
-            node = ','.join(case['nodelist']) or '?'
-            groups.setdefault((case['partition'], case['environ']), {})[node] = \
-                case['perfvalues'][variable][0]
+            node = ','.join(case.nodes) or '?'
+            groups.setdefault((case.partition, case.environ), {})[node] = case.value(variable)
 
         print(f'{what} node screening, session {uuid}, threshold {args.threshold:g} % below '
               'the median')
@@ -165,13 +164,13 @@ def _compare_stacks(args):
 
     data = stored_session(args)
     cases = [c for c in measured.measured_cases(data, fixtures=True)
-             if pattern.search(c['check'])]
+             if pattern.search(c.check)]
     groups = stack_comparison.side_by_side(cases)
     print(f'MPI stacks and BLAS libraries side by side, session '
           f'{data["session_info"]["uuid"]} ({len(groups)} test case(s) measured in more than '
           'one environment)')
     for heading, group in groups:
-        inputs = {c['inputs'] for c in group.values()}
+        inputs = {c.inputs for c in group.values()}
         print(f'\n{heading}' + (f'\n  inputs: {inputs.pop()}' if len(inputs) == 1 else ''))
         print(stack_comparison.stacks_table(group))
         for line in stack_comparison.withheld_lines(group):
@@ -259,7 +258,7 @@ def _compare(args):
     """Judge sessions against earlier ones, figure by figure, as the report does
     (hpcbench.results.picture.judged); exit status 1 on a regression, 2 when it cannot judge
     (hpcbench.cli)."""
-    from hpcbench.report import markdown_summary
+    from hpcbench.report import markdown_summary, sections
     from hpcbench.results import picture, references, results_db
     # The system's references are checked first, as every ReFrame command does when it
     # loads the site config: a broken file is its own one line.
@@ -287,8 +286,8 @@ def _compare(args):
                            f'an earlier one (within {args.days} days) to judge it against')
     print(comparison.describe())
     shown = [r for r in comparison.rows if args.all or r.verdict.verdict != 'no change']
-    print(markdown_summary.text_table(markdown_summary.COMPARISON_HEADER,
-                                      [markdown_summary.comparison_cells(r) for r in shown]))
+    print(markdown_summary.text_table(sections.COMPARISON_HEADER,
+                                      [sections.comparison_cells(r) for r in shown]))
     if comparison.regressions:
         raise Worse(f'{len(comparison.regressions)} regression(s)')
 

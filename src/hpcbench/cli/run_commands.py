@@ -32,8 +32,8 @@ def _mode_options(args):
     win: `--mode=quick -p openmpi` selected every environment.)"""
     import shlex
 
-    from hpcbench.rfm import site_config
-    print(shlex.join(site_config.mode_options(args.mode, args.system)))
+    from hpcbench.rfm import run_modes
+    print(shlex.join(run_modes.mode_options(args.mode, args.system)))
 
 
 def _exec_options(args):
@@ -41,8 +41,8 @@ def _exec_options(args):
     share a host), shell-quoted."""
     import shlex
 
-    from hpcbench.rfm import site_config
-    print(shlex.join(site_config.execution_options(args.system)))
+    from hpcbench.rfm import run_modes
+    print(shlex.join(run_modes.execution_options(args.system)))
 
 
 def register(sub):
@@ -61,7 +61,7 @@ def register(sub):
     stored.set_defaults(func=_stored_run)
     mode = sub.add_parser('mode-options', help="print a ReFrame mode's options (make run "
                                                'puts them before RFM_OPTS)')
-    mode.add_argument('mode', help='quick or full (hpcbench.rfm.site_config.MODES)')
+    mode.add_argument('mode', help='quick or full (hpcbench.rfm.run_modes.MODES)')
     mode.add_argument('--system', help="the system whose mode (full: its paper's run, node "
                                        'screening included where its paper screened)')
     mode.set_defaults(func=_mode_options)

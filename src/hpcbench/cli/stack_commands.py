@@ -95,8 +95,8 @@ def _bundle(args):
 
 
 def _new_system(args):
-    from hpcbench.stack import site_description
-    written, asks = site_description.new_system(
+    from hpcbench.stack import new_system
+    written, asks = new_system.from_slurm(
         args.name, force=args.force, access=args.access, io_directory=args.io_directory,
         timeout=args.job_timeout, mpi_prefixes=args.mpi)
     print(f'described {args.name}; wrote, for review:')

@@ -323,7 +323,7 @@ def from_gres(gres, known=None):
     or None: hpcbench.machine.datasheets.gres_model) gives that model; any other, or none, a
     GPU of a model not known ('GPU (GRES gpu:rtx2080ti)', vendor and architecture unknown:
     it is measured by nothing until the node's own tool names it, hpcbench.stack.
-    site_description). [] without a GPU. Power limit, clocks and ECC are not known from it
+    new_system). [] without a GPU. Power limit, clocks and ECC are not known from it
     (0 and None)."""
     gpus = []
     for item in gres_gpus(gres):

@@ -6,6 +6,18 @@ memory, core clock, double-precision flop per cycle per core: hpcbench.machine.d
 """
 from dataclasses import dataclass
 
+# How a node's reads are kept from measuring the page cache its writes filled, a fact of
+# its file system a partition's description may name (`io_read_cache_policy`; CHiC and OFP
+# wrote more than memory or read on other nodes):
+#   size:        each node writes more than its memory (hpcbench.benchmarks.ior.CACHE_FACTOR
+#                times it; the default on one node);
+#   reorder:     each task reads what a task of the next node wrote (-C; the default on
+#                several nodes);
+#   direct:      O_DIRECT for both phases (POSIX only);
+#   drop-caches: write and keep the files, flush and drop the page cache (needs root),
+#                then read in a second IOR run of the same job.
+READ_CACHE_POLICIES = ('size', 'reorder', 'direct', 'drop-caches')
+
 
 class NodeDescriptionError(ValueError):
     pass

@@ -73,7 +73,7 @@ def acquire_for_this_run(var_dir, database=None):
     results (ready(); `database`: the results database a measuring run stores into, None for
     a dry run); on a held lock or a var/ that cannot keep them, say so on stderr in one
     message and exit 1 (before ReFrame writes anything). Its path was checked, and the
-    directory claimed, when the site config loaded (hpcbench.rfm.site_config.claim_var)."""
+    directory claimed, when the site config loaded (hpcbench.rfm.site_guards.claim_var)."""
     # Once per process: the site config's import and its config() both ask.
     if not is_a_run(sys.argv[1:]) or _held is not None:
         return

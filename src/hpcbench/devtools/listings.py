@@ -27,22 +27,22 @@ DESCRIBED = 'described'
 def _described_site_config(root):
     """A project root `root` holding a system new-system describes from the testbed's
     controller outputs and this host's facts; its site config's path."""
-    from hpcbench.stack import site_description
+    from hpcbench.stack import new_system
     config, partitions, nodes, mpi = ((TESTBED_OUTPUTS / name).read_text() for name in (
         'scontrol-show-config.txt', 'scontrol-show-partition.txt', 'scontrol-show-node.txt',
         'srun-mpi-list.txt'))
     cluster = slurm_cluster.cluster_from(config, partitions, nodes, mpi)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        site_description.print_node_facts()
-    facts = json.loads(printed.getvalue().strip()[len(site_description.NODE_FACTS_MARK):])
+        new_system.print_node_facts()
+    facts = json.loads(printed.getvalue().strip()[len(new_system.NODE_FACTS_MARK):])
     facts['gpus_seen'] = 0
     (root / 'spack-envs' / 'testbed').mkdir(parents=True)
     shutil.copy(paths.SPACK_ENVS_DIR / 'testbed' / 'spack.yaml', root / 'spack-envs' / 'testbed')
-    description, asks = site_description.describe(
+    description, asks = new_system.describe(
         DESCRIBED, cluster, {p.name: facts for p in cluster.partitions}, 'login1',
         ['openmpi', 'mpich'], io_directory='/scratch/hpcbench')
-    written = site_description.write(DESCRIBED, description, asks, root)
+    written = new_system.write(DESCRIBED, description, asks, root)
     return Path(written[1])
 
 

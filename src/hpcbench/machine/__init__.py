@@ -10,5 +10,6 @@ the facts of the host this runs on (host: /proc, nvidia-smi, rocm-smi, xpu-smi) 
 Slurm cluster as its controller tells them (slurm_query); whether an MPI sends from GPU
 memory (device_buffers); the YAML the descriptions are written in (plain_yaml).
 
-May import core and benchmarks; results, stack and everything above import it.
+May import core alone (what a machine is depends on no benchmark); results, stack and
+everything above import it.
 """

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hpcbench.core import accelerators, paths
 from hpcbench.machine import plain_yaml
-from hpcbench.machine.description import DescriptionError, validated
+from hpcbench.machine.description_schema import DescriptionError, validated
 
 PROJECT_FILE = paths.DATASHEETS_FILE
 NOT_PUBLISHED = 'not published'

@@ -53,7 +53,7 @@ class DeviceBuffers:
                 **({'env': dict(self.env)} if self.env else {})}
 
 
-# The description's schema of it (hpcbench.machine.description.STACK_SCHEMA).
+# The description's schema of it (hpcbench.machine.description_schema.STACK_SCHEMA).
 SCHEMA = {'type': 'object', 'required': ['cuda', 'evidence'],
           'properties': {'cuda': {'type': 'boolean'}, 'evidence': {'type': 'string'},
                          'env': {'type': 'object',

@@ -4,6 +4,7 @@ as rows before any page is written: each case's figures against their references
 ceilings (ceiling_rows), the GPUs against their datasheets, the BLAS x MPI tables."""
 import math
 import statistics
+from dataclasses import dataclass
 
 from hpcbench.benchmarks import gpu_mpi
 from hpcbench.results import references, stack_comparison
@@ -14,9 +15,11 @@ SESSION_FACTS = ('project_commit', 'spack_commit', 'spack_lock', 'host', 'blas_d
                  'blas_default_from')
 
 
-# Per test case (hpcbench.rfm.plugins.Provenance and the checks' `inputs`).
-CASE_FACTS = ('inputs', 'build_spec', 'topology', 'project_commit', 'spack_commit',
-              'spack_lock')
+def case_facts(case):
+    """[(name, value)] of what made a case's figures: its inputs and its provenance
+    (hpcbench.rfm.plugins.Provenance), each '' where not recorded."""
+    return [('inputs', case.inputs),
+            *((name, getattr(case.provenance, name)) for name in case.provenance.FIELDS)]
 
 
 def margin(value, reference):
@@ -26,29 +29,37 @@ def margin(value, reference):
     return 100.0 * (value - reference) / abs(reference)
 
 
+@dataclass(frozen=True)
+class ReferenceRow:
+    """One figure of a case against its reference: lower and upper are fractions of the
+    reference, margin percent of it; source the cited figure, if any."""
+    variable: str
+    value: float
+    unit: str
+    ref: float = None
+    lower: float = None
+    upper: float = None
+    result: str = 'no reference'
+    margin: float = None
+    source: str = ''
+    measured_as: str = ''
+
+
 def reference_rows(case, reference_set):
-    """A case's figures with their references: dicts with variable, value, unit, ref,
-    lower, upper (fractions), result, margin (%), source (the cited figure, if any)."""
-    cited = references.select(reference_set, case['check'], case['partition'],
-                              case['environ'], case['testcase']) if reference_set else {}
+    """A case's figures with their references (ReferenceRow), those withheld after them."""
+    cited = references.select(reference_set, case.check, case.partition, case.environ,
+                              case.variables) if reference_set else {}
     rows = []
-    for variable, (value, unit) in case['perfvalues'].items():
-        ref, lower, upper, result = case['references'][variable]
-        has_ref = bool(ref) or lower is not None or upper is not None
+    for variable, figure in case.figures.items():
         fig = cited.get(variable)
-        rows.append({
-            'variable': variable, 'value': value, 'unit': unit,
-            'ref': ref if has_ref else None, 'lower': lower, 'upper': upper,
-            'result': result if has_ref else 'no reference',
-            'margin': margin(value, ref) if has_ref else None,
-            'source': (f'{fig.source} {fig.where}' if fig else ''),
-            'measured_as': measured_as(case, variable),
-        })
+        rows.append(ReferenceRow(
+            variable, figure.value, figure.unit, figure.reference, figure.lower,
+            figure.upper, figure.result,
+            margin(figure.value, figure.reference) if figure.has_reference else None,
+            f'{fig.source} {fig.where}' if fig else '', measured_as(case, variable)))
     # A ratio above 100 % of its ceiling is no result: shown as withheld, with why.
-    for variable, why in (case['testcase'].get('flagged') or {}).items():
-        rows.append({'variable': variable, 'value': None, 'unit': '%', 'ref': None,
-                     'lower': None, 'upper': None, 'result': 'withheld', 'margin': None,
-                     'source': '', 'measured_as': why})
+    rows += [ReferenceRow(variable, None, '%', result='withheld', measured_as=why)
+             for variable, why in case.withheld.items()]
     return rows
 
 
@@ -73,10 +84,10 @@ def measured_as(case, variable):
     """How the job measured a figure and what it measured (hpcbench.rfm.plugins.Samples):
     `best of 3 solve(s): median 47.9, 47.4 to 53.4 (n=3, spread 12 %)`; '' when the check
     does not say."""
-    testcase = case['testcase']
-    how = (testcase.get('aggregation') or {}).get(variable, '')
-    values = (testcase.get('samples') or {}).get(variable)
-    return f'{how}: {distribution(values)}' if values else how
+    figure = case.figures.get(variable)
+    if figure is None:
+        return ''
+    return f'{figure.how}: {distribution(figure.samples)}' if figure.samples else figure.how
 
 
 # What the report sets against the node's ceilings: per check, its figure and its ratios
@@ -101,7 +112,8 @@ CEILING_HEADER = ['test case', 'environ', 'figure', 'against', 'ratio', 'over th
 def over_runs_text(case, variable):
     """`median 92.3, 88.1 to 95 (n=6, spread 7 %) of this stack's runs`: a case's figure over
     the stored runs of its stack (over_stored_runs); '' for fewer than two."""
-    values = (case.get('over_runs') or {}).get(variable) or []
+    figure = case.figures.get(variable)
+    values = figure.over_runs if figure else ()
     if len(values) < 2:
         return ''
     return f"{distribution(values)} of this stack's runs"
@@ -110,23 +122,22 @@ def over_runs_text(case, variable):
 def ceiling_rows(cases, ceilings):
     """The node's ceilings (`ceilings`: their figures, as measured), then HPL's and STREAM's
     figures in `cases` against them: rows of CEILING_HEADER; a ratio withheld says so."""
-    rows = [[case_title(case), case['environ'], f'{variable} = {format_value(value)} {unit}',
-             'measured', '', '', measured_as(case, variable)]
-            for case in ceilings for variable, (value, unit) in case['perfvalues'].items()]
+    rows = [[case.title, case.environ, f'{name} = {format_value(f.value)} {f.unit}',
+             'measured', '', '', measured_as(case, name)]
+            for case in ceilings for name, f in case.figures.items()]
     for case in cases:
-        figure, ratios = CEILING_RATIOS.get(case['check'], (None, ()))
-        flagged = case['testcase'].get('flagged') or {}
-        present = [r for r in ratios if r[0] in case['perfvalues'] or r[0] in flagged]
-        if figure not in case['perfvalues'] or not present:
+        figure, ratios = CEILING_RATIOS.get(case.check, (None, ()))
+        present = [r for r in ratios if r[0] in case.figures or r[0] in case.withheld]
+        if figure not in case.figures or not present:
             continue
-        value, unit = case['perfvalues'][figure]
+        shown = case.figures[figure]
         for variable, against in present:
-            ratio = case['perfvalues'].get(variable, (None, ''))[0]
-            rows.append([case_title(case), case['environ'],
-                         f'{figure} = {format_value(value)} {unit}', against,
-                         'withheld' if variable in flagged else f'{ratio:.1f} %',
+            rows.append([case.title, case.environ,
+                         f'{figure} = {format_value(shown.value)} {shown.unit}', against,
+                         'withheld' if variable in case.withheld
+                         else f'{case.value(variable):.1f} %',
                          over_runs_text(case, variable),
-                         flagged.get(variable) or measured_as(case, variable)])
+                         case.withheld.get(variable) or measured_as(case, variable)])
     return rows
 
 
@@ -153,24 +164,23 @@ def gpu_rows(cases, papers=()):
     ClearSpeed board, 2 in 2006). Rows of GPU_HEADER; [] without a GPU case."""
     rows = []
     for case in cases:
-        flagged = case['testcase'].get('flagged') or {}
-        for figure, ratio, against in GPU_RATIOS.get(case['check'], ()):
-            if figure not in case['perfvalues']:
+        for figure, ratio, against in GPU_RATIOS.get(case.check, ()):
+            if figure not in case.figures:
                 continue
-            value, unit = case['perfvalues'][figure]
+            shown = case.figures[figure]
             if ratio is None:
-                power = case['perfvalues'].get('power', (None, ''))[0]
+                power = case.value('power')
                 against = against if power is None else f'{format_value(power)} W drawn'
                 text = ''
-            elif ratio in flagged:
+            elif ratio in case.withheld:
                 text = 'withheld'
-            elif ratio in case['perfvalues']:
-                text = f'{case["perfvalues"][ratio][0]:.1f} %'
+            elif ratio in case.figures:
+                text = f'{case.value(ratio):.1f} %'
             else:
                 text = '-'
-            rows.append([case_title(case), case['environ'],
-                         f'{figure} = {format_value(value)} {unit}', against, text,
-                         flagged.get(ratio) or measured_as(case, figure)])
+            rows.append([case.title, case.environ,
+                         f'{figure} = {format_value(shown.value)} {shown.unit}', against,
+                         text, case.withheld.get(ratio) or measured_as(case, figure)])
     if not rows:
         return []
     for refs in papers:
@@ -207,26 +217,24 @@ def gpu_to_gpu_rows(cases):
     """The GPU-to-GPU figures in `cases` against the link they cross (GPU_TO_GPU_RATIOS), and
     each device-buffer pair bandwidth against the same partition's pinned host-device copy
     (the host-staged floor): rows of GPU_HEADER; [] without such a case."""
-    floors = {case['partition']: case['perfvalues'][HOST_STAGED[1]][0] for case in cases
-              if case['check'] == HOST_STAGED[0] and HOST_STAGED[1] in case['perfvalues']}
+    floors = {case.partition: case.value(HOST_STAGED[1]) for case in cases
+              if case.check == HOST_STAGED[0] and HOST_STAGED[1] in case.figures}
     rows = []
     for case in cases:
-        flagged = case['testcase'].get('flagged') or {}
-        for figure, ratio, against in GPU_TO_GPU_RATIOS.get(case['check'], ()):
-            if figure not in case['perfvalues'] or (ratio and ratio not in case['perfvalues']
-                                                    and ratio not in flagged):
+        for figure, ratio, against in GPU_TO_GPU_RATIOS.get(case.check, ()):
+            if figure not in case.figures or (ratio and ratio not in case.figures
+                                              and ratio not in case.withheld):
                 continue
-            value, unit = case['perfvalues'][figure]
-            text = ('withheld' if ratio in flagged else
-                    f'{case["perfvalues"][ratio][0]:.1f} %' if ratio else '')
-            rows.append([case_title(case), case['environ'],
-                         f'{figure} = {format_value(value)} {unit}', against, text,
-                         flagged.get(ratio) or measured_as(case, figure)])
-        floor = floors.get(case['partition'])
-        if case['check'] in ('DeviceBufferPairCheck', 'OsuPairCheck') and floor and \
-                'bandwidth' in case['perfvalues']:
-            value = case['perfvalues']['bandwidth'][0]
-            rows.append([case_title(case), case['environ'],
+            shown = case.figures[figure]
+            text = ('withheld' if ratio in case.withheld else
+                    f'{case.value(ratio):.1f} %' if ratio else '')
+            rows.append([case.title, case.environ,
+                         f'{figure} = {format_value(shown.value)} {shown.unit}', against,
+                         text, case.withheld.get(ratio) or measured_as(case, figure)])
+        floor = floors.get(case.partition)
+        if case.check in PAIR_CHECKS and floor and 'bandwidth' in case.figures:
+            value = case.value('bandwidth')
+            rows.append([case.title, case.environ,
                          f'bandwidth = {format_value(value)} GB/s',
                          f'host-staged floor: pinned copy {format_value(floor)} GB/s',
                          f'{100 * value / floor:.1f} %',
@@ -235,40 +243,70 @@ def gpu_to_gpu_rows(cases):
     return rows
 
 
+# The checks that measure every GPU pair of a node.
+PAIR_CHECKS = ('DeviceBufferPairCheck', 'OsuPairCheck')
+
+
 def gpu_pair_matrices(cases):
-    """[(title, header, rows)]: each intra-node pair case's bandwidth (DeviceBufferPairCheck's
-    PingPong, OsuPairCheck's osu_bw; GB/s) of every GPU pair, its samples in the order the job ran the pairs
-    (hpcbench.benchmarks.gpu_mpi.gpu_pairs), as a GPU x GPU matrix, each pair beside its
-    link where the run's inputs name it (`links=0-1:NV18,...`: the node's topology)."""
+    """[(title, header, rows, notes)]: each intra-node pair case's figures of every GPU pair
+    of each node it ran on (DeviceBufferPairCheck's PingPong, OsuPairCheck's osu_bw: GB/s
+    one way, and the pair's share of its link) as a GPU x GPU matrix, each pair beside the
+    link it crossed (the node's topology); the notes name the slowest pair and those below
+    the goal (hpcbench.benchmarks.gpu_mpi.LINK_GOAL_PERCENT)."""
     matrices = []
     for case in cases:
-        if case['check'] not in ('DeviceBufferPairCheck', 'OsuPairCheck') or \
-                case['match'].get('path') != 'intra-node':
+        if case.check not in PAIR_CHECKS or case.parameters.get('path') != 'intra-node':
             continue
-        values = (case['testcase'].get('samples') or {}).get('bandwidth') or []
-        gpus = next((n for n in range(2, 65) if n * (n - 1) // 2 == len(values)), None)
-        if not gpus:
-            continue
-        pairs = [(i, j) for i in range(gpus) for j in range(i + 1, gpus)]
-        by_pair = dict(zip(pairs, values))
-        links = gpu_mpi.links_of(case['testcase'].get('inputs'))
+        nodes = {}
+        for pair in case.pairs:
+            if not pair.key.other_node and 'bandwidth' in pair.figures:
+                nodes.setdefault(pair.key.node, {})[pair.key.gpus] = pair
+        for node, pairs in sorted(nodes.items()):
+            gpus = 1 + max(max(ij) for ij in pairs)
 
-        def cell(i, j):
-            pair = (min(i, j), max(i, j))
-            link = f' ({links[pair]})' if pair in links else ''
-            return f'{format_value(by_pair[pair])}{link}'
-        rows = [[f'GPU{i}', *('-' if i == j else cell(i, j) for j in range(gpus))]
-                for i in range(gpus)]
-        matrices.append((f'{case_title(case)} ({case["environ"]}): GB/s per pair, with '
-                         'its link', ['', *(f'GPU{j}' for j in range(gpus))], rows))
+            def cell(i, j):
+                pair = pairs.get((min(i, j), max(i, j)))
+                if pair is None:
+                    return 'not run'
+                share = pair.figures.get('link_efficiency')
+                return (format_value(pair.figures['bandwidth'])
+                        + (f', {share:.0f} %' if share is not None else '')
+                        + (f' ({pair.link})' if pair.link else ''))
+            rows = [[f'GPU{i}', *('-' if i == j else cell(i, j) for j in range(gpus))]
+                    for i in range(gpus)]
+            matrices.append((f'{case.title} ({case.environ}) on {node}: GB/s per pair, its '
+                             'share of its link, the link', ['', *(f'GPU{j}' for j in
+                                                                    range(gpus))],
+                             rows, slow_pair_notes(case, node)))
     return matrices
+
+
+def slow_pair_notes(case, node):
+    """What the report says of a node's pairs: the slowest, and those below the goal."""
+    slow, slowest = case.slow_pairs()
+    notes = []
+    if slowest and slowest.key.node == node:
+        notes.append(f'slowest pair: {slowest.key.words()}, {_pair_text(slowest)}')
+    below = [p for p in slow if p.key.node == node]
+    if below:
+        notes.append(f'below {gpu_mpi.LINK_GOAL_PERCENT:g} % of its link: '
+                     + '; '.join(f'{p.key.words()} ({_pair_text(p)})' for p in below))
+    elif slowest and slowest.key.node == node:
+        notes.append(f'every pair at {gpu_mpi.LINK_GOAL_PERCENT:g} % of its link or more')
+    return notes
+
+
+def _pair_text(pair):
+    return (f'{format_value(pair.figures["bandwidth"])} GB/s, '
+            f'{pair.figures["link_efficiency"]:.1f} % of its link'
+            + (f' ({pair.link})' if pair.link else ''))
 
 
 def blas_mpi_tables(cases, ceilings):
     """The test cases measured with several BLAS libraries (HPL and its DGEMM ceiling, HPCC),
     their compared figures as BLAS x MPI: [(heading, header, rows)]."""
     groups = stack_comparison.side_by_side([*cases, *(c for c in ceilings
-                                                      if c['check'] == 'DgemmCeiling')])
+                                                      if c.check == 'DgemmCeiling')])
     return [(heading, [f'{variable} [{unit}]', *grid[0]],
              stack_comparison.grid_rows(grid, format_value))
             for heading, variable, unit, grid in stack_comparison.blas_mpi_grids(groups)]
@@ -277,12 +315,12 @@ def blas_mpi_tables(cases, ceilings):
 def summary_rows(cases, reference_set):
     """Per check: test cases, figures, passed, failed, without reference, sessions."""
     rows = []
-    for check in sorted({c['check'] for c in cases}):
-        mine = [c for c in cases if c['check'] == check]
-        judged = [r['result'] for c in mine for r in reference_rows(c, reference_set)]
+    for check in sorted({c.check for c in cases}):
+        mine = [c for c in cases if c.check == check]
+        judged = [r.result for c in mine for r in reference_rows(c, reference_set)]
         rows.append([check, len(mine), len(judged), judged.count('pass'),
                      judged.count('fail'), judged.count('no reference'),
-                     ' '.join(sorted({c['session'][:8] for c in mine}))])
+                     ' '.join(sorted({c.session[:8] for c in mine}))])
     return rows
 
 
@@ -299,10 +337,10 @@ def format_margin(value):
 
 
 def bounds_text(row):
-    if row['ref'] is None:
+    if row.ref is None:
         return ''
-    lower = '-inf' if row['lower'] is None else f'{row["lower"]:+.0%}'
-    upper = '+inf' if row['upper'] is None else f'{row["upper"]:+.0%}'
+    lower = '-inf' if row.lower is None else f'{row.lower:+.0%}'
+    upper = '+inf' if row.upper is None else f'{row.upper:+.0%}'
     return f'[{lower}, {upper}]'
 
 
@@ -311,6 +349,3 @@ def title(check, parameters):
     params = ' '.join(f'{k}={v}' for k, v in sorted(parameters))
     return f'{check} {params}'.strip()
 
-
-def case_title(case):
-    return title(case['check'], case['match'].items())

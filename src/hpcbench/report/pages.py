@@ -12,19 +12,19 @@ and a Markdown summary built from ReFrame's results database.
 This module writes them (write: index.html, summary.md and plots/ into a directory that is
 the report's or empty) from one picture of what the system measured, which the results
 layer builds (hpcbench.results.picture: from the database, or from sessions as data);
-hpcbench.report.contents makes their rows, markdown_summary and html_page their text. The
-report renders; it reads nothing itself but the papers' references for its plots.
+hpcbench.report.contents makes their rows and hpcbench.report.sections the typed sections
+and tables, once; markdown_summary and html_page write those as text. The report renders;
+it reads nothing itself but the papers' references for its plots.
 """
 import datetime
 import itertools
 import shutil
 from pathlib import Path
 
-from hpcbench.report import plots, trend_plots
+from hpcbench.report import plots, sections, trend_plots
 from hpcbench.results import picture, references, verdicts
 from hpcbench.report.markdown_summary import markdown
 from hpcbench.report.html_page import render_html
-from hpcbench.report.contents import gpu_pair_matrices, gpu_rows, gpu_to_gpu_rows
 
 
 # Marks a directory as a report's: only such a directory (or a new or empty one) is
@@ -61,19 +61,14 @@ def write(directory, picture):
     plot_dir.mkdir(parents=True)
     saved = [(plot, plots.save(plot, plot_dir))
              for plot in itertools.chain(plots.all_plots(picture.cases, papers, system),
-                                         trend_plots.trends(picture.history,
+                                         trend_plots.all_trends(picture.history,
                                                             picture.references, system,
                                                             picture.threshold))]
     generated = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
-    gpu = gpu_rows(picture.cases, papers)
-    between = (gpu_to_gpu_rows(picture.cases), gpu_pair_matrices(picture.cases))
-    (directory / 'summary.md').write_text(
-        markdown(system, picture.cases, picture.references, picture.comparison, saved,
-                 generated, picture.ceilings, gpu, between))
+    report = sections.build(picture, saved, papers, generated)
+    (directory / 'summary.md').write_text(markdown(report))
     index = directory / 'index.html'
-    index.write_text(render_html(system, picture.cases, picture.sessions, picture.references,
-                                 picture.comparison, saved, generated, picture.ceilings, gpu,
-                                 between))
+    index.write_text(render_html(report))
     return index
 
 

@@ -79,7 +79,7 @@ def _dodge(series):
 
 
 def _measured(cases, check, predicate=lambda case: True):
-    return [c for c in cases if c['check'] == check and predicate(c)]
+    return [c for c in cases if c.check == check and predicate(c)]
 
 
 def _hpcc_points(cases, variable, x, scale=1.0):
@@ -87,9 +87,9 @@ def _hpcc_points(cases, variable, x, scale=1.0):
     measures HPL, STREAM and PingPong too (the registry-only path's only HPL)."""
     points = {}
     for case in _measured(cases, 'HpccCheck'):
-        if variable in case['perfvalues']:
-            points.setdefault(f'{case["environ"]} HPCC', []).append(
-                (x(case), case['perfvalues'][variable][0] * scale))
+        if variable in case.figures:
+            points.setdefault(f'{case.environ} HPCC', []).append(
+                (x(case), case.value(variable) * scale))
     return {label: sorted(p) for label, p in sorted(points.items())}
 
 
@@ -101,15 +101,15 @@ def _draw_hpcc(ax, points_by_label, system, what=''):
 
 
 def _ranks(case):
-    return int(case['testcase'].get('num_tasks') or 1)
+    return case.num_tasks
 
 
 def _series(cases, key, x, variable):
     """{label: sorted [(x, y)]} of the cases grouped by key(case)."""
     series = {}
     for case in cases:
-        if variable in case['perfvalues']:
-            series.setdefault(key(case), []).append((x(case), case['perfvalues'][variable][0]))
+        if variable in case.figures:
+            series.setdefault(key(case), []).append((x(case), case.value(variable)))
 
     return {label: sorted(points) for label, points in sorted(series.items())}
 
@@ -117,8 +117,9 @@ def _series(cases, key, x, variable):
 def hpl_efficiency(cases, reference_sets, system):
     measured = _measured(cases, 'HplCheck')
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    series = _series(measured, lambda c: f'{system} {c["environ"]} {c["match"].get("layout_name", "")}',
-                     lambda c: int(c['match'].get('num_nodes', 1)), 'efficiency')
+    series = _series(measured, lambda c: f'{system} {c.environ} '
+                                         f'{c.parameters.get("layout_name", "")}',
+                     lambda c: int(c.parameters.get('num_nodes', 1)), 'efficiency')
     for label, points in _dodge(series).items():
         ax.plot(*zip(*points), marker='o', linewidth=2, label=f'{label} (measured)')
     # HPCC's HPL runs on one node.
@@ -149,8 +150,8 @@ def hpl_efficiency(cases, reference_sets, system):
 def stream_triad(cases, reference_sets, system):
     measured = _measured(cases, 'StreamCheck')
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    series = _series(measured, lambda c: f'{system} {c["environ"]} {c["match"]["stores"]} stores',
-                     lambda c: int(c['match']['num_threads']), 'triad')
+    series = _series(measured, lambda c: f'{system} {c.environ} {c.parameters["stores"]} stores',
+                     lambda c: int(c.parameters['num_threads']), 'triad')
     for label, points in series.items():
         ax.plot(*zip(*points), marker='o', linewidth=2, label=f'{label} (measured)')
     # HPCC's StarSTREAM: every rank runs STREAM at once; its figure is per rank (GB/s).
@@ -190,13 +191,13 @@ def _imb_curves(cases, benchmark):
     cases."""
     curves = {}
     for case in cases:
-        if case['check'] in ('ImbPairCheck', 'ImbGroupCheck') and \
-                case['match'].get('benchmark') == benchmark:
-            columns = case['testcase'].get('curve')
-            layout = case['match'].get('layout_name')
+        if case.check in ('ImbPairCheck', 'ImbGroupCheck') and \
+                case.parameters.get('benchmark') == benchmark:
+            columns = case.curve
+            layout = case.parameters.get('layout_name')
             # Sessions stored by an older check may hold no curve, or another shape.
             if isinstance(columns, dict) and columns.get('bytes'):
-                curves[case['environ'] + (f' {layout}' if layout else '')] = columns
+                curves[case.environ + (f' {layout}' if layout else '')] = columns
     return curves
 
 
@@ -265,10 +266,11 @@ def ior(cases, reference_sets, system):
     """Write and read bandwidth per access pattern, measured and the papers'."""
     bars = []   # (label, phase, value, measured?)
     for case in _measured(cases, 'IorCheck'):
-        where = f'{system} {case["environ"]} {case["match"].get("pattern")} {case["match"].get("api")}'
+        where = (f'{system} {case.environ} {case.parameters.get("pattern")} '
+                 f'{case.parameters.get("api")}')
         for phase in ('write', 'read'):
-            if f'{phase}_max' in case['perfvalues']:
-                bars.append((where, phase, case['perfvalues'][f'{phase}_max'][0], True))
+            if f'{phase}_max' in case.figures:
+                bars.append((where, phase, case.value(f'{phase}_max'), True))
 
     papers = [pair for variable in ('write_max', 'read_max')
               for pair in _paper_figures(reference_sets, 'IorCheck', variable)]
@@ -311,8 +313,8 @@ def mpi_startup(cases, reference_sets, system):
     measured = _measured(cases, 'MpiStartupCheck')
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for variable, marker in (('mpi_init', 'o'), ('hello_world', 's')):
-        series = _series(measured, lambda c: f'{system} {c["environ"]} {variable}',
-                         lambda c: int(c['testcase'].get('num_tasks') or 1), variable)
+        series = _series(measured, lambda c: f'{system} {c.environ} {variable}',
+                         lambda c: c.num_tasks, variable)
         for label, points in series.items():
             ax.plot(*zip(*points), marker=marker, linewidth=2, label=f'{label} (measured)')
 
@@ -343,8 +345,8 @@ def mpi_startup(cases, reference_sets, system):
 
 def all_plots(cases, reference_sets, system):
     """Every plot of the report, in its order."""
-    benchmarks = sorted({c['match'].get('benchmark') for c in cases
-                         if c['check'] in ('ImbPairCheck', 'ImbGroupCheck')} - {None},
+    benchmarks = sorted({c.parameters.get('benchmark') for c in cases
+                         if c.check in ('ImbPairCheck', 'ImbGroupCheck')} - {None},
                         key=lambda b: (b != 'PingPong', b))
     return [hpl_efficiency(cases, reference_sets, system),
             stream_triad(cases, reference_sets, system),

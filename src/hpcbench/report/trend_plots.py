@@ -1,13 +1,10 @@
 """The report's trend plots: a figure's median per session over time, with each session's
 spread, the baseline's band where one is recorded, regressions marked, and a change of the
 software stack drawn as a break (a trend never runs across two stacks)."""
-import datetime
-import statistics
-
 import matplotlib.dates
 
 from hpcbench.report.plots import Plot, no_measurements, plt     # plots chose the backend
-from hpcbench.results import measured, references, verdicts
+from hpcbench.results import trends, verdicts
 
 
 # The headline figures whose trend the report plots: (check, variable, the test cases, title).
@@ -25,77 +22,44 @@ TRENDS = (
 )
 
 
-def _session_points(figure):
-    """[(session start, median, min, max)] of a figure (measured.figure_samples' entry),
-    oldest first."""
-    return [(datetime.datetime.fromtimestamp(started, datetime.timezone.utc),
-             statistics.median(values), min(values), max(values))
-            for started, _, values in measured.by_session(figure)]
-
-
-def _baseline_band(baseline, check, partition, environ, match):
-    """(low, median, high) of the baseline's accepted range for a test case, else None."""
-    if not baseline or 'baseline' not in baseline.sources:
-        return None
-    found = references.select(baseline, check, partition, environ, match)
-    return next(((f.value * (1 + (f.tolerance[0] or 0)), f.value,
-                  f.value * (1 + (f.tolerance[1] or 0)))
-                 for f in found.values() if f.source == 'baseline'), None)
-
-
 def trend(samples, baseline, system, check, variable, wanted, title,
           threshold=verdicts.THRESHOLD):
-    """One headline figure per session over time: a line per MPI stack and test case (the
-    session's median, bars from its lowest to its highest run), its baseline's accepted
-    range as a band, its change points (verdicts.change_points) marked."""
+    """One headline figure per session over time, as the results layer judged it
+    (hpcbench.results.trends): a line per MPI stack and test case (the session's median,
+    bars from its lowest to its highest run), its baseline's accepted range as a band, a
+    change of stack and each change point marked."""
     fig, ax = plt.subplots(figsize=(10, 4))
     colours, cases_of = {}, {}
-    shown, unit, changes, stack_changes = 0, '', 0, 0
-    for (c, partition, environ, parameters, inputs), figures in sorted(samples.items(),
-                                                                        key=str):
-        params = dict(parameters)
-        if c != check or variable not in figures or any(params.get(k) != v
-                                                        for k, v in wanted.items()):
-            continue
-        figure = figures[variable]
-        unit = figure['unit']
-        points = _session_points(figure)
-        times, medians, lows, highs = zip(*points)
+    lines = trends.trend_lines(samples, baseline, check, variable, wanted, threshold)
+    unit = lines[-1].unit if lines else ''
+    for line in lines:
         # A colour per MPI stack, a line style per test case of it.
-        colour = colours.setdefault(environ, f'C{len(colours) % 10}')
-        style = ('-', '--', ':', '-.')[cases_of.get(environ, 0) % 4]
-        cases_of[environ] = cases_of.get(environ, 0) + 1
-        label = ' '.join([environ, *(f'{k}={v}' for k, v in parameters
-                                     if k not in wanted)])
-        ax.errorbar(times, medians, yerr=[[m - lo for m, lo in zip(medians, lows)],
-                                          [hi - m for m, hi in zip(medians, highs)]],
+        colour = colours.setdefault(line.environ, f'C{len(colours) % 10}')
+        style = ('-', '--', ':', '-.')[cases_of.get(line.environ, 0) % 4]
+        cases_of[line.environ] = cases_of.get(line.environ, 0) + 1
+        label = ' '.join([line.environ, *(f'{k}={v}' for k, v in line.parameters
+                                          if k not in wanted)])
+        ax.errorbar([p.started for p in line.points], [p.median for p in line.points],
+                    yerr=[[p.median - p.low for p in line.points],
+                          [p.high - p.median for p in line.points]],
                     color=colour, linestyle=style, marker='o', markersize=4, capsize=2,
                     linewidth=1.5, label=label)
-        # Each stack (the build, its BLAS and MPI) on its own: a change of the software is
-        # marked as such, and change points are sought within one stack only.
-        parts = measured.by_stack(figure)
-        band = _baseline_band(baseline, check, partition, environ,
-                              {**params, **({'inputs': inputs} if inputs else {}),
-                               'build_spec': list(parts)[-1]})
-        if band:
-            ax.axhspan(band[0], band[2], color=colour, alpha=0.12)
-            ax.axhline(band[1], color=colour, linestyle=(0, (1, 3)), linewidth=1)
-        for number, part in enumerate(parts.values()):
-            part_times, part_medians = zip(*[(t, m) for t, m, _, _ in _session_points(part)])
-            if number:
-                stack_changes += 1
-                ax.axvline(part_times[0], color=colour, linestyle=':', linewidth=1.5)
-                ax.annotate('stack changed', (part_times[0], part_medians[0]), fontsize=7,
-                            color=colour, xytext=(3, -10), textcoords='offset points')
-            for index, kind in verdicts.change_points(variable, unit, list(part_medians),
-                                                      threshold):
-                changes += 1
-                ax.axvline(part_times[index], color=colour, linestyle='--', linewidth=1)
-                ax.annotate(kind, (part_times[index], part_medians[index]), fontsize=7,
-                            color=colour, xytext=(3, 3), textcoords='offset points')
-        shown += 1
+        if line.band:
+            ax.axhspan(line.band[0], line.band[2], color=colour, alpha=0.12)
+            ax.axhline(line.band[1], color=colour, linestyle=(0, (1, 3)), linewidth=1)
+        for part in line.parts[1:]:
+            first = part.points[0]
+            ax.axvline(first.started, color=colour, linestyle=':', linewidth=1.5)
+            ax.annotate('stack changed', (first.started, first.median), fontsize=7,
+                        color=colour, xytext=(3, -10), textcoords='offset points')
+        for change in (c for part in line.parts for c in part.changes):
+            ax.axvline(change.at.started, color=colour, linestyle='--', linewidth=1)
+            ax.annotate(change.kind, (change.at.started, change.at.median), fontsize=7,
+                        color=colour, xytext=(3, 3), textcoords='offset points')
+    changes = sum(len(part.changes) for line in lines for part in line.parts)
+    stack_changes = sum(line.stack_changes for line in lines)
 
-    if not shown:
+    if not lines:
         no_measurements(ax, f'{check} {variable}')
     else:
         ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter('%m-%d %H:%M'))
@@ -103,7 +67,7 @@ def trend(samples, baseline, system, check, variable, wanted, title,
     ax.set_ylabel(f'{variable} ({unit})' if unit else variable)
     ax.set_xlabel('session start (UTC)')
     ax.set_title(f'{title}, per session: {system}')
-    if shown:
+    if lines:
         # Beside the axes: the lines are what the plot is about.
         ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
     ax.grid(True, alpha=0.3)
@@ -120,7 +84,7 @@ def trend(samples, baseline, system, check, variable, wanted, title,
                 f'MPI: {stack_changes} found), a change of the software, not of the machine.')
 
 
-def trends(samples, baseline, system, threshold=verdicts.THRESHOLD):
+def all_trends(samples, baseline, system, threshold=verdicts.THRESHOLD):
     """The trend plot of every headline figure (TRENDS), one at a time (each is saved and
     closed before the next is drawn)."""
     for spec in TRENDS:

@@ -8,30 +8,10 @@ import socket
 import statistics
 
 from hpcbench.results import measured
+# Which way a figure improves is the measured figure's own (Figure.better).
+from hpcbench.results.measured import better
 from hpcbench.results.references import (Figure, ReferenceSet, check_tolerance,
                                          reported_variables)
-
-
-# Variables where smaller is better get an upper bound; all others a lower one, except
-# those recorded without bounds: properties rather than speeds (a protocol switch point in
-# bytes) and run-to-run variation (coefficients of variation), which no fixed fraction of
-# a baseline describes.
-SMALLER_IS_BETTER_UNITS = {'s', 'ms', 'us', 'ns', 'flop/word'}
-
-
-UNBOUNDED_UNITS = {'B'}
-
-
-UNBOUNDED_SUFFIXES = ('_cv',)
-
-
-def better(variable, unit):
-    """'higher' or 'lower': which way a variable improves; None for those that neither
-    improve nor regress (properties, run-to-run variation)."""
-    if unit in UNBOUNDED_UNITS or variable.endswith(UNBOUNDED_SUFFIXES):
-        return None
-
-    return 'lower' if unit in SMALLER_IS_BETTER_UNITS else 'higher'
 
 
 # A baseline figure's bound (the rule docs/results.md states): its runs' 5th percentile less MARGIN
@@ -102,19 +82,19 @@ def baseline_from_samples(system, samples, started, margin=MARGIN, guess=GUESS, 
             stack, figure = list(measured.by_stack(figure).items())[-1]
             # A stored value that is no number (NaN, infinite) is no run's figure: left out,
             # and a figure with no other is no reference.
-            kept = [(v, u) for v, u in zip(figure['values'], figure['sessions'])
+            kept = [(v, u) for v, u in zip(figure.values, figure.sessions)
                     if math.isfinite(v) and v >= 0]
             if not kept:
                 continue
             values, uuids = [v for v, _ in kept], [u for _, u in kept]
             dates = sorted(started[u] for u in uuids)
-            bounds, rule = baseline_bounds(variable, figure['unit'], values, len(set(uuids)),
+            bounds, rule = baseline_bounds(variable, figure.unit, values, len(set(uuids)),
                                            margin, guess)
             used.update(uuids)
             figures.append(Figure(
                 check=check, partition=partition, environ=environ,
                 match={**match, **({'build_spec': stack} if stack else {})},
-                variable=variable, value=float(statistics.median(values)), unit=figure['unit'],
+                variable=variable, value=float(statistics.median(values)), unit=figure.unit,
                 tolerance=bounds, source='baseline',
                 where=f'median of {len(values)} run(s) in {len(set(uuids))} session(s), '
                       f'{dates[0]} to {dates[-1]}',

@@ -4,7 +4,10 @@ without a reason withheld, figures keyed by session and by stack (the build's MP
 BLAS), the DGEMM ceilings per BLAS."""
 import re
 import statistics
+from dataclasses import dataclass, field, replace
 
+from hpcbench.benchmarks import gpu_mpi
+from hpcbench.core import device_keys
 from hpcbench.results.results_db import session, started_of, stored_sessions, uuid_of
 
 # Test parameters in a case's display name, including --distribute's `.part` and `.nid`.
@@ -42,137 +45,302 @@ UNEXPLAINED_RATIO = ('{value:.1f} % of its peak or ceiling, stored without a rea
                      'ceiling measured low), so it is no result')
 
 
-def _withhold_unexplained_ratios(tc, perf, refs):
-    """perf and refs without the ratios above 100 % a test case stored without a reason,
-    and the test case with those in its `flagged` figures."""
-    above = {name: value for name, (value, unit) in perf.items()
-             if name in PEAK_RATIOS and unit == '%' and value is not None and value > 100}
-    if not above:
-        return tc, perf, refs
+# Variables where smaller is better; all others improve upwards, except those that are
+# properties rather than speeds (a protocol switch point in bytes) and run-to-run variation
+# (coefficients of variation): they neither improve nor regress.
+SMALLER_IS_BETTER_UNITS = {'s', 'ms', 'us', 'ns', 'flop/word'}
+UNBOUNDED_UNITS = {'B'}
+UNBOUNDED_SUFFIXES = ('_cv',)
 
-    flagged = {**{name: UNEXPLAINED_RATIO.format(value=value) for name, value in above.items()},
-               **(tc.get('flagged') or {})}
-    return ({**tc, 'flagged': flagged}, {k: v for k, v in perf.items() if k not in above},
-            {k: v for k, v in refs.items() if k not in above})
+
+def better(variable, unit):
+    """'higher' or 'lower': which way a variable improves; None for those that neither
+    improve nor regress (properties, run-to-run variation)."""
+    if unit in UNBOUNDED_UNITS or variable.endswith(UNBOUNDED_SUFFIXES):
+        return None
+    return 'lower' if unit in SMALLER_IS_BETTER_UNITS else 'higher'
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a test case as its run reported it, with ReFrame's judgement of it."""
+    name: str
+    value: float            # None where the run stored none
+    unit: str
+    reference: float = None  # ReFrame's reference; None where the case had none
+    lower: float = None      # its bounds, fractions of the reference (None: unbounded)
+    upper: float = None
+    result: str = 'no reference'    # 'pass' or 'fail' as ReFrame judged it
+    how: str = ''           # how the job aggregated it from its samples (`best of 3 solves`)
+    samples: tuple = ()     # the values the job measured it from, in order
+    runs: tuple = ()        # its value in each run of the session (--repeat gives several)
+    over_runs: tuple = ()   # its values over the stored runs of its stack (the picture's)
+
+    @property
+    def better(self):
+        return better(self.name, self.unit)
+
+    @property
+    def has_reference(self):
+        return self.result != 'no reference'
+
+    @property
+    def session_value(self):
+        """The figure in its session: the median of its runs where it ran more than once
+        (--repeat), else its one value."""
+        return statistics.median(self.runs) if len(self.runs) > 1 else self.value
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """The figures a job measured of one GPU or one GPU pair (`key`: hpcbench.core.
+    device_keys.Gpu or GpuPair), and for a pair the link its GPUs share ('' unknown)."""
+    key: object
+    figures: dict           # {variable: value}
+    link: str = ''
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What made a case's figures (hpcbench.rfm.plugins.Provenance): the build's spec, the
+    node's topology as the check read it, the project's and Spack's commits, the lock."""
+    build_spec: str = ''
+    topology: str = ''
+    project_commit: str = ''
+    spack_commit: str = ''
+    spack_lock: str = ''
+
+    FIELDS = ('build_spec', 'topology', 'project_commit', 'spack_commit', 'spack_lock')
+
+
+@dataclass(frozen=True)
+class MeasuredCase:
+    """A test case as a session measured it: what it is (check, system, partition,
+    environment, parameters), where it ran (its nodes; its GPUs and GPU pairs with their
+    own figures), its figures and those withheld with why, what it ran with (its inputs,
+    rank count, input files, the test's variables as stored) and what built it."""
+    check: str
+    system: str
+    partition: str
+    environ: str
+    parameters: dict                    # {name: value}
+    figures: dict                       # {variable: Figure}
+    nodes: tuple = ()
+    devices: tuple = ()                 # DeviceFigures, GPUs and GPU pairs in key order
+    withheld: dict = field(default_factory=dict)    # {variable: why}
+    inputs: str = ''
+    num_tasks: int = 1
+    provenance: Provenance = Provenance()
+    input_files: dict = field(default_factory=dict)
+    curve: dict = None                  # IMB's per-size table, where the check keeps one
+    variables: dict = field(default_factory=dict)   # the test's variables, as stored
+    session: str = ''                   # the UUID of the session it comes from
+
+    @property
+    def key(self):
+        """What makes two runs the same test case: check, partition, environment,
+        parameters."""
+        return (self.check, self.partition, self.environ,
+                tuple(sorted(self.parameters.items())))
+
+    @property
+    def title(self):
+        """The check and its parameters, sorted: `HplCheck layout_name=pure-mpi`."""
+        params = ' '.join(f'{k}={v}' for k, v in sorted(self.parameters.items()))
+        return f'{self.check} {params}'.strip()
+
+    def value(self, variable, default=None):
+        """A figure's value as reported, or `default` where the case has no such figure."""
+        figure = self.figures.get(variable)
+        return default if figure is None else figure.value
+
+    @property
+    def gpus(self):
+        return tuple(d for d in self.devices if isinstance(d.key, device_keys.Gpu))
+
+    @property
+    def pairs(self):
+        return tuple(d for d in self.devices if isinstance(d.key, device_keys.GpuPair))
+
+    def slow_pairs(self, goal=gpu_mpi.LINK_GOAL_PERCENT):
+        """The GPU pairs below `goal` percent of their link (link_efficiency), slowest first;
+        and the slowest pair of all, where the pairs have that share: (slow, slowest)."""
+        shares = [p for p in self.pairs if 'link_efficiency' in p.figures]
+        shares.sort(key=lambda p: p.figures['link_efficiency'])
+        slow = [p for p in shares if p.key in {k for k in gpu_mpi.slow_pairs(
+            {p.key: p.figures['link_efficiency'] for p in shares}, goal)}]
+        return slow, (shares[0] if shares else None)
+
+    @property
+    def stack(self):
+        """The software that produced its figures: its build's spec as recorded (package,
+        variants, target, hash, compiler, MPI and BLAS with versions; a registry binary's
+        package and version); '' where none was recorded."""
+        return self.provenance.build_spec
+
+
+def _number(value):
+    return None if value is None else float(value)
+
+
+def _devices(tc):
+    """The DeviceFigures of a stored test case (its device_figures and pair_links)."""
+    devices = []
+    links = tc.get('pair_links') or {}
+    for text, figures in sorted((tc.get('device_figures') or {}).items()):
+        try:
+            key = device_keys.parse(text)
+        except device_keys.DeviceKeyError as err:
+            session_uuid = tc.get('session_uuid')
+            raise RuntimeError(f'test case {tc.get("display_name") or tc.get("name")}'
+                               + (f' of session {session_uuid}' if session_uuid else '')
+                               + f': {err}') from None
+        devices.append(DeviceFigures(key, {k: float(v) for k, v in figures.items()},
+                                     links.get(text, '')))
+    return tuple(sorted(devices, key=lambda d: (type(d.key).__name__, d.key)))
 
 
 def measured_runs(session_data, fixtures=False):
     """Every valid run of the session's test cases, in order (ReFrame's --repeat and
-    --reruns give a case several): those that passed, and those that failed only against
-    their references (their figures are real; re-baselining is how a new level is
-    accepted). A case that failed anything else (build, run, sanity) measured nothing.
-    `fixtures`: the fixtures' too (the ceilings the checks divide by). A ratio to a peak
-    above 100 % is never among the figures: it is withheld, with its reason (PEAK_RATIOS)."""
+    --reruns give a case several), each a MeasuredCase: those that passed, and those that
+    failed only against their references (their figures are real; re-baselining is how a
+    new level is accepted). A case that failed anything else (build, run, sanity) measured
+    nothing. `fixtures`: the fixtures' too (the ceilings the checks divide by). A ratio to
+    a peak above 100 % is never among the figures: it is withheld, with its reason
+    (PEAK_RATIOS). This is the one place that reads ReFrame's records of test cases."""
     for run in session_data['runs']:
         for tc in run['testcases']:
             valid = tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'
             if (tc['fixture'] and not fixtures) or not valid or not tc.get('perfvalues'):
                 continue
+            yield _decoded(tc)
 
-            check = tc['name'].split()[0]
-            # Typed values where the case records them (parameters), else the name's text.
-            # A case of --distribute is stored under its check's bare name; its partition
-            # and node (%.part, %.nid) are in its display name only. --repeat's runs
-            # (%.repeat_no there too) are runs of one case.
-            named = tc.get('display_name') or tc['name']
-            match = with_added_parameters(
-                check, {p: tc.get(p, text) for p, text in _PARAM.findall(named)
-                        if p != REPEAT_PARAMETER})
-            perf, refs = {}, {}
-            for key, (value, ref, lower, upper, unit, result) in tc['perfvalues'].items():
-                perf[key.rsplit(':', 1)[1]] = (value, unit)
-                refs[key.rsplit(':', 1)[1]] = (ref, lower, upper, result)
-            tc, perf, refs = _withhold_unexplained_ratios(tc, perf, refs)
 
-            yield {
-                'check': check, 'system': tc['system'], 'partition': tc['partition'],
-                'environ': tc['environ'], 'match': match, 'perfvalues': perf,
-                'nodelist': tc.get('job_nodelist') or [],
-                'inputs': tc.get('inputs') or '',
-                # Per variable: (reference, lower, upper, 'pass'|'fail') as ReFrame judged
-                # it; a reference of 0 with no bounds is no reference.
-                'references': refs,
-                'testcase': tc,
-            }
+def _decoded(tc):
+    """The MeasuredCase of one stored test case."""
+    check = tc['name'].split()[0]
+    # Typed values where the case records them (parameters), else the name's text. A
+    # case of --distribute is stored under its check's bare name; its partition and node
+    # (%.part, %.nid) are in its display name only. --repeat's runs (%.repeat_no there
+    # too) are runs of one case.
+    named = tc.get('display_name') or tc['name']
+    parameters = with_added_parameters(
+        check, {p: tc.get(p, text) for p, text in _PARAM.findall(named)
+                if p != REPEAT_PARAMETER})
+    samples = tc.get('samples') or {}
+    aggregation = tc.get('aggregation') or {}
+    figures = {}
+    for key, (value, ref, lower, upper, unit, result) in tc['perfvalues'].items():
+        name = key.rsplit(':', 1)[1]
+        # A reference of 0 with no bounds is no reference.
+        has_ref = bool(ref) or lower is not None or upper is not None
+        figures[name] = Figure(
+            name, _number(value), unit, _number(ref) if has_ref else None,
+            _number(lower), _number(upper), result if has_ref else 'no reference',
+            aggregation.get(name, ''), tuple(samples.get(name) or ()))
+    withheld = dict(tc.get('flagged') or {})
+    for name, figure in list(figures.items()):
+        if (name in PEAK_RATIOS and figure.unit == '%' and figure.value is not None
+                and figure.value > 100 and name not in withheld):
+            withheld[name] = UNEXPLAINED_RATIO.format(value=figure.value)
+            del figures[name]
+    curve = tc.get('curve')
+    return MeasuredCase(
+        check=check, system=tc['system'], partition=tc['partition'], environ=tc['environ'],
+        parameters=parameters, figures=figures, nodes=tuple(tc.get('job_nodelist') or ()),
+        devices=_devices(tc), withheld=withheld, inputs=tc.get('inputs') or '',
+        num_tasks=int(tc.get('num_tasks') or 1),
+        provenance=Provenance(**{name: tc.get(name) or '' for name in Provenance.FIELDS}),
+        input_files=dict(tc.get('input_files') or {}),
+        curve=curve if isinstance(curve, dict) else None, variables=tc)
 
 
 def case_key(case):
-    """What makes two runs the same test case: check, partition, environment, parameters."""
-    return (case['check'], case['partition'], case['environ'],
-            tuple(sorted(case['match'].items())))
+    """What makes two runs the same test case (MeasuredCase.key)."""
+    return case.key
 
 
 def measured_cases(session_data, fixtures=False):
-    """The session's measured test cases (measured_runs), the last run of each, with every
-    run's figures in `runs` ({variable: [value per run]}: --repeat gives several)."""
+    """The session's measured test cases (measured_runs), the last run of each, each figure
+    with its value in every run (Figure.runs: --repeat gives several)."""
     cases, runs = {}, {}
     for case in measured_runs(session_data, fixtures):
-        key = case_key(case)
-        cases[key] = case
-        for variable, (value, _) in case['perfvalues'].items():
-            if value is not None:
-                runs.setdefault(key, {}).setdefault(variable, []).append(value)
-    for key, case in cases.items():
-        case['runs'] = runs.get(key, {})
-    return list(cases.values())
+        cases[case.key] = case
+        for name, figure in case.figures.items():
+            if figure.value is not None:
+                runs.setdefault(case.key, {}).setdefault(name, []).append(figure.value)
+    return [replace(case, figures={name: replace(figure, runs=tuple(
+                runs.get(key, {}).get(name, ())))
+                for name, figure in case.figures.items()})
+            for key, case in cases.items()]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One figure of one test case over runs, oldest session first: each run's value, its
+    session's UUID and start (Unix time), and the software that produced it (its stack)."""
+    unit: str
+    values: tuple = ()
+    sessions: tuple = ()
+    times: tuple = ()
+    stacks: tuple = ()
+
+    def plus(self, value, session, time, stack):
+        return replace(self, values=(*self.values, value), sessions=(*self.sessions, session),
+                       times=(*self.times, time), stacks=(*self.stacks, stack))
+
+    def runs(self):
+        """(value, session, time, stack) of each run, in the order stored."""
+        return list(zip(self.values, self.sessions, self.times, self.stacks))
+
+    def of_runs(self, runs):
+        return Series(self.unit, *(tuple(column) for column in zip(*runs))) if runs else \
+            Series(self.unit)
 
 
 def figure_samples(sessions, system):
     """Every figure of `system` measured in `sessions`, as a sample over their runs:
-    {(check, partition, environ, parameters, inputs): {variable: {'unit', 'values',
-    'sessions', 'times', 'stacks'}}}, one entry of each list per run: its figure, its
-    session's UUID and start (Unix time), and the software that produced it (run_stack).
-    Runs of other inputs (a quick run and a full one, another -S) are other samples: a
+    {(check, partition, environ, parameters, inputs): {variable: Series}}, one entry per
+    run. Runs of other inputs (a quick run and a full one, another -S) are other samples: a
     figure is compared only with itself; runs of another stack are told apart by
     by_stack."""
     samples = {}
     for data in sessions:
         uuid, started = uuid_of(data), started_of(data)
         for case in measured_runs(data):
-            if case['system'] != system:
+            if case.system != system:
                 continue
-            figures = samples.setdefault((*case_key(case), case['inputs']), {})
-            for variable, (value, unit) in case['perfvalues'].items():
-                if value is None:
+            figures = samples.setdefault((*case.key, case.inputs), {})
+            for variable, figure in case.figures.items():
+                if figure.value is None:
                     continue
-                figure = figures.setdefault(variable, {'unit': unit, 'values': [],
-                                                       'sessions': [], 'times': [],
-                                                       'stacks': []})
-                figure['values'].append(value)
-                figure['sessions'].append(uuid)
-                figure['times'].append(started)
-                figure['stacks'].append(run_stack(case))
+                series = figures.get(variable) or Series(figure.unit)
+                figures[variable] = series.plus(figure.value, uuid, started, case.stack)
     return samples
 
 
-def by_session(figure):
-    """A figure (a figure_samples entry) session by session, oldest first:
-    [(session start, UUID, [its runs' values])]."""
+def by_session(series):
+    """A Series session by session, oldest first: [(session start, UUID, [its runs'
+    values])]."""
     sessions = {}
-    for value, uuid, started in zip(figure['values'], figure['sessions'], figure['times']):
+    for value, uuid, started in zip(series.values, series.sessions, series.times):
         sessions.setdefault((started, uuid), []).append(value)
     return [(started, uuid, values) for (started, uuid), values
             in sorted(sessions.items(), key=lambda item: item[0][0] or 0)]
 
 
 def run_stack(case):
-    """The software that produced a case's figures: its build's spec as recorded (hpcbench.
-    provenance.build_spec: package, variants, target, hash, compiler, MPI and BLAS with
-    versions; a registry binary's package and version); '' where none was recorded."""
-    return case['testcase'].get('build_spec') or ''
+    """The software that produced a case's figures (MeasuredCase.stack)."""
+    return case.stack
 
 
-def by_stack(figure):
-    """A figure (a figure_samples entry) split by the stack of its runs: {stack: the same
-    entry of those runs only}, in the order the stacks first ran."""
-    fields = ('values', 'sessions', 'times', 'stacks')
-    runs = sorted(zip(*(figure[name] for name in fields)), key=lambda run: run[2] or 0)
+def by_stack(series):
+    """A Series split by the stack of its runs: {stack: the Series of those runs only}, in
+    the order the stacks first ran."""
     parts = {}
-    for run in runs:
-        part = parts.setdefault(run[3], {'unit': figure['unit'], **{n: [] for n in fields}})
-        for name, value in zip(fields, run):
-            part[name].append(value)
-    return parts
+    for run in sorted(series.runs(), key=lambda run: run[2] or 0):
+        parts.setdefault(run[3], []).append(run)
+    return {stack: series.of_runs(runs) for stack, runs in parts.items()}
 
 
 def _stack_parts(stack):
@@ -207,10 +375,8 @@ def stack_change(old, new):
 
 
 def case_figure(case, variable):
-    """A case's figure in a session: the median of its runs where it ran more than once
-    (--repeat), else its one value."""
-    runs = case.get('runs', {}).get(variable, [])
-    return statistics.median(runs) if len(runs) > 1 else case['perfvalues'][variable][0]
+    """A case's figure in its session (Figure.session_value)."""
+    return case.figures[variable].session_value
 
 
 # A build spec's virtual providers: ^mpi=openmpi@4.1.4.
@@ -221,7 +387,7 @@ def stack_of(case):
     """{'mpi': 'openmpi@4.1.4', 'blas': 'intel-oneapi-mkl@2025.3.0'} of a case's build, as its
     provenance names them ({} for a build Spack did not make)."""
     stack = {}
-    for virtuals, provider in _PROVIDER.findall(case['testcase'].get('build_spec') or ''):
+    for virtuals, provider in _PROVIDER.findall(case.stack):
         for virtual in virtuals.split(','):
             stack[virtual] = provider
     return stack
@@ -239,10 +405,9 @@ def dgemm_by_blas(session_data):
     rates = {}
     for case in measured_cases(session_data, fixtures=True):
         provider = stack_of(case).get('blas')
-        variable = DGEMM_FIGURES.get(case['check'])
-        if provider and variable in case['perfvalues']:
-            calls = (case['testcase'].get('samples') or {}).get(variable) or [
-                case_figure(case, variable)]
+        variable = DGEMM_FIGURES.get(case.check)
+        if provider and variable in case.figures:
+            calls = list(case.figures[variable].samples) or [case_figure(case, variable)]
             rates.setdefault(provider, []).extend(calls)
     return rates
 
@@ -255,7 +420,7 @@ def check_cases(config, check, uuid=None):
         data = stored_sessions(config)
 
     for candidate in data:
-        cases = [c for c in measured_cases(candidate) if c['check'] == check]
+        cases = [c for c in measured_cases(candidate) if c.check == check]
         if cases:
             return candidate['session_info']['uuid'], cases
 

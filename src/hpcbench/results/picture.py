@@ -9,7 +9,7 @@ ceilings measured in those sessions.
 `from_database` reads the window a verdict needs and no older session
 (hpcbench.results.results_db.Store: a year of nightly history costs what a month does);
 `of_sessions` builds the same picture from sessions as data (tests, fixtures)."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hpcbench.results import measured, references, results_db, verdicts
 
@@ -40,7 +40,7 @@ class Comparison:
 
 
 def system_cases(session_data, system):
-    return [c for c in measured.measured_cases(session_data) if c['system'] == system]
+    return [c for c in measured.measured_cases(session_data) if c.system == system]
 
 
 def latest_cases(sessions, system):
@@ -51,11 +51,10 @@ def latest_cases(sessions, system):
     'openmpi$'` HPL showed 2 cases of 12, and the BLAS x MPI table none)."""
     cases, used, seen = [], [], set()
     for data in sessions:
-        uuid = data['session_info']['uuid']
-        mine = [c for c in system_cases(data, system) if measured.case_key(c) not in seen]
-        for case in mine:
-            case['session'] = uuid
-            seen.add(measured.case_key(case))
+        uuid = results_db.uuid_of(data)
+        mine = [replace(c, session=uuid) for c in system_cases(data, system)
+                if c.key not in seen]
+        seen.update(c.key for c in mine)
         if mine:
             cases += mine
             used.append(data)
@@ -66,28 +65,29 @@ CEILING_CHECKS = ('NodeCeilings', 'DgemmCeiling')
 
 
 def over_stored_runs(cases, history):
-    """Each case's figures over the stored runs of its stack (history: results_db.
-    figure_samples of the sessions the report covers), kept as case['over_runs']
-    ({variable: [values]}): a ratio such as HPL's to its DGEMM ceiling swings by 10 % from
-    one run to the next on a shared machine; its median over runs is the figure to hold."""
-    for case in cases:
-        figures = history.get((*measured.case_key(case), case['inputs']), {})
-        stack = measured.run_stack(case)
-        case['over_runs'] = {variable: part['values'] for variable, figure in figures.items()
-                             for name, part in measured.by_stack(figure).items()
-                             if name == stack}
+    """The cases, each figure with its values over the stored runs of its case's stack
+    (Figure.over_runs; history: measured.figure_samples of the sessions the report covers):
+    a ratio such as HPL's to its DGEMM ceiling swings by 10 % from one run to the next on a
+    shared machine; its median over runs is the figure to hold."""
+    def over(case):
+        series = history.get((*case.key, case.inputs), {})
+        values = {name: part.values for name, whole in series.items()
+                  for stack, part in measured.by_stack(whole).items() if stack == case.stack}
+        return replace(case, figures={name: replace(figure, over_runs=values.get(name, ()))
+                                      for name, figure in case.figures.items()})
+    return [over(case) for case in cases]
 
 
 def ceiling_cases(sessions, system):
     """The ceilings measured in `sessions` on `system` (fixtures: CEILING_CHECKS)."""
     return [case for data in sessions for case in measured.measured_cases(data, fixtures=True)
-            if case['check'] in CEILING_CHECKS and case['system'] == system]
+            if case.check in CEILING_CHECKS and case.system == system]
 
 
 @dataclass
 class Picture:
     system: str
-    cases: list                 # each test case's latest figures (case['session']: its UUID)
+    cases: list                 # MeasuredCase: each test case's latest (.session: its UUID)
     sessions: list              # the sessions those figures come from, newest first
     references: object          # hpcbench.results.references.ReferenceSet of the system
     comparison: object = None   # Comparison, or None where nothing was judged
@@ -117,7 +117,7 @@ def of_sessions(system, sessions, comparison=None, stored=None,
     if not cases:
         raise RuntimeError(f'no stored session has results of {system}: run the suite first')
     history = measured.figure_samples(stored or sessions, system)
-    over_stored_runs(cases, history)
+    cases = over_stored_runs(cases, history)
     return Picture(system, cases, used, references.load(system),
                    comparison if comparison and comparison.rows else None, history,
                    ceiling_cases(used, system), threshold)

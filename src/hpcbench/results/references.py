@@ -51,7 +51,7 @@ from pathlib import Path
 
 from hpcbench.benchmarks import reports
 from hpcbench.core import paths
-from hpcbench.machine.described import partition_description
+from hpcbench.machine.from_reframe import partition_description
 from hpcbench.results import measured
 from hpcbench.results.reference_schema import (MAX_FILE_BYTES, ReferenceError, check_numbers,
                                                load_yaml, validate_shape)

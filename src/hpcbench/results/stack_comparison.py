@@ -11,10 +11,8 @@ def side_by_side(cases):
     in more than one: [(heading, {environ: case})], checks and parameters in order."""
     groups = {}
     for case in cases:
-        params = ' '.join(f'{k}={v}' for k, v in sorted(case['match'].items()))
-        heading = (f'{case["check"]} {params}'.strip()
-                   + f' on {case["system"]}:{case["partition"]}')
-        groups.setdefault(heading, {})[case['environ']] = case
+        heading = f'{case.title} on {case.system}:{case.partition}'
+        groups.setdefault(heading, {})[case.environ] = case
 
     return [(heading, group) for heading, group in sorted(groups.items()) if len(group) > 1]
 
@@ -28,8 +26,9 @@ def environment_samples(group, variable):
     solves: one job, so one phase of the machine), else its one value."""
     samples = {}
     for environ, case in group.items():
-        runs = case.get('runs', {}).get(variable, [])
-        own = (case['testcase'].get('samples') or {}).get(variable) or []
+        figure = case.figures.get(variable)
+        runs = list(figure.runs) if figure else []
+        own = list(figure.samples) if figure else []
         if len(runs) > 1:
             samples[environ] = (runs, f'{len(runs)} runs')
         elif len(own) > 1:
@@ -42,16 +41,16 @@ def environment_samples(group, variable):
 def headline_variable(group):
     """The figure a group is ranked and gridded by: `gflops` (HPL's, HPCC's, DGEMM's), else
     the case's first."""
-    perfvalues = next(iter(group.values()))['perfvalues']
-    return 'gflops' if 'gflops' in perfvalues else next(iter(perfvalues))
+    figures = next(iter(group.values())).figures
+    return 'gflops' if 'gflops' in figures else next(iter(figures))
 
 
 def compared_variables(group):
     """The figures a group's environments are set side by side by (BLAS x MPI grids,
     rankings): its headline, then the DGEMM ceiling where its jobs measured one."""
-    perfvalues = next(iter(group.values()))['perfvalues']
+    figures = next(iter(group.values())).figures
     return [headline_variable(group), *(v for v in DGEMM_FIGURES.values()
-                                        if v in perfvalues and v != 'gflops')]
+                                        if v in figures and v != 'gflops')]
 
 
 def blas_mpi_grid(group, variable):
@@ -63,7 +62,7 @@ def blas_mpi_grid(group, variable):
     cells = {}
     for case in group.values():
         stack = stack_of(case)
-        if variable in case['perfvalues'] and 'blas' in stack:
+        if variable in case.figures and 'blas' in stack:
             cells.setdefault((stack['blas'], stack.get('mpi', '-')), []).append(
                 case_figure(case, variable))
     blases = list(dict.fromkeys(b for b, _ in cells))
@@ -81,7 +80,7 @@ def blas_mpi_grids(groups):
     grids = []
     for heading, group in groups:
         for variable in compared_variables(group):
-            unit = next(iter(group.values()))['perfvalues'][variable][1]
+            unit = next(iter(group.values())).figures[variable].unit
             grid = blas_mpi_grid(group, variable)
             if grid:
                 grids.append((heading, variable, unit, grid))
@@ -113,9 +112,9 @@ def stacks_table(group):
     environs = list(group)
     units = {}
     for case in group.values():
-        for name, (_, unit) in case['perfvalues'].items():
-            units.setdefault(name, unit)
-        for name in case['testcase'].get('flagged') or {}:
+        for name, figure in case.figures.items():
+            units.setdefault(name, figure.unit)
+        for name in case.withheld:
             units.setdefault(name, '%')
 
     header = ['figure', *environs]
@@ -131,22 +130,21 @@ def stacks_table(group):
 def withheld_lines(group):
     """Why each figure a group's environments withheld was withheld: `env variable: why`."""
     return [f'{env} {name} withheld: {why}' for env, case in group.items()
-            for name, why in sorted((case['testcase'].get('flagged') or {}).items())]
+            for name, why in sorted(case.withheld.items())]
 
 
 def _cell(case, name):
-    if name in case['perfvalues']:
+    if name in case.figures:
         return _figure_text(case, name)
-    return 'withheld' if name in (case['testcase'].get('flagged') or {}) else '-'
+    return 'withheld' if name in case.withheld else '-'
 
 
 def _figure_text(case, variable):
-    runs = case.get('runs', {}).get(variable, [])
-    value = case['perfvalues'][variable][0]
-    if value is None:
+    figure = case.figures[variable]
+    if figure.value is None:
         return '-'
-    return (f'{_value(case_figure(case, variable))} (median of {len(runs)})' if len(runs) > 1
-            else _value(value))
+    return (f'{_value(figure.session_value)} (median of {len(figure.runs)})'
+            if len(figure.runs) > 1 else _value(figure.value))
 
 
 def text_table(header, rows):

@@ -5,7 +5,7 @@ by more than 10 % in many figures. A verdict therefore compares two samples of a
 (its values in several sessions, or ReFrame --repeat runs) and needs both:
 
 - a change of the medians beyond the user's threshold (percent, in the direction the
-  figure gets worse: hpcbench.results.baselines.better), and
+  figure gets worse: hpcbench.results.measured.better), and
 - a one-sided Mann-Whitney U test (scipy.stats.mannwhitneyu) that finds the new values
   lower (or higher) than the old ones with p <= ALPHA. It makes no assumption about the
   distribution, and works with few values: at 3 against 3 its smallest p is 0.05.
@@ -27,7 +27,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from hpcbench.results import baselines, measured, results_db, stack_comparison
+from hpcbench.results import measured, results_db, stack_comparison
 
 # The significance level of the test: the chance that unchanged code is called changed.
 ALPHA = 0.05
@@ -65,7 +65,7 @@ class Sample:
 class Verdict:
     variable: str
     unit: str
-    better: str           # 'higher', 'lower' or None (hpcbench.results.baselines.better)
+    better: str           # 'higher', 'lower' or None (hpcbench.results.measured.better)
     old: Sample
     new: Sample
     change_percent: float  # of the median, new against old; None for an old median of 0
@@ -89,7 +89,7 @@ def judge(variable, unit, old, new, threshold=THRESHOLD, alpha=ALPHA, basis='run
     also leave it."""
     check_threshold(threshold)
     old, new = (s if isinstance(s, Sample) else Sample(tuple(s)) for s in (old, new))
-    better = baselines.better(variable, unit)
+    better = measured.better(variable, unit)
     broken = [(side, s.not_finite) for side, s in (('old', old), ('new', new)) if s.not_finite]
     if broken:
         said = '; '.join(f'{side}: {", ".join(map(str, values))}' for side, values in broken)
@@ -143,8 +143,8 @@ def rank_environments(group, variable, threshold=THRESHOLD, alpha=ALPHA):
     one-sided Mann-Whitney U test): 'improvement' is ahead, anything else cannot be told
     apart from it at this size of sample. [] when a figure has no better direction or
     fewer than two environments have two values or more."""
-    unit = next(iter(group.values()))['perfvalues'][variable][1]
-    better = baselines.better(variable, unit)
+    unit = next(iter(group.values())).figures[variable].unit
+    better = measured.better(variable, unit)
     samples = {env: (Sample(tuple(values)), what)
                for env, (values, what)
                in stack_comparison.environment_samples(group, variable).items()
@@ -164,7 +164,7 @@ def rank_environments(group, variable, threshold=THRESHOLD, alpha=ALPHA):
 
 def ranking_lines(group, variable, threshold=THRESHOLD):
     """rank_environments as text: one line per environment, best first."""
-    unit = next(iter(group.values()))['perfvalues'][variable][1]
+    unit = next(iter(group.values())).figures[variable].unit
     ranks = rank_environments(group, variable, threshold)
     order = [r.environ for r in ranks]
     lines = []
@@ -202,17 +202,17 @@ def judge_figure(variable, old, new, threshold=THRESHOLD, alpha=ALPHA):
     unit where both have MIN_SESSIONS sessions (see the module's doc)."""
     old_medians, new_medians = session_medians(old), session_medians(new)
     if len(old_medians) >= MIN_SESSIONS and len(new_medians) >= MIN_SESSIONS:
-        return judge(variable, new['unit'], old_medians, new_medians, threshold, alpha,
+        return judge(variable, new.unit, old_medians, new_medians, threshold, alpha,
                      basis='session medians')
     old_range = ((min(old_medians), max(old_medians))
                  if len(old_medians) >= MIN_SESSIONS else None)
-    return judge(variable, new['unit'], old['values'], new['values'], threshold, alpha,
+    return judge(variable, new.unit, old.values, new.values, threshold, alpha,
                  old_range=old_range)
 
 
 def measures(data, system):
     """Whether a session holds valid figures of `system`."""
-    return any(case['system'] == system for case in measured.measured_runs(data))
+    return any(case.system == system for case in measured.measured_runs(data))
 
 
 def sessions_to_judge(sessions, system, new=None, old=None, days=DAYS):
@@ -263,9 +263,9 @@ class Row:
 def stack_changed(variable, old, new, old_stack, new_stack):
     """The verdict on a figure (old and new: measured.figure_samples entries) whose software
     changed: not judged, what changed said."""
-    unit = new['unit']
-    old, new = Sample(tuple(old['values'])), Sample(tuple(new['values']))
-    return Verdict(variable, unit, baselines.better(variable, unit), old, new,
+    unit = new.unit
+    old, new = Sample(old.values), Sample(new.values)
+    return Verdict(variable, unit, measured.better(variable, unit), old, new,
                    None, None, 'stack changed',
                    f'stack changed: {measured.stack_change(old_stack, new_stack)} (median '
                    f'{old.median:.4g} -> {new.median:.4g}): not judged as the machine\'s '
@@ -290,7 +290,7 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA, across
         check, partition, environ, parameters, inputs = key
         for variable in sorted(set(new_samples[key]) & set(old_samples[key])):
             new_figure, old_figure = new_samples[key][variable], old_samples[key][variable]
-            if new_figure['unit'] != old_figure['unit']:
+            if new_figure.unit != old_figure.unit:
                 continue        # not the same figure
             old_stacks = measured.by_stack(old_figure)
             last_old = list(old_stacks)[-1]

@@ -15,7 +15,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from hpcbench.rfm.contract import SubclassContract
-from hpcbench.machine.described import partition_description, stack_description
+from hpcbench.machine.from_reframe import partition_description, stack_description
 from hpcbench.stack import provenance, spack
 
 # Where a build's stage records the install prefix it located (its run fixtures read it).
@@ -26,7 +26,7 @@ class QuietNodeSettings(rfm.RegressionTestPlugin):
     """The quiet-node check's settings for a run (`-S quiet_node_action=warn`, ...). The
     builds have them too, without effect: a run-wide -S reaches every test, and ReFrame
     would warn on each build that lacks the variable."""
-    #: fail, warn or off; None: the partition's (hpcbench.rfm.quiet_node.DEFAULTS).
+    #: fail, warn or off; None: the partition's (hpcbench.core.quiet_node.DEFAULTS).
     quiet_node_action = variable(str, type(None), value=None)
     #: Seconds a busy node is waited for; None: the partition's.
     quiet_node_wait = variable(int, float, type(None), value=None)
@@ -52,7 +52,7 @@ class BenchmarkBuild(rfm.CompileOnlyRegressionTest, QuietNodeSettings, SubclassC
     (its stack's spack_mpi) is added as a dependency constraint. `registry_name`: the name under
     which an environment lists the registry's program (its stack's `registry_programs`, from
     hpcbench.stack.mpi_stacks); the checks run only where a Spack is or that program is
-    (hpcbench.rfm.site_config.BUILDS_FROM_SPACK).
+    (hpcbench.rfm.site_environments.BUILDS_FROM_SPACK).
     """
     spec = variable(str)
     needs_mpi = variable(bool, value=False)

@@ -1,5 +1,5 @@
 """The site config of a system `hpcbench new-system` described (hpcbench.stack.
-site_description): its description, site-configs/<name>.yaml, is data a person reviews and
+new_system): its description, site-configs/<name>.yaml, is data a person reviews and
 corrects; this turns it into ReFrame's configuration, one partition per Slurm partition:
 
 - the node as Slurm and the partition's own node described it (ReFrame's processor, the
@@ -13,32 +13,32 @@ corrects; this turns it into ReFrame's configuration, one partition per Slurm pa
   BLAS, as on `local`), built by the system's Spack environment.
 
 A description missing a field or holding a wrong one is one error naming the file and field
-(hpcbench.stack.site_description.load).
+(hpcbench.stack.new_system.load).
 """
 import sys
 from pathlib import Path
 
 from hpcbench.core import gpu_topology
-from hpcbench.rfm import site_config
-from hpcbench.stack import blas, site_description
+from hpcbench.rfm import site_config, site_environments, site_partitions
+from hpcbench.stack import blas, new_system
 
 
 def _gpus(entry, system):
     try:
-        return site_description.measured_gpus(entry, system)
-    except site_description.DescriptionError as err:
+        return new_system.measured_gpus(entry, system)
+    except new_system.DescriptionError as err:
         sys.exit(f'error: {err}')
 
 
 def _partition(where, system, entry, access, environs):
-    gpu_settings, gpu_fields = site_config.accelerator_settings(
+    gpu_settings, gpu_fields = site_partitions.accelerator_settings(
         _gpus(entry, system['name']),
         gpu_topology.from_description(entry.get('gpu_topology')), system['name'])
     if gpu_fields and entry.get('gpus_stand_in'):
         gpu_fields['accelerators']['stand_in'] = entry['gpus_stand_in']
     io = {'io_directory': entry['io_directory'], 'io_read_cache_policy': 'size'} \
         if entry.get('io_directory') else {}
-    return site_config.reframe_partition(
+    return site_partitions.reframe_partition(
         where, system['name'], entry['name'],
         {'num_nodes': entry['num_nodes'], 'memory_bytes': entry['memory_bytes'],
          'clock_hz': entry['clock_hz'],
@@ -49,7 +49,7 @@ def _partition(where, system, entry, access, environs):
         descr=entry['descr'], scheduler=system['scheduler'], launcher=system['launcher'],
         access=[f'--partition={entry["slurm_partition"]}', *access],
         **gpu_settings,
-        **({'resources': site_config.SLURM_GPU_RESOURCES} if gpu_settings else {}),
+        **({'resources': site_partitions.SLURM_GPU_RESOURCES} if gpu_settings else {}),
         max_jobs=entry.get('max_jobs', 100), processor=entry['processor'],
         environs=environs)
 
@@ -59,12 +59,12 @@ def site_configuration(site_config_file):
     `site_config_file` (site-configs/<name>.py: site-configs/<name>.yaml)."""
     path = Path(site_config_file).with_suffix('.yaml')
     try:
-        system = site_description.load(path)
-        stacks = site_description.stacks_of(system, path)
-    except site_description.DescriptionError as err:
+        system = new_system.load(path)
+        stacks = new_system.stacks_of(system, path)
+    except new_system.DescriptionError as err:
         sys.exit(f'error: {err}')
-    spack_fields, _ = site_config.spack_partition_settings()
-    environments = site_config.stack_environments(stacks, [system['name']], spack_fields,
+    spack_fields, _ = site_partitions.spack_partition_settings()
+    environments = site_environments.stack_environments(stacks, [system['name']], spack_fields,
                                                   blas.local_libraries(),
                                                   system.get('run_env') or {})
     environs = [env['name'] for env in environments]

@@ -14,9 +14,9 @@ from reframe.core.builtins import run_after, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
 from hpcbench.benchmarks import dgemm
-from hpcbench.core import accelerators, gpu_ranks, gpu_topology
+from hpcbench.core import accelerators, device_keys, gpu_ranks, gpu_topology
 from hpcbench.rfm.build import BenchmarkBuild
-from hpcbench.machine.described import partition_description
+from hpcbench.machine.from_reframe import partition_description
 from hpcbench.rfm.partition import job_output, skip_beyond_partition
 from hpcbench.rfm.run import BenchmarkRun
 
@@ -179,6 +179,12 @@ class GpuRun(BenchmarkRun):
             except errors as err:
                 raise SanityError(f'rank {rank} (GPU {gpu} on {host}): {err}') from None
         return parsed
+
+    def record_gpu_samples(self, how, gpus, **values):
+        """record_samples of figures measured once per GPU, `gpus` ([(gpu, host)], each_rank's)
+        naming whose each value is: each GPU's own figures kept under its key."""
+        self.record_device_samples(how, [device_keys.gpu_key(host, gpu) for gpu, host in gpus],
+                                   **values)
 
     def median(self, name):
         """A figure: the median over the GPUs of its samples (record_samples)."""

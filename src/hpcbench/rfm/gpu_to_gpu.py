@@ -10,13 +10,14 @@ import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import parameter, run_after
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, variable
 from reframe.core.exceptions import SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench.benchmarks import gpu_mpi
-from hpcbench.core import gpu_ranks, gpu_topology
-from hpcbench.machine.described import stack_description
+from hpcbench.core import device_keys, gpu_ranks, gpu_topology
+from hpcbench.machine.from_reframe import stack_description
 from hpcbench.rfm.gpu import GpuRun, misplaced_ranks
 from hpcbench.rfm.partition import job_output
 from hpcbench.rfm.plugins import sampled_figure
@@ -54,6 +55,9 @@ class GpuPairs(rfm.RegressionTestPlugin):
     (`pair_figures`); each is added as it applies, the link's where the pairs have links
     of known rate and `bandwidth` is measured."""
     path = parameter(['intra-node', 'inter-node'])
+    #: Per GPU pair measured (its key as hpcbench.core.device_keys writes it): the link
+    #: between its GPUs as the node's topology names it (`NV18`, `SYS`).
+    pair_links = variable(typ.Dict[str, str], value={})
 
     def pair_figures(self):
         return tuple(PAIR_FIGURES)
@@ -70,15 +74,30 @@ class GpuPairs(rfm.RegressionTestPlugin):
 
     def record_pair_figures(self, how, figures, one_way=None):
         """Record the pairs' `figures` ({pair: {figure: value}}) and, from `one_way`
-        ({pair: bytes/s one way}), each pair's share of its link (link_efficiencies)."""
-        values = {name: [f[name] for f in figures.values()]
+        ({pair: bytes/s one way}), each pair's share of its link (link_efficiencies): the
+        aggregated figures, and each pair's own under its key with the link it crossed."""
+        pairs = list(figures)
+        keys = {pair: self.pair_key(pair) for pair in pairs}
+        values = {name: [figures[pair][name] for pair in pairs]
                   for name in next(iter(figures.values()), {})}
+        self.record_device_samples(how, [keys[pair] for pair in pairs], **values)
         if one_way is not None:
             efficiencies = self.link_efficiencies(one_way)
             if 'link_efficiency' in self.perf_variables and efficiencies:
-                values['link_efficiency'] = list(efficiencies.values())
-                values['slowest_pair_link_efficiency'] = sorted(efficiencies.values())
-        self.record_samples(how, **values)
+                self.record_device_samples(how, [keys[pair] for pair in efficiencies],
+                                           link_efficiency=list(efficiencies.values()))
+                self.record_samples(how, slowest_pair_link_efficiency=sorted(
+                    efficiencies.values()))
+        if self.topology_of_node is not None and self.path == 'intra-node':
+            self.pair_links = {keys[(i, j)]: self.topology_of_node.link(i, j)
+                               for i, j in pairs if i != j}
+
+    def pair_key(self, pair):
+        """The key of `pair`'s figures: its GPUs and the node or nodes its ranks ran on."""
+        hosts = self.pair_hosts[pair]
+        if self.path == 'inter-node':
+            return device_keys.pair_key(hosts[0], pair[0], pair[1], hosts[1])
+        return device_keys.pair_key(hosts[0], *pair)
 
     def place_pairs(self, program, *args):
         """The job: `program args` once per pair, two ranks, each on its GPU of the pair."""
@@ -98,10 +117,6 @@ class GpuPairs(rfm.RegressionTestPlugin):
             self.run_through_rank_wrapper(program, *args, ranks_per_node=1, nodes=2)
             placement = 'GPU 0 of each of two nodes'
         self.add_pair_figures()
-        if self.topology_of_node is not None and self.path == 'intra-node':
-            # Each pair's link beside its figure in the report.
-            placement += ' ' + gpu_mpi.links_text({(i, j): self.topology_of_node.link(i, j)
-                                                    for i, j in self.pairs if i != j})
         return placement
 
     def link_rates(self):
@@ -123,11 +138,13 @@ class GpuPairs(rfm.RegressionTestPlugin):
                 parts = gpu_mpi.split_pairs(output, self.pairs)
             except gpu_mpi.GpuMpiError as err:
                 raise SanityError(str(err)) from None
-        checked = {}
+        checked, self.pair_hosts = {}, {}
         for pair, text in parts.items():
             where = (f'GPUs {pair[0]} and {pair[1]}' if self.path == 'intra-node'
                      else 'GPU 0 of two nodes')
-            checked[pair] = (where, self.check_ranks(text, where)[0][2])
+            ranks = self.check_ranks(text, where)
+            checked[pair] = (where, ranks[0][2])
+            self.pair_hosts[pair] = (ranks[0][1], ranks[1][1])
         return checked
 
     def check_ranks(self, text, where):

@@ -1,5 +1,5 @@
 """The site configs of the papers' systems: each is a description file,
-site-configs/<name>.yaml (hpcbench.machine.description.PAPER_SYSTEM_SCHEMA: the paper's
+site-configs/<name>.yaml (hpcbench.machine.description_schema.PAPER_SYSTEM_SCHEMA: the paper's
 words in `about`, its nodes, partitions and MPI stacks, the paper's settings cited as
 references cite their figures), read by a three-line site-configs/<name>.py
 (`site_configuration(__file__)`).
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hpcbench.core import paths
 from hpcbench.core.accelerators import Accelerator
-from hpcbench.machine import description, plain_yaml
-from hpcbench.rfm import site_config
+from hpcbench.machine import description_schema, plain_yaml
+from hpcbench.rfm import site_config, site_environments, site_partitions
 
 # Imported for its effect: it registers the sites' schedulers and launchers with ReFrame.
 importlib.import_module('hpcbench.rfm.backends')
@@ -76,9 +76,9 @@ def processor(arch, model, sockets, cores_per_socket, caches, threads_per_core=1
 
 # What a partition's entry takes from the system, where it does not say; every field the
 # entry has beside these and ReFrame's own (name, descr, processor) is its description's
-# (hpcbench.machine.description.SCHEMA).
+# (hpcbench.machine.description_schema.SCHEMA).
 _REFRAME_FIELDS = ('scheduler', 'launcher', 'access', 'environs')
-# Fields written as `4 GiB` or `2.6 GHz` (hpcbench.machine.description.quantity).
+# Fields written as `4 GiB` or `2.6 GHz` (hpcbench.machine.description_schema.quantity).
 _QUANTITIES = ('memory_bytes', 'clock_hz', 'io_stripe_size')
 
 
@@ -92,9 +92,9 @@ def _partition(where, system, entry, processors):
 
     def quantity(value, field):
         try:
-            return description.quantity(value)
-        except description.DescriptionError as err:
-            raise description.DescriptionError(f'{where}: partitions[{name}].{field}: {err}') \
+            return description_schema.quantity(value)
+        except description_schema.DescriptionError as err:
+            raise description_schema.DescriptionError(f'{where}: partitions[{name}].{field}: {err}') \
                 from None
 
     for key in _QUANTITIES:
@@ -106,9 +106,9 @@ def _partition(where, system, entry, processors):
     accelerators = [Accelerator(**{**a, 'memory_bytes': quantity(a['memory_bytes'],
                                                                  'accelerators')})
                     for a in fields.pop('accelerators', [])]
-    settings, accelerator_fields = site_config.accelerator_settings(accelerators,
+    settings, accelerator_fields = site_partitions.accelerator_settings(accelerators,
                                                                     system=system['name'])
-    return site_config.reframe_partition(
+    return site_partitions.reframe_partition(
         where, system['name'], name, {**fields, **accelerator_fields},
         descr=descr, scheduler=reframe['scheduler'], launcher=reframe['launcher'],
         access=list(reframe['access'] or ()), environs=list(reframe['environs']),
@@ -122,14 +122,14 @@ def _environment(where, system, env):
     `spack_blas`: the BLAS its builds name, where the environment builds with more than
     one."""
     name, spack_mpi = env['name'], env['spack_mpi']
-    extras = site_config.stack_extras(f'{where}: environment {name}', spack_mpi=spack_mpi,
+    extras = site_partitions.stack_extras(f'{where}: environment {name}', spack_mpi=spack_mpi,
                                       spack_blas=env.get('spack_blas'),
                                       launcher=env.get('launcher'))
-    env_dir = shlex.quote(str(site_config.spack_env_dir(system)))
+    env_dir = shlex.quote(str(site_partitions.spack_env_dir(system)))
     return {
         'name': name, 'target_systems': [system],
         'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpif90',
-        'features': ['mpi', 'openmp', name, site_config.BUILDS_FROM_SPACK],
+        'features': ['mpi', 'openmp', name, site_environments.BUILDS_FROM_SPACK],
         'prepare_cmds': [f'eval "$(spack -e {env_dir} load --sh {shlex.quote(spack_mpi)})"'],
         'env_vars': [list(kv) for kv in (env.get('env_vars') or {}).items()],
         'extras': extras,
@@ -143,13 +143,13 @@ def site_configuration(site_config_file):
     path = Path(site_config_file).with_suffix('.yaml')
     where = paths.shown(path)
     try:
-        system = description.paper_system(plain_yaml.load(path, where), where)
+        system = description_schema.paper_system(plain_yaml.load(path, where), where)
         processors = {key: processor(**{**recipe, 'caches': [
-            cache(**{**c, 'size': description.quantity(c['size'])}) for c in recipe['caches']]})
+            cache(**{**c, 'size': description_schema.quantity(c['size'])}) for c in recipe['caches']]})
             for key, recipe in system['processors'].items()}
         partitions = [_partition(where, system, entry, processors)
                       for entry in system['partitions']]
-    except (plain_yaml.PlainYamlError, description.DescriptionError) as err:
+    except (plain_yaml.PlainYamlError, description_schema.DescriptionError) as err:
         sys.exit(f'error: {err}')
     return site_config.site(
         systems=[{'name': system['name'], 'descr': system['descr'],

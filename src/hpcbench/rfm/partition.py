@@ -1,7 +1,7 @@
 """The partition a test runs on, and what a check's job script is made of.
 
 - The node: `partition_node` (hpcbench.core.node.Node from ReFrame's processor description
-  and the partition's description, hpcbench.machine.described), its node counts and layouts,
+  and the partition's description, hpcbench.machine.from_reframe), its node counts and layouts,
   its nominal peak;
 - the job: a rank-binding wrapper (`bind_ranks`, `bound_command`), a script written to the
   stage (`run_script`), a launch repeated in one job (`repeat_launch`), a suite module run
@@ -25,7 +25,7 @@ from hpcbench.core import layout, node
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
 from hpcbench.machine import slurm_query
 from hpcbench.results import reference_schema, references
-from hpcbench.machine.described import partition_description, stack_description
+from hpcbench.machine.from_reframe import partition_description, stack_description
 
 BIND_SCRIPT = 'bind-rank.sh'
 

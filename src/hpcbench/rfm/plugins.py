@@ -3,7 +3,7 @@
 - `SiteTuning`: the environment's launcher and run-time variables at launch;
 - `CheckedInputs`: inputs a user sets (`-S name=value`) checked before anything runs;
 - `QuietNode`: the node's launch lock and quiet-node check before the launch
-  (hpcbench.rfm.quiet_node runs in the job);
+  (hpcbench.core.quiet_node runs in the job);
 - `StackCoverage`: which MPI stacks and BLAS libraries a check covers;
 - `Provenance`: the build's spec, inputs and topology as loggable variables;
 - `Samples`: each figure's values within the job and how they were aggregated, ratios
@@ -22,11 +22,10 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
-from hpcbench.core import job_script, node
-from hpcbench.rfm import launch_lock, quiet_node
+from hpcbench.core import job_script, launch_lock, node, quiet_node
 from hpcbench.stack import provenance
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
-from hpcbench.machine.described import partition_description, stack_description
+from hpcbench.machine.from_reframe import partition_description, stack_description
 from hpcbench.rfm.partition import (job_python, nominal_peak, partition_node, say_once,
                                     skip_node_out_of_service)
 
@@ -43,7 +42,7 @@ _ENVIRONMENT_PROPAGATING = ('srun', 'srunalloc')
 class SiteTuning(rfm.RegressionTestPlugin):
     """What a site's MPI stack needs at launch, for every check that launches MPI ranks.
 
-    - The ReFrame environment's stack may name its own launcher (hpcbench.machine.described),
+    - The ReFrame environment's stack may name its own launcher (hpcbench.machine.from_reframe),
       since one
       partition runs several MPI stacks (Open MPI's mpirun, MVAPICH's mpirun_rsh, ...).
     - The run-time variables of the environment (the papers' tuning: VIADEV_*, PSM2_*,
@@ -119,7 +118,7 @@ class CheckedInputs(rfm.RegressionTestPlugin):
 class QuietNode(QuietNodeSettings):
     """A benchmark measures a quiet node, and a failed job never passes.
 
-    - Just before its launch, the job checks the node it runs on (hpcbench.rfm.quiet_node): the
+    - Just before its launch, the job checks the node it runs on (hpcbench.core.quiet_node): the
       CPU other processes use, the memory in use, the load. Settings per partition:
       its description's `quiet_node` (action fail/warn/off, max_busy_cores, max_memory_in_use,
       sample, wait); for a run: `-S quiet_node_action=warn`, `-S quiet_node_wait=0`. A
@@ -128,7 +127,7 @@ class QuietNode(QuietNodeSettings):
       naming the culprits. The check's line is kept as `node_state` (perflog, results
       database), with the seconds waited.
     - Before that check, the job takes the node's launch lock and keeps it to its end
-      (hpcbench.rfm.launch_lock.LAUNCH_LOCK: one per node, for every checkout and user), so that
+      (hpcbench.core.launch_lock.LAUNCH_LOCK: one per node, for every checkout and user), so that
       two runs never measure at the same time; a job that waited for another says so in
       `node_state`, naming it. Waited for `lock_wait` seconds (an hour; `-S
       quiet_node_lock_wait=`), then the node is busy.
@@ -189,7 +188,7 @@ class StackCoverage(rfm.RegressionTestPlugin):
     """Which MPI stacks a check's cases run on.
 
     Every stack the check is valid for, unless `every_stack` is False (quick mode,
-    hpcbench.rfm.site_config.MODES; `make screen`, which screens each node once): then a
+    hpcbench.rfm.run_modes.MODES; `make screen`, which screens each node once): then a
     case whose figures do not depend on the MPI stack
     (`depends_on_stack()` is False: one rank, or I/O through POSIX) runs on the partition's
     first stack only (the MPI of the first of its environments the check is valid for, with
@@ -289,6 +288,10 @@ class Samples(rfm.RegressionTestPlugin):
     aggregation = variable(typ.Dict[str, str], value={})
     #: Figures withheld, and why (a ratio above 100 % of its ceiling).
     flagged = variable(typ.Dict[str, str], value={})
+    #: Per GPU or GPU pair the job measured: its own figures ({key: {variable: value}}, the
+    #: key as hpcbench.core.device_keys writes it: `n1:gpu3`, `n1:gpu0-gpu1`), which the
+    #: reported figure aggregates (a median over the GPUs, the slowest pair).
+    device_figures = variable(typ.Dict[str, typ.Dict[str, float]], value={})
 
     def record_samples(self, how, **values):
         """Record each reported variable's values (a sequence) and how its figure was
@@ -297,6 +300,21 @@ class Samples(rfm.RegressionTestPlugin):
                   if name in self.perf_variables}
         self.samples = {**self.samples, **values}
         self.record_aggregation(how, *values)
+
+    def record_device_samples(self, how, keys, **values):
+        """record_samples of figures measured once per GPU or GPU pair, `keys` (device_keys'
+        text) naming whose each value is, in the values' order: each device's own figures
+        kept under its key too."""
+        self.record_samples(how, **values)
+        figures = {key: dict(self.device_figures.get(key, {})) for key in keys}
+        for name, sample in values.items():
+            if name not in self.perf_variables:
+                continue
+            if len(sample) != len(keys):
+                raise ValueError(f'{name}: {len(sample)} value(s) for {len(keys)} device(s)')
+            for key, value in zip(keys, sample):
+                figures[key][name] = float(value)
+        self.device_figures = {**self.device_figures, **figures}
 
     def record_aggregation(self, how, *names):
         """Say how the reported variables `names` were aggregated (or derived)."""
@@ -348,3 +366,5 @@ class Samples(rfm.RegressionTestPlugin):
         """Take the figure `name` out of the reported ones, kept in `flagged` with why."""
         self.flagged = {**self.flagged, name: why}
         del self.perf_variables[name]
+        self.device_figures = {key: {n: v for n, v in figures.items() if n != name}
+                               for key, figures in self.device_figures.items()}

@@ -12,7 +12,8 @@ import yaml
 from hpcbench.benchmarks import babelstream, dgemm, host_device, nccl_tests, osu, stream
 from hpcbench.core import node, paths
 from hpcbench.machine import device_buffers, host
-from hpcbench.stack import blas, cuda, debian, mpi_stacks, nccl, site_description, testbed
+from hpcbench.stack import (blas, cuda, debian, mpi_stacks, nccl, new_system,
+                            testbed_system)
 
 LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
 
@@ -32,46 +33,47 @@ class BootstrapError(RuntimeError):
 
 def machine_systems():
     """The systems whose stack this machine builds: MACHINE_SYSTEMS, then the clusters
-    described from it (hpcbench.stack.site_description)."""
-    return (*MACHINE_SYSTEMS, *site_description.described_systems())
+    described from it (hpcbench.stack.new_system)."""
+    return (*MACHINE_SYSTEMS, *new_system.described_systems())
 
 
 def described_gpus(system):
     """The GPUs of a described cluster's partitions whose drivers answer and which its GPU
-    checks measure (hpcbench.stack.site_description.measured_gpus)."""
-    description, _ = site_description.description_of(system)
+    checks measure (hpcbench.stack.new_system.measured_gpus)."""
+    description, _ = new_system.description_of(system)
     return [gpu for entry in description['partitions'] if not entry.get('gpus_stand_in')
-            for gpu in site_description.measured_gpus(entry, system)]
+            for gpu in new_system.measured_gpus(entry, system)]
 
 
 def machine_stacks(system='local'):
     """The MPI stacks a system on this machine runs (testbed: those it can launch; a
     described cluster: those its description names)."""
     if system == 'testbed':
-        return testbed.mpi_stacks_launched()
+        return testbed_system.mpi_stacks_launched()
     if system not in MACHINE_SYSTEMS:
-        return site_description.stacks_of(*site_description.description_of(system))
+        return new_system.stacks_of(*new_system.description_of(system))
     return mpi_stacks.local_stacks()
 
 
 def machine_blas(system='local'):
     """The BLAS libraries a system on this machine builds with, the default first (testbed:
     the default only; the BLAS comparison is the host's)."""
-    return testbed.blas_libraries() if system == 'testbed' else blas.local_libraries()
+    return testbed_system.blas_libraries() if system == 'testbed' else blas.local_libraries()
 
 
 def machine_nodes(system):
     """The nodes site-configs/<system>.py describes (local: the host; testbed: one emulated
     node; a described cluster: each partition's), from the same functions."""
     if system not in MACHINE_SYSTEMS:
-        description, path = site_description.description_of(system)
+        description, path = new_system.description_of(system)
         return [node.from_partition(entry['processor'], entry, f'{path}: {entry["name"]}')
                 for entry in description['partitions']]
 
     processor = host.processor_info(LOCAL_SYSTEM, LOCAL_PARTITION)
     if system == 'testbed':
         return [node.from_partition(processor,
-                                    testbed.node_facts(testbed.configured_nodes()), system)]
+                                    testbed_system.node_facts(
+                                        testbed_system.configured_nodes()), system)]
 
     return [node.from_partition(processor, host.partition_facts(), system)]
 
@@ -239,7 +241,7 @@ def write_host_yamls(system, tools, detected, this_host):
             config = host_config(machine_stacks(each), tools, machine_nodes(each), each,
                                  detected, machine_blas(each), cuda_archs, cuda_toolkit,
                                  nccl_library)
-        except (site_description.DescriptionError, node.NodeDescriptionError) as err:
+        except (new_system.DescriptionError, node.NodeDescriptionError) as err:
             if each == system:
                 raise BootstrapError(str(err)) from None
             say(f'skipped {each}: {err}')

@@ -1,15 +1,9 @@
-"""A real Slurm cluster on this machine, for the suite's CI (`ci/testbed/testbed`): what it
-is (its nodes, their facts, its configuration files, where it lives); its daemons are
-started and stopped by hpcbench.stack.testbed_daemons.
-
-munged, MariaDB with slurmdbd (accounting: ReFrame's `slurm` backend polls sacct),
-slurmctld and N slurmd emulating nodes n1..nN (Slurm's MULTIPLE_SLURMD: one address, one
-port each). Everything lives in one state directory (configs, database, spool, logs, PID
-files); `start` is idempotent, `stop` ends exactly the processes `start` recorded, by PID.
-
-Debian's packages (slurm-wlm, slurmdbd, munge, mariadb-server) are installed when missing
-(as root). PID 1 here is not systemd and cgroups are not usable: proctrack/linuxproc and
-task/none. MpiDefault is pmix (plain srun of an MPI program fails in MPI_Init with none).
+"""The testbed system: a real Slurm cluster on this machine (hpcbench.devtools.testbed runs
+it for the suite's CI, `ci/testbed/testbed`), as the stack builds for it and its site
+config (site-configs/testbed.py) describes it: its shape (CPU nodes n1..nN in `batch`, GPU
+nodes with stand-in devices, nodes declared as sites declare theirs, ports, names), where
+it lives (Layout, state_dir), the MPI stacks it launches, the BLAS it builds with, and the
+facts of its nodes.
 """
 import os
 import re
@@ -20,11 +14,6 @@ from hpcbench.core import gpu_topology as gpu_topology_facts
 from hpcbench.core import paths
 from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
-
-# libpmix-dev: Slurm's mpi/pmix plugin (srun --mpi=pmix) dlopens the unversioned libpmix.so,
-# which only the -dev package provides.
-APT_PACKAGES = ('slurm-wlm', 'slurmdbd', 'munge', 'mariadb-server', 'mariadb-client',
-                'libpmix-dev')
 DEFAULT_NODES = 3
 # GPU nodes g1..gG beside n1..nN, Slurm's partition `gpu`: each declares its GPUs as a typed
 # GRES (what a site's nodes declare, hpcbench.core.accelerators.from_gres) whose device files
@@ -89,7 +78,6 @@ def blas_libraries():
     return blas.local_libraries()[:1]
 
 
-
 def state_dir():
     """$HPCBENCH_TESTBED_DIR, else var/testbed of the checkout: the cluster is not a run's
     product, so HPCBENCH_VAR does not move it."""
@@ -152,7 +140,7 @@ def node_facts(nodes):
     """The description of one of `nodes` emulated nodes (hpcbench.machine.description): the
     host's clock and flop/cycle, its share of the memory, and the node count. The emulated nodes
     share one host, whose other nodes' jobs and daemons are always busy: no quiet-node
-    check (hpcbench.rfm.quiet_node)."""
+    check (hpcbench.core.quiet_node)."""
     return {**host.partition_facts(), 'memory_bytes': node_memory_bytes(nodes),
             'num_nodes': nodes, 'quiet_node': {'action': 'off'}}
 
@@ -179,101 +167,7 @@ def node_names(nodes):
             *(node.name for node in SITE_GPU_NODES)]
 
 
-def stand_in_devices(layout):
-    """The GPU nodes' stand-in device files, one per GPU (they share them: one host)."""
-    return [layout.root / 'dev' / f'nvidia{i}' for i in range(GPUS_PER_NODE)]
-
-
-def gres_conf(layout):
-    site_nodes = ''.join(
-        f'NodeName={node.name} Name=gpu{f" Type={node.gres_type}" if node.gres_type else ""} '
-        f'File={layout.root}/dev/nvidia0\n' for node in SITE_GPU_NODES)
-    return (f'# Written by hpcbench.stack.testbed: stand-in device files, no GPU.\n'
-            f'NodeName=g[1-{GPU_NODES}] Name=gpu Type={GPU_TYPE} '
-            f'File={layout.root}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n{site_nodes}')
-
-
-def slurm_conf(layout, nodes, processor, memory_mb, hostname, gpu_memory_mb):
-    """slurm.conf of a cluster of `nodes` emulated nodes on `hostname`, each with its
-    `processor` (ReFrame's description: sockets, cores, threads) and `memory_mb`, and the
-    GPU nodes (GPU_NODES, the same processor, `gpu_memory_mb`, GPU_GRES and the feature
-    GPU_FEATURE), and SITE_GPU_NODES, each in a partition of its own: partitions that differ
-    as a site's do, in node count, memory, GRES and features."""
-    last_port = FIRST_SLURMD_PORT + nodes - 1
-    threads = processor['num_cpus_per_core']
-    cores = processor['num_cpus_per_socket'] // threads
-    shape = (f"CPUs={processor['num_cpus']} Sockets={processor['num_sockets']} "
-             f"CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory=")
-    gpu_ports = f'{last_port + 1}-{last_port + GPU_NODES}'
-    site_nodes = ''.join(
-        f'NodeName={node.name} NodeHostname={hostname} NodeAddr=127.0.0.1 '
-        f'Port={last_port + GPU_NODES + n} {shape}{gpu_memory_mb} Gres={node.gres} '
-        f'State=UNKNOWN\n' for n, node in enumerate(SITE_GPU_NODES, 1))
-    site_partitions = ''.join(
-        f'PartitionName={node.partition} Nodes={node.name} MaxTime=INFINITE State=UP '
-        f'OverSubscribe=NO\n' for node in SITE_GPU_NODES)
-    return f'''# Written by hpcbench.stack.testbed: {nodes} emulated nodes on {hostname}.
-ClusterName={CLUSTER}
-SlurmctldHost={hostname}(127.0.0.1)
-SlurmctldPort={CTLD_PORT}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CryptoType=crypto/munge
-StateSaveLocation={layout.root}/ctld
-SlurmdSpoolDir={layout.root}/spool/%n
-SlurmctldPidFile={layout.root}/ctld/slurmctld.pid
-SlurmdPidFile={layout.root}/spool/%n/slurmd.pid
-SlurmctldLogFile={layout.log}/slurmctld.log
-SlurmdLogFile={layout.log}/slurmd-%n.log
-TmpFS=/tmp/slurm-%n
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=pmix
-ReturnToService=2
-SchedulerType=sched/backfill
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort={DBD_PORT}
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-InactiveLimit=0
-KillWait=5
-MinJobAge=30
-GresTypes=gpu
-NodeName=n[1-{nodes}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={FIRST_SLURMD_PORT}-{last_port} {shape}{memory_mb} State=UNKNOWN
-NodeName=g[1-{GPU_NODES}] NodeHostname={hostname} NodeAddr=127.0.0.1 Port={gpu_ports} {shape}{gpu_memory_mb} Gres={GPU_GRES} Features={GPU_FEATURE} State=UNKNOWN
-{site_nodes}PartitionName={SLURM_PARTITION} Nodes=n[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-PartitionName={SLURM_GPU_PARTITION} Nodes=g[1-{GPU_NODES}] MaxTime=INFINITE State=UP OverSubscribe=NO
-{site_partitions}'''
-
-
-def slurmdbd_conf(layout, db_password):
-    return f'''# Written by hpcbench.stack.testbed.
-AuthType=auth/munge
-DbdHost=localhost
-DbdAddr=127.0.0.1
-DbdPort={DBD_PORT}
-SlurmUser=root
-LogFile={layout.log}/slurmdbd.log
-PidFile={layout.root}/ctld/slurmdbd.pid
-StorageType=accounting_storage/mysql
-StorageHost=127.0.0.1
-StoragePort={DB_PORT}
-StorageUser=slurm
-StoragePass={db_password}
-StorageLoc=slurm_acct_db
-'''
-
-
-
-
-
-
 def configured_node_count(layout):
     found = re.search(r'^NodeName=n\[1-(\d+)\]', layout.slurm_conf.read_text(), re.M) \
         if layout.slurm_conf.exists() else None
     return int(found.group(1)) if found else 0
-

@@ -31,10 +31,10 @@ from hpcbench.core import accelerators, gpu_topology, paths
 from hpcbench.core.node import NodeDescriptionError, from_partition
 from hpcbench.core import slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
-from hpcbench.machine import description as description_schema
+from hpcbench.machine import description_schema
 from hpcbench.machine import datasheets, host, plain_yaml, slurm_query
 from hpcbench.results import references_text
-from hpcbench.stack import mpi_stacks
+from hpcbench.stack import mpi_stacks, slurm_run_env
 
 # The first line of every description this command writes: what --force may overwrite.
 HEADER = '# Written by `hpcbench new-system'
@@ -42,8 +42,8 @@ NAME = re.compile(r'^[a-z][a-z0-9-]{0,30}$')
 # Clock sources that are the cores' nominal clock (host.clock); any other is asked about.
 NOMINAL_CLOCK_SOURCES = ('cpufreq maximum', host.CLOCK_VARIABLE)
 # What a node of the partition prints about itself (print_node_facts), as one JSON line.
-NODE_FACTS_CODE = ('from hpcbench.stack import site_description; '
-                   'site_description.print_node_facts()')
+NODE_FACTS_CODE = ('from hpcbench.stack import new_system; '
+                   'new_system.print_node_facts()')
 NODE_FACTS_MARK = 'hpcbench-node-facts: '
 
 
@@ -554,15 +554,15 @@ def describe(name, cluster, facts, login_node, stacks, access=(), io_directory=N
         'launcher': launcher,
         'mpi_plugins': list(cluster.mpi_plugins),
         # Several Slurm nodes on one host (an emulated cluster): a run starts one job at a
-        # time (hpcbench.rfm.site_config.execution_options).
+        # time (hpcbench.rfm.run_modes.execution_options).
         'nodes_share_hosts': shares_hosts,
         'access': list(access),
         'mpi_stacks': list(stacks),
         # MPIs installed in prefixes of their own, named with --mpi (the others: the login
         # node's, as `local` finds them).
         'mpi_prefixes': {name: str(prefix) for name, prefix in (mpi_prefixes or {}).items()},
-        # Each stack's run-time variables here (hpcbench.stack.mpi_stacks.slurm_run_env).
-        'run_env': mpi_stacks.slurm_run_env(stacks, launcher == 'srun',
+        # Each stack's run-time variables here (hpcbench.stack.slurm_run_env).
+        'run_env': slurm_run_env.run_env(stacks, launcher == 'srun',
                                             shares_hosts),
         'partitions': partitions,
     }
@@ -657,7 +657,7 @@ def write(name, description, asks, root=paths.PROJECT_ROOT, force=False):
     return list(files.values())
 
 
-def new_system(name, root=paths.PROJECT_ROOT, force=False, access=(), io_directory=None,
+def from_slurm(name, root=paths.PROJECT_ROOT, force=False, access=(), io_directory=None,
                env=None, timeout=600, mpi_prefixes=()):
     """Describe the cluster this login node's Slurm reaches as system `name` and write it:
     (paths written, [what to ask])."""

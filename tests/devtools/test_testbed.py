@@ -1,4 +1,4 @@
-"""The Slurm testbed (hpcbench.stack.testbed): its configuration, and a real cluster started,
+"""The Slurm testbed (hpcbench.devtools.testbed): its configuration, and a real cluster started,
 used, started again and stopped on this machine (the daemons start in seconds)."""
 import os
 import pwd
@@ -16,14 +16,16 @@ import yaml
 from conftest import BIN, FIXTURES, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import gpu_ranks, paths
 from hpcbench.machine import slurm_query
-from hpcbench.stack import bootstrap, spack, testbed, testbed_daemons, testbed_processes
+from hpcbench.devtools import testbed, testbed_daemons, testbed_processes
+from hpcbench.stack import testbed_system
+from hpcbench.stack import bootstrap, spack
 
 
 def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
     # Two sockets of four cores with two threads each.
     processor = {'num_cpus': 16, 'num_sockets': 2, 'num_cpus_per_socket': 8,
                  'num_cpus_per_core': 2}
-    conf = testbed.slurm_conf(testbed.Layout(tmp_path), 4, processor, 6000, 'vm', 9000)
+    conf = testbed.slurm_conf(testbed_system.Layout(tmp_path), 4, processor, 6000, 'vm', 9000)
     assert 'NodeName=n[1-4] NodeHostname=vm NodeAddr=127.0.0.1 Port=17001-17004 CPUs=16 ' \
            'Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=6000' in conf
     assert 'AccountingStorageType=accounting_storage/slurmdbd' in conf
@@ -36,7 +38,7 @@ def test_the_configuration_emulates_n_nodes_on_one_host(tmp_path):
            'Features=hbm State=UNKNOWN' in conf
     assert 'PartitionName=batch Nodes=n[1-4] Default=YES' in conf
     assert 'PartitionName=gpu Nodes=g[1-2] ' in conf
-    assert testbed.gres_conf(testbed.Layout(tmp_path)).splitlines()[1:] == [
+    assert testbed.gres_conf(testbed_system.Layout(tmp_path)).splitlines()[1:] == [
         f'NodeName=g[1-2] Name=gpu Type=h100 File={tmp_path}/dev/nvidia[0-7]',
         f'NodeName=u1 Name=gpu File={tmp_path}/dev/nvidia0',
         f'NodeName=s1 Name=gpu Type=hopper File={tmp_path}/dev/nvidia0']
@@ -63,7 +65,7 @@ def test_a_second_testbed_beside_a_running_one_is_refused(cluster, tmp_path):
 def test_stop_never_kills_a_process_that_only_reuses_a_recorded_pid(tmp_path):
     # The stand-in: an unrelated process holds the PID a (dead) daemon's file names, as after
     # a reboot or PID wrap-around; its start time is not the recorded one.
-    layout = testbed.Layout(tmp_path)
+    layout = testbed_system.Layout(tmp_path)
     layout.run.mkdir(parents=True)
     unrelated = subprocess.Popen(['sleep', '300'])
     try:
@@ -92,7 +94,7 @@ def test_stop_finds_the_daemons_of_a_removed_state_directory_by_what_they_are(tm
     # Stand-ins for a slurmd and munged whose state directory (var/testbed) was removed
     # while they ran: found by their environment's slurm.conf and their command line.
     root = tmp_path / 'testbed'
-    layout = testbed.Layout(root)
+    layout = testbed_system.Layout(root)
     slurmd = subprocess.Popen([_stand_in(tmp_path, 'slurmd'), '300'],
                               env={**os.environ, 'SLURM_CONF': str(layout.slurm_conf)})
     munged = subprocess.Popen([_stand_in(tmp_path, 'munged', '/bin/sh'), '-c', 'sleep 300; :',
@@ -117,7 +119,7 @@ def test_make_testbed_stop_from_the_documented_shell_stops_the_daemons_and_not_i
     the shell, make and srun carry the testbed's SLURM_CONF: `make testbed-stop` signalled its
     own ancestors (make: Terminated, rc 143) and left every daemon running."""
     root = tmp_path / 'testbed'
-    layout = testbed.Layout(root)
+    layout = testbed_system.Layout(root)
     env = {**os.environ, 'SLURM_CONF': str(layout.slurm_conf),
            'HPCBENCH_TESTBED_DIR': str(root)}
     daemon = subprocess.Popen([_stand_in(tmp_path, 'slurmctld'), '300'], env=env)
@@ -166,9 +168,9 @@ def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster)
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
     described = slurm_query.running_cluster(env)
     declared = slurm_conf_nodes(cluster.slurm_conf.read_text())
-    assert (described.name, described.accounting) == (testbed.CLUSTER, True)
+    assert (described.name, described.accounting) == (testbed_system.CLUSTER, True)
     assert {p.name: [n.name for n in p.nodes] for p in described.partitions} == {
-        testbed.SLURM_PARTITION: ['n1', 'n2', 'n3'], testbed.SLURM_GPU_PARTITION: ['g1', 'g2'],
+        testbed_system.SLURM_PARTITION: ['n1', 'n2', 'n3'], testbed_system.SLURM_GPU_PARTITION: ['g1', 'g2'],
         'gpu-untyped': ['u1'], 'gpu-sitelabel': ['s1']}
     assert {n.name: n.shape for p in described.partitions for n in p.nodes} == declared
     assert 'pmix' in described.mpi_plugins and 'pmi2' in described.mpi_plugins
@@ -226,7 +228,7 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
     assert 'then: make dry-run SYSTEM=mycluster' in done.stdout
     described = yaml.safe_load((root / 'site-configs' / 'mycluster.yaml').read_text())
     declared = slurm_conf_nodes(cluster.slurm_conf.read_text())
-    first_node = {testbed.SLURM_PARTITION: 'n1', testbed.SLURM_GPU_PARTITION: 'g1',
+    first_node = {testbed_system.SLURM_PARTITION: 'n1', testbed_system.SLURM_GPU_PARTITION: 'g1',
                   'gpu-untyped': 'u1', 'gpu-sitelabel': 's1'}
     assert [p['slurm_partition'] for p in described['partitions']] == list(first_node)
     for entry in described['partitions']:
@@ -258,7 +260,7 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
         set())
     for partition in ('gpu-untyped', 'gpu-sitelabel'):
         assert listed(partition) >= wanted, partition
-    assert listed(testbed.SLURM_PARTITION) == set()
+    assert listed(testbed_system.SLURM_PARTITION) == set()
 
     unreachable = cluster.root / 'unreachable.conf'
     unreachable.write_text(re.sub(r'(?m)^SlurmctldPort=.*$', 'SlurmctldPort=6999',
@@ -277,7 +279,7 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     # Each recorded PID is the daemon itself (munged runs as munge, not under runuser).
     assert open(f'/proc/{first["munged"]}/comm').read().strip() == 'munged'
     assert os.stat(f'/proc/{first["munged"]}').st_uid == pwd.getpwnam('munge').pw_uid
-    assert testbed_daemons.idle_nodes(cluster) == len(testbed.node_names(3)) == 7
+    assert testbed_daemons.idle_nodes(cluster) == len(testbed_system.node_names(3)) == 7
 
     # A second start while it runs changes nothing.
     assert testbed_daemons.start(3, cluster.root) == cluster
@@ -301,7 +303,7 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
 
     stopped = testbed_daemons.stop(cluster.root)
     assert set(stopped) == set(first)
-    slurmds = {f'slurmd-{n}' for n in testbed.node_names(3)}
+    slurmds = {f'slurmd-{n}' for n in testbed_system.node_names(3)}
     assert stopped[-1] == 'munged' and set(stopped[:len(slurmds)]) == slurmds
     assert _daemons_alive(first.values()) == []
     assert testbed_processes.recorded(cluster) == {}
@@ -373,7 +375,7 @@ def test_a_gpu_job_s_ranks_are_placed_by_the_nodes_topology_and_a_far_one_is_nam
         pytest.skip('this host has CPUs next to GPUs 4-7 of the recorded node: no rank is '
                     'placed away from its GPU')
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf),
-               **gpu_ranks.environment(testbed.gpu_topology()))
+               **gpu_ranks.environment(testbed_system.gpu_topology()))
     (tmp_path / gpu_ranks.SCRIPT).write_text(gpu_ranks.wrapper_script())
     (tmp_path / gpu_ranks.SCRIPT).chmod(0o755)
     done = subprocess.run(['srun', '--partition=gpu', '--mpi=none', '-N', '2', '-n', '16',
@@ -386,7 +388,7 @@ def test_a_gpu_job_s_ranks_are_placed_by_the_nodes_topology_and_a_far_one_is_nam
     assert all(placed[r][2].startswith(f'{tool}: GPU {r}\'s CPUs') for r in range(4))
     assert all(placed[r][2].startswith(f'not bound: none is next to GPU {r}, whose CPUs are '
                                        '52-103') for r in range(4, 8))
-    named = misplaced_ranks(testbed.gpu_topology(), output)
+    named = misplaced_ranks(testbed_system.gpu_topology(), output)
     assert [m.split(' (')[0] for m in named] == [f'rank {r}' for r in range(4, 8)]
     assert named[0].endswith('are not all next to GPU 4, whose CPUs are 52-103 (NUMA node 1)')
 
@@ -436,13 +438,13 @@ def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():
     others find it running; then one stop ends every daemon."""
     root = _new_root()
     env = dict(os.environ, HPCBENCH_TESTBED_DIR=str(root))
-    starts = [subprocess.Popen([str(BIN / 'python'), '-m', 'hpcbench.stack.testbed_daemons',
+    starts = [subprocess.Popen([str(BIN / 'python'), '-m', 'hpcbench.devtools.testbed_daemons',
                                 'start', '--nodes', '2'], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True) for _ in range(4)]
     try:
         results = [(p.wait(timeout=120), p.stderr.read()) for p in starts]
         assert [code for code, _ in results] == [0] * 4, results
-        running = testbed_processes.recorded(testbed.Layout(root))
+        running = testbed_processes.recorded(testbed_system.Layout(root))
         assert set(running) == testbed_daemons.expected_daemons(2)
         # One munged and one MariaDB (the daemons naming the directory), the recorded ones.
         mine = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
@@ -603,7 +605,7 @@ def test_a_site_s_munged_started_from_the_testbed_s_shell_is_not_the_testbed_s(t
     started its own munged (or MariaDB): that daemon carries the testbed's SLURM_CONF, and
     `testbed stop` took it for the testbed's. Only the Slurm daemons are told by it; the
     others by their state directory on their command line."""
-    layout = testbed.Layout(tmp_path / 'testbed')
+    layout = testbed_system.Layout(tmp_path / 'testbed')
     started = []
     try:
         for name in ('munged', 'mariadbd', 'slurmd'):

@@ -1,7 +1,7 @@
-"""A site's own Slurm cluster described for the suite (hpcbench.stack.site_description) and
+"""A site's own Slurm cluster described for the suite (hpcbench.stack.new_system) and
 read back as a site config (hpcbench.rfm.described_site): here from the testbed's real
 controller outputs (tests/fixtures/slurm/testbed) and this host's facts as a compute node
-prints them; tests/stack/test_testbed.py describes a running testbed through Slurm."""
+prints them; tests/devtools/test_testbed.py describes a running testbed through Slurm."""
 import contextlib
 import io
 import json
@@ -18,7 +18,7 @@ from conftest import BIN, FIXTURES, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import slurm_cluster
 from hpcbench.results import references_text
 from hpcbench.rfm import described_site
-from hpcbench.stack import mpi_stacks, site_description
+from hpcbench.stack import mpi_stacks, new_system
 
 TESTBED = FIXTURES / 'slurm' / 'testbed'
 
@@ -38,9 +38,9 @@ def _cluster(own_hosts=False):
 def _this_node_s_facts():
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        site_description.print_node_facts()
+        new_system.print_node_facts()
     line, = printed.getvalue().splitlines()
-    return json.loads(line[len(site_description.NODE_FACTS_MARK):])
+    return json.loads(line[len(new_system.NODE_FACTS_MARK):])
 
 
 @pytest.fixture
@@ -59,10 +59,10 @@ def _describe(root, name='mycluster', gpus_seen=None, force=False, own_hosts=Fal
     facts = _this_node_s_facts()
     if gpus_seen is not None:
         facts['gpus_seen'] = gpus_seen
-    description, asks = site_description.describe(
+    description, asks = new_system.describe(
         name, cluster, {p.name: facts for p in cluster.partitions}, 'login1',
         ['openmpi', 'mpich'], **options)
-    return site_description.write(name, description, asks, root, force), asks, facts
+    return new_system.write(name, description, asks, root, force), asks, facts
 
 
 def test_the_description_is_what_slurm_says_and_asks_what_it_cannot_know(root):
@@ -71,7 +71,7 @@ def test_the_description_is_what_slurm_says_and_asks_what_it_cannot_know(root):
         'site-configs/mycluster.yaml', 'site-configs/mycluster.py',
         'spack-envs/mycluster/spack.yaml', 'references/mycluster.yaml']
     text = written[0].read_text()
-    assert text.startswith(site_description.HEADER + ' mycluster` on ')
+    assert text.startswith(new_system.HEADER + ' mycluster` on ')
     described = yaml.safe_load(text)
     declared = slurm_conf_nodes((TESTBED / 'slurm.conf').read_text())
     assert (described['scheduler'], described['launcher'], described['access']) == (
@@ -87,7 +87,7 @@ def test_the_description_is_what_slurm_says_and_asks_what_it_cannot_know(root):
     # cores' nominal one.
     assert [a.split(':')[0] for a in asks if 'io_directory' in a] == [
         'partitions[batch].io_directory', 'partitions[gpu].io_directory']
-    nominal = facts['clock_source'].startswith(site_description.NOMINAL_CLOCK_SOURCES)
+    nominal = facts['clock_source'].startswith(new_system.NOMINAL_CLOCK_SOURCES)
     assert any('clock_hz' in a for a in asks) is not nominal
     assert '#   - partitions[batch].io_directory: a directory on the parallel' in text
     references = yaml.safe_load(written[3].read_text())
@@ -139,16 +139,16 @@ def test_the_gpu_topology_a_node_printed_is_kept_only_for_the_gpus_it_links(root
     to the node it is (eight H100s linked as the published 8-GPU node's) gives the partition
     its topology, and one whose topology is not of its GPUs is refused in one message."""
     from hpcbench.core import gpu_topology
-    from hpcbench.stack import testbed
+    from hpcbench.stack import testbed_system
     one = gpu_topology.parse((FIXTURES / 'gpu' / 'topology' / 'h200-one-gpu.txt').read_text())
     cluster = _cluster(False)
     cpu_node = _this_node_s_facts()
     gpu_node = {**cpu_node, 'gpus_seen': 1, 'gpu_topology': one.to_description()}
-    description, asks = site_description.describe(
+    description, asks = new_system.describe(
         'mycluster', cluster, {p.name: gpu_node if p.name == 'gpu' else cpu_node
                                for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
-    written = site_description.write('mycluster', description, asks, root)
-    gpu = site_description.load(written[0])['partitions'][1]
+    written = new_system.write('mycluster', description, asks, root)
+    gpu = new_system.load(written[0])['partitions'][1]
     assert 'gpu_topology' not in gpu and gpu['gpus'][0]['count'] == 2
     assert any(a.startswith('partitions[gpu].gpu_topology: nvidia-smi topo -m on ') and
                'links 1 GPU(s), the partition is described with 2: left out' in a for a in asks)
@@ -156,11 +156,11 @@ def test_the_gpu_topology_a_node_printed_is_kept_only_for_the_gpus_it_links(root
     corrected['partitions'][1]['gpus'][0].update(model='NVIDIA H100 80GB HBM3', count=8)
     corrected['partitions'][1]['gpu_topology'] = one.to_description()
     written[0].write_text(yaml.safe_dump(corrected))
-    with pytest.raises(site_description.DescriptionError,
+    with pytest.raises(new_system.DescriptionError,
                        match=r'partitions\[gpu\]\.gpu_topology: 1 GPUs, its GPUs '
                              r'\(gpu:h200:2\) are 8'):
-        site_description.load(written[0])
-    corrected['partitions'][1]['gpu_topology'] = testbed.gpu_topology().to_description()
+        new_system.load(written[0])
+    corrected['partitions'][1]['gpu_topology'] = testbed_system.gpu_topology().to_description()
     written[0].write_text(yaml.safe_dump(corrected))
     partition = described_site.site_configuration(written[1])['systems'][0]['partitions'][1]
     assert partition['extras']['accelerators']['topology']['gpus'][4] == {
@@ -186,22 +186,22 @@ def test_a_dry_run_of_the_described_system_writes_its_jobs(root, tmp_path):
 
 def test_a_name_that_exists_is_refused_and_only_ours_is_described_again(root):
     _describe(root)
-    with pytest.raises(site_description.NewSystemError,
+    with pytest.raises(new_system.NewSystemError,
                        match=r"a system 'mycluster' exists \(site-configs/mycluster.yaml, .*"
                              r"or --force to describe it again"):
-        site_description.check_name('mycluster', root)
-    site_description.check_name('mycluster', root, force=True)
+        new_system.check_name('mycluster', root)
+    new_system.check_name('mycluster', root, force=True)
     (root / 'site-configs' / 'chic.py').write_text('"""A paper\'s system."""\n')
-    with pytest.raises(site_description.NewSystemError,
+    with pytest.raises(new_system.NewSystemError,
                        match='not written by `hpcbench new-system`, so --force does not'):
-        site_description.check_name('chic', root, force=True)
-    with pytest.raises(site_description.NewSystemError, match="'My Cluster' is not a system"):
-        site_description.check_name('My Cluster', root)
+        new_system.check_name('chic', root, force=True)
+    with pytest.raises(new_system.NewSystemError, match="'My Cluster' is not a system"):
+        new_system.check_name('My Cluster', root)
 
 
 def test_a_failed_write_leaves_nothing(root):
     (root / 'references').write_text('a file where the directory goes')
-    with pytest.raises(site_description.NewSystemError, match='cannot write .*references'):
+    with pytest.raises(new_system.NewSystemError, match='cannot write .*references'):
         _describe(root)
     assert list((root / 'site-configs').iterdir()) == []
     assert list((root / 'spack-envs' / 'mycluster').iterdir()) == []
@@ -256,21 +256,21 @@ def test_nodes_of_their_own_hosts_run_jobs_side_by_side_with_the_quiet_node_chec
     """On a cluster (each node its own machine) ReFrame submits many jobs at once and each
     checks its node is quiet; the testbed's nodes, one host, run one at a time unchecked."""
     from hpcbench.core import paths
-    from hpcbench.rfm import site_config
+    from hpcbench.rfm import run_modes
     monkeypatch.setattr(paths, 'SITE_CONFIGS_DIR', root / 'site-configs')
     written, _, _ = _describe(root, own_hosts=True)
     described = yaml.safe_load(written[0].read_text())
     assert described['nodes_share_hosts'] is False
     for entry in described['partitions']:
         assert entry['max_jobs'] == 100 and 'quiet_node' not in entry
-    assert site_config.execution_options('mycluster') == []
+    assert run_modes.execution_options('mycluster') == []
     shared, _, _ = _describe(root, force=True)
     described = yaml.safe_load(shared[0].read_text())
     for entry in described['partitions']:
         assert entry['max_jobs'] == 1 and entry['quiet_node'] == {'action': 'off'}
     # Nor do two partitions' jobs run at once: a run starts one job at a time.
     assert described['nodes_share_hosts'] is True
-    assert site_config.execution_options('mycluster') == ['--exec-policy=serial']
+    assert run_modes.execution_options('mycluster') == ['--exec-policy=serial']
     config = described_site.site_configuration(shared[1])
     assert config['systems'][0]['partitions'][0]['extras']['quiet_node'] == {'action': 'off'}
 
@@ -292,7 +292,7 @@ def test_an_mpi_named_with_its_prefix_replaces_the_login_node_s_own(root, tmp_pa
     wrappers first on PATH in its environment."""
     openmpi = _installed(tmp_path / 'openmpi-4.1.4', 'ompi_info', 'ompi_info-version.txt')
     mpich = _installed(tmp_path / 'mpich-4.0.2', 'mpichversion', 'mpichversion.txt')
-    stacks, named, asks = site_description.login_node_stacks([str(openmpi)])
+    stacks, named, asks = new_system.login_node_stacks([str(openmpi)])
     own = [s.name for s in mpi_stacks.local_stacks() if s.available()]
     assert [s.name for s in stacks] == own and named == {'openmpi': openmpi} and not asks
     assert type(stacks[0]) is mpi_stacks.InstalledMpi and stacks[0].prefix == openmpi
@@ -307,7 +307,7 @@ def test_an_mpi_named_with_its_prefix_replaces_the_login_node_s_own(root, tmp_pa
     written, _, _ = _describe(root, mpi_prefixes=named)
     described = yaml.safe_load(written[0].read_text())
     assert described['mpi_prefixes'] == {'openmpi': str(openmpi)}
-    assert site_description.stacks_of(described, written[0])[0].prefix == openmpi
+    assert new_system.stacks_of(described, written[0])[0].prefix == openmpi
     environment = described_site.site_configuration(written[1])['environments'][0]
     assert environment['name'] == 'openmpi'
     assert ['PATH', f'{openmpi}/bin:$PATH'] in environment['env_vars']
@@ -318,7 +318,7 @@ def test_a_login_node_without_the_suite_s_mpis_asks_for_the_cluster_s(tmp_path, 
     description keeps those it has (Intel MPI from PyPI) and the named ones, and asks."""
     monkeypatch.setattr(mpi_stacks.DebianMpi, 'available', lambda self: False)
     mpich = _installed(tmp_path / 'mpich', 'mpichversion', 'mpichversion.txt')
-    stacks, _, asks = site_description.login_node_stacks([str(mpich)])
+    stacks, _, asks = new_system.login_node_stacks([str(mpich)])
     assert [s.name for s in stacks][:2] == ['mpich', 'intelmpi']
     assert asks == ['mpi_stacks: no openmpi on this login node; name the cluster\'s own '
                     'installs with --mpi PREFIX (repeatable: the prefix whose bin/ holds its '
@@ -336,8 +336,8 @@ def test_a_prefix_that_is_no_mpi_or_two_of_one_are_one_message_each(root, tmp_pa
                         r'bin/ompi_info \(Open MPI\) nor bin/mpichversion'),
             ([openmpi, other], r'--mpi .*/openmpi and --mpi .*/openmpi-5 are both openmpi: '
                                'a system builds each benchmark once per MPI package')):
-        with pytest.raises(site_description.NewSystemError, match=said):
-            site_description.new_system('mycluster', root, mpi_prefixes=prefixes)
+        with pytest.raises(new_system.NewSystemError, match=said):
+            new_system.from_slurm('mycluster', root, mpi_prefixes=prefixes)
     assert not (root / 'site-configs').exists()
 
     # In the description: a prefix gone, or one that holds another MPI than its name.
@@ -358,11 +358,11 @@ def test_a_prefix_of_shell_syntax_is_refused_and_never_run(root, tmp_path):
     what they hold); so was a cache's path."""
     hostile = tmp_path / 'mpi$(touch ran)`touch ran2`'
     openmpi = _installed(hostile, 'ompi_info', 'ompi_info-version.txt')
-    with pytest.raises(site_description.NewSystemError,
+    with pytest.raises(new_system.NewSystemError,
                        match=r"^--mpi an MPI install prefix '.*/mpi\$\(touch ran\)`touch "
                              r"ran2`': a path that reaches job scripts, Spack and make has "
                              r'letters, digits and _ \. / - \+ @ : ~ = only'):
-        site_description.new_system('mycluster', root, mpi_prefixes=[openmpi])
+        new_system.from_slurm('mycluster', root, mpi_prefixes=[openmpi])
     assert not (root / 'site-configs').exists()
     # Written by hand into a description: the site config refuses it in one line.
     written, _, _ = _describe(root)
@@ -401,10 +401,10 @@ def test_a_cache_of_shell_syntax_is_refused_before_anything_runs(tmp_path, varia
 
 
 def test_a_node_without_slurm_is_one_message_and_nothing_is_written(root, tmp_path):
-    with pytest.raises(site_description.NewSystemError,
+    with pytest.raises(new_system.NewSystemError,
                        match=r'^`scontrol` is not on PATH: run this on a login node of the '
                              r'Slurm cluster to describe \(Slurm is the scheduler it reads'):
-        site_description.new_system('mycluster', root, env={'PATH': str(tmp_path / 'bin')})
+        new_system.from_slurm('mycluster', root, env={'PATH': str(tmp_path / 'bin')})
     assert not (root / 'site-configs').exists()
 
 
@@ -422,7 +422,7 @@ def _controller(tmp_path, nodes=None, partitions=None, facts=None):
     texts['scontrol-show-node'] = nodes or texts['scontrol-show-node']
     texts['scontrol-show-partition'] = partitions or texts['scontrol-show-partition']
     if facts is None:
-        facts = site_description.NODE_FACTS_MARK + json.dumps(_this_node_s_facts())
+        facts = new_system.NODE_FACTS_MARK + json.dumps(_this_node_s_facts())
     texts['facts'] = facts + '\n'
     for name, text in texts.items():
         (fakes / name).write_bytes(text.encode(errors='surrogateescape'))
@@ -501,7 +501,7 @@ def test_what_a_controller_prints_beyond_any_node_is_one_message_and_nothing_wri
 def test_node_facts_that_describe_no_node_are_one_message_and_nothing_written(
         root, tmp_path, facts, said):
     done = _new_system(root, _controller(
-        tmp_path, facts=site_description.NODE_FACTS_MARK + facts))
+        tmp_path, facts=new_system.NODE_FACTS_MARK + facts))
     assert done.returncode == 2, done.stdout + done.stderr
     line, = done.stderr.splitlines()
     assert line.startswith('error: ') and said in line, line
@@ -526,7 +526,7 @@ def test_a_node_says_what_its_gpus_are_and_how_much_memory_it_has(tmp_path, monk
             gpu['uuid'], gpu['pci_bus_id']) == (
         'NVIDIA H200', 'sm_90', 143771 << 20, 700.0,
         'GPU-e79e4d5e-3bf5-a845-d4f8-7db5988bb9fa', '00000000:00:06.0')
-    site_description.checked_facts('gpu', json.dumps(facts))
+    new_system.checked_facts('gpu', json.dumps(facts))
     tool.write_text('#!/bin/sh\necho "NVIDIA-SMI has failed because it couldn\'t communicate '
                     'with the NVIDIA driver"; exit 9\n')
     facts = _this_node_s_facts()
@@ -550,7 +550,7 @@ def test_an_amd_node_says_its_gpus_through_rocm_smi(root, tmp_path, monkeypatch)
     assert [g['model'] for g in facts['gpus']] == ['AMD INSTINCT MI250 (MCM) OAM AC MBA']
     cluster = _cluster(False)
     plain = {**facts, 'gpus': [], 'gpus_seen': 0}
-    description, asks = site_description.describe(
+    description, asks = new_system.describe(
         'amdcluster', cluster, {p.name: facts if p.name == 'gpu' else plain
                                 for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
     gpu = description['partitions'][1]
@@ -578,11 +578,11 @@ def test_a_description_of_no_node_is_one_message_and_stops_no_other_system(root,
         written[0].write_text(HEADER_LINE + yaml.safe_dump(broken))
         with pytest.raises(SystemExit, match=f'^error: .*mycluster.yaml: {said}'):
             described_site.site_configuration(written[1])
-        with pytest.raises(site_description.DescriptionError):
-            site_description.load(written[0])
+        with pytest.raises(new_system.DescriptionError):
+            new_system.load(written[0])
 
 
-HEADER_LINE = site_description.HEADER + ' mycluster` (a test)\n'
+HEADER_LINE = new_system.HEADER + ' mycluster` (a test)\n'
 
 
 def test_an_mpi_whose_tool_prints_binary_is_one_message(root, tmp_path):
@@ -634,16 +634,16 @@ def test_a_node_s_facts_that_are_shell_code_never_reach_a_job(root, tmp_path, fi
     whose GPU topology holds shell code where a CPU list, a GPU index or a NUMA node goes:
     refused when it loads, naming the field, and a dry run of the GPU checks runs nothing
     (ReFrame ran a `$(...)` in the ranks' placement on loading the job's environment)."""
-    from hpcbench.stack import testbed
+    from hpcbench.stack import testbed_system
     written, _, _ = _describe(root, io_directory=str(tmp_path))
     described = yaml.safe_load(written[0].read_text())
-    topology = testbed.gpu_topology().to_description()
+    topology = testbed_system.gpu_topology().to_description()
     topology['gpus'][0][field] = value
     described['partitions'][1].update(gres='gpu:h100:8', gpu_topology=topology)
     written[0].write_text(yaml.safe_dump(described))
-    with pytest.raises(site_description.DescriptionError,
+    with pytest.raises(new_system.DescriptionError,
                        match=rf'partitions\[gpu\]\.gpu_topology\.gpus\[0\]\.{field}: '):
-        site_description.load(written[0])
+        new_system.load(written[0])
     done = run_reframe('--system', 'mycluster', '-n', 'BabelStreamCheck|GpuDgemmCheck',
                        '--dry-run', config=str(written[1]),
                        env={'HPCBENCH_VAR': str(tmp_path / 'var'), 'IFS': ' '})
@@ -698,7 +698,7 @@ def test_slurm_counts_that_disagree_with_each_other_are_said(root):
     nodes = re.sub(r'CoresPerSocket=2 (.*?)Sockets=1 ', r'CoresPerSocket=1 \1Sockets=32 ', nodes)
     cluster = slurm_cluster.cluster_from(config, partitions, nodes, mpi)
     facts = _this_node_s_facts()
-    _, asks = site_description.describe('mycluster', cluster,
+    _, asks = new_system.describe('mycluster', cluster,
                                          {p.name: facts for p in cluster.partitions}, 'login1',
                                          ['openmpi', 'mpich'])
     said = [a for a in asks if 'Slurm says' in a]
@@ -748,12 +748,12 @@ def test_screen_nodes_names_the_nodes_out_of_service_and_those_without_a_figure(
             'scontrol-show-config.txt', 'scontrol-show-partition.txt', 'scontrol-show-node.txt',
             'srun-mpi-list.txt'))))
     facts = _this_node_s_facts()
-    description, _ = site_description.describe(
+    description, _ = new_system.describe(
         'mycluster', cluster, {p.name: facts for p in cluster.partitions}, 'login1',
         ['openmpi', 'mpich'])
     assert description['partitions'][0]['nodes_out_of_service'] == {
         'n3': 'IDLE+DRAIN: drained (bad DIMM [root@2026-11-28T10:00:00])'}
-    site_description.write('mycluster', description, [], root)
+    new_system.write('mycluster', description, [], root)
     session = json.loads((FIXTURES / 'report' / 'screen-session.json').read_text())
     for run in session['runs']:
         run['testcases'] = [tc for tc in run['testcases']

@@ -1,5 +1,5 @@
 """A node's processes and memory as /proc shows them, for the quiet-node check and the
-node's launch lock (hpcbench.rfm.quiet_node, hpcbench.rfm.launch_lock), run in jobs by the
+node's launch lock (hpcbench.core.quiet_node, hpcbench.core.launch_lock), run in jobs by the
 node's python3: standard library only."""
 import os
 import pwd

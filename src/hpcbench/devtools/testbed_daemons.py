@@ -1,8 +1,8 @@
 """The testbed's daemons started and stopped (`ci/testbed/testbed start|stop|status|env`, run
-as `python -m hpcbench.stack.testbed_daemons`): munged, MariaDB with slurmdbd, slurmctld and
+as `python -m hpcbench.devtools.testbed_daemons`): munged, MariaDB with slurmdbd, slurmctld and
 one slurmd per emulated node, each recorded by PID and start time and ended by them. What
 the cluster is (its nodes, its configuration files, where it lives) is
-hpcbench.stack.testbed."""
+hpcbench.devtools.testbed."""
 import argparse
 import contextlib
 import fcntl
@@ -19,12 +19,13 @@ from pathlib import Path
 
 from hpcbench.machine import host
 from hpcbench.stack import debian
-from hpcbench.stack.testbed import (ACCOUNT, APT_PACKAGES, CLUSTER, CTLD_PORT, DB_PORT,
-                                    DBD_PORT, DEFAULT_NODES, GPU_NODES, NVIDIA_MAJOR, Layout,
-                                    configured_node_count, configured_nodes, gres_conf,
-                                    node_memory_bytes, node_names, slurm_conf, slurmdbd_conf,
-                                    stand_in_devices, state_dir)
-from hpcbench.stack.testbed_processes import (TestbedError, alive, found_running, parent_pid,
+from hpcbench.devtools.testbed import (APT_PACKAGES, gres_conf, slurm_conf, slurmdbd_conf,
+                                       stand_in_devices)
+from hpcbench.stack.testbed_system import (ACCOUNT, CLUSTER, CTLD_PORT, DB_PORT, DBD_PORT,
+                                           DEFAULT_NODES, GPU_NODES, NVIDIA_MAJOR, Layout,
+                                           configured_node_count, configured_nodes,
+                                           node_memory_bytes, node_names, state_dir)
+from hpcbench.devtools.testbed_processes import (TestbedError, alive, found_running, parent_pid,
                                               recorded, run_command, spawn, wait_for)
 
 # Order of start; stop goes backwards.
@@ -86,7 +87,7 @@ def _prepare(layout, nodes):
                                             node_memory_bytes(nodes) // 2**20,
                                             socket.gethostname(),
                                             node_memory_bytes(GPU_NODES) // 2**20))
-    layout.mpi_conf.write_text(f'# Written by hpcbench.stack.testbed.\n{MPI_CONF}')
+    layout.mpi_conf.write_text(f'# Written by hpcbench.devtools.testbed.\n{MPI_CONF}')
     (layout.etc / 'gres.conf').write_text(gres_conf(layout))
     dbd = layout.etc / 'slurmdbd.conf'
     dbd.write_text(slurmdbd_conf(layout, password_file.read_text()))

@@ -1,4 +1,4 @@
-"""The node's launch lock (hpcbench.rfm.quiet_node explains it): one per node, in its memory
+"""The node's launch lock (hpcbench.core.quiet_node explains it): one per node, in its memory
 file system, taken by every benchmark job before its quiet-node check and held by a
 process of the job's own to the job's end, so that two runs never measure at the same
 time. Standard library only (the job's python3)."""
@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from hpcbench.rfm import node_processes
+from hpcbench.core import node_processes
 
 # The holder is the quiet-node check's script run with --hold (its command line is its record).
 QUIET_NODE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'quiet_node.py')

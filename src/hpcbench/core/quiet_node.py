@@ -38,7 +38,7 @@ if __package__ in (None, ''):
     # it belongs to is the checkout's.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
-from hpcbench.rfm import launch_lock, node_processes  # noqa: E402
+from hpcbench.core import launch_lock, node_processes  # noqa: E402
 
 MARKER = 'hpcbench quiet-node:'
 BUSY_EXIT = 97
