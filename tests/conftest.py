@@ -4,6 +4,7 @@ import re
 import signal
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,97 @@ def slurm_conf_nodes(slurm_conf):
                     int(fields['ThreadsPerCore']), int(fields['RealMemory']),
                     fields.get('Gres', ''))
     return declared
+
+
+# The pair check between GPUs, its sanity and recording run on a given output (tests/benchmarks/
+# test_gpu_mpi.py), and the record it makes of a real 8 x A100 node (tests/acceptance too).
+class PairCheckUnderTest(types.SimpleNamespace):
+    """The pair check's sanity and recording, given a job's output and a node."""
+    from hpcbench.rfm.plugins import Samples
+    record_samples = Samples.record_samples
+    record_device_samples = Samples.record_device_samples
+    record_aggregation = Samples.record_aggregation
+
+
+def pair_check_under_test(checks, tmp_path, output, pairs, topology=None, path='intra-node',
+                          host_link_bandwidth=16e9):
+    """The pair check over `output`, the GPUs an H100's but for their host link: PCIe 3.0's
+    16 GB/s by default, below this machine's host-buffer figures (35 GB/s), which then stand
+    in for a device path."""
+    from hpcbench.benchmarks import gpu_mpi
+    from hpcbench.core import gpu_topology
+    from hpcbench.stack import testbed_system
+    check = checks['DeviceBufferPairCheck']
+    if topology is None:
+        topology = gpu_topology.parse(testbed_system.GPU_TOPOLOGY_FILE.read_text())
+    (tmp_path / 'rfm_job.out').write_text(output)
+    sheet = {'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450e9,
+             'host_link': 'PCIe', 'host_link_bandwidth': host_link_bandwidth}
+    test = PairCheckUnderTest(
+        samples={}, aggregation={}, flagged={}, device_figures={}, pair_links={},
+        unique_name='under test',
+        stagedir=str(tmp_path), stdout='rfm_job.out', path=path, pairs=pairs,
+        sheet=sheet, topology_of_node=topology, max_msglog=22, num_tasks=2,
+        perf_variables=dict.fromkeys(gpu_mpi.PAIR_VARIABLES),
+        current_partition=described_partition())
+    for name in ('pair_outputs', 'check_ranks', 'imb_tables', 'link_rates',
+                 'link_efficiencies', 'record_pair_figures', 'pair_key'):
+        setattr(test, name, types.MethodType(getattr(check, name), test))
+    return check, test
+
+
+PAIRS = FIXTURES / 'gpu' / 'pairs'
+
+
+def _p2p_matrix(text, title):
+    """{(i, j): value} of the matrix `title` heads in p2pBandwidthLatencyTest's output (row
+    i to column j), the diagonal left out."""
+    lines = text[text.index(title):].splitlines()[2:]
+    matrix = {}
+    for line in lines:
+        cells = line.split()
+        if not cells or not cells[0].isdigit():
+            break
+        i = int(cells[0])
+        matrix.update({(i, j): float(v) for j, v in enumerate(cells[1:]) if j != i})
+    return matrix
+
+
+def a100_node_pair_record(tmp_path, cut=None):
+    """The pair check's record of a real 8 x A100 node (tests/fixtures/gpu/pairs): each
+    pair's one-way bandwidth and latency as p2pBandwidthLatencyTest measured them, recorded
+    as DeviceBufferPairCheck records its pairs, stored as ReFrame stores a test case (through
+    JSON). `cut`: {pair: factor} a pair's bandwidth is multiplied by (a fault)."""
+    import json
+    import statistics
+    from hpcbench.benchmarks import gpu_mpi
+    from hpcbench.core import gpu_topology
+    from hpcbench.machine import datasheets
+    text = (PAIRS / 'a100-sxm4-80gb-8gpu.txt').read_text()
+    bandwidth = _p2p_matrix(text, 'Unidirectional P2P=Enabled Bandwidth')
+    latency = _p2p_matrix(text, 'P2P=Enabled Latency')
+    pairs = gpu_mpi.gpu_pairs(8)
+    topology = gpu_topology.parse((PAIRS / 'a100-sxm4-80gb-8gpu-topology.txt').read_text())
+    _, test = pair_check_under_test(check_classes_of('gpu_mpi.py'), tmp_path, '', pairs,
+                                    topology=topology)
+    test.sheet = datasheets.find('NVIDIA A100-SXM4-80GB').__dict__
+    test.pair_hosts = {pair: ('a100-node', 'a100-node') for pair in pairs}
+    one_way = {pair: bandwidth[pair] * (cut or {}).get(pair, 1) for pair in pairs}
+    test.record_pair_figures('median over 28 pair(s), p2pBandwidthLatencyTest',
+                             {pair: {'latency': latency[pair], 'bandwidth': one_way[pair]}
+                              for pair in pairs},
+                             one_way={pair: value * 1e9 for pair, value in one_way.items()})
+    units = {'latency': 'us', 'bandwidth': 'GB/s', 'link_efficiency': '%',
+             'slowest_pair_link_efficiency': '%'}
+    aggregate = {'slowest_pair_link_efficiency': min}
+    name = 'DeviceBufferPairCheck %path=intra-node'
+    stored = {
+        'name': name, 'display_name': name, 'path': 'intra-node', 'system': 'cluster',
+        'partition': 'gpu', 'environ': 'openmpi', 'result': 'pass', 'fixture': False,
+        'job_nodelist': ['a100-node'], 'samples': test.samples,
+        'aggregation': test.aggregation, 'device_figures': test.device_figures,
+        'pair_links': test.pair_links,
+        'perfvalues': {f'cluster:gpu:{variable}': [
+            aggregate.get(variable, statistics.median)(values), 0, None, None,
+            units[variable], 'pass'] for variable, values in test.samples.items()}}
+    return json.loads(json.dumps({'runs': [{'testcases': [stored]}]}))

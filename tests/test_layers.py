@@ -10,8 +10,8 @@ from conftest import ROOT
 
 PACKAGE = ROOT / 'src' / 'hpcbench'
 # Lowest first: a module may import from its own layer and the layers before it.
-LAYERS = ('core', 'benchmarks', 'machine', 'results', 'stack', 'rfm', 'report', 'devtools',
-          'cli')
+LAYERS = ('core', 'benchmarks', 'machine', 'results', 'stack', 'rfm', 'acceptance', 'report',
+          'devtools', 'cli')
 # What job scripts run on compute nodes and `make run` runs before any venv exists.
 STANDARD_LIBRARY_ONLY = ('core', 'benchmarks')
 # Layers that stand on fewer of those below them: what a machine is does not depend on a
@@ -106,7 +106,7 @@ def test_an_upward_import_is_named_with_its_file_line_and_layers(tmp_path):
         f'src/hpcbench/core/paths.py:{first_import + 1}: imports hpcbench.cli: core may not '
         'import from cli, a layer above it',
         'src/hpcbench/misc/odd.py: in no layer (the layers: core, benchmarks, machine, results, '
-        'stack, rfm, report, devtools, cli)',
+        'stack, rfm, acceptance, report, devtools, cli)',
     ]
     # helpers.py at the top is not a layer's either: it is listed by the layout test.
     entries = sorted(p.name for p in copy.iterdir() if p.name != '__pycache__')

@@ -9,13 +9,12 @@ same program measures host buffers and prints its tables as it does for device b
 node with a GPU driver prints no `cudaGetDeviceCount` error: those two lines are removed
 where a run stands for a GPU node's."""
 import re
-import types
 
 import pytest
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-from conftest import FIXTURES, check_classes_of, described_partition
+from conftest import FIXTURES, a100_node_pair_record, check_classes_of, pair_check_under_test
 from hpcbench.benchmarks import gpu_mpi
 from hpcbench.core import gpu_ranks, gpu_topology
 from hpcbench.stack import testbed_system
@@ -124,40 +123,11 @@ def checks():
     return check_classes_of('gpu_mpi.py')
 
 
-class PairCheckUnderTest(types.SimpleNamespace):
-    from hpcbench.rfm.plugins import Samples
-    record_samples = Samples.record_samples
-    record_device_samples = Samples.record_device_samples
-    record_aggregation = Samples.record_aggregation
-
-
-def _pair_check(checks, tmp_path, output, pairs, topology=H100_NODE, path='intra-node',
-                host_link_bandwidth=16e9):
-    """The pair check over `output`, the GPUs an H100's but for their host link: PCIe 3.0's
-    16 GB/s by default, below this machine's host-buffer figures (35 GB/s), which then stand
-    in for a device path."""
-    check = checks['DeviceBufferPairCheck']
-    (tmp_path / 'rfm_job.out').write_text(output)
-    sheet = {'nvlink': 'NVLink 4', 'nvlink_links': 18, 'nvlink_bandwidth': 450e9,
-             'host_link': 'PCIe', 'host_link_bandwidth': host_link_bandwidth}
-    test = PairCheckUnderTest(
-        samples={}, aggregation={}, flagged={}, device_figures={}, pair_links={},
-        unique_name='under test',
-        stagedir=str(tmp_path), stdout='rfm_job.out', path=path, pairs=pairs,
-        sheet=sheet, topology_of_node=topology, max_msglog=22, num_tasks=2,
-        perf_variables=dict.fromkeys(gpu_mpi.PAIR_VARIABLES),
-        current_partition=described_partition())
-    for name in ('pair_outputs', 'check_ranks', 'imb_tables', 'link_rates',
-                 'link_efficiencies', 'record_pair_figures', 'pair_key'):
-        setattr(test, name, types.MethodType(getattr(check, name), test))
-    return check, test
-
-
 def test_the_pair_check_judges_each_pair_against_its_nvlinks(checks, tmp_path, caplog):
     """Two pairs of the published H100 node (18 NVLinks each, 450 GB/s each way): this
     machine's host-buffer figures are far below, and each pair is named slow."""
     pairs = [(0, 1), (4, 7)]
-    check, test = _pair_check(checks, tmp_path, _pair_job(pairs), pairs)
+    check, test = pair_check_under_test(checks, tmp_path, _pair_job(pairs), pairs)
     assert sn.evaluate(check.every_pair_measured(test))
     assert test.samples['bandwidth'] == [pytest.approx(35.12715)] * 2
     assert test.samples['link_efficiency'] == [pytest.approx(100 * 35.12715 / 450)] * 2
@@ -171,7 +141,7 @@ def test_a_pair_over_nvlink_no_faster_than_the_host_link_was_staged_and_fails(ch
     merely slow. This machine's real host-buffer PingPong (35.1 GB/s) over the H100's 18
     NVLinks, whose host link is PCIe 5.0 x16 (64 GB/s): staged, named."""
     pairs = [(0, 1), (4, 7)]
-    check, test = _pair_check(checks, tmp_path, _pair_job(pairs), pairs,
+    check, test = pair_check_under_test(checks, tmp_path, _pair_job(pairs), pairs,
                               host_link_bandwidth=64e9)
     with pytest.raises(SanityError, match=r'^GPUs 0 and 1: 35.1 GB/s over NV18, no more than '
                                           r"the host link's 64 GB/s: the MPI staged the "
@@ -183,7 +153,7 @@ def test_a_pair_over_nvlink_no_faster_than_the_host_link_was_staged_and_fails(ch
 def test_the_pair_check_fails_a_pair_whose_cuda_calls_failed(checks, tmp_path):
     pairs = [(0, 1), (2, 3)]
     output = _pair_job([(0, 1)]) + _pair_job([(2, 3)], run=NO_DRIVER)
-    check, test = _pair_check(checks, tmp_path, output, pairs)
+    check, test = pair_check_under_test(checks, tmp_path, output, pairs)
     with pytest.raises(SanityError, match=r'^GPUs 2 and 3: a CUDA call failed, .*cudaMalloc: '
                                           r'0x23 cudaErrorInsufficientDriver'):
         sn.evaluate(check.every_pair_measured(test))
@@ -192,65 +162,11 @@ def test_the_pair_check_fails_a_pair_whose_cuda_calls_failed(checks, tmp_path):
 def test_the_pair_check_names_a_rank_placed_on_the_far_socket(checks, tmp_path):
     pairs = [(0, 5)]
     output = _pair_job(pairs, placements={((0, 5), 0): '0-51', ((0, 5), 1): '0-51'})
-    check, test = _pair_check(checks, tmp_path, output, pairs)
+    check, test = pair_check_under_test(checks, tmp_path, output, pairs)
     with pytest.raises(SanityError, match=re.escape(
             'GPUs 0 and 5: rank 1 (GPU 5 on g1): its CPUs 0-51 are not all next to GPU 5, '
             'whose CPUs are 52-103 (NUMA node 1)')):
         sn.evaluate(check.every_pair_measured(test))
-
-
-PAIRS = FIXTURES / 'gpu' / 'pairs'
-
-
-def _p2p_matrix(text, title):
-    """{(i, j): value} of the matrix `title` heads in p2pBandwidthLatencyTest's output (row
-    i to column j), the diagonal left out."""
-    lines = text[text.index(title):].splitlines()[2:]
-    matrix = {}
-    for line in lines:
-        cells = line.split()
-        if not cells or not cells[0].isdigit():
-            break
-        i = int(cells[0])
-        matrix.update({(i, j): float(v) for j, v in enumerate(cells[1:]) if j != i})
-    return matrix
-
-
-def _a100_node_pair_record(checks, tmp_path, cut=None):
-    """The pair check's record of a real 8 x A100 node (tests/fixtures/gpu/pairs): each
-    pair's one-way bandwidth and latency as p2pBandwidthLatencyTest measured them, recorded
-    as DeviceBufferPairCheck records its pairs, stored as ReFrame stores a test case (through
-    JSON). `cut`: {pair: factor} a pair's bandwidth is multiplied by (a fault)."""
-    import json
-    import statistics
-    from hpcbench.machine import datasheets
-    text = (PAIRS / 'a100-sxm4-80gb-8gpu.txt').read_text()
-    bandwidth = _p2p_matrix(text, 'Unidirectional P2P=Enabled Bandwidth')
-    latency = _p2p_matrix(text, 'P2P=Enabled Latency')
-    pairs = gpu_mpi.gpu_pairs(8)
-    topology = gpu_topology.parse((PAIRS / 'a100-sxm4-80gb-8gpu-topology.txt').read_text())
-    check, test = _pair_check(checks, tmp_path, '', pairs, topology=topology)
-    test.sheet = datasheets.find('NVIDIA A100-SXM4-80GB').__dict__
-    test.pair_hosts = {pair: ('a100-node', 'a100-node') for pair in pairs}
-    one_way = {pair: bandwidth[pair] * (cut or {}).get(pair, 1) for pair in pairs}
-    test.record_pair_figures('median over 28 pair(s), p2pBandwidthLatencyTest',
-                             {pair: {'latency': latency[pair], 'bandwidth': one_way[pair]}
-                              for pair in pairs},
-                             one_way={pair: value * 1e9 for pair, value in one_way.items()})
-    units = {'latency': 'us', 'bandwidth': 'GB/s', 'link_efficiency': '%',
-             'slowest_pair_link_efficiency': '%'}
-    aggregate = {'slowest_pair_link_efficiency': min}
-    name = 'DeviceBufferPairCheck %path=intra-node'
-    stored = {
-        'name': name, 'display_name': name, 'path': 'intra-node', 'system': 'cluster',
-        'partition': 'gpu', 'environ': 'openmpi', 'result': 'pass', 'fixture': False,
-        'job_nodelist': ['a100-node'], 'samples': test.samples,
-        'aggregation': test.aggregation, 'device_figures': test.device_figures,
-        'pair_links': test.pair_links,
-        'perfvalues': {f'cluster:gpu:{variable}': [
-            aggregate.get(variable, statistics.median)(values), 0, None, None,
-            units[variable], 'pass'] for variable, values in test.samples.items()}}
-    return json.loads(json.dumps({'runs': [{'testcases': [stored]}]}))
 
 
 def test_each_gpu_pair_of_a_real_node_is_a_keyed_figure_beside_its_link(checks, tmp_path):
@@ -261,7 +177,7 @@ def test_each_gpu_pair_of_a_real_node_is_a_keyed_figure_beside_its_link(checks, 
     from hpcbench.core import device_keys
     from hpcbench.report import contents
     from hpcbench.results import measured
-    case, = measured.measured_cases(_a100_node_pair_record(checks, tmp_path))
+    case, = measured.measured_cases(a100_node_pair_record(tmp_path))
     assert len(case.pairs) == 28 and not case.gpus
     first = case.pairs[0]
     assert first.key == device_keys.GpuPair('a100-node', 0, 1) and first.link == 'NV12'
@@ -283,7 +199,7 @@ def test_a_slow_pair_of_a_real_node_is_named_and_no_other(checks, tmp_path):
     and no other pair is."""
     from hpcbench.report import contents
     from hpcbench.results import measured
-    data = _a100_node_pair_record(checks, tmp_path, cut={(2, 5): 1 / 3})
+    data = a100_node_pair_record(tmp_path, cut={(2, 5): 1 / 3})
     case, = measured.measured_cases(data)
     slow, slowest = case.slow_pairs()
     assert [p.key.gpus for p in slow] == [(2, 5)] and slowest.key.gpus == (2, 5)
@@ -294,3 +210,28 @@ def test_a_slow_pair_of_a_real_node_is_named_and_no_other(checks, tmp_path):
                      'below 80 % of its link: GPUs 2 and 5 of a100-node (91.26 GB/s, 30.4 % '
                      'of its link (NV12))']
     assert case.value('slowest_pair_link_efficiency') == pytest.approx(100 * 273.79 / 3 / 300)
+
+
+def test_the_report_of_a_stored_session_of_a_real_node_names_its_slow_pair(checks, tmp_path):
+    """The whole report (summary.md and index.html) of a stored session holding the pair
+    check's case of the real 8 x A100 node, one pair cut: the node's matrix with every
+    pair's share of its link, the slow pair named, in both."""
+    import copy
+    from hpcbench.report import pages
+    from hpcbench.results import picture
+    (tmp_path / 'job').mkdir()
+    data = a100_node_pair_record(tmp_path / 'job', cut={(2, 5): 1 / 3})
+    session = {'session_info': {'uuid': '0a100000-0000-4000-8000-000000000001',
+                                'time_start': '2026-11-29T03:00:00+0000',
+                                'time_start_unix': 1795921200.0},
+               'runs': copy.deepcopy(data['runs'])}
+    index = pages.write(tmp_path / 'report', picture.of_sessions('cluster', [session]))
+    summary = (tmp_path / 'report' / 'summary.md').read_text()
+    page = index.read_text()
+    for text in (summary, page):
+        assert ('DeviceBufferPairCheck path=intra-node (openmpi) on a100-node: GB/s per pair, '
+                "its share of its link, the link") in text
+        assert 'below 80 % of its link: GPUs 2 and 5 of a100-node (91.26 GB/s, 30.4 % of its ' \
+               'link (NV12))' in text
+        assert text.count('91.26, 30 % (NV12)') == 2         # its row and its column
+    assert '| GPU0 | - | 268.9, 90 % (NV12) |' in summary

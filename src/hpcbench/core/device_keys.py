@@ -6,8 +6,9 @@ ways: a key that does not read is refused, never guessed at."""
 import re
 from dataclasses import dataclass
 
-# A node as Slurm and hostnames name it.
-_NODE = r'[A-Za-z0-9][A-Za-z0-9._-]*'
+from hpcbench.core.slurm_cluster import NODE_NAME
+
+_NODE = NODE_NAME.pattern
 # A GPU as the launcher gave it to a rank: its index, or the UUID of a GPU or MIG slice
 # where CUDA_VISIBLE_DEVICES names them so (`GPU-8ca2...`, `MIG-...`).
 _GPU = re.compile(rf'(?P<node>{_NODE}):gpu(?P<gpu>[A-Za-z0-9][\w./-]*)')

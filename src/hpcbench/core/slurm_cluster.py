@@ -69,6 +69,9 @@ NODE_LIMITS = {'CPUTot': 1 << 16, 'Sockets': 1 << 10, 'CoresPerSocket': 1 << 12,
 # A partition's name as ReFrame takes one (its schema's alphanum_ext_string): it names the
 # partition's directories and reaches job scripts.
 PARTITION_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
+# A node's name as hostnames and Slurm's NodeName have it: what reaches a key of its figures
+# (hpcbench.core.device_keys) and a drain line (hpcbench.acceptance.outputs).
+NODE_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,127}')
 
 
 def _number(record, key, what):

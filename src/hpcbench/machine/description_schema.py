@@ -273,7 +273,8 @@ def _field_path(where, error, document):
         except (KeyError, IndexError, TypeError):
             item = None
         if isinstance(part, int):
-            named = item.get('name') if isinstance(item, dict) else None
+            # A list item by its name (a partition) or its id (a contract's entry).
+            named = (item.get('name') or item.get('id')) if isinstance(item, dict) else None
             path += f'[{named}]' if isinstance(named, str) else f'[{part}]'
         else:
             path += f' {part}' if not path and where.endswith(':') else f'.{part}'

@@ -179,6 +179,16 @@ class MeasuredCase:
         return self.provenance.build_spec
 
 
+def _nodes(nodelist):
+    """The nodes of a stored test case: ReFrame stores its job's node list as a list, or (as
+    it reports it) abbreviated in one string, `nid[001-003]`, which it expands itself
+    (reframe.utility.nodelist_expand); read as a list of characters, `vm` was two nodes."""
+    if isinstance(nodelist, str):
+        from reframe.utility import nodelist_expand
+        return tuple(nodelist_expand(nodelist))
+    return tuple(nodelist or ())
+
+
 def _number(value):
     return None if value is None else float(value)
 
@@ -247,7 +257,7 @@ def _decoded(tc):
     curve = tc.get('curve')
     return MeasuredCase(
         check=check, system=tc['system'], partition=tc['partition'], environ=tc['environ'],
-        parameters=parameters, figures=figures, nodes=tuple(tc.get('job_nodelist') or ()),
+        parameters=parameters, figures=figures, nodes=_nodes(tc.get('job_nodelist')),
         devices=_devices(tc), withheld=withheld, inputs=tc.get('inputs') or '',
         num_tasks=int(tc.get('num_tasks') or 1),
         provenance=Provenance(**{name: tc.get(name) or '' for name in Provenance.FIELDS}),
@@ -255,9 +265,35 @@ def _decoded(tc):
         curve=curve if isinstance(curve, dict) else None, variables=tc)
 
 
-def case_key(case):
-    """What makes two runs the same test case (MeasuredCase.key)."""
-    return case.key
+@dataclass(frozen=True)
+class FailedRun:
+    """A run of a test case that measured nothing: it failed in a phase before its figures
+    (setup, build, run, sanity), with ReFrame's reason."""
+    check: str
+    system: str
+    partition: str
+    environ: str
+    parameters: dict
+    nodes: tuple
+    phase: str
+    reason: str
+
+
+def failed_runs(session_data):
+    """Every run of the session's test cases that failed before its figures (FailedRun):
+    what it printed is no figure (a sanity check that refused it), or it never ran."""
+    for run in session_data['runs']:
+        for tc in run['testcases']:
+            if tc['fixture'] or tc['result'] != 'fail' or tc.get('fail_phase') == 'performance':
+                continue
+            check = tc['name'].split()[0]
+            named = tc.get('display_name') or tc['name']
+            yield FailedRun(check, tc['system'], tc['partition'], tc['environ'],
+                            with_added_parameters(check, {
+                                p: tc.get(p, text) for p, text in _PARAM.findall(named)
+                                if p != REPEAT_PARAMETER}),
+                            _nodes(tc.get('job_nodelist')), tc.get('fail_phase') or '',
+                            ' '.join(str(tc.get('fail_reason') or '').split()))
 
 
 def measured_cases(session_data, fixtures=False):
@@ -327,11 +363,6 @@ def by_session(series):
         sessions.setdefault((started, uuid), []).append(value)
     return [(started, uuid, values) for (started, uuid), values
             in sorted(sessions.items(), key=lambda item: item[0][0] or 0)]
-
-
-def run_stack(case):
-    """The software that produced a case's figures (MeasuredCase.stack)."""
-    return case.stack
 
 
 def by_stack(series):

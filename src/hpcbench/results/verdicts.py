@@ -256,7 +256,7 @@ class Row:
     parameters: tuple      # ((name, value), ...)
     inputs: str
     verdict: Verdict
-    # the software of the new runs (hpcbench.results.measured.run_stack)
+    # the software of the new runs (hpcbench.results.measured.MeasuredCase.stack)
     stack: str = ''
 
 

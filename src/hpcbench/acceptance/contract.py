@@ -1,0 +1,229 @@
+"""A site's acceptance contract as data (contracts/<system>.yaml): what was committed, entry
+by entry, with where each value comes from. One JSON Schema (SCHEMA) and one loader (load,
+from_data) that refuses a contract in one message naming the file, the entry and the field
+(`contracts/testbed.yaml: entries[hpl-node].committed.value: 0 is less than or equal to the
+minimum of 0`), and then what the schema cannot see: a check or figure the suite does not
+report, two entries with one id, a contract of another system, a scope the system does not
+have (GPU pairs on a partition without GPUs).
+
+An entry: its `id`; the `check` and `figure` (a performance variable the check reports);
+its `scope`, what one verdict is about (node, gpu, gpu_pair, node_pair, partition, system),
+the `partitions` it applies to (default: every one the check runs on) and the `environ`
+(an MPI stack's committed latency; default: every environment); the `committed`
+value, its unit, its direction (at_least, at_most) and a tolerance (a fraction: a figure
+short of the value by no more than it is a warning, not a failure); the `statistic` over a
+unit's repeats (the median of at least N); the `rule` over the scope (every unit; a
+fraction of them; the minimum over them; their median); the run rules it needs; its
+`source` (a procurement document and clause, a datasheet or published figure times a
+factor, a baseline session times a factor, a paper); a `fault` code and what to do.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcbench.benchmarks.reports import declared
+from hpcbench.machine import plain_yaml
+from hpcbench.machine.description_schema import DescriptionError, validated
+
+SCOPES = ('node', 'gpu', 'gpu_pair', 'node_pair', 'partition', 'system')
+# Scopes whose units are GPUs or GPU pairs: a partition without GPUs has none.
+GPU_SCOPES = ('gpu', 'gpu_pair')
+DIRECTIONS = ('at_least', 'at_most')
+SOURCE_KINDS = ('procurement', 'datasheet', 'published', 'baseline', 'paper')
+# The runs of a unit its statistic needs where the entry does not say.
+DEFAULT_MEDIAN_OF = 3
+
+_TEXT = {'type': 'string', 'minLength': 1}
+_ID = {'type': 'string', 'pattern': r'^[A-Za-z0-9][A-Za-z0-9_.-]*$'}
+_FRACTION = {'type': 'number', 'minimum': 0, 'maximum': 1}
+
+ENTRY_SCHEMA = {
+    'type': 'object',
+    'required': ['id', 'check', 'figure', 'scope', 'committed', 'source', 'fault'],
+    'properties': {
+        'id': _ID,
+        'check': _TEXT,
+        'figure': _TEXT,
+        'scope': {'enum': list(SCOPES)},
+        'partitions': {'type': 'array', 'items': _TEXT, 'minItems': 1},
+        'environ': _TEXT,
+        'committed': {
+            'type': 'object', 'required': ['value', 'unit', 'direction'],
+            'properties': {'value': {'type': 'number', 'exclusiveMinimum': 0},
+                           'unit': _TEXT,
+                           'direction': {'enum': list(DIRECTIONS)},
+                           'tolerance': {'type': 'number', 'minimum': 0, 'maximum': 0.5}},
+            'additionalProperties': False},
+        'statistic': {
+            'type': 'object', 'required': ['median_of'],
+            # One run is no test: a unit short of the value in one run is a warning
+            # (hpcbench.acceptance.judgement.judge_unit).
+            'properties': {'median_of': {'type': 'integer', 'minimum': 1}},
+            'additionalProperties': False},
+        'rule': {
+            'type': 'object', 'minProperties': 1, 'maxProperties': 1,
+            'properties': {'every': {'const': True}, 'fraction': _FRACTION,
+                           'minimum': {'const': True}, 'median': {'const': True}},
+            'additionalProperties': False},
+        'run_rules': {
+            'type': 'object',
+            'properties': {'repeats': {'type': 'integer', 'minimum': 1},
+                           'settings': {'type': 'object'},
+                           'minimum_seconds': {'type': 'number', 'exclusiveMinimum': 0},
+                           'minimum_bytes_per_node': {'type': 'integer', 'minimum': 1}},
+            'additionalProperties': False},
+        'source': {
+            'type': 'object', 'required': ['kind', 'cite'],
+            'properties': {'kind': {'enum': list(SOURCE_KINDS)}, 'cite': _TEXT,
+                           'clause': _TEXT, 'figure': {'type': 'number',
+                                                        'exclusiveMinimum': 0},
+                           'factor': {'type': 'number', 'exclusiveMinimum': 0,
+                                      'maximum': 1}},
+            'additionalProperties': False},
+        'fault': {
+            'type': 'object', 'required': ['code', 'action'],
+            'properties': {'code': {'type': 'string', 'pattern': r'^[A-Z0-9][A-Z0-9_-]*$'},
+                           'action': _TEXT},
+            'additionalProperties': False},
+    },
+    'additionalProperties': False,
+}
+
+SCHEMA = {
+    'type': 'object',
+    'required': ['system', 'entries'],
+    'properties': {
+        'system': _ID,
+        'about': _TEXT,
+        'entries': {'type': 'array', 'items': ENTRY_SCHEMA, 'minItems': 1},
+    },
+    'additionalProperties': False,
+}
+
+
+class ContractError(ValueError):
+    """A contract that is not one: one line naming its file, entry and field."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    value: float
+    unit: str
+    direction: str          # at_least or at_most
+    tolerance: float = 0.0  # a fraction of the value: short by no more is a warning
+
+    def met_by(self, value):
+        return value >= self.value if self.direction == 'at_least' else value <= self.value
+
+    def within_tolerance(self, value):
+        if self.direction == 'at_least':
+            return value >= self.value * (1 - self.tolerance)
+        return value <= self.value * (1 + self.tolerance)
+
+    def words(self):
+        return f'{"at least" if self.direction == "at_least" else "at most"} ' \
+               f'{self.value:g} {self.unit}'
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str
+    cite: str
+    clause: str = ''
+    figure: float = None    # the cited figure a factor scales (a datasheet's, a baseline's)
+    factor: float = None
+
+    def words(self):
+        parts = [self.cite + (f', {self.clause}' if self.clause else '')]
+        if self.figure is not None and self.factor is not None:
+            parts.append(f'{self.factor:g} x {self.figure:g}')
+        return f'{self.kind}: ' + '; '.join(parts)
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    check: str
+    figure: str
+    scope: str
+    committed: Committed
+    source: Source
+    fault_code: str
+    action: str
+    partitions: tuple = ()      # () : every partition the check runs on
+    environ: str = ''           # the environment (MPI stack) it applies to; '' : every one
+    median_of: int = 3          # runs a unit's statistic needs
+    rule: tuple = ('every', True)
+    run_rules: dict = None
+
+
+@dataclass(frozen=True)
+class Contract:
+    system: str
+    entries: tuple
+    path: Path = None
+    about: str = ''
+
+
+def _entry(data):
+    committed = data['committed']
+    return Entry(
+        id=data['id'], check=data['check'], figure=data['figure'], scope=data['scope'],
+        committed=Committed(float(committed['value']), committed['unit'],
+                            committed['direction'], float(committed.get('tolerance', 0))),
+        source=Source(**data['source']), fault_code=data['fault']['code'],
+        action=data['fault']['action'], partitions=tuple(data.get('partitions') or ()),
+        environ=data.get('environ', ''),
+        median_of=(data.get('statistic') or {}).get('median_of', DEFAULT_MEDIAN_OF),
+        rule=next(iter((data.get('rule') or {'every': True}).items())),
+        run_rules=dict(data.get('run_rules') or {}))
+
+
+def from_data(data, where, system=None, partitions=None):
+    """The Contract of `data` (as its file holds it), checked; ContractError naming `where`
+    (its file), the entry and the field of the first fault. `system`: the system it must
+    be of; `partitions`: {name: whether its nodes have GPUs} of that system, where the
+    scopes are checked against it."""
+    try:
+        validated(data, SCHEMA, f'{where}:')
+    except DescriptionError as err:
+        raise ContractError(str(err)) from None
+    if system is not None and data['system'] != system:
+        raise ContractError(f'{where}: system: {data["system"]!r}: a contract of another '
+                            f'system than {system!r}')
+    entries = [_entry(e) for e in data['entries']]
+    seen = set()
+    checks = declared()
+    for entry in entries:
+        at = f'{where}: entries[{entry.id}]'
+        if entry.id in seen:
+            raise ContractError(f'{at}.id: two entries are called {entry.id!r}')
+        seen.add(entry.id)
+        if entry.check not in checks:
+            raise ContractError(f'{at}.check: the suite has no check {entry.check!r} (its '
+                                f'checks: {", ".join(sorted(checks))})')
+        reported = checks[entry.check].variables_for({})
+        if entry.figure not in reported:
+            raise ContractError(f'{at}.figure: {entry.check} reports no {entry.figure!r} '
+                                f'(it reports: {", ".join(sorted(reported))})')
+        if partitions is not None:
+            unknown = [p for p in entry.partitions if p not in partitions]
+            if unknown:
+                raise ContractError(f'{at}.partitions: {data["system"]} has no partition '
+                                    f'{", ".join(unknown)} (its partitions: '
+                                    f'{", ".join(sorted(partitions))})')
+            named = entry.partitions or tuple(partitions)
+            without = [p for p in named if not partitions[p]]
+            if entry.scope in GPU_SCOPES and (entry.partitions and without
+                                              or not any(partitions[p] for p in named)):
+                raise ContractError(f'{at}.scope: {entry.scope} on partition(s) without GPUs: '
+                                    f'{", ".join(without)}')
+    return Contract(data['system'], tuple(entries), Path(where), data.get('about', ''))
+
+
+def load(path, system=None, partitions=None):
+    """The contract in `path` (YAML), checked (from_data)."""
+    try:
+        data = plain_yaml.load(path)
+    except plain_yaml.PlainYamlError as err:
+        raise ContractError(str(err)) from None
+    return from_data(data, str(path), system, partitions)

@@ -1,0 +1,273 @@
+"""Verdicts of an acceptance: each contract entry (hpcbench.acceptance.contract) judged on
+every unit of its scope (a node, a GPU, a GPU pair, a partition, the system) from the
+measured cases (hpcbench.results.measured.MeasuredCase: a node's figure, each GPU's and GPU
+pair's under its key), then over the scope by the entry's rule.
+
+A unit's verdict, from its values over the repeats:
+- NOT_RUN: no value, or fewer than the statistic needs (a node down, drained, not reached:
+  named with why). It counts as a failure: a check that did not run never passes.
+- INVALID: its run failed its sanity check: what it printed is no figure.
+- PASS: the median of its values meets the committed value.
+- WARN: short of it, but inside the entry's tolerance, or not significantly short.
+- FAIL: short beyond the tolerance and significantly so: a one-sided one-sample t-test of
+  its values against the committed value gives p <= ALPHA (said with the verdict). One run
+  is no test: a unit short in one run is a warning, never a failure.
+
+Slow, not broken: a unit far below its peers of the same partition (its median more than
+SLOW_FRACTION below theirs and more than SLOW_DEVIATIONS robust deviations, median absolute
+deviation x 1.4826, from it) is flagged even where it meets the contract (DCGM passes an
+A100 at a third of its sisters' rate: DCGM issue 122).
+"""
+import math
+import statistics
+from dataclasses import dataclass
+
+from hpcbench.core import device_keys
+
+VERDICTS = ('PASS', 'WARN', 'FAIL', 'INVALID', 'NOT_RUN')
+FAILING = ('FAIL', 'INVALID', 'NOT_RUN')
+ALPHA = 0.05
+# Slow, not broken: this far below the median of the unit's peers, and this many robust
+# deviations (1.4826 x the median absolute deviation: the standard deviation of a normal
+# sample) from it. SuperBench calls a node 5 % below its fleet's baseline defective.
+SLOW_FRACTION = 0.05
+SLOW_DEVIATIONS = 3.0
+MIN_PEERS = 3
+
+
+@dataclass(frozen=True, order=True)
+class Unit:
+    """What one verdict is about: its scope, its partition and its key (a node's name, a
+    device_keys.Gpu or GpuPair, the partition's or system's name)."""
+    scope: str
+    partition: str
+    key: object
+
+    def __str__(self):
+        if isinstance(self.key, device_keys.GpuPair):
+            return self.key.words()
+        if isinstance(self.key, device_keys.Gpu):
+            return f'GPU {self.key.gpu} of {self.key.node}'
+        return f'{self.scope} {self.key}'
+
+    @property
+    def node(self):
+        """The node to blame, where one is: the unit's node, or a GPU's or pair's."""
+        if self.scope == 'node':
+            return self.key
+        if isinstance(self.key, (device_keys.Gpu, device_keys.GpuPair)):
+            return self.key.node
+        return None
+
+
+@dataclass(frozen=True)
+class UnitVerdict:
+    unit: Unit
+    verdict: str
+    values: tuple = ()
+    median: float = None
+    p_value: float = None
+    reason: str = ''
+    slow: str = ''          # why the unit is slow beside its peers; '' where it is not
+
+
+@dataclass(frozen=True)
+class EntryVerdict:
+    entry: object           # hpcbench.acceptance.contract.Entry
+    units: tuple            # UnitVerdict, in unit order
+    verdict: str            # the scope's, by the entry's rule
+    reason: str
+
+    def counts(self):
+        return {name: sum(u.verdict == name for u in self.units) for name in VERDICTS}
+
+
+def units_of(entry, case):
+    """{Unit: value} the case measured for `entry` (its check and figure, in its
+    partitions): a case on one node is that node's, each GPU and GPU pair under its key."""
+    if case.check != entry.check or (entry.partitions and case.partition not in
+                                     entry.partitions) or (entry.environ and
+                                                           case.environ != entry.environ):
+        return {}
+    if entry.scope == 'node':
+        value = case.value(entry.figure)
+        return ({Unit('node', case.partition, case.nodes[0]): value}
+                if len(case.nodes) == 1 and value is not None else {})
+    if entry.scope in ('gpu', 'gpu_pair'):
+        devices = case.gpus if entry.scope == 'gpu' else case.pairs
+        return {Unit(entry.scope, case.partition, d.key): d.figures[entry.figure]
+                for d in devices if entry.figure in d.figures}
+    if entry.scope == 'node_pair':
+        value = case.value(entry.figure)
+        return ({Unit('node_pair', case.partition, tuple(sorted(case.nodes))): value}
+                if len(case.nodes) == 2 and value is not None else {})
+    value = case.value(entry.figure)
+    key = case.partition if entry.scope == 'partition' else case.system
+    return {Unit(entry.scope, case.partition, key): value} if value is not None else {}
+
+
+def invalid_units(entry, failed):
+    """{Unit: why} of the runs of `entry`'s check that failed before their figures
+    (hpcbench.results.measured.FailedRun): a node's run for a node entry, the partition's or
+    the system's for theirs. A GPU's or pair's units are those its node's run would have
+    measured: the caller's expected units name them (NOT_RUN)."""
+    invalid = {}
+    for run in failed:
+        if run.check != entry.check or (entry.partitions and run.partition not in
+                                        entry.partitions) or (entry.environ and
+                                                              run.environ != entry.environ):
+            continue
+        why = f'{run.phase} failed: {run.reason[:300]}'.strip()
+        if entry.scope == 'node' and len(run.nodes) == 1:
+            invalid[Unit('node', run.partition, run.nodes[0])] = why
+        elif entry.scope == 'node_pair' and len(run.nodes) == 2:
+            invalid[Unit('node_pair', run.partition, tuple(sorted(run.nodes)))] = why
+        elif entry.scope in ('partition', 'system'):
+            key = run.partition if entry.scope == 'partition' else run.system
+            invalid[Unit(entry.scope, run.partition, key)] = why
+    return invalid
+
+
+def unit_values(entry, cases):
+    """{Unit: [values, one per run]} of `entry` over the measured runs `cases`."""
+    values = {}
+    for case in cases:
+        for unit, value in units_of(entry, case).items():
+            values.setdefault(unit, []).append(float(value))
+    return values
+
+
+def _p_value(committed, values):
+    """One-sided one-sample t-test: p of values this far on the wrong side of the committed
+    value by chance; 0 where they do not vary and all miss it."""
+    if len(set(values)) == 1:
+        return 0.0 if not committed.met_by(values[0]) else 1.0
+    from scipy.stats import ttest_1samp
+    alternative = 'less' if committed.direction == 'at_least' else 'greater'
+    return float(ttest_1samp(values, committed.value, alternative=alternative).pvalue)
+
+
+def judge_unit(entry, unit, values, alpha=ALPHA):
+    """The UnitVerdict of `unit` from its `values` (its runs' figures)."""
+    committed, needed = entry.committed, entry.median_of
+    values = tuple(v for v in values if math.isfinite(v))
+    if len(values) < needed:
+        return UnitVerdict(unit, 'NOT_RUN', values, reason=(
+            f'{len(values)} of the {needed} runs its statistic needs' if values else
+            'no figure measured'))
+    median = statistics.median(values)
+    said = f'median {median:.4g} {committed.unit} of {len(values)} runs, committed ' \
+           f'{committed.words()}'
+    if committed.met_by(median):
+        return UnitVerdict(unit, 'PASS', values, median, reason=said)
+    short = 100 * abs(median - committed.value) / committed.value
+    if committed.within_tolerance(median):
+        return UnitVerdict(unit, 'WARN', values, median, reason=(
+            f'{said}: short by {short:.1f} %, inside the tolerance of '
+            f'{100 * committed.tolerance:g} %'))
+    if len(values) < 2:
+        return UnitVerdict(unit, 'WARN', values, median, reason=(
+            f'{said}: short by {short:.1f} %, in one run: no test tells a slow unit from '
+            'a slow run (the entry\'s statistic takes one; three tell)'))
+    p = _p_value(committed, values)
+    if p <= alpha:
+        return UnitVerdict(unit, 'FAIL', values, median, p, (
+            f'{said}: short by {short:.1f} %, one-sided t-test p = {p:.3g} <= {alpha:g}'))
+    return UnitVerdict(unit, 'WARN', values, median, p, (
+        f'{said}: short by {short:.1f} %, but not significantly (p = {p:.3g} > {alpha:g}): '
+        'run more'))
+
+
+def slow_beside_peers(verdicts, direction):
+    """The verdicts, each unit far worse than the other units of its partition (median and
+    median absolute deviation over them) flagged `slow` with why."""
+    flagged = []
+    by_partition = {}
+    for v in verdicts:
+        if v.median is not None:
+            by_partition.setdefault(v.unit.partition, []).append(v.median)
+    for v in verdicts:
+        peers = by_partition.get(v.unit.partition, [])
+        if v.median is None or len(peers) < MIN_PEERS:
+            flagged.append(v)
+            continue
+        centre = statistics.median(peers)
+        spread = 1.4826 * statistics.median(abs(x - centre) for x in peers)
+        worse = (centre - v.median) if direction == 'at_least' else (v.median - centre)
+        deviations = worse / spread if spread else math.inf
+        if centre and worse > SLOW_FRACTION * abs(centre) and deviations > SLOW_DEVIATIONS:
+            why = (f'{100 * worse / abs(centre):.1f} % worse than the median of the '
+                   f'{len(peers)} units of partition {v.unit.partition} ({centre:.4g})'
+                   + (f', {deviations:.1f} robust deviations' if spread else ''))
+            flagged.append(UnitVerdict(v.unit, v.verdict, v.values, v.median, v.p_value,
+                                       v.reason, why))
+        else:
+            flagged.append(v)
+    return flagged
+
+
+def _over_scope(entry, verdicts):
+    """(verdict, why) of the scope by the entry's rule over its units' verdicts."""
+    if not verdicts:
+        return 'NOT_RUN', 'no unit of its scope ran'
+    name, value = entry.rule
+    failing = [v for v in verdicts if v.verdict in FAILING]
+    warned = any(v.verdict == 'WARN' for v in verdicts)
+    if name == 'every':
+        if failing:
+            return 'FAIL', f'{len(failing)} of {len(verdicts)} unit(s) failed or did not run'
+        return ('WARN' if warned else 'PASS'), f'every one of {len(verdicts)} unit(s) met it'
+    if name == 'fraction':
+        passing = len(verdicts) - len(failing)
+        if passing < value * len(verdicts):
+            return 'FAIL', (f'{passing} of {len(verdicts)} unit(s) met it, fewer than '
+                            f'{100 * value:g} %')
+        return ('WARN' if failing or warned else 'PASS'), (
+            f'{passing} of {len(verdicts)} unit(s) met it, at least {100 * value:g} %')
+    not_run = [v for v in verdicts if v.verdict in ('NOT_RUN', 'INVALID')]
+    if not_run:
+        return 'FAIL', (f'{len(not_run)} unit(s) without a figure: the {name} over the scope '
+                        'is unknown')
+    medians = [v.median for v in verdicts]
+    if name == 'minimum':
+        worst = (min if entry.committed.direction == 'at_least' else max)(
+            verdicts, key=lambda v: v.median)
+        return worst.verdict, f'the worst unit, {worst.unit}: {worst.reason}'
+    centre = statistics.median(medians)
+    if entry.committed.met_by(centre):
+        return 'PASS', f'the median of {len(verdicts)} unit(s), {centre:.4g}, met it'
+    if entry.committed.within_tolerance(centre):
+        return 'WARN', f'the median of {len(verdicts)} unit(s), {centre:.4g}, inside tolerance'
+    return 'FAIL', f'the median of {len(verdicts)} unit(s), {centre:.4g}, missed it'
+
+
+def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALPHA):
+    """The EntryVerdict of `entry` from the measured runs `cases`. `expected`: the units
+    that should have a verdict (every node in the entry's partitions, each GPU or pair of
+    each); `not_run`: {Unit: why} of those that could not run (drained, down); `invalid`:
+    {Unit: why} of those whose run failed its sanity check. A unit expected and without a
+    figure is NOT_RUN, never left out."""
+    not_run, invalid = dict(not_run or {}), dict(invalid or {})
+    values = unit_values(entry, cases)
+    units = sorted({*expected, *values, *not_run, *invalid}, key=str)
+    verdicts = []
+    for unit in units:
+        if unit in invalid and unit not in values:
+            verdicts.append(UnitVerdict(unit, 'INVALID', reason=invalid[unit]))
+        elif unit not in values:
+            verdicts.append(UnitVerdict(unit, 'NOT_RUN', reason=not_run.get(
+                unit, 'no figure measured: not run, or its job did not finish')))
+        else:
+            verdicts.append(judge_unit(entry, unit, values[unit], alpha))
+    verdicts = slow_beside_peers(verdicts, entry.committed.direction)
+    verdict, why = _over_scope(entry, verdicts)
+    return EntryVerdict(entry, tuple(verdicts), verdict, why)
+
+
+def system_verdict(entry_verdicts):
+    """The system's verdict: FAIL where any entry failed or did not run, WARN where any
+    warned, else PASS."""
+    names = [v.verdict for v in entry_verdicts]
+    if not names or any(n in FAILING for n in names):
+        return 'FAIL'
+    return 'WARN' if 'WARN' in names else 'PASS'

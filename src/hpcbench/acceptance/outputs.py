@@ -1,0 +1,114 @@
+"""What an acceptance leaves for a site's tools, beside its report: a JSON document of every
+verdict (JSON_SCHEMA), JUnit XML (GitLab and Jenkins show it as test results: one test
+suite per contract entry, one test case per unit; a unit that failed, did not run or is
+invalid is a failure, never a skip) and a drain list (`scontrol update NodeName=...
+State=DRAIN Reason=...` lines for the site to run: the suite never drains a node)."""
+import shlex
+import xml.etree.ElementTree as ET
+
+from hpcbench.acceptance.judgement import FAILING, VERDICTS, system_verdict
+from hpcbench.core import slurm_cluster
+
+JSON_SCHEMA = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'required': ['system', 'verdict', 'entries'],
+    'properties': {
+        'system': {'type': 'string'},
+        'verdict': {'enum': ['PASS', 'WARN', 'FAIL']},
+        'entries': {'type': 'array', 'items': {
+            'type': 'object',
+            'required': ['id', 'check', 'figure', 'scope', 'committed', 'source', 'fault',
+                         'verdict', 'reason', 'counts', 'units'],
+            'properties': {
+                'id': {'type': 'string'}, 'check': {'type': 'string'},
+                'figure': {'type': 'string'}, 'scope': {'type': 'string'},
+                'committed': {'type': 'string'}, 'source': {'type': 'string'},
+                'fault': {'type': 'string'}, 'verdict': {'enum': list(VERDICTS)},
+                'reason': {'type': 'string'},
+                'counts': {'type': 'object', 'additionalProperties': {'type': 'integer'}},
+                'units': {'type': 'array', 'items': {
+                    'type': 'object',
+                    'required': ['unit', 'partition', 'node', 'verdict', 'values', 'median',
+                                 'p_value', 'reason', 'slow'],
+                    'properties': {
+                        'unit': {'type': 'string'}, 'partition': {'type': 'string'},
+                        'node': {'type': ['string', 'null']},
+                        'verdict': {'enum': list(VERDICTS)},
+                        'values': {'type': 'array', 'items': {'type': 'number'}},
+                        'median': {'type': ['number', 'null']},
+                        'p_value': {'type': ['number', 'null']},
+                        'reason': {'type': 'string'}, 'slow': {'type': 'string'}},
+                    'additionalProperties': False}}},
+            'additionalProperties': False}},
+    },
+    'additionalProperties': False,
+}
+
+
+def as_json(system, entry_verdicts):
+    """The acceptance's verdicts as data (JSON_SCHEMA)."""
+    return {
+        'system': system, 'verdict': system_verdict(entry_verdicts),
+        'entries': [{
+            'id': e.entry.id, 'check': e.entry.check, 'figure': e.entry.figure,
+            'scope': e.entry.scope, 'committed': e.entry.committed.words(),
+            'source': e.entry.source.words(),
+            'fault': f'{e.entry.fault_code}: {e.entry.action}', 'verdict': e.verdict,
+            'reason': e.reason, 'counts': e.counts(),
+            'units': [{'unit': str(u.unit), 'partition': u.unit.partition,
+                       'node': u.unit.node, 'verdict': u.verdict, 'values': list(u.values),
+                       'median': u.median, 'p_value': u.p_value, 'reason': u.reason,
+                       'slow': u.slow} for u in e.units]}
+            for e in entry_verdicts]}
+
+
+def junit_xml(system, entry_verdicts):
+    """JUnit XML of the acceptance: a test suite per entry, a test case per unit; FAIL and
+    NOT_RUN are failures, INVALID an error, a slow unit's flag in its output."""
+    suites = ET.Element('testsuites', name=f'hpcbench acceptance of {system}',
+                        tests=str(sum(len(e.units) for e in entry_verdicts)),
+                        failures=str(sum(u.verdict in ('FAIL', 'NOT_RUN')
+                                         for e in entry_verdicts for u in e.units)),
+                        errors=str(sum(u.verdict == 'INVALID'
+                                       for e in entry_verdicts for u in e.units)))
+    for e in entry_verdicts:
+        suite = ET.SubElement(
+            suites, 'testsuite', name=e.entry.id, tests=str(len(e.units)),
+            failures=str(sum(u.verdict in ('FAIL', 'NOT_RUN') for u in e.units)),
+            errors=str(sum(u.verdict == 'INVALID' for u in e.units)), skipped='0')
+        for u in e.units:
+            case = ET.SubElement(suite, 'testcase', name=str(u.unit),
+                                 classname=f'{system}.{e.entry.id}.{u.unit.partition}')
+            message = f'{u.verdict}: {u.reason}'
+            if u.verdict in ('FAIL', 'NOT_RUN'):
+                failure = ET.SubElement(case, 'failure', message=message,
+                                        type=e.entry.fault_code)
+                failure.text = f'{message}\nwhat to do: {e.entry.action}'
+            elif u.verdict == 'INVALID':
+                ET.SubElement(case, 'error', message=message, type=e.entry.fault_code).text = \
+                    f'{message}\nwhat to do: {e.entry.action}'
+            out = [message] + ([f'slow beside its peers: {u.slow}'] if u.slow else [])
+            ET.SubElement(case, 'system-out').text = '\n'.join(out)
+    return ET.tostring(suites, encoding='unicode', xml_declaration=True) + '\n'
+
+
+def drain_lines(entry_verdicts):
+    """`scontrol update NodeName=N State=DRAIN Reason="..."` for each node to blame: a unit
+    that failed or was invalid, or flagged slow beside its peers, with the entry's fault
+    code; one line per node, its reasons joined. A unit that did not run is out of service
+    already, or never reached: named in the report, not drained again. Each node name
+    checked against Slurm's grammar and each reason quoted for the shell."""
+    reasons = {}
+    for e in entry_verdicts:
+        for u in e.units:
+            node = u.unit.node
+            if node is None or not (u.verdict in ('FAIL', 'INVALID') or u.slow):
+                continue
+            if not slurm_cluster.NODE_NAME.fullmatch(node):
+                raise ValueError(f'{node!r} is no Slurm node name: no drain line is written')
+            what = u.verdict if u.verdict in FAILING else 'slow'
+            reasons.setdefault(node, []).append(f'{e.entry.fault_code} {what} ({u.unit})')
+    return [f'scontrol update NodeName={node} State=DRAIN '
+            f'Reason={shlex.quote("hpcbench acceptance: " + "; ".join(why))}'
+            for node, why in sorted(reasons.items())]

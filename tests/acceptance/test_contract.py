@@ -1,0 +1,89 @@
+"""A contract as data (hpcbench.acceptance.contract): every wrong field one message naming
+the file, the entry and the field; what the schema cannot see refused before anything
+runs."""
+import copy
+
+import pytest
+
+from hpcbench.acceptance import contract
+
+ENTRY = {
+    'id': 'hpl-node', 'check': 'HplNodeScreen', 'figure': 'gflops', 'scope': 'node',
+    'partitions': ['batch'],
+    'committed': {'value': 70.0, 'unit': 'GFLOP/s', 'direction': 'at_least',
+                  'tolerance': 0.05},
+    'statistic': {'median_of': 3}, 'rule': {'every': True},
+    'run_rules': {'repeats': 3},
+    'source': {'kind': 'baseline', 'cite': 'session 4f1c2a0e of 2026-11-27', 'figure': 78.4,
+               'factor': 0.9},
+    'fault': {'code': 'HPL-NODE', 'action': 'drain the node; run its DIMM and clock checks'},
+}
+PAIRS = {**ENTRY, 'id': 'pair-link', 'check': 'DeviceBufferPairCheck',
+         'figure': 'link_efficiency', 'scope': 'gpu_pair', 'partitions': ['gpu'],
+         'committed': {'value': 80.0, 'unit': '%', 'direction': 'at_least'}}
+PARTITIONS = {'batch': False, 'gpu': True}
+
+
+def _contract(*entries, system='testbed'):
+    return {'system': system, 'entries': [copy.deepcopy(e) for e in entries]}
+
+
+def test_a_contract_reads_as_typed_entries():
+    read = contract.from_data(_contract(ENTRY, PAIRS), 'contracts/testbed.yaml', 'testbed',
+                              PARTITIONS)
+    hpl, pairs = read.entries
+    assert (hpl.committed.value, hpl.committed.words(), hpl.median_of) == (
+        70.0, 'at least 70 GFLOP/s', 3)
+    assert hpl.source.words() == 'baseline: session 4f1c2a0e of 2026-11-27; 0.9 x 78.4'
+    assert pairs.rule == ('every', True) and pairs.median_of == contract.DEFAULT_MEDIAN_OF
+
+
+@pytest.mark.parametrize('change, said', [
+    (lambda e: e['committed'].update(value=0),
+     "entries[hpl-node].committed.value: 0 is less than or equal to the minimum of 0"),
+    (lambda e: e['committed'].update(value=-3.5),
+     "entries[hpl-node].committed.value: -3.5 is less than or equal to the minimum of 0"),
+    (lambda e: e.update(scope='rack'), "entries[hpl-node].scope: 'rack' is not one of"),
+    (lambda e: e['committed'].update(direction='above'),
+     "entries[hpl-node].committed.direction: 'above' is not one of"),
+    (lambda e: e.update(statistic={'median_of': 0}),
+     'entries[hpl-node].statistic.median_of: 0 is less than the minimum of 1'),
+    (lambda e: e.update(colour='red'), 'entries[hpl-node]: no such field colour'),
+    (lambda e: e.pop('fault'), "entries[hpl-node]: 'fault' is a required property"),
+    (lambda e: e.update(check='HplCheckk'),
+     "entries[hpl-node].check: the suite has no check 'HplCheckk'"),
+    (lambda e: e.update(figure='gflop'),
+     "entries[hpl-node].figure: HplNodeScreen reports no 'gflop' (it reports: efficiency, "
+     "gflops)"),
+    (lambda e: e.update(partitions=['compute']),
+     'entries[hpl-node].partitions: testbed has no partition compute'),
+    (lambda e: e.update(scope='gpu_pair', check='DeviceBufferPairCheck',
+                        figure='link_efficiency'),
+     'entries[hpl-node].scope: gpu_pair on partition(s) without GPUs: batch'),
+])
+def test_each_wrong_field_is_one_message_naming_file_entry_and_field(change, said):
+    entry = copy.deepcopy(ENTRY)
+    change(entry)
+    with pytest.raises(contract.ContractError) as raised:
+        contract.from_data(_contract(entry, PAIRS), 'contracts/testbed.yaml', 'testbed',
+                           PARTITIONS)
+    assert str(raised.value).startswith('contracts/testbed.yaml: '), raised.value
+    assert said in str(raised.value), raised.value
+
+
+def test_two_entries_of_one_id_and_a_contract_of_another_system_are_refused():
+    with pytest.raises(contract.ContractError, match=r"entries\[hpl-node\]\.id: two entries "
+                                                     r"are called 'hpl-node'"):
+        contract.from_data(_contract(ENTRY, ENTRY), 'c.yaml', 'testbed', PARTITIONS)
+    with pytest.raises(contract.ContractError, match=r"^c.yaml: system: 'tsubame': a contract "
+                                                     r"of another system than 'testbed'"):
+        contract.from_data(_contract(ENTRY, system='tsubame'), 'c.yaml', 'testbed')
+
+
+def test_a_contract_file_that_is_no_yaml_is_one_message(tmp_path):
+    path = tmp_path / 'testbed.yaml'
+    path.write_text('system: testbed\nentries: [\n')
+    with pytest.raises(contract.ContractError, match=r'testbed.yaml: not valid YAML: line 3'):
+        contract.load(path, 'testbed')
+    with pytest.raises(contract.ContractError, match=r'missing.yaml'):
+        contract.load(tmp_path / 'missing.yaml')

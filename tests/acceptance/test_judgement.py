@@ -1,0 +1,144 @@
+"""Verdicts of an acceptance (hpcbench.acceptance.judgement) on real stored sessions: a node's
+MPI latency over three real runs against committed values above, below and near it; the
+testbed's single-node HPL of every node (make screen) with a node drained and one node
+made slow in the stored record; a real 8 x A100 node's GPU pairs with one pair cut."""
+import json
+
+import pytest
+
+from conftest import FIXTURES, a100_node_pair_record
+from hpcbench.acceptance import contract, judgement
+from hpcbench.results import measured
+
+PINGPONG = FIXTURES / 'reframe' / 'pingpong-four-mpis-session.json'
+SCREEN = FIXTURES / 'report' / 'screen-session.json'
+
+
+def _entry(check, figure, scope, value, unit, direction='at_least', tolerance=0.0,
+           median_of=3, rule=None, **fields):
+    data = {'id': 'e', 'check': check, 'figure': figure, 'scope': scope,
+            'committed': {'value': value, 'unit': unit, 'direction': direction,
+                          'tolerance': tolerance},
+            'statistic': {'median_of': median_of}, 'rule': rule or {'every': True},
+            'source': {'kind': 'procurement', 'cite': 'test'},
+            'fault': {'code': 'F', 'action': 'look'}, **fields}
+    return contract.from_data({'system': 'x', 'entries': [data]}, 'c.yaml').entries[0]
+
+
+def _runs(path):
+    data = json.loads(path.read_text())
+    return list(measured.measured_runs(data[0] if isinstance(data, list) else data))
+
+
+@pytest.mark.parametrize('committed, tolerance, verdict, said', [
+    (0.30, 0.0, 'PASS', 'median 0.25 us of 3 runs, committed at most 0.3 us'),
+    (0.20, 0.0, 'FAIL', 'short by 25.0 %, one-sided t-test p = 0.0131 <= 0.05'),
+    (0.245, 0.05, 'WARN', 'short by 2.0 %, inside the tolerance of 5 %'),
+    (0.24, 0.0, 'WARN', 'short by 4.2 %, but not significantly (p = 0.135 > 0.05)'),
+])
+def test_a_node_s_three_real_runs_against_a_committed_latency(committed, tolerance, verdict,
+                                                             said):
+    """Open MPI's PingPong latency on this machine, three real runs (0.24, 0.27, 0.25 us)."""
+    entry = _entry('ImbPairCheck', 'latency', 'node', committed, 'us', 'at_most', tolerance,
+                   environ='openmpi')
+    judged = judgement.judge_entry(entry, _runs(PINGPONG))
+    (unit,) = judged.units
+    assert (str(unit.unit), unit.values) == ('node vm', (0.24, 0.27, 0.25))
+    assert unit.verdict == verdict and said in unit.reason, unit.reason
+    assert judged.verdict == verdict
+
+
+def test_fewer_runs_than_the_statistic_needs_is_not_run_and_fails_the_scope():
+    entry = _entry('ImbPairCheck', 'latency', 'node', 0.30, 'us', 'at_most', median_of=5,
+                   environ='openmpi')
+    judged = judgement.judge_entry(entry, _runs(PINGPONG))
+    assert [(u.verdict, u.reason) for u in judged.units] == [
+        ('NOT_RUN', '3 of the 5 runs its statistic needs')]
+    assert judged.verdict == 'FAIL'
+
+
+def _screen(slow_node=None, factor=0.5):
+    """The testbed's make screen (HplNodeScreen on n1..n3, g1, g2: one run each), one node's
+    stored figures scaled by `factor` (a node made slow in the record)."""
+    data = json.loads(SCREEN.read_text())
+    for run in data['runs']:
+        for tc in run['testcases']:
+            if slow_node and tc.get('job_nodelist') == [slow_node]:
+                for values in tc['perfvalues'].values():
+                    values[0] *= factor
+    return list(measured.measured_runs(data))
+
+
+def test_every_node_passes_and_a_drained_node_is_named_not_run():
+    entry = _entry('HplNodeScreen', 'gflops', 'node', 70.0, 'GFLOP/s', median_of=1,
+                   partitions=['batch'])
+    expected = [judgement.Unit('node', 'batch', n) for n in ('n1', 'n2', 'n3', 'n4')]
+    drained = {expected[3]: 'IDLE+DRAIN: drained (bad DIMM in slot 3)'}
+    judged = judgement.judge_entry(entry, _screen(), expected, not_run=drained)
+    assert [(u.unit.key, u.verdict) for u in judged.units] == [
+        ('n1', 'PASS'), ('n2', 'PASS'), ('n3', 'PASS'), ('n4', 'NOT_RUN')]
+    assert judged.units[3].reason == 'IDLE+DRAIN: drained (bad DIMM in slot 3)'
+    assert judged.verdict == 'FAIL' and judged.reason == '1 of 4 unit(s) failed or did not run'
+    # 95 % of the nodes: three of four is not enough; every node but the drained one is.
+    assert judgement.judge_entry(_entry('HplNodeScreen', 'gflops', 'node', 70.0, 'GFLOP/s',
+                                        median_of=1, partitions=['batch'],
+                                        rule={'fraction': 0.75}),
+                                 _screen(), expected, drained).verdict == 'WARN'
+    assert judgement.system_verdict([judged]) == 'FAIL'
+
+
+def test_a_slow_node_is_flagged_beside_its_peers_even_where_it_meets_the_contract():
+    """n2 at half its real figure (39.2 GFLOP/s against 77.8 and 80.1): below the committed
+    70 in one run (a warning: one run is no test) and flagged slow; at a committed 30 it
+    passes the contract and is flagged all the same. Its peers are not."""
+    for committed, verdict in ((70.0, 'WARN'), (30.0, 'PASS')):
+        entry = _entry('HplNodeScreen', 'gflops', 'node', committed, 'GFLOP/s', median_of=1,
+                       partitions=['batch'])
+        judged = judgement.judge_entry(entry, _screen('n2'))
+        slow = {u.unit.key: u.slow for u in judged.units if u.slow}
+        assert list(slow) == ['n2'], slow
+        assert slow['n2'].startswith('49.6 % worse than the median of the 3 units of '
+                                     'partition batch (77.78), 11.0 robust deviations')
+        assert judged.units[1].verdict == verdict
+    unscaled = judgement.judge_entry(entry, _screen())
+    assert not any(u.slow for u in unscaled.units)
+
+
+def test_the_slowest_pair_rule_and_a_cut_pair_named(tmp_path):
+    """The real 8 x A100 node's 28 pairs (tests/benchmarks/test_gpu_mpi.py records them as
+    the pair check does), each at 88 to 92 % of its link, committed at least 80 %: every
+    pair passes; with GPUs 2 and 5 cut to a third, that pair alone is below, named, and
+    the minimum over the pairs fails."""
+    entry = _entry('DeviceBufferPairCheck', 'link_efficiency', 'gpu_pair', 80.0, '%',
+                   median_of=1, rule={'minimum': True})
+    whole = measured.measured_runs(a100_node_pair_record(tmp_path))
+    judged = judgement.judge_entry(entry, list(whole))
+    assert len(judged.units) == 28 and judged.verdict == 'PASS'
+    (tmp_path / 'cut').mkdir()
+    cut = measured.measured_runs(a100_node_pair_record(tmp_path / 'cut', cut={(2, 5): 1 / 3}))
+    judged = judgement.judge_entry(entry, list(cut))
+    below = [u for u in judged.units if u.verdict != 'PASS']
+    assert [str(u.unit) for u in below] == ['GPUs 2 and 5 of a100-node']
+    assert [str(u.unit) for u in judged.units if u.slow] == ['GPUs 2 and 5 of a100-node']
+    assert judged.verdict == 'WARN' and 'the worst unit, GPUs 2 and 5 of a100-node' in \
+        judged.reason
+
+
+def test_a_node_whose_run_failed_its_sanity_check_is_invalid_and_fails_the_scope():
+    """n3's screen run as if its HPL residual check had failed (ReFrame's record: result fail,
+    fail_phase sanity): INVALID, with ReFrame's reason; the others pass."""
+    data = json.loads(SCREEN.read_text())
+    for run in data['runs']:
+        for tc in run['testcases']:
+            if tc.get('job_nodelist') == ['n3'] and not tc['fixture']:
+                tc.update(result='fail', fail_phase='sanity',
+                          fail_reason='sanity error: HPL residual 4.1e+02 above the threshold')
+    entry = _entry('HplNodeScreen', 'gflops', 'node', 70.0, 'GFLOP/s', median_of=1,
+                   partitions=['batch'])
+    invalid = judgement.invalid_units(entry, measured.failed_runs(data))
+    judged = judgement.judge_entry(entry, list(measured.measured_runs(data)), invalid=invalid)
+    assert [(u.unit.key, u.verdict) for u in judged.units] == [
+        ('n1', 'PASS'), ('n2', 'PASS'), ('n3', 'INVALID')]
+    assert judged.units[2].reason == ('sanity failed: sanity error: HPL residual 4.1e+02 '
+                                      'above the threshold')
+    assert judged.verdict == 'FAIL'
