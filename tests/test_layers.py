@@ -111,3 +111,14 @@ def test_an_upward_import_is_named_with_its_file_line_and_layers(tmp_path):
     # helpers.py at the top is not a layer's either: it is listed by the layout test.
     entries = sorted(p.name for p in copy.iterdir() if p.name != '__pycache__')
     assert entries != sorted(['__init__.py', *LAYERS])
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    """pytest imports each test module by its file name (tests/ has no packages): two of one
+    name in two layers' folders stop the whole collection ("import file mismatch"), which a
+    run of one folder never shows."""
+    names = {}
+    for path in sorted((ROOT / 'tests').rglob('test_*.py')):
+        if 'fixtures' not in path.parts:
+            names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}
