@@ -3,10 +3,11 @@ a manifest of the sha256 of every file it stands on (the contract, each result r
 the Spack lock, the description, the project's commit), in the acceptance's directory,
 signed with OpenSSH (`ssh-keygen -Y sign`, on every cluster) where the site gives a key;
 verify() recomputes every sum and checks the signature, and says what changed."""
-import hashlib
 import re
 import subprocess
 from pathlib import Path
+
+from hpcbench.core import paths
 
 MANIFEST = 'MANIFEST.sha256'
 SIGNATURE = f'{MANIFEST}.sig'
@@ -19,14 +20,6 @@ class ManifestError(RuntimeError):
     pass
 
 
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write(directory):
     """MANIFEST.sha256 of every file under `directory` but the manifest and its signature,
     `<sha256>  <path relative to it>`, sorted; its path."""
@@ -37,7 +30,7 @@ def write(directory):
         if name != name.strip() or '\n' in name:
             raise ManifestError(f'{directory / name}: a file name the manifest cannot hold')
     manifest = directory / MANIFEST
-    manifest.write_text(''.join(f'{sha256(directory / n)}  {n}\n' for n in names))
+    manifest.write_text(''.join(f'{paths.file_sha256(directory / n)}  {n}\n' for n in names))
     return manifest
 
 
@@ -75,8 +68,8 @@ def verify(directory, allowed_signers=None, identity=None):
         path = directory / name
         if not path.is_file():
             problems.append(f'{name}: missing')
-        elif sha256(path) != digest:
-            problems.append(f'{name}: changed (sha256 {sha256(path)[:16]}..., manifest says '
+        elif (now := paths.file_sha256(path)) != digest:
+            problems.append(f'{name}: changed (sha256 {now[:16]}..., manifest says '
                             f'{digest[:16]}...)')
     present = {str(p.relative_to(directory)) for p in directory.rglob('*')
                if p.is_file() and p.name not in (MANIFEST, SIGNATURE)}

@@ -7,6 +7,7 @@ Three places, on purpose apart:
   built from it (Spack, spack-packages, the install tree, Intel MPI, the source mirror), so it
   survives fresh clones and is never committed.
 """
+import hashlib
 import os
 import re
 import stat
@@ -278,3 +279,13 @@ def read_regular(path, max_bytes, what='a file'):
         return data
     finally:
         os.close(fd)
+
+
+def file_sha256(path):
+    """The sha256 of a file's bytes, hex, read a megabyte at a time (a bundle's archive is
+    gigabytes)."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()

@@ -21,7 +21,6 @@ hpcbench.stack.bundle_unpack unpack`), so that a machine without internet unpack
 before it makes the suite's venv from its wheels.
 """
 import gzip
-import hashlib
 import json
 import os
 import platform
@@ -65,14 +64,6 @@ def say(msg):
     print(f'[bundle] {msg}', flush=True)
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def tree_entries(tree):
     """Every file and symlink under `tree`, relative, in name order (not descending into
     symlinked directories)."""
@@ -92,7 +83,7 @@ def file_digests(tree):
     digests = {}
     for rel in tree_entries(tree):
         path = os.path.join(tree, rel)
-        digests[rel] = (f'-> {os.readlink(path)}' if os.path.islink(path) else _sha256(path))
+        digests[rel] = (f'-> {os.readlink(path)}' if os.path.islink(path) else paths.file_sha256(path))
     return digests
 
 
@@ -185,7 +176,7 @@ def make(system='local', output_dir=None, binaries=True):
     output_dir = Path(output_dir or paths.VAR_DIR / 'bundles')
     output_dir.mkdir(parents=True, exist_ok=True)
     key = bootstrap.concretization_key(bootstrap.concretization_inputs(env_dir), found)
-    lock_hash = _sha256(lock)
+    lock_hash = paths.file_sha256(lock)
     output = output_dir / (f'hpcbench-{system}-{lock_hash[:12]}'
                            f'{"" if binaries else "-sources"}.tar.gz')
     staging = Path(tempfile.mkdtemp(prefix='.bundle-make-', dir=output_dir))
@@ -250,7 +241,7 @@ def _parts(tree, files):
 
 def describe(output, manifest):
     """What `make bundle` prints: the archive, its size and checksum, and its parts."""
-    lines = [f'{output}: {output.stat().st_size / 2**20:.1f} MiB, sha256 {_sha256(output)}',
+    lines = [f'{output}: {output.stat().st_size / 2**20:.1f} MiB, sha256 {paths.file_sha256(output)}',
              f'  spack {manifest["spack"]["release"]} '
              f'(commit {manifest["spack"]["commit"] or "unknown: not a git checkout"}), '
              f'spack-packages {manifest["spack_packages"]["release"]} '
