@@ -78,6 +78,7 @@ FORWARDING = forwarding() { \
 	return $$code; }
 
 .PHONY: run report test docs lint venv bootstrap install setup spack baseline dry-run references tune screen new-system \
+	accept contract-init \
 	testbed-start testbed-stop buildcache bundle unpack-bundle ci-pipeline gitlab-ci-local test-clean-root clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
@@ -164,6 +165,26 @@ screen: $(VENV_STAMP)
 		-r $(value RFM_OPTS)
 	$(BIN)/hpcbench screen-nodes --system $(SYSTEM) --threshold $(SCREEN_THRESHOLD)
 
+# The system's acceptance against its contract (contracts/$(SYSTEM).yaml; hpcbench.acceptance):
+# what the contract names and nothing else, node entries on every node in service in batches,
+# node pairs paired and re-paired, into var/acceptance/$(SYSTEM)/ (run again: it resumes);
+# then the verdicts (acceptance.html, verdicts.json, junit.xml, drain-list.sh) and a sha256
+# manifest, signed where ACCEPT_OPTS='--key ~/.ssh/id_ed25519'. Exit 1 where the system fails
+# its contract. ACCEPT_OPTS: e.g. --dry-run (every job written, nothing set up or run: a
+# paper's system here), --output DIR, --batch-nodes 64; check one later with `hpcbench
+# accept --verify DIR`.
+ACCEPT_OPTS ?=
+accept: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
+	$(if $(findstring --dry-run,$(value ACCEPT_OPTS)),,$(BIN)/hpcbench setup --system $(SYSTEM))
+	$(FORWARDING); forwarding $(BIN)/hpcbench accept --system $(SYSTEM) $(value ACCEPT_OPTS)
+
+# A draft contract of $(SYSTEM) from what the suite knows (its paper's figures, or a stored
+# session at 0.9 x its medians), every value with its source, for the site to edit.
+# CONTRACT_OPTS: e.g. --checks HpccCheck --baseline UUID --factor 0.8 --force.
+CONTRACT_OPTS ?=
+contract-init: $(VENV_STAMP)
+	$(BIN)/hpcbench contract init $(SYSTEM) $(value CONTRACT_OPTS)
+
 # A site's own Slurm cluster, described from its controller on a login node (site-configs/
 # NAME.yaml and .py, spack-envs/NAME, references/NAME.yaml, for review): make new-system
 # NAME=mycluster NEW_SYSTEM_OPTS='--io-directory=/scratch/me/hpcbench'.
@@ -193,8 +214,12 @@ buildcache: spack $(VENV_STAMP)
 	$(BIN)/hpcbench buildcache --system $(SYSTEM)
 
 # The Slurm testbed (ci/testbed/testbed; as root): start is a no-op when it runs.
+# TESTBED_NODES: its CPU nodes (default 3), e.g. 32 for an acceptance at scale.
+TESTBED_NODES ?=
+$(if $(word 2,$(value TESTBED_NODES))$(call _left,$(value TESTBED_NODES),0 1 2 3 4 5 6 7 8 9),\
+  $(error TESTBED_NODES '$(value TESTBED_NODES)' is not a number of nodes))
 testbed-start: $(VENV_STAMP)
-	ci/testbed/testbed start
+	ci/testbed/testbed start $(if $(TESTBED_NODES),--nodes $(TESTBED_NODES))
 testbed-stop: $(VENV_STAMP)
 	ci/testbed/testbed stop
 

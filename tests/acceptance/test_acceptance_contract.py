@@ -58,8 +58,22 @@ def test_a_contract_reads_as_typed_entries():
     (lambda e: e.update(partitions=['compute']),
      'entries[hpl-node].partitions: testbed has no partition compute'),
     (lambda e: e.update(scope='gpu_pair', check='DeviceBufferPairCheck',
-                        figure='link_efficiency'),
+                        figure='link_efficiency', committed={**e['committed'], 'unit': '%'}),
      'entries[hpl-node].scope: gpu_pair on partition(s) without GPUs: batch'),
+    # The unit the check reports its figure in, and no other (a rate in MB/s for GFLOP/s; an
+    # IMB PingPong latency in ms, the unit following the benchmark its parameters name).
+    (lambda e: e['committed'].update(unit='MB/s'),
+     "entries[hpl-node].committed.unit: 'MB/s' is not the unit of HplNodeScreen gflops, "
+     "'GFLOP/s'"),
+    (lambda e: e.update(check='ImbPairCheck', figure='latency',
+                        parameters={'benchmark': 'PingPong'},
+                        committed={**e['committed'], 'unit': 'ms'}),
+     "entries[hpl-node].committed.unit: 'ms' is not the unit of ImbPairCheck latency, 'us'"),
+    # Parameters reach ReFrame's command line: plain values only.
+    (lambda e: e.update(parameters={'num_nodes': '1 }'}),
+     'entries[hpl-node].parameters.num_nodes:'),
+    (lambda e: e.update(run_rules={'settings': {'memory fraction': 0.1}}),
+     'entries[hpl-node].run_rules.settings'),
 ])
 def test_each_wrong_field_is_one_message_naming_file_entry_and_field(change, said):
     entry = copy.deepcopy(ENTRY)

@@ -1,6 +1,7 @@
 """What each check reports is declared once, in the benchmark module it delegates to
 (hpcbench.benchmarks.reports): every check of reframe-checks/ is declared, by one module,
 and the references registry is those declarations."""
+import json
 import re
 import sys
 
@@ -41,3 +42,57 @@ def test_what_an_imb_check_reports_follows_the_benchmark_its_figure_names():
     assert 'switch_size' in pair.variables_for({'benchmark': 'PingPong'})
     assert 'switch_size' not in pair.variables_for({'benchmark': 'Exchange'})
     assert pair.variables_for() >= pair.variables_for({'benchmark': 'PingPong'})
+
+
+def _closure_unit(performance_function):
+    """The unit a check's @performance_function was given (ReFrame keeps it in the
+    decorated function's closure)."""
+    cells = dict(zip(performance_function.__code__.co_freevars,
+                     (c.cell_contents for c in performance_function.__closure__)))
+    return cells['unit']
+
+
+def test_every_declared_figure_has_the_unit_its_check_s_performance_function_declares():
+    from conftest import check_classes_of
+    classes = check_classes_of(*sorted(p.name for p in (ROOT / 'reframe-checks').glob('*.py')))
+    compared = 0
+    for check, declared in reports.declared().items():
+        variables = declared.variables_for()
+        assert all(declared.unit_of(v) for v in variables), check
+        for name, function in classes[check]._rfm_perf_fns.items():
+            if name in variables:
+                assert _closure_unit(function) == declared.unit_of(name), (check, name)
+                compared += 1
+    assert compared >= 49
+
+
+def _stored_sessions():
+    for path in sorted((ROOT / 'tests' / 'fixtures').rglob('*.json')):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue
+        for session in data if isinstance(data, list) else [data]:
+            if isinstance(session, dict) and 'runs' in session and 'session_info' in session:
+                yield path, session
+
+
+def test_the_declared_units_are_those_of_every_real_stored_run():
+    """The units set in the checks' hooks (HPCC's, IMB's, IOR's, the GPU pairs') as every
+    stored real session of the fixtures recorded them."""
+    declared = reports.declared()
+    seen = set()
+    for path, session in _stored_sessions():
+        for run in session['runs']:
+            for tc in run['testcases']:
+                check = tc['name'].split()[0]
+                if check not in declared:
+                    continue
+                match = {'benchmark': tc['benchmark']} if 'benchmark' in tc else {}
+                for key, value in (tc.get('perfvalues') or {}).items():
+                    variable, unit = key.split(':')[-1], value[4]
+                    assert declared[check].unit_of(variable, match) == unit, \
+                        (path.name, check, variable, unit)
+                    seen.add((check, variable))
+    assert {'HpccCheck', 'ImbPairCheck', 'IorCheck'} <= {check for check, _ in seen}
+    assert len(seen) > 40

@@ -153,13 +153,18 @@ def _new_root():
     return root
 
 
-@pytest.fixture
-def cluster():
+def running_testbed(nodes):
+    """A testbed of `nodes` CPU nodes of the test's own, stopped and removed after it."""
     root = _new_root()
-    layout = testbed_daemons.start(3, root)
+    layout = testbed_daemons.start(nodes, root)
     yield layout
     testbed_daemons.stop(root)
     shutil.rmtree(root)
+
+
+@pytest.fixture
+def cluster():
+    yield from running_testbed(3)
 
 
 def test_the_running_cluster_is_described_as_its_slurm_conf_declares_it(cluster):

@@ -4,9 +4,11 @@ from_data) that refuses a contract in one message naming the file, the entry and
 (`contracts/testbed.yaml: entries[hpl-node].committed.value: 0 is less than or equal to the
 minimum of 0`), and then what the schema cannot see: a check or figure the suite does not
 report, two entries with one id, a contract of another system, a scope the system does not
-have (GPU pairs on a partition without GPUs).
+have (GPU pairs on a partition without GPUs), a unit that is not the one the check
+reports its figure in (hpcbench.benchmarks.reports).
 
-An entry: its `id`; the `check` and `figure` (a performance variable the check reports);
+An entry: its `id`; the `check` and `figure` (a performance variable the check reports)
+and the check's `parameters` that name its test case (`num_nodes: 1`; default: any);
 its `scope`, what one verdict is about (node, gpu, gpu_pair, node_pair, partition, system),
 the `partitions` it applies to (default: every one the check runs on) and the `environ`
 (an MPI stack's committed latency; default: every environment); the `committed`
@@ -35,6 +37,13 @@ DEFAULT_MEDIAN_OF = 3
 _TEXT = {'type': 'string', 'minLength': 1}
 _ID = {'type': 'string', 'pattern': r'^[A-Za-z0-9][A-Za-z0-9_.-]*$'}
 _FRACTION = {'type': 'number', 'minimum': 0, 'maximum': 1}
+# A check's parameters and settings reach ReFrame's command line (-n, -S): names as Python
+# names, values plain (no spaces, quotes, braces or shell syntax).
+_SETTINGS = {'type': 'object',
+             'propertyNames': {'pattern': r'^[A-Za-z_][A-Za-z0-9_]*$'},
+             'additionalProperties': {'anyOf': [
+                 {'type': 'string', 'pattern': r'^[A-Za-z0-9_.+:=/-]+$'},
+                 {'type': 'number'}, {'type': 'boolean'}]}}
 
 ENTRY_SCHEMA = {
     'type': 'object',
@@ -44,8 +53,9 @@ ENTRY_SCHEMA = {
         'check': _TEXT,
         'figure': _TEXT,
         'scope': {'enum': list(SCOPES)},
-        'partitions': {'type': 'array', 'items': _TEXT, 'minItems': 1},
-        'environ': _TEXT,
+        'parameters': _SETTINGS,
+        'partitions': {'type': 'array', 'items': _ID, 'minItems': 1},
+        'environ': _ID,
         'committed': {
             'type': 'object', 'required': ['value', 'unit', 'direction'],
             'properties': {'value': {'type': 'number', 'exclusiveMinimum': 0},
@@ -67,7 +77,7 @@ ENTRY_SCHEMA = {
         'run_rules': {
             'type': 'object',
             'properties': {'repeats': {'type': 'integer', 'minimum': 1},
-                           'settings': {'type': 'object'},
+                           'settings': _SETTINGS,
                            'minimum_seconds': {'type': 'number', 'exclusiveMinimum': 0},
                            'minimum_bytes_per_node': {'type': 'integer', 'minimum': 1}},
             'additionalProperties': False},
@@ -151,6 +161,7 @@ class Entry:
     action: str
     partitions: tuple = ()      # () : every partition the check runs on
     environ: str = ''           # the environment (MPI stack) it applies to; '' : every one
+    parameters: dict = None     # the check's parameters of its test case ({} : any)
     median_of: int = 3          # runs a unit's statistic needs
     rule: tuple = ('every', True)
     run_rules: dict = None
@@ -172,7 +183,7 @@ def _entry(data):
                             committed['direction'], float(committed.get('tolerance', 0))),
         source=Source(**data['source']), fault_code=data['fault']['code'],
         action=data['fault']['action'], partitions=tuple(data.get('partitions') or ()),
-        environ=data.get('environ', ''),
+        environ=data.get('environ', ''), parameters=dict(data.get('parameters') or {}),
         median_of=(data.get('statistic') or {}).get('median_of', DEFAULT_MEDIAN_OF),
         rule=next(iter((data.get('rule') or {'every': True}).items())),
         run_rules=dict(data.get('run_rules') or {}))
@@ -201,10 +212,15 @@ def from_data(data, where, system=None, partitions=None):
         if entry.check not in checks:
             raise ContractError(f'{at}.check: the suite has no check {entry.check!r} (its '
                                 f'checks: {", ".join(sorted(checks))})')
-        reported = checks[entry.check].variables_for({})
+        reported = checks[entry.check].variables_for(entry.parameters)
         if entry.figure not in reported:
             raise ContractError(f'{at}.figure: {entry.check} reports no {entry.figure!r} '
                                 f'(it reports: {", ".join(sorted(reported))})')
+        unit = checks[entry.check].unit_of(entry.figure, entry.parameters)
+        if entry.committed.unit != unit:
+            raise ContractError(f'{at}.committed.unit: {entry.committed.unit!r} is not the unit '
+                                f'of {entry.check} {entry.figure}, {unit!r}: commit the value '
+                                'in the unit the check reports')
         if partitions is not None:
             unknown = [p for p in entry.partitions if p not in partitions]
             if unknown:

@@ -82,12 +82,27 @@ class EntryVerdict:
         return {name: sum(u.verdict == name for u in self.units) for name in VERDICTS}
 
 
+def covers(check, parameters, environ, partitions, run):
+    """Whether `run` (a MeasuredCase or FailedRun) is of this check, with these parameters
+    ({} : any; each a parameter of the test case, or a variable it stored; a name it has
+    neither of is a fact of its partition, the DIMMs of a node, which its run does not
+    record), on this environment ('' : any) and one of these partitions (() : any)."""
+    if run.check != check or (partitions and run.partition not in partitions) or (
+            environ and run.environ != environ):
+        return False
+    stored = {**(getattr(run, 'variables', None) or {}), **run.parameters}
+    return all(str(stored[k]) == str(v) for k, v in parameters.items() if k in stored)
+
+
+def _of_entry(entry, run):
+    return covers(entry.check, entry.parameters or {}, entry.environ, entry.partitions, run)
+
+
 def units_of(entry, case):
-    """{Unit: value} the case measured for `entry` (its check and figure, in its
-    partitions): a case on one node is that node's, each GPU and GPU pair under its key."""
-    if case.check != entry.check or (entry.partitions and case.partition not in
-                                     entry.partitions) or (entry.environ and
-                                                           case.environ != entry.environ):
+    """{Unit: value} the case measured for `entry` (its check, parameters and figure, in
+    its partitions): a case on one node is that node's, each GPU and GPU pair under its
+    key."""
+    if not _of_entry(entry, case):
         return {}
     if entry.scope == 'node':
         value = case.value(entry.figure)
@@ -113,9 +128,7 @@ def invalid_units(entry, failed):
     measured: the caller's expected units name them (NOT_RUN)."""
     invalid = {}
     for run in failed:
-        if run.check != entry.check or (entry.partitions and run.partition not in
-                                        entry.partitions) or (entry.environ and
-                                                              run.environ != entry.environ):
+        if not _of_entry(entry, run):
             continue
         why = f'{run.phase} failed: {run.reason[:300]}'.strip()
         if entry.scope == 'node' and len(run.nodes) == 1:

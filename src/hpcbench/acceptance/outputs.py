@@ -93,13 +93,17 @@ def junit_xml(system, entry_verdicts):
     return ET.tostring(suites, encoding='unicode', xml_declaration=True) + '\n'
 
 
-def drain_lines(entry_verdicts):
+def drain_lines(entry_verdicts, pair_blamed=None):
     """`scontrol update NodeName=N State=DRAIN Reason="..."` for each node to blame: a unit
     that failed or was invalid, or flagged slow beside its peers, with the entry's fault
-    code; one line per node, its reasons joined. A unit that did not run is out of service
-    already, or never reached: named in the report, not drained again. Each node name
-    checked against Slurm's grammar and each reason quoted for the shell."""
-    reasons = {}
+    code; a node the node pairs blame (`pair_blamed`: {node: why}); one line per node, its
+    reasons joined. A unit that did not run is out of service already, or never reached:
+    named in the report, not drained again. Each node name checked against Slurm's grammar
+    and each reason quoted for the shell."""
+    reasons = {node: [why] for node, why in (pair_blamed or {}).items()}
+    for node in reasons:
+        if not slurm_cluster.NODE_NAME.fullmatch(node):
+            raise ValueError(f'{node!r} is no Slurm node name: no drain line is written')
     for e in entry_verdicts:
         for u in e.units:
             node = u.unit.node

@@ -169,4 +169,5 @@ def figures(run, datasheet_bandwidth=None):
     return values
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'BabelStreamCheck': Reports('BabelStream', VARIABLES)}
+REPORTS = {'BabelStreamCheck': Reports(
+    'BabelStream', VARIABLES, {v: '%' if v.endswith('efficiency') else 'GB/s' for v in VARIABLES})}

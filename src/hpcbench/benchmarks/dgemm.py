@@ -125,4 +125,6 @@ def parse(output, expected_repeats=None):
     return DgemmResult(int(header.group(1)), tuple(rates))
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'GpuDgemmCheck': Reports('GPU DGEMM', GPU_VARIABLES)}
+REPORTS = {'GpuDgemmCheck': Reports('GPU DGEMM', GPU_VARIABLES, {
+    'tflops': 'TFLOP/s', 'fp64_peak_efficiency': '%', 'power': 'W',
+    'gflops_per_watt': 'GFLOP/s/W'})}

@@ -179,9 +179,13 @@ def slow_pairs(efficiencies, goal=LINK_GOAL_PERCENT):
 PAIR_VARIABLES = ('latency', 'bandwidth', 'bidirectional_bandwidth', 'link_efficiency',
                   'slowest_pair_link_efficiency')
 COLLECTIVE_VARIABLES = ('latency_8B', 'algbw', 'busbw')
+# Units of a pair's figures (hpcbench.rfm.gpu_to_gpu measures them; OSU's pairs too).
+PAIR_UNITS = {'latency': 'us', 'bandwidth': 'GB/s', 'bidirectional_bandwidth': 'GB/s',
+              'link_efficiency': '%', 'slowest_pair_link_efficiency': '%'}
 REPORTS = {
-    'DeviceBufferPairCheck': Reports('GPU to GPU', PAIR_VARIABLES),
-    'DeviceBufferCollectiveCheck': Reports('GPU to GPU', COLLECTIVE_VARIABLES),
+    'DeviceBufferPairCheck': Reports('GPU to GPU', PAIR_VARIABLES, PAIR_UNITS),
+    'DeviceBufferCollectiveCheck': Reports('GPU to GPU', COLLECTIVE_VARIABLES, {
+        'latency_8B': 'us', 'algbw': 'GB/s', 'busbw': 'GB/s'}),
 }
 
 

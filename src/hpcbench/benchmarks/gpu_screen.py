@@ -90,4 +90,5 @@ def slow_gpus(rates, threshold_percent=SLOW_PERCENT):
     return hpl_output.screen_nodes(rates, threshold_percent)
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'GpuNodeScreen': Reports('GPU DGEMM', VARIABLES)}
+REPORTS = {'GpuNodeScreen': Reports('GPU DGEMM', VARIABLES, {
+    'slowest_gpu_tflops': 'TFLOP/s', 'slowest_gpu_below_median': '%'})}

@@ -98,4 +98,6 @@ def link_efficiency(copies, variable, link_bytes_per_s):
     return 100 * copies.best(variable) * 1e9 / link_bytes_per_s
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'HostDeviceBandwidthCheck': Reports('Host-device bandwidth', VARIABLES)}
+REPORTS = {'HostDeviceBandwidthCheck': Reports(
+    'Host-device bandwidth', VARIABLES,
+    {v: '%' if v.endswith('efficiency') else 'GB/s' for v in VARIABLES})}

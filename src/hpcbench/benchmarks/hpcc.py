@@ -104,4 +104,6 @@ def parse(output, ranks):
     return figures
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'HpccCheck': Reports('HPCC', VARIABLES)}
+REPORTS = {'HpccCheck': Reports('HPCC', VARIABLES, {
+    v: '%' if v.endswith('efficiency') else 'us' if v.endswith('latency')
+    else 'GB/s' if v.endswith(('bandwidth', 'triad')) else 'GFLOP/s' for v in VARIABLES})}

@@ -456,5 +456,8 @@ def huge_pages_check(pages, page_kib):
             "exit 1 } }' /proc/meminfo || exit 1")
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'HplCheck': Reports('HPL', CHECK_VARIABLES),
-           'HplNodeScreen': Reports('HPL', RUN_VARIABLES)}
+_UNITS = {'gflops': 'GFLOP/s', 'efficiency': '%', 'dgemm_ceiling': 'GFLOP/s',
+          'gflops_mean': 'GFLOP/s', 'spread': '%', 'time': 's', 'ceiling_efficiency': '%',
+          'sustained_peak_efficiency': '%'}
+REPORTS = {'HplCheck': Reports('HPL', CHECK_VARIABLES, _UNITS),
+           'HplNodeScreen': Reports('HPL', RUN_VARIABLES, _UNITS)}

@@ -89,5 +89,5 @@ def tuning_table(rates_by_setting):
     return '\n'.join(lines)
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'HplTuningSweep': Reports('HPL', tuple(
-    v for setting in (*SWEEP, 'swap_threshold') for v in sweep_variables(setting)))}
+_SWEPT = tuple(v for setting in (*SWEEP, 'swap_threshold') for v in sweep_variables(setting))
+REPORTS = {'HplTuningSweep': Reports('HPL', _SWEPT, {v: 'GFLOP/s' for v in _SWEPT})}

@@ -422,7 +422,18 @@ def _variables_of(benchmarks, match):
 
 
 # What this module's checks report (hpcbench.benchmarks.reports).
+def _units_of(benchmarks, match):
+    every_size = {BANDWIDTH_SIZE, *COLLECTIVE_SIZES.values()}
+    named = [match['benchmark']] if match.get('benchmark') in benchmarks else benchmarks
+    units = {'switch_size': 'B'}
+    for benchmark in named:
+        units.update(performance_units(benchmark, every_size))
+    return units
+
+
 REPORTS = {
-    'ImbPairCheck': Reports('IMB', lambda match: _variables_of(PAIR_BENCHMARKS, match)),
-    'ImbGroupCheck': Reports('IMB', lambda match: _variables_of(GROUP_BENCHMARKS, match)),
+    'ImbPairCheck': Reports('IMB', lambda match: _variables_of(PAIR_BENCHMARKS, match),
+                            lambda match: _units_of(PAIR_BENCHMARKS, match)),
+    'ImbGroupCheck': Reports('IMB', lambda match: _variables_of(GROUP_BENCHMARKS, match),
+                             lambda match: _units_of(GROUP_BENCHMARKS, match)),
 }

@@ -52,4 +52,5 @@ def variability(text, processes, repeats):
 
 
 # What this module's check reports (hpcbench.benchmarks.reports).
-REPORTS = {'ImbVariability': Reports('IMB', tuple(VARIABILITY_VARIABLES))}
+REPORTS = {'ImbVariability': Reports('IMB', tuple(VARIABILITY_VARIABLES), {
+    v: unit for v, (_, _, unit) in VARIABILITY_VARIABLES.items()})}

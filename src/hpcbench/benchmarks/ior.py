@@ -279,4 +279,5 @@ def parse(text, tasks, repetitions, runs=1):
     return phases
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'IorCheck': Reports('IOR', tuple(PERFORMANCE_VARIABLES))}
+REPORTS = {'IorCheck': Reports('IOR', tuple(PERFORMANCE_VARIABLES),
+                               {v: 'MiB/s' for v in PERFORMANCE_VARIABLES})}

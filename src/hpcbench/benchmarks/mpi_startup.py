@@ -104,4 +104,4 @@ def parse(text, ranks, launches):
     return Summary(tuple(result))
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'MpiStartupCheck': Reports('MPI start-up', VARIABLES)}
+REPORTS = {'MpiStartupCheck': Reports('MPI start-up', VARIABLES, {v: 's' for v in VARIABLES})}

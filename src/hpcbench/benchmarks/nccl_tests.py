@@ -302,4 +302,6 @@ def spack_spec(cuda_arch):
 RANK_ENV = {'NCCL_TESTS_DEVICE': '0', 'NCCL_DEBUG': 'INFO', 'NCCL_DEBUG_SUBSYS': 'INIT,NET'}
 
 # What this module's check reports (hpcbench.benchmarks.reports).
-REPORTS = {'NcclTestsCheck': Reports('nccl-tests', VARIABLES)}
+REPORTS = {'NcclTestsCheck': Reports('nccl-tests', VARIABLES, {
+    'busbw': 'GB/s', 'algbw': 'GB/s', 'latency': 'us', 'average_busbw': 'GB/s',
+    'published_busbw_ratio': '%'})}

@@ -17,6 +17,7 @@ says so, and the checks skip that pair of OSU and MPI.
 import re
 from dataclasses import dataclass
 
+from hpcbench.benchmarks import gpu_mpi
 from hpcbench.benchmarks.reports import Reports
 from hpcbench.core.parsing import doubling, measured_value
 
@@ -134,6 +135,7 @@ PAIR_VARIABLES = ('latency', 'bandwidth', 'bidirectional_bandwidth', 'link_effic
 COLLECTIVE_VARIABLES = ('latency_8B', 'latency_largest')
 # What this module's checks report (hpcbench.benchmarks.reports).
 REPORTS = {
-    'OsuPairCheck': Reports('GPU to GPU', PAIR_VARIABLES),
-    'OsuAllreduceCheck': Reports('GPU to GPU', COLLECTIVE_VARIABLES),
+    'OsuPairCheck': Reports('GPU to GPU', PAIR_VARIABLES, gpu_mpi.PAIR_UNITS),
+    'OsuAllreduceCheck': Reports('GPU to GPU', COLLECTIVE_VARIABLES,
+                                 {v: 'us' for v in COLLECTIVE_VARIABLES}),
 }

@@ -17,12 +17,21 @@ class Reports:
     #: reports depends on a parameter a figure names in its `match` (IMB's benchmark), a
     #: function of that match giving them.
     variables: Union[tuple, Callable]
+    #: The unit of each variable ({variable: unit}), or a function of a figure's `match`
+    #: giving them: what the check's performance functions declare (tests/benchmarks/
+    #: test_reports.py holds them to it and to the units of real stored runs).
+    units: Union[dict, Callable] = None
 
     def variables_for(self, match=None):
         """The variables the check reports for a figure of `match` (its parameters)."""
         if callable(self.variables):
             return set(self.variables(match or {}))
         return set(self.variables)
+
+    def unit_of(self, variable, match=None):
+        """The unit of `variable` of a figure of `match`; None where it is not declared."""
+        units = self.units(match or {}) if callable(self.units) else (self.units or {})
+        return units.get(variable)
 
 
 def declared(package_name=__package__):

@@ -153,4 +153,6 @@ def machine_balance(core_peak_flops, threads, triad_mbps):
     return threads * core_peak_flops / words_per_second
 
 # What this module's checks report (hpcbench.benchmarks.reports).
-REPORTS = {'StreamCheck': Reports('STREAM', CHECK_VARIABLES)}
+REPORTS = {'StreamCheck': Reports('STREAM', CHECK_VARIABLES, {
+    v: '%' if v.endswith('efficiency') else 'flop/word' if v == 'balance' else 'MB/s'
+    for v in CHECK_VARIABLES})}

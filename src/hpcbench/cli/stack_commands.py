@@ -28,16 +28,8 @@ def _bootstrap(args):
 
 def _provenance(args):
     """The session's provenance as ReFrame --session-extras (what `make run` passes)."""
-    from hpcbench.core import paths
-    from hpcbench.stack import blas, provenance
-    facts = provenance.session_facts(str(paths.SPACK_ENVS_DIR / args.system))
-    if args.system in machine_systems():
-        # Which BLAS this machine's HPL is built with, and since when (the user's change).
-        facts = {**facts, **blas.choice_provenance()}
-    try:
-        print(provenance.session_extras(facts))
-    except ValueError as err:
-        raise RuntimeError(str(err)) from None
+    from hpcbench.stack.machine_systems import session_extras
+    print(session_extras(args.system))
 
 
 def _blas(args):

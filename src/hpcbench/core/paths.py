@@ -67,6 +67,8 @@ REFERENCES_DIR = from_environment('HPCBENCH_REFERENCES', PROJECT_ROOT / 'referen
 DATASHEETS_FILE = CHECKOUT_ROOT / 'references' / 'datasheets' / 'accelerators.yaml'
 CHECKS_DIR = PROJECT_ROOT / 'reframe-checks'
 SITE_CONFIGS_DIR = PROJECT_ROOT / 'site-configs'
+# Acceptance contracts, one per system (hpcbench.acceptance.contract).
+CONTRACTS_DIR = PROJECT_ROOT / 'contracts'
 # The seed papers' texts, where a developer's checkout has them beside it (../shared/seeds,
 # HPCBENCH_SEEDS): not part of the project. A clone alone checks each paper figure against
 # the quote stored with it (references/<system>.yaml).

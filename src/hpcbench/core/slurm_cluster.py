@@ -26,6 +26,12 @@ _KEY = re.compile(r'(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_]*)=')
 _NONE = ('', '(null)', 'N/A')
 
 
+def natural_key(name):
+    """A node name's sort key in Slurm's order: its numbers as numbers (n2 before n10)."""
+    return [(0, int(part), '') if part.isdigit() else (1, 0, part)
+            for part in re.split(r'(\d+)', name)]
+
+
 def records(text, kind):
     """The records of `scontrol show <kind>` (kind 'Partition' or 'Node'): one dict per
     record, its keys as printed, values stripped. A record is one line (`-o`, as this suite

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from hpcbench.devtools import testbed_slowdown
 from hpcbench.machine import host
 from hpcbench.stack import debian
 from hpcbench.devtools.testbed import (APT_PACKAGES, gres_conf, slurm_conf, slurmdbd_conf,
@@ -248,6 +249,9 @@ def _stop(layout, timeout=20.0):
             os.kill(running[daemon], signal.SIGKILL)
     for pid_file in layout.run.glob('*.pid') if layout.run.exists() else []:
         pid_file.unlink()
+    # A node made slow (testbed slow): the CPU group made for it goes with it.
+    for marker in sorted(layout.run.glob('slowed-*')) if layout.run.exists() else []:
+        testbed_slowdown.restore(layout, marker.name[len('slowed-'):])
 
     return order
 
@@ -282,13 +286,20 @@ def status(root=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='testbed', description="the suite's Slurm testbed on this machine: start, stop, "
-                                    'status, env')
+                                    'status, env, slow, restore')
     sub = parser.add_subparsers(dest='command', required=True)
     begin = sub.add_parser('start', help='start the cluster (nothing when it runs)')
     begin.add_argument('--nodes', type=int, default=DEFAULT_NODES)
     sub.add_parser('stop', help='stop the processes start recorded')
     sub.add_parser('status', help='the recorded processes and sinfo')
     sub.add_parser('env', help='print the SLURM_CONF to export')
+    slow = sub.add_parser('slow', help="make a node slow for real: its jobs get a share of "
+                          "one CPU's time (a CPU cgroup quota on its slurmd)")
+    slow.add_argument('node')
+    slow.add_argument('--cpu-share', type=float, default=0.25,
+                      help="the share of one CPU's time its jobs get (0.25)")
+    restore = sub.add_parser('restore', help='give a node made slow its CPUs back')
+    restore.add_argument('node')
     args = parser.parse_args(argv)
     try:
         if args.command == 'start':
@@ -299,9 +310,15 @@ def main(argv=None):
             print(f'stopped: {", ".join(stopped) or "nothing was running"}')
         elif args.command == 'env':
             print(f'export SLURM_CONF={Layout(state_dir()).slurm_conf}')
+        elif args.command == 'slow':
+            group = testbed_slowdown.slow(Layout(state_dir()), args.node, args.cpu_share)
+            print(f'{args.node}: its jobs get {args.cpu_share:g} of one CPU ({group})')
+        elif args.command == 'restore':
+            done = testbed_slowdown.restore(Layout(state_dir()), args.node)
+            print(f'{args.node}: ' + ('its CPUs given back' if done else 'was not made slow'))
         else:
             print(status())
-    except (TestbedError, subprocess.CalledProcessError) as err:
+    except (TestbedError, testbed_slowdown.SlowdownError, subprocess.CalledProcessError) as err:
         print(f'error: {err}', file=sys.stderr)
         return 1
 

@@ -67,11 +67,12 @@ def _section(section):
 def render_html(report):
     """index.html of a sections.Report."""
     out = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-           f'<title>hpcbench report: {_e(report.system)}</title><style>{_STYLE}</style>'
-           '</head><body>',
-           f'<h1>hpcbench report: {_e(report.system)}</h1>',
-           f'<p>Generated {_e(report.generated)} from ReFrame\'s results database: '
-           f'{_e(report.about)}. Markdown summary: <a href="summary.md">summary.md</a>.</p>',
+           f'<title>hpcbench {_e(report.kind)}: {_e(report.system)}</title>'
+           f'<style>{_STYLE}</style></head><body>',
+           f'<h1>hpcbench {_e(report.kind)}: {_e(report.system)}</h1>',
+           f'<p>Generated {_e(report.generated)} from {_e(report.source)}: '
+           f'{_e(report.about)}. Markdown summary: <a href="{_e(report.markdown_file)}">'
+           f'{_e(report.markdown_file)}</a>.</p>',
            '<nav>' + ''.join(f'<a href="#{_e(s.anchor)}">{_e(s.title)}</a>'
                              for s in report.sections) + '</nav>']
     for section in report.sections:

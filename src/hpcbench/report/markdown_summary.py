@@ -29,9 +29,9 @@ def text_table(header, rows):
 
 def markdown(report):
     """summary.md of a sections.Report: every section but those of the page alone."""
-    out = [f'# hpcbench report: {report.system}', '',
-           f'Generated {report.generated} from ReFrame\'s results database: {report.about}. '
-           'HTML report with plots: [index.html](index.html).', '']
+    out = [f'# hpcbench {report.kind}: {report.system}', '',
+           f'Generated {report.generated} from {report.source}: {report.about}. '
+           f'HTML report with plots: [{report.html_file}]({report.html_file}).', '']
     for section in report.sections:
         if section.html_only:
             continue

@@ -59,6 +59,10 @@ class Report:
     generated: str
     about: str              # what the page covers, in one sentence
     sections: tuple
+    kind: str = 'report'    # the page's heading: `hpcbench <kind>: <system>`
+    source: str = "ReFrame's results database"
+    markdown_file: str = 'summary.md'
+    html_file: str = 'index.html'
 
 
 COMPARISON_HEADER = ('test case', 'environ', 'variable', 'old', 'new', 'unit', 'change', 'p',

@@ -42,11 +42,13 @@ class CudaAwareRun(GpuRun):
         self.env_vars.update(said.get('env', {}))
 
 
-# The figures of a check between GPU pairs, each the median over the pairs, and its units;
-# the link's where one applies: each pair's one-way bandwidth against its link, the median
-# and the slowest pair's.
-PAIR_FIGURES = {'latency': 'us', 'bandwidth': 'GB/s', 'bidirectional_bandwidth': 'GB/s'}
-LINK_FIGURES = {'link_efficiency': '%', 'slowest_pair_link_efficiency': '%'}
+# The figures of a check between GPU pairs, each the median over the pairs, and its units
+# (declared once, hpcbench.benchmarks.gpu_mpi.PAIR_UNITS); the link's where one applies:
+# each pair's one-way bandwidth against its link, the median and the slowest pair's.
+PAIR_FIGURES = {name: gpu_mpi.PAIR_UNITS[name]
+                for name in ('latency', 'bandwidth', 'bidirectional_bandwidth')}
+LINK_FIGURES = {name: gpu_mpi.PAIR_UNITS[name]
+                for name in ('link_efficiency', 'slowest_pair_link_efficiency')}
 
 
 class GpuPairs(rfm.RegressionTestPlugin):

@@ -12,7 +12,7 @@ import yaml
 from hpcbench.benchmarks import babelstream, dgemm, host_device, nccl_tests, osu, stream
 from hpcbench.core import node, paths
 from hpcbench.machine import device_buffers, host
-from hpcbench.stack import (blas, cuda, debian, mpi_stacks, nccl, new_system,
+from hpcbench.stack import (blas, cuda, debian, mpi_stacks, nccl, new_system, provenance,
                             testbed_system)
 
 LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
@@ -247,3 +247,17 @@ def write_host_yamls(system, tools, detected, this_host):
             say(f'skipped {each}: {err}')
             continue
         write_host_yaml(config, paths.SPACK_ENVS_DIR / each / 'host.yaml')
+
+
+def session_extras(system):
+    """A run's provenance on `system` as ReFrame's --session-extras (`make run`'s and
+    `hpcbench accept`'s): the project's and Spack's commits, the lock's hash and, where the
+    suite runs here, which BLAS this machine's HPL is built with and since when (the user's
+    change); RuntimeError in one sentence where a fact cannot be written."""
+    facts = provenance.session_facts(str(paths.SPACK_ENVS_DIR / system))
+    if system in machine_systems():
+        facts = {**facts, **blas.choice_provenance()}
+    try:
+        return provenance.session_extras(facts)
+    except ValueError as err:
+        raise RuntimeError(str(err)) from None

@@ -171,3 +171,14 @@ def configured_node_count(layout):
     found = re.search(r'^NodeName=n\[1-(\d+)\]', layout.slurm_conf.read_text(), re.M) \
         if layout.slurm_conf.exists() else None
     return int(found.group(1)) if found else 0
+
+
+def slurm_environment(system, environ=None):
+    """The environment in which Slurm's commands reach `system`'s controller: the testbed's
+    slurm.conf once a start has written it (as its site config points ReFrame at it);
+    another system's, this login node's own (`environ` as it is)."""
+    environ = dict(os.environ if environ is None else environ)
+    conf = Layout(state_dir()).slurm_conf
+    if system == 'testbed' and conf.exists():
+        environ['SLURM_CONF'] = str(conf)
+    return environ

@@ -1,0 +1,243 @@
+"""`hpcbench contract init SYSTEM`: a draft contract from what the suite knows, every value
+with its source, for the site to edit to what was committed:
+
+- a paper's system: each figure its paper measured at installation (references/<system>.yaml,
+  `use: reference`), committed as measured, its reference's lower tolerance as the
+  entry's, cited by its seed and table;
+- a system with a stored session (a baseline: the newest, or one named): each figure of each
+  test case, committed at `factor` (0.9) times the median over its nodes; a case that ran on
+  one node (ReFrame's --distribute, or a one-node partition) becomes a node entry judged on
+  every node, each GPU's and each GPU pair's figures GPU and GPU-pair entries, any other a
+  partition entry.
+
+The draft is checked as any contract is (hpcbench.acceptance.contract.from_data) before it
+is written: a draft the schema refuses is never written."""
+import re
+import statistics
+
+import yaml
+
+from hpcbench.acceptance import contract as contracts
+from hpcbench.results import measured, references, results_db
+
+DEFAULT_FACTOR = 0.9
+# Figures no acceptance commits to: ratios the suite derives (efficiencies against a peak
+# or a ceiling, a spread) and sweep settings; a site may add them by hand.
+_DERIVED = re.compile(r'(efficiency|_below_median|spread|balance|_cv$|switch_size|=)')
+
+
+def _entry_id(*parts):
+    text = '-'.join(str(p) for p in parts if p not in (None, ''))
+    return re.sub(r'[^A-Za-z0-9_.-]+', '-', text).strip('-.')[:80] or 'entry'
+
+
+def _unique(entries):
+    seen = {}
+    for entry in entries:
+        base = entry['id']
+        seen[base] = seen.get(base, 0) + 1
+        if seen[base] > 1:
+            entry['id'] = f'{base}-{seen[base]}'
+    return entries
+
+
+def _direction(variable, unit):
+    return 'at_least' if measured.better(variable, unit) == 'higher' else 'at_most'
+
+
+def _plain_parameters(parameters):
+    """A case's parameters as an entry names them: ReFrame's own (.nid, .part, the repeat)
+    left out, values as the contract's grammar takes them."""
+    return {k: v for k, v in sorted(parameters.items())
+            if not k.startswith('.') and k != measured.REPEAT_PARAMETER
+            and re.fullmatch(r'[A-Za-z0-9_.+:=/-]+', str(v))}
+
+
+def from_paper(system):
+    """Entries of each figure `system`'s paper measured (its references file)."""
+    refs = references.load(system)
+    entries = []
+    for fig in refs.figures:
+        if fig.use != 'reference':
+            continue
+        source = refs.sources.get(fig.source, {})
+        title = source.get('title', fig.source) if isinstance(source, dict) else fig.source
+        seed = source.get('seed', '') if isinstance(source, dict) else ''
+        lower, upper = fig.tolerance
+        direction = _direction(fig.variable, fig.unit)
+        tolerance = abs(lower if direction == 'at_least' else upper or 0) if (
+            lower if direction == 'at_least' else upper) is not None else 0
+        params = _plain_parameters(dict(fig.match))
+        entries.append({
+            'id': _entry_id(fig.check, fig.variable, fig.partition, fig.environ,
+                            *(f'{k}{v}' for k, v in params.items())),
+            'check': fig.check, 'figure': fig.variable,
+            **({'parameters': params} if params else {}),
+            'scope': 'partition', 'partitions': [fig.partition],
+            **({'environ': fig.environ} if fig.environ else {}),
+            'committed': {'value': fig.value, 'unit': fig.unit, 'direction': direction,
+                          'tolerance': min(tolerance, 0.5)},
+            'source': {'kind': 'paper', 'cite': f'{title}' + (f' (seed {seed})' if seed else ''),
+                       'clause': fig.where, 'figure': fig.value},
+            'fault': {'code': _entry_id(fig.check, 'PAPER').upper().replace('.', '-'),
+                      'action': f'compare with the paper\'s configuration: {fig.configuration}'[:400]},
+        })
+    return _unique(entries)
+
+
+def _lowest_node_efficiency():
+    """(the lowest single-node HPL efficiency, in %, any paper's system measured; where)."""
+    found = []
+    for system in references.systems_with_references():
+        for fig in references.load(system).figures:
+            if (fig.check, fig.variable, fig.use) == ('HplCheck', 'efficiency', 'reference') \
+                    and str(fig.match.get('num_nodes')) == '1':
+                found.append((fig.value, f'{system}, {fig.where}'))
+    if not found:
+        raise RuntimeError('no paper\'s system measured a single-node HPL efficiency to draw '
+                           'a share of the peak from')
+    return min(found)
+
+
+def from_peaks(system, configured):
+    """Entries of single-node HPL on every node of each partition at a share of its node's
+    peak (cores x clock x flop/cycle, as the description gives them: the peak the system's
+    paper publishes for its nodes), the share the lowest single-node HPL efficiency any
+    paper's system measured (`configured`: the partitions as ReFrame shows them)."""
+    efficiency, where = _lowest_node_efficiency()
+    factor = float(f'{efficiency / 100:.3g}')
+    notes = references.load(system).notes
+    clause = notes[0].get('where', '') if notes and isinstance(notes[0], dict) else ''
+    entries = []
+    for p in configured:
+        extras, processor = p.get('extras', {}), p.get('processor', {})
+        cores = len(processor.get('topology', {}).get('cores', [])) or processor.get('num_cpus')
+        if not (cores and extras.get('clock_hz') and extras.get('flops_per_cycle')):
+            continue
+        peak = cores * extras['clock_hz'] * extras['flops_per_cycle'] / 1e9
+        entries.append({
+            'id': _entry_id('hpl-node', p['name']), 'check': 'HplNodeScreen',
+            'figure': 'gflops', 'scope': 'node', 'partitions': [p['name']],
+            'committed': {'value': float(f'{factor * peak:.4g}'), 'unit': 'GFLOP/s',
+                          'direction': 'at_least', 'tolerance': 0.05},
+            'source': {'kind': 'published', 'cite': (
+                f'the node\'s peak, {cores} cores x {extras["clock_hz"] / 1e9:g} GHz x '
+                f'{extras["flops_per_cycle"]} flop/cycle (site-configs/{system}.yaml, as its '
+                f'paper gives them), at the lowest single-node HPL efficiency a paper\'s '
+                f'system measured ({efficiency:g} %: {where})'),
+                **({'clause': clause} if clause else {}), 'figure': float(f'{peak:.6g}'),
+                'factor': factor},
+            'fault': {'code': 'HPL-NODE', 'action': 'drain the node; check its clocks, memory '
+                      'and BLAS against its sisters\''},
+        })
+    return entries
+
+
+def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
+    """Entries of each figure of stored sessions (a baseline: one session's record, or a
+    list of them), at `factor` times the median over the nodes (the GPUs, the pairs) of all
+    of them."""
+    sessions = session_data if isinstance(session_data, list) else [session_data]
+    uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
+    groups = {}
+    for case in (c for s in sessions for c in measured.measured_runs(s)):
+        if checks and case.check not in checks:
+            continue
+        params = _plain_parameters(case.parameters)
+        scope = {0: 'node', 1: 'node', 2: 'node_pair'}.get(len(case.nodes), 'partition')
+        for name, figure in case.figures.items():
+            if figure.value is None or _DERIVED.search(name):
+                continue
+            key = (case.check, tuple(params.items()), case.partition, case.environ, name,
+                   scope)
+            groups.setdefault(key, (figure.unit, []))[1].append(figure.value)
+        for device in case.devices:
+            device_scope = 'gpu' if device in case.gpus else 'gpu_pair'
+            for name, value in device.figures.items():
+                if value is None or _DERIVED.search(name):
+                    continue
+                unit = case.figures[name].unit if name in case.figures else ''
+                if not unit:
+                    continue
+                key = (case.check, tuple(params.items()), case.partition, case.environ, name,
+                       device_scope)
+                groups.setdefault(key, (unit, []))[1].append(value)
+    entries = []
+    for (check, params, partition, environ, name, scope), (unit, values) in groups.items():
+        median = statistics.median(values)
+        if not median or median <= 0:
+            continue
+        direction = _direction(name, unit)
+        value = median * factor if direction == 'at_least' else median / factor
+        entries.append({
+            'id': _entry_id(check, name, partition, environ, *(f'{k}{v}' for k, v in params)),
+            'check': check, 'figure': name, **({'parameters': dict(params)} if params else {}),
+            'scope': scope, 'partitions': [partition], 'environ': environ,
+            'committed': {'value': float(f'{value:.4g}'), 'unit': unit,
+                          'direction': direction, 'tolerance': 0.05},
+            'rule': {'every': True} if scope != 'partition' else {'median': True},
+            'source': {'kind': 'baseline', 'cite': f'stored session(s) {uuid} of {system}, '
+                       f'the median of {len(values)} value(s)', 'figure': float(f'{median:.6g}'),
+                       'factor': factor},
+            'fault': {'code': _entry_id(check, scope).upper().replace('.', '-'),
+                      'action': f'rerun {check} on the {scope}; if it stays short, drain it '
+                                'and check its hardware and settings'},
+        })
+    return _unique(sorted(entries, key=lambda e: e['id']))
+
+
+def draft(system, baseline=None, factor=DEFAULT_FACTOR, checks=None, settings=()):
+    """The draft contract of `system` as data, checked. `baseline`: stored sessions' UUIDs
+    (a list) to draw from, else the newest. `settings`: `Check.variable=value` the baseline
+    ran with (its sizes), the run rules of each entry of that check."""
+    if system in references.systems_with_references():
+        entries = from_paper(system)
+        about = (f'What {system}\'s paper measured at installation, as the contract a re-run '
+                 'is judged against (hpcbench contract init): edit to what was committed.')
+        if not entries:
+            from hpcbench.acceptance.runner import configured_partitions
+            entries = from_peaks(system, configured_partitions(system))
+            about = (f'{system}\'s paper measured no figure as a number (its IMB results are '
+                     'plots); it publishes its nodes\' peak: single-node HPL on every node at '
+                     'the share of its peak the papers\' systems reached on one node '
+                     '(hpcbench contract init): edit to what was committed.')
+    else:
+        config = results_db.site_config(system)
+        if not baseline:
+            stored = results_db.latest_session(config)
+            if stored is None:
+                raise RuntimeError(f'{system} has no paper\'s figures and no stored session to '
+                                   'draw a contract from: run it first (make run SYSTEM='
+                                   f'{system}), or write contracts/{system}.yaml by hand')
+            baseline = [results_db.uuid_of(stored)]
+        sessions = []
+        for uuid in baseline:
+            data = results_db.session(config, uuid)
+            if not isinstance(data, dict):
+                data = results_db.Store(config).decoded(results_db.uuid_of(data))
+            sessions.append(data)
+        entries = from_session(system, sessions, factor, checks)
+        about = (f'Drawn from a stored session of {system} at {factor:g} x its medians '
+                 '(hpcbench contract init): edit to what was committed.')
+    if not entries:
+        raise RuntimeError(f'nothing of {system} to draw a contract from')
+    for setting in settings:
+        check, _, assignment = setting.partition('.')
+        name, _, value = assignment.partition('=')
+        if not (check and name and value):
+            raise RuntimeError(f'--setting {setting!r}: give Check.variable=value')
+        for entry in entries:
+            if entry['check'] == check:
+                rules = entry.setdefault('run_rules', {}).setdefault('settings', {})
+                rules[name] = yaml.safe_load(value)
+    data = {'system': system, 'about': about, 'entries': entries}
+    contracts.from_data(data, f'the draft of contracts/{system}.yaml', system)
+    return data
+
+
+def draft_text(system, baseline=None, factor=DEFAULT_FACTOR, checks=None, settings=()):
+    """The draft as the YAML file the site edits."""
+    data = draft(system, baseline, factor, checks, settings)
+    return ('# A draft acceptance contract (hpcbench contract init): every value with its '
+            'source.\n# Edit it to what was committed; docs/acceptance.md says how.\n'
+            + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True))

@@ -1,0 +1,459 @@
+"""`hpcbench accept SYSTEM`: runs what the contract names and nothing else, through ReFrame
+as `make run` does, and keeps what an acceptance stands on in one directory.
+
+- The system as ReFrame sees it (its partitions, each partition's GPUs, and on a Slurm
+  partition the nodes ReFrame's --distribute would run on), the nodes out of service as the
+  controller says (named, never run, NOT_RUN in the verdicts).
+- Per-node entries on every node in service, in batches (hpcbench.acceptance.plan); node
+  pairs disjoint first, then each node of a failing pair with a node that passed; the rest
+  once. Each batch a ReFrame run whose session the results database keeps; its UUID goes
+  into the acceptance's state (state.json) as soon as it is stored.
+- It resumes: run again with the same directory, it counts what the stored sessions already
+  measured and runs only what is left (an interrupted batch's nodes again).
+- The directory then holds what the verdicts are judged from (the contract, each session's
+  record, the plan: partitions, nodes, pairs, nodes out of service and why), so that
+  `hpcbench accept --verify DIR` judges them again and checks every file's sha256.
+"""
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hpcbench.acceptance import contract as contracts
+from hpcbench.acceptance import judgement, plan
+from hpcbench.core import paths, slurm_cluster
+from hpcbench.machine import slurm_query
+from hpcbench.results import measured, results_db
+from hpcbench.rfm import run_modes
+from hpcbench.stack import testbed_system
+
+STATE = 'state.json'
+CONTRACT_COPY = 'contract.yaml'
+SESSIONS = 'sessions'
+# Where acceptances go by default: var/acceptance/<system>/.
+ACCEPTANCE_DIR = 'acceptance'
+_NID = re.compile(r'%[.$]nid=([^\s%/]+)')
+
+
+class AcceptanceError(RuntimeError):
+    """An acceptance that cannot go on: one sentence saying why."""
+
+
+@dataclass
+class State:
+    """What an acceptance has done so far (state.json in its directory)."""
+    system: str
+    contract_sha256: str
+    partitions: list                            # plan.Partition, as seen when it began
+    sessions: list = field(default_factory=list)        # stored sessions' UUIDs, in order
+    out_of_service: dict = field(default_factory=dict)  # {node: why}, as first seen
+    node_pairs: dict = field(default_factory=dict)      # {partition: [[a, b], ...]}
+    second_pairs: dict = field(default_factory=dict)    # {partition: [[a, b], ...]}
+
+    def save(self, directory):
+        data = asdict(self)
+        path = Path(directory) / STATE
+        path.write_text(json.dumps(data, indent=1, sort_keys=True) + '\n')
+
+    @classmethod
+    def load(cls, directory):
+        data = json.loads((Path(directory) / STATE).read_text())
+        data['partitions'] = [plan.Partition(p['name'], tuple(p['nodes']), p['gpus_per_node'],
+                                             p['distributes']) for p in data['partitions']]
+        return cls(**data)
+
+
+def reframe_command(system):
+    """ReFrame on the system's site config and the suite's checks, as `make run` calls it."""
+    return [str(Path(sys.executable).parent / 'reframe'), '-C',
+            str(paths.SITE_CONFIGS_DIR / f'{system}.py'), '-c', str(paths.PROJECT_ROOT /
+                                                                 'reframe-checks')]
+
+
+def _reframe(system, *options, timeout=None):
+    done = subprocess.run([*reframe_command(system), *options], capture_output=True,
+                          text=True, errors='replace', timeout=timeout)
+    return done
+
+
+def configured_partitions(system):
+    """The system's partitions as ReFrame configures them (its --show-config: scheduler,
+    processor, devices, the description's extras)."""
+    done = _reframe(system, '--system', system, '--show-config=systems/0/partitions',
+                    timeout=300)
+    try:
+        return json.loads(done.stdout[done.stdout.index('['):])
+    except ValueError:
+        raise AcceptanceError(f'ReFrame does not show the partitions of {system} (exit '
+                              f'{done.returncode}): {(done.stderr or done.stdout)[-400:]}') \
+            from None
+
+
+def system_partitions(system):
+    """The system's partitions (plan.Partition): each one's GPUs per node (its `devices`);
+    a Slurm partition's nodes are asked for later (slurm_nodes), a local one is this host."""
+    partitions = []
+    for p in configured_partitions(system):
+        gpus = sum(d.get('num_devices', 1) for d in p.get('devices', [])
+                   if d.get('type') == 'gpu')
+        if p['scheduler'] in ('slurm', 'squeue'):
+            partitions.append(plan.Partition(p['name'], (), gpus, True))
+        else:
+            partitions.append(plan.Partition(p['name'], (socket.gethostname(),), gpus, False))
+    return partitions
+
+
+_PARAMETER = re.compile(r'%([A-Za-z_]\w*)=')
+
+
+def check_kinds(system, checks):
+    """{check: (its parameters' names, its variables' names)} as ReFrame describes the
+    checks on `system` (--describe: each variant's display name shows its parameters, its
+    attributes are its variables); a check it does not describe is left out."""
+    if not checks:
+        return {}
+    names = '|'.join(re.escape(c) for c in sorted(checks))
+    done = _reframe(system, '--system', system, '-n', f'^({names})(?=%|$)', '--describe',
+                    timeout=600)
+    try:
+        described = json.loads(done.stdout[done.stdout.index('['):])
+    except ValueError:
+        return {}
+    kinds = {}
+    for variant in described:
+        check = variant.get('@class') or variant['display_name'].split()[0]
+        parameters = set(_PARAMETER.findall(variant['display_name'].replace(' ', '')))
+        found = kinds.setdefault(check, (set(), set()))
+        found[0].update(parameters)
+        found[1].update(k for k in variant if not k.startswith(('@', '_')))
+    return {check: (frozenset(p), frozenset(v - p)) for check, (p, v) in kinds.items()}
+
+
+def slurm_nodes(system, partition, check):
+    """The nodes ReFrame's --distribute runs `check` on in `partition` (every state), in
+    Slurm's order; () where its scheduler cannot be asked (a paper's system here)."""
+    done = _reframe(system, '--system', f'{system}:{partition}', '-n',
+                    f'^{re.escape(check)}(?=%|$)', '--distribute=all', '-l', timeout=300)
+    nodes = sorted(set(_NID.findall(done.stdout)), key=slurm_cluster.natural_key) \
+        if done.returncode == 0 else []
+    return tuple(nodes)
+
+
+def runs_done(groups_cases, group):
+    """runs_done(partition, unit) for plan.batches: the runs of `group`'s check measured
+    so far on a node, a pair of nodes, or the partition."""
+    counts = {}
+    for case in groups_cases:
+        if not judgement.covers(group.check, dict(group.parameters), group.environ,
+                                group.partitions, case):
+            continue
+        for unit in ({case.partition} if group.kind == 'once' else
+                     {tuple(sorted(case.nodes))} if group.kind == 'node_pair' else
+                     set(case.nodes[:1]) if len(case.nodes) == 1 else set()):
+            counts[case.partition, unit] = counts.get((case.partition, unit), 0) + 1
+    return lambda partition, unit: counts.get((partition, unit), 0)
+
+
+def _sessions_runs(config, uuids):
+    """(measured runs, failed runs, {uuid: the session's record}) of the stored sessions."""
+    runs, failed, records = [], [], {}
+    for uuid in uuids:
+        data = results_db.session(config, uuid)
+        data = data if isinstance(data, dict) else results_db.Store(config).decoded(uuid)
+        records[uuid] = data
+        runs += list(measured.measured_runs(data))
+        failed += list(measured.failed_runs(data))
+    return runs, failed, records
+
+
+def judge(the_contract, state, records):
+    """The EntryVerdicts of the contract on the sessions `records` ({uuid: record}) and
+    what the state says of the system (its partitions, nodes out of service, pairs)."""
+    runs, failed = [], []
+    for data in records.values():
+        runs += list(measured.measured_runs(data))
+        failed += list(measured.failed_runs(data))
+    pairs = {name: [tuple(p) for p in (state.node_pairs.get(name, []) +
+                                       state.second_pairs.get(name, []))]
+             for name in {*state.node_pairs, *state.second_pairs}}
+    verdicts = []
+    for entry in the_contract.entries:
+        expected = plan.expected_units(entry, state.partitions, state.system, pairs)
+        not_run = {unit: f'out of service: {state.out_of_service[unit.node]}'
+                   for unit in expected if unit.node in state.out_of_service}
+        for unit in expected:
+            if unit.scope == 'node_pair' and set(unit.key) & set(state.out_of_service):
+                down = sorted(set(unit.key) & set(state.out_of_service))
+                not_run[unit] = f'out of service: {", ".join(down)}'
+        verdicts.append(judgement.judge_entry(entry, runs, expected, not_run,
+                                              judgement.invalid_units(entry, failed)))
+    return verdicts
+
+
+def _out_of_service(system, partitions):
+    """{node: why} of the partitions' nodes the controller says cannot run now."""
+    nodes = sorted({n for p in partitions if p.distributes for n in p.nodes})
+    if not nodes:
+        return {}
+    try:
+        return slurm_query.nodes_out_of_service(nodes, testbed_system.slurm_environment(system))
+    except slurm_cluster.SlurmDescriptionError as err:
+        raise AcceptanceError(f'the controller does not say which nodes can run: {err}') \
+            from None
+
+
+def _first_round_passed(the_contract, state, records, partition):
+    """{(a, b): passed} of the first round of node pairs on `partition`: a pair passed
+    where every node-pair entry's verdict of it is PASS or WARN."""
+    verdicts = judge(the_contract, state, records)
+    passed = {}
+    for entry_verdict in verdicts:
+        if entry_verdict.entry.scope != 'node_pair':
+            continue
+        for unit in entry_verdict.units:
+            if unit.unit.partition == partition and \
+                    list(unit.unit.key) in [sorted(p) for p in state.node_pairs.get(partition, [])]:
+                ok = unit.verdict in ('PASS', 'WARN') and not unit.slow
+                passed[unit.unit.key] = passed.get(unit.unit.key, True) and ok
+    return passed
+
+
+def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None, say=print,
+           mode=None):
+    """Run the contract's acceptance of `system` into `directory` (resuming what is
+    there); (contract, state, records) once every batch has run. A dry run writes every
+    job and runs none (nothing is judged)."""
+    directory = Path(directory)
+    partitions = system_partitions(system)
+    the_contract = contracts.load(contract_path, system,
+                                  {p.name: p.gpus_per_node > 0 for p in partitions})
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = paths.file_sha256(contract_path)
+    groups = plan.run_groups(the_contract, check_kinds(
+        system, {e.check for e in the_contract.entries if e.parameters}))
+    if (directory / STATE).exists() and not dry_run:
+        state = State.load(directory)
+        if state.contract_sha256 != digest or state.system != system:
+            raise AcceptanceError(
+                f'{directory} holds an acceptance of {state.system} against another contract '
+                f'(sha256 {state.contract_sha256[:16]}...): give another --output, or the '
+                'contract it ran')
+        say(f'resuming the acceptance in {directory}: {len(state.sessions)} session(s) '
+            'stored so far')
+    else:
+        listed = []
+        for p in partitions:
+            if p.distributes:
+                checks = sorted({g.check for g in groups
+                                 if g in [h for h in groups if not h.partitions or
+                                          p.name in h.partitions]})
+                nodes = sorted({n for check in checks for n in slurm_nodes(system, p.name,
+                                                                          check)},
+                               key=slurm_cluster.natural_key)
+                p = plan.Partition(p.name, tuple(nodes), p.gpus_per_node,
+                                   bool(nodes) and not dry_run)
+            listed.append(p)
+        state = State(system, digest, listed)
+    shutil.copyfile(contract_path, directory / CONTRACT_COPY)
+    config = results_db.site_config(system)
+    for name, why in _out_of_service(system, state.partitions).items():
+        state.out_of_service.setdefault(name, why)
+    for partition in state.partitions:
+        if partition.name not in state.node_pairs and any(g.kind == 'node_pair'
+                                                          for g in groups):
+            in_service = [n for n in partition.nodes if n not in state.out_of_service]
+            state.node_pairs[partition.name] = [list(p) for p in
+                                                plan.disjoint_pairs(in_service)]
+    if not dry_run:
+        state.save(directory)
+    for name, why in sorted(state.out_of_service.items()):
+        say(f'{name}: out of service ({why}): not run, NOT_RUN in the verdicts')
+
+    def run_batches(rounds):
+        runs, _, _ = _sessions_runs(config, state.sessions)
+        for group in groups:
+            if group.kind not in rounds:
+                continue
+            for batch in plan.batches(group, state.partitions, runs_done(runs, group),
+                                      state.out_of_service, state.node_pairs,
+                                      batch_nodes or plan.DEFAULT_BATCH_NODES):
+                _run_batch(system, batch, directory, state, config, dry_run, say, mode)
+
+    if dry_run:
+        for merged in plan.dry_runs(groups, state.partitions):
+            _run_batch(system, merged, directory, state, config, dry_run, say, mode)
+        return the_contract, state, {}
+    run_batches(('per_node', 'once', 'node_pair'))
+    _, _, records = _sessions_runs(config, state.sessions)
+    # A node drained or down while the acceptance ran: named, where it has no figure.
+    for name, why in _out_of_service(system, state.partitions).items():
+        state.out_of_service.setdefault(name, why)
+    state.save(directory)
+    if any(g.kind == 'node_pair' for g in groups) and not state.second_pairs:
+        for partition in state.partitions:
+            first = _first_round_passed(the_contract, state, records, partition.name)
+            again = plan.repairs(first, partition.nodes)
+            if again:
+                state.second_pairs[partition.name] = [list(p) for p in again]
+                say(f'{partition.name}: {len(again)} node(s) of failing pairs paired again '
+                    'with nodes that passed')
+        state.save(directory)
+        runs, _, _ = _sessions_runs(config, state.sessions)
+        for group in groups:
+            if group.kind == 'node_pair':
+                for batch in plan.batches(group, state.partitions, runs_done(runs, group),
+                                          state.out_of_service, state.second_pairs):
+                    _run_batch(system, batch, directory, state, config, dry_run, say, mode)
+        _, _, records = _sessions_runs(config, state.sessions)
+    return the_contract, state, records
+
+
+def _run_batch(system, batch, directory, state, config, dry_run, say, mode):
+    """One ReFrame run of a batch; its stored session's UUID into the state at once."""
+    from hpcbench.stack.machine_systems import session_extras
+    reports = directory / 'reports'
+    reports.mkdir(exist_ok=True)
+    report = reports / f'run-{len(list(reports.glob("run-*.json"))) + 1}.json'
+    # The mode's sizes, not its choice of checks (it leaves out the screens: the contract
+    # names what runs); the contract's settings after them win.
+    sizes = {m['name']: m['options'] for m in run_modes.MODES}[mode or _default_mode(system)]
+    options = [*run_modes.execution_options(system), *sizes,
+               *batch.reframe_options(system), '--report-file', str(report)]
+    if dry_run:
+        options.append('--dry-run')
+    else:
+        options += ['-r', '--session-extras', session_extras(system)]
+    say(f'{"dry run" if dry_run else "running"}: {batch.label}')
+    done = subprocess.run([*reframe_command(system), *options], text=True,
+                          capture_output=True, errors='replace')
+    summary = [line for line in results_db.without_colours(done.stdout).splitlines()
+               if re.match(r'\[\s*(PASSED|FAILED|SKIP|  PASSED)', line.strip())
+               or 'Ran ' in line]
+    for line in summary[-3:]:
+        say(f'  {line.strip()}')
+    if dry_run:
+        if done.returncode != 0 or not report.exists():
+            raise AcceptanceError(f'the dry run of {batch.label} failed (exit '
+                                  f'{done.returncode}): {done.stdout[-600:]}{done.stderr[-400:]}')
+        _every_group_has_a_job(batch, report)
+        return None
+    if not report.exists():
+        raise AcceptanceError(f'ReFrame stopped before running {batch.label} (exit '
+                              f'{done.returncode}): {(done.stderr or done.stdout)[-600:]}')
+    uuid = results_db.this_run(config, report)
+    state.sessions.append(uuid)
+    state.save(directory)
+    return uuid
+
+
+def _every_group_has_a_job(dry_run, report):
+    """AcceptanceError naming each group of a dry run that wrote no job: its entries select
+    no test case of the suite on the partition (parameters the check does not take, an
+    environment the partition lacks)."""
+    written = [tc['display_name'].replace(' ', '') for run in json.loads(report.read_text())[
+        'runs'] for tc in run['testcases'] if not tc['fixture'] and tc.get('job_stdout')]
+    missing = [g for g in dry_run.groups
+               if not any(re.search(g.name_filter(), name) for name in written)]
+    if missing:
+        raise AcceptanceError(
+            '; '.join(f'entries {", ".join(g.entries)} select no test case of the suite on '
+                      f'{dry_run.partition} ({g.label}): no job written' for g in missing))
+
+
+def _default_mode(system):
+    from hpcbench.stack import machine_systems
+    return 'quick' if system in machine_systems.machine_systems() else 'full'
+
+
+VERDICTS_JSON = 'verdicts.json'
+JUNIT_XML = 'junit.xml'
+DRAIN_LIST = 'drain-list.sh'
+
+
+def pair_blame(verdicts, state):
+    """{node: why} of the nodes to blame for failing node pairs: of the first round's
+    disjoint pairs, a node whose pair failed and whose second pair, beside a node that
+    passed, failed again (plan.blamed); where no second round ran, both of a failing pair."""
+    second = {tuple(sorted(p)) for pairs in state.second_pairs.values() for p in pairs}
+    rounds = ({}, {})
+    entries = {}
+    for e in verdicts:
+        if e.entry.scope != 'node_pair':
+            continue
+        for u in e.units:
+            ok = u.verdict in ('PASS', 'WARN') and not u.slow
+            chosen = rounds[1] if u.unit.key in second else rounds[0]
+            chosen[u.unit.key] = chosen.get(u.unit.key, True) and ok
+            if not ok:
+                entries.setdefault(u.unit.key, set()).add(e.entry.fault_code)
+    how = 'failed again beside a node that passed' if rounds[1] else 'of a failing pair'
+    blame = {}
+    for node in plan.blamed(*rounds):
+        codes = sorted({code for pair, found in entries.items() if node in pair
+                        for code in found})
+        blame[node] = f'{"/".join(codes)} (node pairs: {how})'
+    return blame
+
+
+def write_records(directory, the_contract, state, records):
+    """What the verdicts stand on and say, into the acceptance's directory: each session's
+    record, the description and the Spack lock of the system, the project's commit, and the
+    verdicts as JSON, JUnit XML and a drain list; the EntryVerdicts."""
+    from hpcbench.acceptance import outputs
+    from hpcbench.stack import provenance
+    directory = Path(directory)
+    sessions = directory / SESSIONS
+    sessions.mkdir(exist_ok=True)
+    for uuid, data in records.items():
+        (sessions / f'{uuid}.json').write_text(json.dumps(data, indent=1, sort_keys=True))
+    for source, name in ((paths.SITE_CONFIGS_DIR / f'{state.system}.yaml', 'description.yaml'),
+                         (paths.SPACK_ENVS_DIR / state.system / 'spack.lock', 'spack.lock'),
+                         (paths.SPACK_ENVS_DIR / state.system / 'spack.yaml', 'spack.yaml')):
+        if source.is_file():
+            shutil.copyfile(source, directory / name)
+    (directory / 'project-commit.txt').write_text(f'{provenance.project_commit()}\n')
+    verdicts = judge(the_contract, state, records)
+    (directory / VERDICTS_JSON).write_text(
+        json.dumps(outputs.as_json(state.system, verdicts), indent=1) + '\n')
+    (directory / JUNIT_XML).write_text(outputs.junit_xml(state.system, verdicts))
+    lines = outputs.drain_lines(verdicts, pair_blame(verdicts, state))
+    (directory / DRAIN_LIST).write_text(
+        '# The nodes this acceptance blames, for the site to drain (the suite drains none):\n'
+        + ''.join(f'{line}\n' for line in lines))
+    return verdicts
+
+
+def stored(directory):
+    """(contract, state, records) an acceptance's directory holds."""
+    directory = Path(directory)
+    state = State.load(directory)
+    the_contract = contracts.load(directory / CONTRACT_COPY, state.system)
+    records = {path.stem: json.loads(path.read_text())
+               for path in sorted((directory / SESSIONS).glob('*.json'))}
+    return the_contract, state, records
+
+
+def verify(directory, allowed_signers=None, identity=None):
+    """What does not hold of an acceptance's directory, one line each ([] : it holds): every
+    file's sha256 and the signature (hpcbench.acceptance.manifest.verify), and the verdicts
+    judged again from the contract, the plan and the session records it holds."""
+    from hpcbench.acceptance import manifest, outputs
+    directory = Path(directory)
+    problems = manifest.verify(directory, allowed_signers, identity)
+    try:
+        the_contract, state, records = stored(directory)
+        again = outputs.as_json(state.system, judge(the_contract, state, records))
+        written = json.loads((directory / VERDICTS_JSON).read_text())
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return problems + [f'the verdicts cannot be judged again from {directory}: '
+                           f'{type(err).__name__}: {err}']
+    if again != written:
+        differ = [e['id'] for e, w in zip(again['entries'], written['entries']) if e != w]
+        problems.append(f'{VERDICTS_JSON}: not what its contract, plan and sessions give '
+                        f'(entries {", ".join(differ) or "listed differently"}; system '
+                        f'{again["verdict"]}, written {written.get("verdict")})')
+    return problems

@@ -1,0 +1,124 @@
+"""`hpcbench accept` (a system's acceptance against its contract: run, judge, report, sign;
+or --verify an acceptance's directory) and `hpcbench contract init` (a draft contract from
+what the suite knows)."""
+import datetime
+from pathlib import Path
+
+from hpcbench.cli import Worse
+
+
+def _contract_path(args):
+    from hpcbench.core import paths
+    return Path(args.contract) if args.contract else paths.CONTRACTS_DIR / f'{args.system}.yaml'
+
+
+def _accept(args):
+    from hpcbench.acceptance import contract, manifest, runner
+    from hpcbench.acceptance.judgement import system_verdict
+    from hpcbench.core import paths
+    from hpcbench.report import acceptance_page
+    if args.verify:
+        problems = runner.verify(args.verify, args.allowed_signers, args.identity)
+        for line in problems:
+            print(line)
+        if problems:
+            raise Worse(f'{args.verify}: {len(problems)} thing(s) do not hold: the report is '
+                        'not the one its runs produced, or its files changed since')
+        print(f'{args.verify}: every file as the manifest says'
+              + (', signature verified' if (Path(args.verify) / manifest.SIGNATURE).exists()
+                 else ' (not signed)') + '; the verdicts are what its sessions give')
+        return
+    if not args.system:
+        raise RuntimeError('give --system SYSTEM (or --verify DIR)')
+    path = _contract_path(args)
+    if not path.is_file():
+        raise RuntimeError(f'{path}: no contract of {args.system} (write a draft with '
+                           f'`hpcbench contract init {args.system}`, then edit it)')
+    directory = Path(args.output) if args.output else \
+        paths.VAR_DIR / runner.ACCEPTANCE_DIR / args.system
+    try:
+        the_contract, state, records = runner.accept(
+            args.system, path, directory, dry_run=args.dry_run, batch_nodes=args.batch_nodes,
+            mode=args.mode)
+    except contract.ContractError as err:
+        raise RuntimeError(str(err)) from None
+    if args.dry_run:
+        print(f'dry run: every job written (under {paths.VAR_DIR / "stage"}); nothing ran')
+        return
+    verdicts = runner.write_records(directory, the_contract, state, records)
+    generated = datetime.datetime.now().isoformat(timespec='seconds')
+    acceptance_page.write(directory, acceptance_page.build(
+        the_contract, verdicts, state.out_of_service, generated, str(path),
+        runner.pair_blame(verdicts, state)))
+    manifest.write(directory)
+    if args.key:
+        manifest.sign(directory, args.key)
+    verdict = system_verdict(verdicts)
+    for e in verdicts:
+        counts = ', '.join(f'{n} {v}' for v, n in e.counts().items() if n)
+        print(f'{e.entry.id:<24}{e.verdict:<8}{counts}: {e.reason}')
+    print(f'\n{args.system}: {verdict}. Report: {directory / acceptance_page.HTML}; '
+          f'drain list: {directory / runner.DRAIN_LIST}; JUnit: {directory / runner.JUNIT_XML}')
+    if verdict == 'FAIL':
+        raise Worse(f'{args.system} does not meet its contract')
+
+
+def _contract_init(args):
+    from hpcbench.acceptance import drafts
+    from hpcbench.core import paths
+    target = Path(args.output) if args.output else paths.CONTRACTS_DIR / f'{args.system}.yaml'
+    if target.exists() and not args.force:
+        raise RuntimeError(f'{target} exists: edit it, or give --force to write a new draft '
+                           'over it')
+    text = drafts.draft_text(args.system, baseline=args.baseline, factor=args.factor,
+                             checks=args.checks.split(',') if args.checks else None,
+                             settings=args.setting or ())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    print(f'{target}: a draft contract of {args.system}, every value with its source: edit '
+          'it to what was committed')
+
+
+def register(sub):
+    """Add this group's commands to the `hpcbench` parser's subparsers."""
+    accept = sub.add_parser('accept', help="run a system's acceptance against its contract "
+                            '(contracts/SYSTEM.yaml): every node, GPU and pair judged; or '
+                            '--verify an acceptance directory')
+    accept.add_argument('--system')
+    accept.add_argument('--contract', help='the contract (default: contracts/SYSTEM.yaml)')
+    accept.add_argument('--output', help='the acceptance directory (default: '
+                        'var/acceptance/SYSTEM); run again to resume it')
+    accept.add_argument('--dry-run', action='store_true',
+                        help='write every job the acceptance runs, run none')
+    accept.add_argument('--batch-nodes', type=int, default=None,
+                        help='nodes per ReFrame run (default 32)')
+    accept.add_argument('--mode', choices=('quick', 'full'),
+                        help="the run's sizes (default: quick here, full on a paper's system)")
+    accept.add_argument('--key', help='an SSH private key to sign the manifest with '
+                        '(ssh-keygen -Y sign)')
+    accept.add_argument('--verify', metavar='DIR',
+                        help="check an acceptance directory: every file's sha256, the "
+                        'signature, and its verdicts judged again')
+    accept.add_argument('--allowed-signers', help="with --verify: the site's allowed "
+                        'signers file (ssh-keygen -Y verify)')
+    accept.add_argument('--identity', help='with --allowed-signers: the signer to verify')
+    accept.set_defaults(func=_accept)
+
+    contract = sub.add_parser('contract', help='acceptance contracts')
+    contract_sub = contract.add_subparsers(dest='contract_command', required=True)
+    init = contract_sub.add_parser('init', help='write a draft contract of SYSTEM from what '
+                                   'the suite knows (its papers\' figures, a stored '
+                                   'baseline, the GPU datasheets), every value with its source')
+    init.add_argument('system')
+    init.add_argument('--output', help='where (default: contracts/SYSTEM.yaml)')
+    init.add_argument('--baseline', action='append', help='a stored session UUID to draw '
+                      'from, given once per session (default: the newest stored session)')
+    init.add_argument('--factor', type=float, default=0.9,
+                      help='the share of a baseline or datasheet figure committed (0.9)')
+    init.add_argument('--checks', help='from a stored session: these checks only '
+                      '(comma-separated, e.g. HpccCheck)')
+    init.add_argument('--setting', action='append', metavar='CHECK.VARIABLE=VALUE',
+                      help='what the baseline ran with (its sizes), into the run rules of '
+                      'that check\'s entries, e.g. HpccCheck.memory_fraction=0.002')
+    init.add_argument('--force', action='store_true', help='write over an existing contract')
+    init.set_defaults(func=_contract_init)

@@ -1,0 +1,100 @@
+"""A testbed node made slow for real: its slurmd moved into a CPU cgroup of its own with a
+quota (a share of one CPU's time), so that every job step it starts from then on (they are
+its children) gets that share and no more, as a node with a failing fan, a wrong BIOS
+setting or a stuck clock would. `restore` moves it back where it was and removes the group
+it made (only a group of its own name, that it recorded making).
+
+Control groups v1 (the `cpu` controller's cpu.cfs_quota_us) and v2 (cpu.max) are both
+read; where neither can be written (a container without its cgroup file system) the
+slowdown is refused, saying so: nothing is faked."""
+import re
+from pathlib import Path
+
+from hpcbench.devtools.testbed_processes import recorded
+
+CGROUP_ROOT = Path('/sys/fs/cgroup')
+PERIOD_US = 100_000
+_PREFIX = 'hpcbench-testbed-'
+
+
+class SlowdownError(RuntimeError):
+    pass
+
+
+def _controller():
+    """(the cpu controller's mount, 'v1' or 'v2'); SlowdownError where there is none."""
+    v1 = CGROUP_ROOT / 'cpu'
+    if (v1 / 'cpu.cfs_quota_us').exists():
+        return v1, 'v1'
+    controllers = CGROUP_ROOT / 'cgroup.controllers'
+    if controllers.exists() and 'cpu' in controllers.read_text().split():
+        return CGROUP_ROOT, 'v2'
+    raise SlowdownError(f'no CPU cgroup controller under {CGROUP_ROOT} (neither cgroup v1\'s '
+                        '`cpu` nor v2\'s): a node cannot be made slow here')
+
+
+def _marker(layout, node):
+    return layout.run / f'slowed-{node}'
+
+
+def _slurmd(layout, node):
+    pid = recorded(layout).get(f'slurmd-{node}')
+    if pid is None:
+        raise SlowdownError(f'the testbed in {layout.root} runs no slurmd of node {node!r}')
+    return pid
+
+
+def _cgroup_of(pid, kind):
+    """The pid's cgroup path under the cpu controller (v1) or the unified tree (v2)."""
+    for line in Path(f'/proc/{pid}/cgroup').read_text().splitlines():
+        number, controllers, path = line.split(':', 2)
+        if (kind == 'v1' and 'cpu' in controllers.split(',')) or (kind == 'v2' and
+                                                                  number == '0'):
+            return path
+    return '/'
+
+
+def slow(layout, node, cpu_share):
+    """Give node `node`'s jobs `cpu_share` of one CPU (0 < share <= 8) from now on; the
+    group's path."""
+    if not re.fullmatch(r'[A-Za-z][A-Za-z0-9-]*', node):
+        raise SlowdownError(f'{node!r} is no testbed node name')
+    if not 0 < cpu_share <= 8:
+        raise SlowdownError(f'a CPU share of {cpu_share:g}: give one above 0 (0.25: a quarter '
+                            'of one CPU)')
+    mount, kind = _controller()
+    pid = _slurmd(layout, node)
+    marker = _marker(layout, node)
+    group = mount / f'{_PREFIX}{node}'
+    if not marker.exists():
+        marker.write_text(_cgroup_of(pid, kind) + '\n')
+    group.mkdir(exist_ok=True)
+    quota = int(cpu_share * PERIOD_US)
+    if kind == 'v1':
+        (group / 'cpu.cfs_period_us').write_text(f'{PERIOD_US}\n')
+        (group / 'cpu.cfs_quota_us').write_text(f'{quota}\n')
+    else:
+        (group / 'cpu.max').write_text(f'{quota} {PERIOD_US}\n')
+    (group / 'cgroup.procs').write_text(f'{pid}\n')
+    return group
+
+
+def restore(layout, node):
+    """Node `node` back to the CPU it had: its slurmd moved back to the group it was in, the
+    group `slow` made removed (its jobs' processes moved out with it). False where it was
+    not slowed."""
+    marker = _marker(layout, node)
+    if not marker.exists():
+        return False
+    mount, kind = _controller()
+    before = mount / marker.read_text().strip().lstrip('/')
+    group = mount / f'{_PREFIX}{node}'
+    if group.exists():
+        for pid in (group / 'cgroup.procs').read_text().split():
+            try:
+                (before / 'cgroup.procs').write_text(f'{pid}\n')
+            except (ProcessLookupError, OSError):
+                pass
+        group.rmdir()
+    marker.unlink()
+    return True

@@ -1,0 +1,119 @@
+"""An acceptance's directory (hpcbench.acceptance.runner): what its verdicts stand on (the
+contract, the plan, each session's record) and what they say (JSON, JUnit XML, a drain list,
+the report page), a manifest over all of it; `--verify` judges the verdicts again from what
+the directory holds and checks every file, and says what changed. On the testbed's real
+stored screen (make screen: one run of every node), n2 made slow in the record, n4 drained."""
+import json
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+
+import yaml
+
+from conftest import BIN, ROOT
+from hpcbench.acceptance import manifest, plan, runner
+from hpcbench.report import acceptance_page
+from test_judgement import SCREEN
+
+CONTRACT = {'system': 'mycluster', 'about': 'single-node HPL on every node', 'entries': [{
+    'id': 'hpl-node', 'check': 'HplNodeScreen', 'figure': 'gflops', 'scope': 'node',
+    'partitions': ['batch'],
+    'committed': {'value': 70.0, 'unit': 'GFLOP/s', 'direction': 'at_least'},
+    'statistic': {'median_of': 1},
+    'source': {'kind': 'procurement', 'cite': 'RFP 2026-04, annex B', 'clause': 'B.3.1'},
+    'fault': {'code': 'HPL-NODE', 'action': 'drain it; check its DIMMs and clocks'}}]}
+
+
+def _acceptance(directory, slow_node='n2'):
+    """An acceptance directory as `hpcbench accept` leaves it, from the stored screen."""
+    data = json.loads(SCREEN.read_text())
+    for run in data['runs']:
+        for tc in run['testcases']:
+            if tc.get('job_nodelist') == [slow_node]:
+                for values in tc['perfvalues'].values():
+                    values[0] *= 0.5
+    directory.mkdir()
+    (directory / runner.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
+    state = runner.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3', 'n4'))],
+                         [data['session_info']['uuid']],
+                         {'n4': 'IDLE+DRAIN: drained (bad DIMM in slot 3 [root@2026-11-29])'})
+    state.save(directory)
+    the_contract, state, _ = runner.stored(directory)
+    verdicts = runner.write_records(directory, the_contract, state,
+                                    {data['session_info']['uuid']: data})
+    acceptance_page.write(directory, acceptance_page.build(
+        the_contract, verdicts, state.out_of_service, '2026-11-29T06:00:00', 'its contract'))
+    manifest.write(directory)
+    return verdicts
+
+
+def test_the_directory_holds_the_verdicts_and_what_they_stand_on(tmp_path):
+    verdicts = _acceptance(tmp_path / 'acceptance')
+    directory = tmp_path / 'acceptance'
+    units = {u.unit.key: (u.verdict, bool(u.slow)) for u in verdicts[0].units}
+    assert units == {'n1': ('PASS', False), 'n2': ('WARN', True), 'n3': ('PASS', False),
+                     'n4': ('NOT_RUN', False)}
+    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    assert written['verdict'] == 'FAIL'
+    junit = ET.parse(directory / runner.JUNIT_XML).getroot()
+    assert (junit.get('tests'), junit.get('failures')) == ('4', '1')
+    drain = (directory / runner.DRAIN_LIST).read_text().splitlines()
+    assert drain[1:] == ["scontrol update NodeName=n2 State=DRAIN Reason='hpcbench acceptance: "
+                         "HPL-NODE slow (node n2)'"]
+    page = (directory / acceptance_page.HTML).read_text()
+    assert 'hpcbench acceptance: mycluster' in page and 'bad DIMM in slot 3' in page
+    summary = (directory / acceptance_page.MARKDOWN).read_text()
+    assert "The system's verdict against its contract **FAIL**." in summary
+    assert '| node n4 | batch | hpl-node | **NOT_RUN** |' in summary
+    assert 'RFP 2026-04, annex B, B.3.1' in summary
+
+
+def test_verify_passes_and_names_one_byte_changed_in_a_session_or_the_contract(tmp_path):
+    _acceptance(tmp_path / 'a')
+    directory = tmp_path / 'a'
+    assert runner.verify(directory) == []
+    session, = (directory / runner.SESSIONS).glob('*.json')
+    text = session.read_text()
+    at = text.index('"perfvalues"') + 40
+    session.write_text(text[:at] + ('1' if text[at] != '1' else '2') + text[at + 1:])
+    problems = runner.verify(directory)
+    assert problems[0].startswith(f'sessions/{session.name}: changed (sha256 ')
+    session.write_text(text)
+    assert runner.verify(directory) == []
+    contract = directory / runner.CONTRACT_COPY
+    contract.write_text(contract.read_text().replace('70.0', '30.0'))
+    problems = runner.verify(directory)
+    assert problems[0].startswith('contract.yaml: changed')
+
+
+def test_verdicts_rewritten_with_the_manifest_are_not_what_the_sessions_give(tmp_path):
+    """Someone edits verdicts.json to PASS and writes the manifest again: every sum holds, and
+    the verdicts judged again from the sessions say otherwise."""
+    _acceptance(tmp_path / 'a')
+    directory = tmp_path / 'a'
+    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    written['verdict'] = written['entries'][0]['verdict'] = 'PASS'
+    (directory / runner.VERDICTS_JSON).write_text(json.dumps(written))
+    manifest.write(directory)
+    (problem,) = runner.verify(directory)
+    assert problem.startswith('verdicts.json: not what its contract, plan and sessions give '
+                              '(entries hpl-node; system FAIL, written PASS)')
+
+
+def test_a_contract_with_a_wrong_unit_is_one_message_and_nothing_runs(tmp_path):
+    """`hpcbench accept` on a contract whose figure is committed in another unit than its
+    check reports: exit 2, one line naming the file, entry and field; no directory made."""
+    bad = {**CONTRACT, 'system': 'tsubame', 'entries': [{
+        **CONTRACT['entries'][0], 'partitions': ['x4600-26'],
+        'committed': {'value': 70.0, 'unit': 'MFLOP/s', 'direction': 'at_least'}}]}
+    path = tmp_path / 'tsubame.yaml'
+    path.write_text(yaml.safe_dump(bad))
+    done = subprocess.run([str(BIN / 'hpcbench'), 'accept', '--system', 'tsubame', '--contract',
+                           str(path), '--output', str(tmp_path / 'acceptance')],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')})
+    assert done.returncode == 2
+    assert done.stderr == (f"error: {path}: entries[hpl-node].committed.unit: 'MFLOP/s' is not the "
+                           "unit of HplNodeScreen gflops, 'GFLOP/s': commit the value in the unit "
+                           'the check reports\n')
+    assert not (tmp_path / 'acceptance').exists()

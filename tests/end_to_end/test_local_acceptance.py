@@ -1,0 +1,53 @@
+"""`local` accepts itself against a contract drawn from its own baseline (issue 63): HPCC
+measured three times on this machine (the baseline session), `hpcbench contract init local
+--checks HpccCheck` commits half its medians, and `hpcbench accept --system local` runs
+what that contract names and passes every entry; an entry committed at twice the median
+fails, with its p-value said."""
+import json
+import os
+import subprocess
+
+import yaml
+
+from conftest import BIN, ROOT, run_reframe
+
+
+def _hpcbench(var, *args, timeout=1200):
+    return subprocess.run([str(BIN / 'hpcbench'), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout,
+                          env=dict(os.environ, HPCBENCH_VAR=str(var), HPCBENCH_NO_SPACK='1'))
+
+
+def test_local_accepts_itself_against_a_contract_drawn_from_its_baseline(tmp_path):
+    var = tmp_path / 'var'
+    baseline = run_reframe('-n', '^HpccCheck$', '--repeat', '3', '-S',
+                           'HpccCheck.memory_fraction=0.01', '-S', 'HpccCheck.every_mpi=false',
+                           '-S', 'HpccCheck.every_blas=false', '-r',
+                           env={'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'})
+    assert baseline.returncode == 0, baseline.stdout[-3000:] + baseline.stderr[-2000:]
+    contract = tmp_path / 'local.yaml'
+    drafted = _hpcbench(var, 'contract', 'init', 'local', '--checks', 'HpccCheck',
+                        '--factor', '0.5', '--output', str(contract))
+    assert drafted.returncode == 0, drafted.stderr
+    data = yaml.safe_load(contract.read_text())
+    figures = {e['figure'] for e in data['entries']}
+    assert {'hpl', 'star_dgemm', 'star_stream_triad'} <= figures, figures
+    assert all(e['source']['kind'] == 'baseline' and e['source']['factor'] == 0.5
+               for e in data['entries'])
+    for entry in data['entries']:
+        entry['run_rules'] = {'settings': {'memory_fraction': 0.01}}
+    # One entry committed at twice what was measured: it fails, the rest pass.
+    hpl = next(e for e in data['entries'] if e['figure'] == 'hpl')
+    hpl['committed']['value'] = round(hpl['source']['figure'] * 2, 4)
+    contract.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    done = _hpcbench(var, 'accept', '--system', 'local', '--contract', str(contract),
+                     '--output', str(tmp_path / 'acceptance'))
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    written = json.loads((tmp_path / 'acceptance' / 'verdicts.json').read_text())
+    verdicts = {e['id']: e for e in written['entries']}
+    failing = [i for i, e in verdicts.items() if e['verdict'] != 'PASS']
+    assert failing == [hpl['id']], {i: e['reason'] for i, e in verdicts.items()}
+    (unit,) = verdicts[hpl['id']]['units']
+    assert unit['verdict'] == 'FAIL' and 'one-sided t-test p = ' in unit['reason']
+    assert len(unit['values']) == 3
