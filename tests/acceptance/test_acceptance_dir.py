@@ -117,3 +117,27 @@ def test_a_contract_with_a_wrong_unit_is_one_message_and_nothing_runs(tmp_path):
                            "unit of HplNodeScreen gflops, 'GFLOP/s': commit the value in the unit "
                            'the check reports\n')
     assert not (tmp_path / 'acceptance').exists()
+
+
+def test_node_pairs_blame_the_node_that_fails_beside_good_ones_and_never_a_drained_one():
+    """The testbed's 32-node run: n7 slow fails with n8 and again with n13; n8 passes
+    beside n14; n20 was drained during the run, so its pairs did not run (n19 passes beside
+    n1). Only n7 is blamed: a pair not run is no evidence, a drained node is named as such."""
+    from hpcbench.acceptance.judgement import EntryVerdict, Unit, UnitVerdict
+    entry = runner.contracts.from_data({'system': 'testbed', 'entries': [{
+        'id': 'latency', 'check': 'ImbPairCheck', 'figure': 'latency', 'scope': 'node_pair',
+        'parameters': {'benchmark': 'PingPong'},
+        'committed': {'value': 18.78, 'unit': 'us', 'direction': 'at_most'},
+        'source': {'kind': 'baseline', 'cite': 'x'},
+        'fault': {'code': 'MPI-PAIR', 'action': 'look'}}]}, 'c.yaml').entries[0]
+    verdicts = {('n1', 'n2'): 'PASS', ('n7', 'n8'): 'FAIL', ('n19', 'n20'): 'NOT_RUN',
+                ('n13', 'n14'): 'PASS', ('n13', 'n7'): 'FAIL', ('n14', 'n8'): 'PASS',
+                ('n1', 'n19'): 'PASS', ('n10', 'n20'): 'NOT_RUN'}
+    units = tuple(UnitVerdict(Unit('node_pair', 'srun', pair), verdict)
+                  for pair, verdict in verdicts.items())
+    state = runner.State('testbed', 'sha', [plan.Partition('srun', ())],
+                         second_pairs={'srun': [['n13', 'n7'], ['n14', 'n8'], ['n1', 'n19'],
+                                                ['n10', 'n20']]},
+                         out_of_service={'n20': 'IDLE+DRAIN: drained (fan failure)'})
+    blame = runner.pair_blame([EntryVerdict(entry, units, 'FAIL', '')], state)
+    assert blame == {'n7': 'MPI-PAIR (node pairs: failed again beside a node that passed)'}

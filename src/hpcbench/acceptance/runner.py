@@ -215,6 +215,8 @@ def _first_round_passed(the_contract, state, records, partition):
         if entry_verdict.entry.scope != 'node_pair':
             continue
         for unit in entry_verdict.units:
+            if unit.verdict == 'NOT_RUN':
+                continue
             if unit.unit.partition == partition and \
                     list(unit.unit.key) in [sorted(p) for p in state.node_pairs.get(partition, [])]:
                 ok = unit.verdict in ('PASS', 'WARN') and not unit.slow
@@ -296,7 +298,8 @@ def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None,
     if any(g.kind == 'node_pair' for g in groups) and not state.second_pairs:
         for partition in state.partitions:
             first = _first_round_passed(the_contract, state, records, partition.name)
-            again = plan.repairs(first, partition.nodes)
+            again = plan.repairs(first, [n for n in partition.nodes
+                                         if n not in state.out_of_service])
             if again:
                 state.second_pairs[partition.name] = [list(p) for p in again]
                 say(f'{partition.name}: {len(again)} node(s) of failing pairs paired again '
@@ -377,7 +380,9 @@ DRAIN_LIST = 'drain-list.sh'
 def pair_blame(verdicts, state):
     """{node: why} of the nodes to blame for failing node pairs: of the first round's
     disjoint pairs, a node whose pair failed and whose second pair, beside a node that
-    passed, failed again (plan.blamed); where no second round ran, both of a failing pair."""
+    passed, failed again (plan.blamed); where no second round ran, both of a failing pair.
+    A pair not run is evidence against neither node, and a node out of service is named
+    as such, not blamed."""
     second = {tuple(sorted(p)) for pairs in state.second_pairs.values() for p in pairs}
     rounds = ({}, {})
     entries = {}
@@ -385,6 +390,9 @@ def pair_blame(verdicts, state):
         if e.entry.scope != 'node_pair':
             continue
         for u in e.units:
+            if u.verdict == 'NOT_RUN':
+                # Not run (a node out of service): no evidence against either node.
+                continue
             ok = u.verdict in ('PASS', 'WARN') and not u.slow
             chosen = rounds[1] if u.unit.key in second else rounds[0]
             chosen[u.unit.key] = chosen.get(u.unit.key, True) and ok
@@ -392,7 +400,7 @@ def pair_blame(verdicts, state):
                 entries.setdefault(u.unit.key, set()).add(e.entry.fault_code)
     how = 'failed again beside a node that passed' if rounds[1] else 'of a failing pair'
     blame = {}
-    for node in plan.blamed(*rounds):
+    for node in (n for n in plan.blamed(*rounds) if n not in state.out_of_service):
         codes = sorted({code for pair, found in entries.items() if node in pair
                         for code in found})
         blame[node] = f'{"/".join(codes)} (node pairs: {how})'
