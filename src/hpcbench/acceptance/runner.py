@@ -251,8 +251,7 @@ def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None,
         for p in partitions:
             if p.distributes:
                 checks = sorted({g.check for g in groups
-                                 if g in [h for h in groups if not h.partitions or
-                                          p.name in h.partitions]})
+                                 if not g.partitions or p.name in g.partitions})
                 nodes = sorted({n for check in checks for n in slurm_nodes(system, p.name,
                                                                           check)},
                                key=slurm_cluster.natural_key)
@@ -295,16 +294,18 @@ def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None,
     for name, why in _out_of_service(system, state.partitions).items():
         state.out_of_service.setdefault(name, why)
     state.save(directory)
-    if any(g.kind == 'node_pair' for g in groups) and not state.second_pairs:
-        for partition in state.partitions:
-            first = _first_round_passed(the_contract, state, records, partition.name)
-            again = plan.repairs(first, [n for n in partition.nodes
-                                         if n not in state.out_of_service])
-            if again:
-                state.second_pairs[partition.name] = [list(p) for p in again]
-                say(f'{partition.name}: {len(again)} node(s) of failing pairs paired again '
-                    'with nodes that passed')
-        state.save(directory)
+    if any(g.kind == 'node_pair' for g in groups):
+        # The second round, planned once the first has run; run again, what is left of it.
+        if not state.second_pairs:
+            for partition in state.partitions:
+                first = _first_round_passed(the_contract, state, records, partition.name)
+                again = plan.repairs(first, [n for n in partition.nodes
+                                             if n not in state.out_of_service])
+                if again:
+                    state.second_pairs[partition.name] = [list(p) for p in again]
+                    say(f'{partition.name}: {len(again)} node(s) of failing pairs paired '
+                        'again with nodes that passed')
+            state.save(directory)
         runs, _, _ = _sessions_runs(config, state.sessions)
         for group in groups:
             if group.kind == 'node_pair':
