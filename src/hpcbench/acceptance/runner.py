@@ -23,6 +23,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import jsonschema
+
 from hpcbench.acceptance import contract as contracts
 from hpcbench.acceptance import judgement, plan
 from hpcbench.core import paths, slurm_cluster
@@ -206,22 +208,30 @@ def _out_of_service(system, partitions):
             from None
 
 
-def _first_round_passed(the_contract, state, records, partition):
-    """{(a, b): passed} of the first round of node pairs on `partition`: a pair passed
-    where every node-pair entry's verdict of it is PASS or WARN."""
-    verdicts = judge(the_contract, state, records)
+def _pair_passed(unit_verdict):
+    return unit_verdict.verdict in ('PASS', 'WARN') and not unit_verdict.slow
+
+
+def pair_outcomes(verdicts):
+    """{Unit of a node pair: passed} over every node-pair entry: a pair passed where each
+    entry's verdict of it is PASS or WARN and none flags it slow. A pair not run (a node
+    out of service) is left out: no evidence against either node."""
     passed = {}
-    for entry_verdict in verdicts:
-        if entry_verdict.entry.scope != 'node_pair':
+    for e in verdicts:
+        if e.entry.scope != 'node_pair':
             continue
-        for unit in entry_verdict.units:
-            if unit.verdict == 'NOT_RUN':
-                continue
-            if unit.unit.partition == partition and \
-                    list(unit.unit.key) in [sorted(p) for p in state.node_pairs.get(partition, [])]:
-                ok = unit.verdict in ('PASS', 'WARN') and not unit.slow
-                passed[unit.unit.key] = passed.get(unit.unit.key, True) and ok
+        for u in e.units:
+            if u.verdict != 'NOT_RUN':
+                passed[u.unit] = passed.get(u.unit, True) and _pair_passed(u)
     return passed
+
+
+def _first_round_passed(the_contract, state, records, partition):
+    """{(a, b): passed} of the first round's pairs on `partition` (pair_outcomes)."""
+    first = {tuple(sorted(p)) for p in state.node_pairs.get(partition, [])}
+    return {unit.key: ok for unit, ok in pair_outcomes(judge(the_contract, state,
+                                                             records)).items()
+            if unit.partition == partition and unit.key in first}
 
 
 def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None, say=print,
@@ -324,7 +334,8 @@ def _run_batch(system, batch, directory, state, config, dry_run, say, mode):
     report = reports / f'run-{len(list(reports.glob("run-*.json"))) + 1}.json'
     # The mode's sizes, not its choice of checks (it leaves out the screens: the contract
     # names what runs); the contract's settings after them win.
-    sizes = {m['name']: m['options'] for m in run_modes.MODES}[mode or _default_mode(system)]
+    sizes = {m['name']: m['options'] for m in run_modes.MODES}[
+        mode or run_modes.default_mode(system)]
     options = [*run_modes.execution_options(system), *sizes,
                *batch.reframe_options(system), '--report-file', str(report)]
     if dry_run:
@@ -368,9 +379,6 @@ def _every_group_has_a_job(dry_run, report):
                       f'{dry_run.partition} ({g.label}): no job written' for g in missing))
 
 
-def _default_mode(system):
-    from hpcbench.stack import machine_systems
-    return 'quick' if system in machine_systems.machine_systems() else 'full'
 
 
 VERDICTS_JSON = 'verdicts.json'
@@ -386,18 +394,13 @@ def pair_blame(verdicts, state):
     as such, not blamed."""
     second = {tuple(sorted(p)) for pairs in state.second_pairs.values() for p in pairs}
     rounds = ({}, {})
+    for unit, ok in pair_outcomes(verdicts).items():
+        rounds[unit.key in second][unit.key] = ok
     entries = {}
     for e in verdicts:
-        if e.entry.scope != 'node_pair':
-            continue
         for u in e.units:
-            if u.verdict == 'NOT_RUN':
-                # Not run (a node out of service): no evidence against either node.
-                continue
-            ok = u.verdict in ('PASS', 'WARN') and not u.slow
-            chosen = rounds[1] if u.unit.key in second else rounds[0]
-            chosen[u.unit.key] = chosen.get(u.unit.key, True) and ok
-            if not ok:
+            if e.entry.scope == 'node_pair' and u.verdict != 'NOT_RUN' and not \
+                    _pair_passed(u):
                 entries.setdefault(u.unit.key, set()).add(e.entry.fault_code)
     how = 'failed again beside a node that passed' if rounds[1] else 'of a failing pair'
     blame = {}
@@ -426,8 +429,10 @@ def write_records(directory, the_contract, state, records):
             shutil.copyfile(source, directory / name)
     (directory / 'project-commit.txt').write_text(f'{provenance.project_commit()}\n')
     verdicts = judge(the_contract, state, records)
-    (directory / VERDICTS_JSON).write_text(
-        json.dumps(outputs.as_json(state.system, verdicts), indent=1) + '\n')
+    document = outputs.as_json(state.system, verdicts)
+    # What --verify and a site's tools read back: checked against its schema first.
+    jsonschema.validate(json.loads(json.dumps(document)), outputs.JSON_SCHEMA)
+    (directory / VERDICTS_JSON).write_text(json.dumps(document, indent=1) + '\n')
     (directory / JUNIT_XML).write_text(outputs.junit_xml(state.system, verdicts))
     lines = outputs.drain_lines(verdicts, pair_blame(verdicts, state))
     (directory / DRAIN_LIST).write_text(

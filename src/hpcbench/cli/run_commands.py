@@ -20,10 +20,9 @@ def _time_per_check(args):
 
 
 def _default_mode(args):
-    """quick where the suite runs here (this machine, the testbed: HPL at 1/50 of the
-    memory), full on a paper's system, whose default run is its paper's."""
-    from hpcbench.stack import machine_systems
-    print('quick' if args.system in machine_systems.machine_systems() else 'full')
+    """The system's default mode (hpcbench.rfm.run_modes.default_mode)."""
+    from hpcbench.rfm import run_modes
+    print(run_modes.default_mode(args.system))
 
 
 def _mode_options(args):

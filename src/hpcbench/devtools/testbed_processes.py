@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from hpcbench.stack.testbed_system import layout_environment
+
 
 class TestbedError(RuntimeError):
     pass
@@ -132,14 +134,10 @@ def spawn(layout, name, argv, user=None):
     out = open(layout.log / f'{name}.out', 'ab')
     # The daemon itself as `user` (no runuser in between): the recorded PID is the daemon's.
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=environment(layout),
+                            start_new_session=True, env=layout_environment(layout),
                             user=user, group=user, extra_groups=[] if user else None)
     layout.pid_file(name).write_text(f'{proc.pid} {start_time(proc.pid)}\n')
     return proc
-
-
-def environment(layout):
-    return dict(os.environ, SLURM_CONF=str(layout.slurm_conf))
 
 
 def wait_for(what, test, timeout=30.0, log=None):
@@ -156,7 +154,7 @@ def wait_for(what, test, timeout=30.0, log=None):
 
 
 def run_command(layout, *argv, check=True):
-    done = subprocess.run(argv, capture_output=True, text=True, env=environment(layout))
+    done = subprocess.run(argv, capture_output=True, text=True, env=layout_environment(layout))
     if check and done.returncode != 0:
         raise TestbedError(f'{" ".join(argv)} failed: {done.stderr.strip() or done.stdout}')
     return done

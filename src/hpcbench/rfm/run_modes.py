@@ -47,6 +47,13 @@ def paper_run_tags(system):
     return [tag for tag, check in RUNS_OF_THEIR_OWN.items() if check in measured]
 
 
+def default_mode(system):
+    """quick where the suite runs here (this machine, the testbed: HPL at 1/50 of the
+    memory), full on a paper's system, whose default run is its paper's."""
+    from hpcbench.stack import machine_systems
+    return 'quick' if system in machine_systems.machine_systems() else 'full'
+
+
 def modes(system=None):
     """MODES as they apply to `system`, each leaving out the runs of their own
     (RUNS_OF_THEIR_OWN) but, in full mode, those its paper's run did (paper_run_tags)."""

@@ -173,12 +173,16 @@ def configured_node_count(layout):
     return int(found.group(1)) if found else 0
 
 
-def slurm_environment(system, environ=None):
+def layout_environment(layout):
+    """This process's environment with Slurm's commands pointed at `layout`'s slurm.conf."""
+    return dict(os.environ, SLURM_CONF=str(layout.slurm_conf))
+
+
+def slurm_environment(system):
     """The environment in which Slurm's commands reach `system`'s controller: the testbed's
     slurm.conf once a start has written it (as its site config points ReFrame at it);
-    another system's, this login node's own (`environ` as it is)."""
-    environ = dict(os.environ if environ is None else environ)
-    conf = Layout(state_dir()).slurm_conf
-    if system == 'testbed' and conf.exists():
-        environ['SLURM_CONF'] = str(conf)
-    return environ
+    another system's, this login node's own (the environment as it is)."""
+    layout = Layout(state_dir())
+    if system == 'testbed' and layout.slurm_conf.exists():
+        return layout_environment(layout)
+    return dict(os.environ)
