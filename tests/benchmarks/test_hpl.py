@@ -252,12 +252,26 @@ def test_a_derived_n_shrinks_to_leave_the_system_its_memory_on_small_nodes():
     planned = hpl.plan(chic, 32, 4)
     (p, q), = planned.inputs.grids
     n = planned.inputs.ns[0]
-    usable = 32 * (chic.memory_bytes - hpl.OS_RESERVE_BYTES)
+    usable = 32 * (chic.memory_bytes - chic.os_reserve_bytes)
     nb = hpl.Tuning().nbs[0]
     assert hpl.memory_needed(n, nb, p, q) <= usable
     assert n % nb == 0
     with pytest.raises(hpl.HplInputError):
         hpl.plan(chic, 32, 4, n=hpl.problem_size(32 * chic.memory_bytes, 232, p, q, 0.75))
+
+
+def test_nodes_that_keep_less_for_their_os_fit_what_the_default_reserve_refuses():
+    # The 32-node testbed: each emulated node a 32nd of a 23.4-GiB host, whose one OS's
+    # 1 GiB the nodes share; each reserving 1 GiB of its 0.73 left no HPL at all.
+    host = int(23.4 * 2**30)
+    emulated = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 << 20,
+                    memory_bytes=host // 32, clock_hz=2.45e9, flops_per_cycle=16,
+                    os_reserve_bytes=2**30 // 32)
+    planned = hpl.plan(emulated, 1, 1, sizing='tuning')
+    n = planned.inputs.ns[0]
+    assert hpl.memory_needed(n, 232, 1, 1) <= emulated.memory_bytes - emulated.os_reserve_bytes
+    with pytest.raises(hpl.HplInputError, match=r'after 1\.0 GiB per node for the system'):
+        hpl.plan(replace(emulated, os_reserve_bytes=2**30), 1, 1, sizing='tuning')
 
 
 def test_a_grid_too_skinny_for_equal_shares_still_gets_an_n_of_whole_blocks():

@@ -16,6 +16,7 @@ from hpcbench.machine import description, description_schema, from_reframe
 GIB = 1 << 30
 FIELDS = {'memory_bytes': 4 * GIB, 'clock_hz': 2.6e9, 'flops_per_cycle': 2,
           'spack_env': '/spack-envs/chic', 'num_nodes': 530, 'node_counts': [1, 2, 530],
+          'os_reserve_bytes': GIB // 2,
           'hugepages': {'pages': 3800, 'page_kib': 2048}, 'io_directory': '/lustre/x',
           'accelerators': {'vendor': 'nvidia', 'kind': 'gpu', 'model': 'NVIDIA H200',
                            'arch': 'sm_90', 'count': 2, 'memory_bytes': 150 * GIB,
@@ -41,6 +42,7 @@ def test_a_description_goes_into_extras_and_back_with_the_count_in_devices_alone
     back = from_reframe.partition_description(partition)
     assert back == made and back.gpus_per_node == 2
     assert back.node_counts == (1, 2, 530) and back.hugepages['pages'] == 3800
+    assert back.os_reserve_bytes == GIB // 2
 
 
 @pytest.mark.parametrize('change, said', [
@@ -54,6 +56,8 @@ def test_a_description_goes_into_extras_and_back_with_the_count_in_devices_alone
     (dict(node_counts=[1, 0]), 'partitions[compute].node_counts[1]: 0 is less than the '
                                'minimum of 1'),
     (dict(memory_dimm=4), 'partitions[compute]: no such field memory_dimm (the fields: '),
+    (dict(os_reserve_bytes=0), 'partitions[compute].os_reserve_bytes: 0 is less than the '
+                               'minimum of 1'),
     (dict(clock_hz=float('nan')), 'partitions[compute].clock_hz: nan is not a finite figure'),
 ])
 def test_a_wrong_description_is_one_message_naming_the_file_and_field(change, said):

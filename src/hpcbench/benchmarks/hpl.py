@@ -15,6 +15,7 @@ lines). The rules come from the papers:
 import math
 from dataclasses import dataclass, field
 from hpcbench.benchmarks.reports import Reports
+from hpcbench.core.node import DEFAULT_OS_RESERVE_BYTES
 
 
 GIB = 1 << 30
@@ -55,8 +56,6 @@ QUICK_SOLVE_SECONDS = 30.0
 QUICK_REPEATS = 2
 QUICK_SIZE_STEP = 1.04
 QUICK_MAX_MEMORY_FRACTION = 0.25
-# Memory each node keeps for the kernel and ordinary processes (T2K §4.5 left ~1 GB).
-OS_RESERVE_BYTES = 1 * GIB
 # The performance variables of every HPL job (HplBase: HplNodeScreen reports these), and
 # of HplCheck, which measures its DGEMM ceiling in the job too (reframe-checks/hpl.py; the
 # tuning sweep reports sweep_variables()).
@@ -231,8 +230,9 @@ def memory_needed(n, nb, p, q, depth=1):
 
 
 def check_fits(n, nb, p, q, depth, num_nodes, node_memory_bytes,
-               reserve_bytes=OS_RESERVE_BYTES):
-    """Refuse an N whose HPL would not fit in the nodes' memory (less the OS reserve)."""
+               reserve_bytes=DEFAULT_OS_RESERVE_BYTES):
+    """Refuse an N whose HPL would not fit in the nodes' memory (less the OS reserve: the
+    node's os_reserve_bytes)."""
     needed = memory_needed(n, nb, p, q, depth)
     available = num_nodes * (node_memory_bytes - reserve_bytes)
     if needed > available:
@@ -245,12 +245,13 @@ def check_fits(n, nb, p, q, depth, num_nodes, node_memory_bytes,
     return needed
 
 
-def fitting_size(n, nb, p, q, depth, num_nodes, node_memory_bytes):
+def fitting_size(n, nb, p, q, depth, num_nodes, node_memory_bytes,
+                 reserve_bytes=DEFAULT_OS_RESERVE_BYTES):
     """`n`, or the largest smaller multiple of its granule (block_granule) that fits beside
     the OS reserve: on small nodes (CHiC's 4 GiB) 75 % of the memory for the matrix leaves
     too little for the system and HPL's buffers."""
     granule = block_granule(n, nb, p, q)
-    available = num_nodes * (node_memory_bytes - OS_RESERVE_BYTES)
+    available = num_nodes * (node_memory_bytes - reserve_bytes)
     while n > granule and memory_needed(n, nb, p, q, depth) > available:
         n -= granule
 
@@ -285,7 +286,7 @@ def quick_sizes(node, num_nodes, nb, p, q, depth=1):
     blocks per process row or column."""
     total = num_nodes * node.memory_bytes
     n = fitting_size(problem_size(total, nb, p, q, QUICK_MAX_MEMORY_FRACTION), nb, p, q, depth,
-                     num_nodes, node.memory_bytes)
+                     num_nodes, node.memory_bytes, node.os_reserve_bytes)
     smallest = 8 * nb * max(p, q)
     sizes = []
     while n >= smallest and (not sizes or n < sizes[-1]):
@@ -418,7 +419,8 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
         if fraction is None:
             fraction = memory_fraction(sizing, num_nodes)
         n = min(fitting_size(problem_size(total_memory, nb, p, q, fraction), nb, p, q, depth,
-                             num_nodes, node.memory_bytes) for p, q in grids)
+                             num_nodes, node.memory_bytes, node.os_reserve_bytes)
+                for p, q in grids)
 
     if n < 1:
         raise HplInputError(f'HPL N must be positive, not {n}')
@@ -426,8 +428,8 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
     if repeats < 1:
         raise HplInputError(f'HPL repeats must be at least 1, not {repeats}')
 
-    needed = max(check_fits(n, nb, p, q, depth, num_nodes, node.memory_bytes)
-                 for p, q in grids)
+    needed = max(check_fits(n, nb, p, q, depth, num_nodes, node.memory_bytes,
+                            node.os_reserve_bytes) for p, q in grids)
     inputs = Inputs(ns=(n,) * repeats, grids=grids, tuning=tuning)
     rpeak = node.peak_flops_of(num_nodes)
     return Plan(inputs, num_nodes, needed, rpeak,

@@ -19,6 +19,11 @@ from dataclasses import dataclass
 READ_CACHE_POLICIES = ('size', 'reorder', 'direct', 'drop-caches')
 
 
+# Memory each node keeps for the kernel and ordinary processes unless its description says
+# otherwise (T2K §4.5 left ~1 GB); emulated nodes sharing one host keep their share of it.
+DEFAULT_OS_RESERVE_BYTES = 2**30
+
+
 class NodeDescriptionError(ValueError):
     pass
 
@@ -35,6 +40,8 @@ class Node:
     # A partition of mixed clocks (TSUBAME's grid: 16 nodes at 2.6 GHz among 2.4-GHz ones):
     # ((nodes, clock_hz), ...) in the order a run takes them; () when all run at clock_hz.
     node_clocks: tuple = ()
+    # What a job cannot have of memory_bytes (the kernel, daemons, ordinary processes).
+    os_reserve_bytes: int = DEFAULT_OS_RESERVE_BYTES
 
     @property
     def core_peak_flops(self):
@@ -72,7 +79,7 @@ REQUIRED_FACTS = ('memory_bytes', 'clock_hz', 'flops_per_cycle')
 
 def from_partition(processor, facts, where='partition'):
     """Node from a ReFrame processor dict (``partition.processor.info``) and the partition's
-    facts (REQUIRED_FACTS, node_clocks);
+    facts (REQUIRED_FACTS, node_clocks, os_reserve_bytes);
     NodeDescriptionError naming `where` for one that is not (fields missing, of another
     type, counts that are none)."""
     try:
@@ -110,6 +117,7 @@ def _from_partition(processor, facts, where):
         clock_hz=float(facts['clock_hz']),
         flops_per_cycle=int(facts['flops_per_cycle']),
         node_clocks=_node_clocks(facts.get('node_clocks'), where),
+        os_reserve_bytes=int(facts.get('os_reserve_bytes') or DEFAULT_OS_RESERVE_BYTES),
     )
 
 

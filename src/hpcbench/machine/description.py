@@ -29,6 +29,8 @@ class PartitionDescription:
     node_clocks: tuple = ()         # ((nodes, clock_hz), ...): a partition of mixed clocks
     node_counts: Optional[tuple] = None     # the counts the multi-node checks run at
     memory_bandwidth_bytes: object = None
+    # Memory a job cannot have (hpcbench.core.node.DEFAULT_OS_RESERVE_BYTES when not said).
+    os_reserve_bytes: Optional[int] = None
     memory_dimms: Optional[int] = None
     binding: Optional[dict] = None  # hpcbench.core.layout.BINDING_KEYS
     hugepages: Optional[dict] = None    # {'pages': per node, 'page_kib': their size}

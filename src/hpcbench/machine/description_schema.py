@@ -59,6 +59,7 @@ SCHEMA = {
             'maxItems': 2}},
         'node_counts': {'type': 'array', 'items': _COUNT, 'minItems': 1},
         'memory_bandwidth_bytes': {'type': ['number', 'object']},
+        'os_reserve_bytes': _BYTES,
         'memory_dimms': _COUNT,
         'binding': {'type': 'object', 'properties': {
             'tool': {'enum': ['numactl', 'taskset']},
@@ -104,7 +105,7 @@ STACK_SCHEMA = {
 # reviews and corrects): the system, and per Slurm partition what SCHEMA has of its nodes
 # beside what the scheduler says (its GRES, the options every job needs).
 _SHARED = ('num_nodes', 'memory_bytes', 'clock_hz', 'clock_source', 'flops_per_cycle',
-           'quiet_node', 'io_directory')
+           'quiet_node', 'io_directory', 'os_reserve_bytes')
 CLUSTER_SCHEMA = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
     'title': 'hpcbench description of a Slurm cluster (hpcbench new-system)',

@@ -45,6 +45,7 @@ def _partition(where, system, entry, access, environs):
          'clock_source': entry.get('clock_source', 'the description'),
          'flops_per_cycle': entry['flops_per_cycle'],
          'quiet_node': entry.get('quiet_node') or None,
+         'os_reserve_bytes': entry.get('os_reserve_bytes'),
          **gpu_fields, **io},
         descr=entry['descr'], scheduler=system['scheduler'], launcher=system['launcher'],
         access=[f'--partition={entry["slurm_partition"]}', *access],

@@ -36,7 +36,8 @@ def partition_node(partition):
     return node.from_partition(partition.processor.info, {
         'memory_bytes': described.memory_bytes, 'clock_hz': described.clock_hz,
         'flops_per_cycle': described.flops_per_cycle,
-        'node_clocks': [list(g) for g in described.node_clocks]}, partition.fullname)
+        'node_clocks': [list(g) for g in described.node_clocks],
+        'os_reserve_bytes': described.os_reserve_bytes}, partition.fullname)
 
 
 def configured_nodes():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hpcbench.core import gpu_topology as gpu_topology_facts
 from hpcbench.core import paths
+from hpcbench.core.node import DEFAULT_OS_RESERVE_BYTES
 from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
 DEFAULT_NODES = 3
@@ -138,10 +139,11 @@ def node_memory_bytes(nodes):
 
 def node_facts(nodes):
     """The description of one of `nodes` emulated nodes (hpcbench.machine.description): the
-    host's clock and flop/cycle, its share of the memory, and the node count. The emulated nodes
-    share one host, whose other nodes' jobs and daemons are always busy: no quiet-node
-    check (hpcbench.core.quiet_node)."""
+    host's clock and flop/cycle, its share of the memory and of the memory its one OS keeps,
+    and the node count. The emulated nodes share one host, whose other nodes' jobs and
+    daemons are always busy: no quiet-node check (hpcbench.core.quiet_node)."""
     return {**host.partition_facts(), 'memory_bytes': node_memory_bytes(nodes),
+            'os_reserve_bytes': DEFAULT_OS_RESERVE_BYTES // nodes,
             'num_nodes': nodes, 'quiet_node': {'action': 'off'}}
 
 
