@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench.rfm.plugins import Samples
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / 'fixtures'
 BIN = Path(sys.executable).parent
@@ -255,3 +257,98 @@ def a100_node_pair_record(tmp_path, cut=None):
             aggregate.get(variable, statistics.median)(values), 0, None, None,
             units[variable], 'pass'] for variable, values in test.samples.items()}}
     return json.loads(json.dumps({'runs': [{'testcases': [stored]}]}))
+
+
+class CheckUnderTest(types.SimpleNamespace):
+    """A GPU check (reframe-checks/babelstream.py, gpu_dgemm.py, ...) over a job's output
+    `output` in `stagedir`, its sanity and samples its own methods, ReFrame's test left out."""
+    record_samples = Samples.record_samples
+    record_device_samples = Samples.record_device_samples
+    record_aggregation = Samples.record_aggregation
+    withhold_figure = Samples.withhold_figure
+    _withhold = Samples._withhold
+
+    def __init__(self, check, stagedir, output, **attrs):
+        (stagedir / 'rfm_job.out').write_text(output)
+        # A partition without a GPU topology unless the test gives one.
+        attrs.setdefault('current_partition', described_partition())
+        super().__init__(samples={}, aggregation={}, flagged={}, device_figures={},
+                         unique_name='under test',
+                         stagedir=str(stagedir), stdout='rfm_job.out', **attrs)
+        self.perf_variables = dict.fromkeys(n for n, v in vars(check).items()
+                                            if getattr(v, '_rfm_perf_fn', False)) or _Every()
+        for name in ('rank_outputs', 'each_rank', 'power_of', 'median', 'percent', 'gpus',
+                     'gpu_topology', 'record_gpu_samples'):
+            if hasattr(check, name):
+                setattr(self, name, types.MethodType(getattr(check, name), self))
+
+
+class _Every:
+    """Every variable, but those withheld."""
+    def __init__(self):
+        self.withheld = set()
+
+    def __contains__(self, name):
+        return name not in self.withheld
+
+    def __delitem__(self, name):
+        self.withheld.add(name)
+
+
+# The GPU checks' jobs as they ran on the H200 node lent to this project, three of each
+# (tests/fixtures/gpu/h200-jobs/README.md).
+H200_JOBS = FIXTURES / 'gpu' / 'h200-jobs'
+H200_JOB_SETTINGS = {
+    'BabelStreamCheck': dict(num_tasks=1, elements=536870912, num_times=100,
+                             datasheet_bandwidth=4800e9),
+    'GpuDgemmCheck': dict(num_tasks=1, repeats=122, peak=67e12, sampled=True),
+    'HostDeviceBandwidthCheck': dict(num_tasks=1, copy_bytes=1 << 30, repeats=10,
+                                     link_bandwidth=64e9),
+}
+
+
+def h200_job(name):
+    """The job's output as it ran on the H200 node (its quiet-node line, then rank 0)."""
+    return (H200_JOBS / f'{name}.out').read_text()
+
+
+def h200_gpu_session(tmp_path, check_name, scale=None):
+    """A stored session of the check's three real jobs on the H200 node (one GPU, `vm:gpu0`),
+    each through the check's own sanity function, stored as ReFrame stores a test case
+    (through JSON). `scale`: {figure: factor} each job's figures are multiplied by (a
+    fault)."""
+    import json
+    import statistics
+    import reframe.utility.sanity as sn
+    from hpcbench.benchmarks import reports
+    check = check_classes_of({'BabelStreamCheck': 'babelstream.py',
+                              'GpuDgemmCheck': 'gpu_dgemm.py',
+                              'HostDeviceBandwidthCheck': 'host_device_bandwidth.py'}[
+                                  check_name])[check_name]
+    sanity = {'BabelStreamCheck': 'every_gpu_validates', 'GpuDgemmCheck': 'every_product_verified',
+              'HostDeviceBandwidthCheck': 'every_copy_verified'}[check_name]
+    units = reports.declared()[check_name].units
+    cases = []
+    for job in (1, 2, 3):
+        stage = tmp_path / f'{check_name}-{job}'
+        stage.mkdir(parents=True)
+        if check_name == 'GpuDgemmCheck':
+            (stage / 'power-rank-0.csv').write_text(
+                (H200_JOBS / f'GpuDgemmCheck-{job}.power-rank-0.csv').read_text())
+        test = CheckUnderTest(check, stage, h200_job(f'{check_name}-{job}'),
+                              **H200_JOB_SETTINGS[check_name])
+        assert sn.evaluate(getattr(check, sanity)(test))
+        for figure, factor in (scale or {}).items():
+            test.samples[figure] = [v * factor for v in test.samples[figure]]
+            for figures in test.device_figures.values():
+                figures[figure] *= factor
+        cases.append({
+            'name': check_name, 'display_name': check_name, 'system': 'h200',
+            'partition': 'gpu', 'environ': 'openmpi', 'result': 'pass', 'fixture': False,
+            'job_nodelist': ['vm'], 'samples': test.samples, 'aggregation': test.aggregation,
+            'device_figures': test.device_figures,
+            'perfvalues': {f'h200:gpu:{name}': [statistics.median(values), 0, None, None,
+                                                 units[name], 'pass']
+                           for name, values in test.samples.items() if values}})
+    return json.loads(json.dumps({'runs': [{'testcases': [case]} for case in cases]}))
+

@@ -60,13 +60,34 @@ def test_a_draft_from_a_stored_screen_commits_every_node_at_a_share_of_their_med
 
 def test_a_system_with_nothing_to_draw_from_is_one_message(tmp_path, monkeypatch):
     monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
+    # This host as a node without GPUs, whatever it has.
+    monkeypatch.setenv('HPCBENCH_NVIDIA_SMI', '/bin/false')
     done = subprocess.run([str(BIN / 'hpcbench'), 'contract', 'init', 'local', '--output',
                            str(tmp_path / 'local.yaml')], capture_output=True, text=True,
                           cwd=ROOT)
     assert done.returncode == 2
-    assert done.stderr.startswith("error: local has no paper's figures and no stored session "
-                                  'to draw a contract from'), done.stderr
+    assert "error: local has no paper's figures, no GPU of a published model and no stored " \
+           'session to draw a contract from' in done.stderr, done.stderr
     assert not (tmp_path / 'local.yaml').exists()
+
+
+def test_a_cluster_of_gpu_nodes_and_no_baseline_is_drafted_from_what_is_published(
+        tmp_path, monkeypatch):
+    """The testbed's GPU nodes are eight H100 SXMs each (their GRES and topology): with no
+    stored session, its draft commits them to Azure's ND H100 v5 figures, and its datasheet
+    at 0.75 where Azure commits none; nothing for its CPU partitions."""
+    monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
+    done = subprocess.run([str(BIN / 'hpcbench'), 'contract', 'init', 'testbed', '--output',
+                           str(tmp_path / 'testbed.yaml')], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    read = contract.load(tmp_path / 'testbed.yaml', 'testbed')
+    assert {e.partitions for e in read.entries} == {('gpu',)}
+    committed = {(e.check, e.figure): (e.scope, e.committed.value, e.source.kind)
+                 for e in read.entries}
+    assert committed[('NcclTestsCheck', 'busbw')] == ('node', 460.0, 'published')
+    assert committed[('DeviceBufferPairCheck', 'bandwidth')] == ('gpu_pair', 335.0, 'published')
+    assert committed[('BabelStreamCheck', 'triad_bandwidth')] == ('gpu', 2512.0, 'datasheet')
 
 
 @pytest.mark.parametrize('system', PAPERS)

@@ -8,15 +8,14 @@ before, and the DGEMM's lines as the CPU's dgemm-rate printed them here (the GPU
 prints the same, after its device line) with the H100 node's real power trace beside them.
 Several GPUs of a node are the node's real outputs side by side."""
 import re
-import types
 
 import pytest
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-from conftest import FIXTURES, check_classes_of, described_partition
+from conftest import (FIXTURES, H200_JOBS, CheckUnderTest, check_classes_of,
+                      described_partition, h200_job as _h200_job)
 from hpcbench.core import accelerators, gpu_ranks
-from hpcbench.rfm.plugins import Samples
 from test_babelstream import CSV_RUN, MUTATIONS as BABELSTREAM_MUTATIONS
 
 DGEMM_RUN = (FIXTURES / 'dgemm' / 'local-2-cores.out').read_text()
@@ -26,12 +25,6 @@ H100_TRACE = (FIXTURES / 'gpu' / 'h100' / 'power-during-probe.csv').read_text()
 CALLS = ('2026/11/26 11:22:24.339', '2026/11/26 11:22:31.000')
 
 
-H200_JOBS = FIXTURES / 'gpu' / 'h200-jobs'
-
-
-def _h200_job(name):
-    """The job's output as it ran on the H200 node (its quiet-node line, then rank 0)."""
-    return (H200_JOBS / f'{name}.out').read_text()
 
 
 def _h200_rank(name):
@@ -47,40 +40,6 @@ def _job(*sections):
     """A job's output: each rank's section as the wrapper heads it, in rank order."""
     return ''.join(f'== rank {rank}: GPU {rank} on gpu-node\n{text}'
                    for rank, text in enumerate(sections))
-
-
-class CheckUnderTest(types.SimpleNamespace):
-    record_samples = Samples.record_samples
-    record_device_samples = Samples.record_device_samples
-    record_aggregation = Samples.record_aggregation
-    withhold_figure = Samples.withhold_figure
-    _withhold = Samples._withhold
-
-    def __init__(self, check, stagedir, output, **attrs):
-        (stagedir / 'rfm_job.out').write_text(output)
-        # A partition without a GPU topology unless the test gives one.
-        attrs.setdefault('current_partition', described_partition())
-        super().__init__(samples={}, aggregation={}, flagged={}, device_figures={},
-                         unique_name='under test',
-                         stagedir=str(stagedir), stdout='rfm_job.out', **attrs)
-        self.perf_variables = dict.fromkeys(n for n, v in vars(check).items()
-                                            if getattr(v, '_rfm_perf_fn', False)) or _Every()
-        for name in ('rank_outputs', 'each_rank', 'power_of', 'median', 'percent', 'gpus',
-                     'gpu_topology', 'record_gpu_samples'):
-            if hasattr(check, name):
-                setattr(self, name, types.MethodType(getattr(check, name), self))
-
-
-class _Every:
-    """Every variable, but those withheld."""
-    def __init__(self):
-        self.withheld = set()
-
-    def __contains__(self, name):
-        return name not in self.withheld
-
-    def __delitem__(self, name):
-        self.withheld.add(name)
 
 
 @pytest.fixture(scope='module')

@@ -8,7 +8,11 @@ with its source, for the site to edit to what was committed:
   test case, committed at `factor` (0.9) times the median over its nodes; a case that ran on
   one node (ReFrame's --distribute, or a one-node partition) becomes a node entry judged on
   every node, each GPU's and each GPU pair's figures GPU and GPU-pair entries, any other a
-  partition entry.
+  partition entry;
+- a system's NVIDIA GPUs of a model with a datasheet (references/datasheets), for what no
+  baseline measured: what Azure's node health checks commit a node of eight of them to
+  (all_reduce's bus bandwidth, pinned copies, GPU pairs), else DATASHEET_SHARE of the
+  datasheet (memory bandwidth, FP64 peak, host link, the slowest GPU-to-GPU link).
 
 The draft is checked as any contract is (hpcbench.acceptance.contract.from_data) before it
 is written: a draft the schema refuses is never written."""
@@ -133,6 +137,137 @@ def from_peaks(system, configured):
     return entries
 
 
+# The share of a GPU's datasheet figure a draft commits to: Azure's node health checks
+# (github.com/Azure/azurehpc-health-checks) commit 0.75 of the datasheets' link rates,
+# 48 of PCIe 5's 64 GB/s (ND H100 v5, ND H200 v5: `check_gpu_bw 48 335`), 24 of PCIe 4's
+# 32 GB/s (ND A100 v4: `check_cuda_bw 24`), 335 of NVLink 4's 450 GB/s each way; the H200
+# this project was lent measured 82 % of its memory bandwidth (BabelStream triad) and 89 %
+# of its FP64 matrix peak (tests/fixtures/gpu/h200-jobs), both above it.
+DATASHEET_SHARE = 0.75
+_AZURE_NHC = ('Azure node health checks (github.com/Azure/azurehpc-health-checks), '
+              '{path}, commit {commit}: `{line}`')
+# What Azure's health checks commit one node of eight GPUs of a model to (its VM size's
+# file), as {(datasheet model, GPUs per node): [(check, figure, parameters, settings, scope,
+# GB/s, fault code, its file, commit, its line)]}: all_reduce's bus bandwidth at 16 GiB
+# (nccl-tests' `-b 16G -e 16G`: what `check_nccl_allreduce` reads, its `Avg bus bandwidth`
+# of that one size) and, where the file gives them, each GPU's pinned copies both ways and
+# each pair's copy (nvbandwidth's memcpy copy engines: `check_gpu_bw H2D P2P`).
+_ND_V5 = ('conf/nd96isr_h200_v5.conf', '13fa400b10f5')
+_ND_H100_V5 = ('conf/nd96isr_h100_v5.conf', '7e6ac7796e43')
+_ND_A100_V4 = ('conf/nd96amsr_a100_v4.conf', '2a20aecf0371')
+_ALL_REDUCE = ('NcclTestsCheck', 'busbw', {'collective': 'all_reduce'},
+               {'min_bytes': 16 << 30, 'max_bytes': 16 << 30}, 'node')
+_COPIES = [('HostDeviceBandwidthCheck', figure, {}, {}, 'gpu')
+           for figure in ('host_to_device_pinned', 'device_to_host_pinned')]
+_PAIR_COPY = ('DeviceBufferPairCheck', 'bandwidth', {'path': 'intra-node'}, {}, 'gpu_pair')
+PUBLISHED_NODE_FIGURES = {
+    ('H200 SXM', 8): [(*_ALL_REDUCE, 431.0, 'NHC2010', *_ND_V5,
+                       'check_nccl_allreduce 431.0 1 ... 16G'),
+                      *[(*c, 48.0, 'NHC2020', *_ND_V5, 'check_gpu_bw 48 335') for c in _COPIES],
+                      (*_PAIR_COPY, 335.0, 'NHC2020', *_ND_V5, 'check_gpu_bw 48 335')],
+    ('H100 SXM', 8): [(*_ALL_REDUCE, 460.0, 'NHC2010', *_ND_H100_V5,
+                       'check_nccl_allreduce 460.0 1 ... 16G'),
+                      *[(*c, 48.0, 'NHC2020', *_ND_H100_V5, 'check_gpu_bw 48 335')
+                        for c in _COPIES],
+                      (*_PAIR_COPY, 335.0, 'NHC2020', *_ND_H100_V5, 'check_gpu_bw 48 335')],
+    ('A100 80GB SXM', 8): [(*_ALL_REDUCE, 228.0, 'NHC2010', *_ND_A100_V4,
+                            'check_nccl_allreduce 228.0 10 ... 16G'),
+                           *[(*c, 24.0, 'NHC2020', *_ND_A100_V4, 'check_cuda_bw 24')
+                             for c in _COPIES]],
+}
+_GPU_ACTIONS = {
+    'node': 'rerun it on the node; if it stays short, drain the node and check its NVLink '
+            'and NVSwitch state (nvidia-smi nvlink --status) and its GPUs\' clocks',
+    'gpu': 'rerun it on the GPU; if it stays short, drain the node and have the GPU (its '
+           'clocks, its slot\'s PCIe width and speed, its memory errors) looked at',
+    'gpu_pair': 'rerun it on the pair; if it stays short, drain the node and check the '
+                'pair\'s NVLinks (nvidia-smi nvlink --status)',
+}
+
+
+def _min_pair_bandwidth(accelerators, sheet):
+    """(bytes/s each way, what) of the slowest link between two of the node's GPUs, from
+    its described topology, else every pair at the datasheet's whole NVLink rate (an
+    NVSwitch), else at the host link's."""
+    from hpcbench.core import gpu_topology
+    links = ((accelerators.get('topology') or {}).get('links')) or []
+    rates = [gpu_topology.pair_bandwidth(path, sheet)
+             for i, row in enumerate(links) for j, path in enumerate(row) if j > i]
+    if rates and all(rate for rate, _ in rates):
+        return min(rates)
+    if sheet.get('nvlink_bandwidth'):
+        return sheet['nvlink_bandwidth'], f'{sheet.get("nvlink") or "NVLink"}, all links'
+    if sheet.get('host_link_bandwidth'):
+        return sheet['host_link_bandwidth'], sheet.get('host_link') or 'PCIe'
+    return None, 'no link rate in the datasheet'
+
+
+def _gpu_entry(check, figure, params, settings, scope, partition, value, source, fault):
+    return {
+        'id': _entry_id(check, figure, partition, scope),
+        'check': check, 'figure': figure, **({'parameters': params} if params else {}),
+        'scope': scope, 'partitions': [partition],
+        'committed': {'value': float(f'{value:.4g}'), 'unit': 'GB/s' if check != 'GpuDgemmCheck'
+                      else 'TFLOP/s', 'direction': 'at_least', 'tolerance': 0.05},
+        'rule': {'every': True},
+        **({'run_rules': {'settings': dict(settings)}} if settings else {}),
+        'source': source,
+        'fault': {'code': fault, 'action': _GPU_ACTIONS[scope]},
+    }
+
+
+def from_gpus(configured):
+    """Entries of each GPU partition's nodes, GPUs and GPU pairs from what is published of
+    its GPUs' model (`configured`: the partitions as ReFrame shows them, each GPU's datasheet
+    in its description): Azure's health checks' figures for a node of eight of the model
+    (PUBLISHED_NODE_FIGURES), and DATASHEET_SHARE of the datasheet's memory bandwidth
+    (BabelStream's triad), FP64 matrix peak (the DGEMM), host link (pinned copies) and
+    slowest GPU-to-GPU link (a pair's device-buffer copy) where nothing is published."""
+    entries = []
+    for p in configured:
+        accelerators = (p.get('extras') or {}).get('accelerators') or {}
+        sheet = accelerators.get('datasheet') or {}
+        gpus = sum(d.get('num_devices', 1) for d in p.get('devices', [])
+                   if d.get('type') == 'gpu')
+        if not (sheet and gpus) or accelerators.get('vendor') != 'nvidia':
+            continue
+        published = {}
+        for (check, figure, params, settings, scope, value, fault, path, commit,
+             line) in PUBLISHED_NODE_FIGURES.get((sheet['model'], gpus), []):
+            published[(check, figure)] = _gpu_entry(
+                check, figure, params, settings, scope, p['name'], value,
+                {'kind': 'published', 'cite': _AZURE_NHC.format(path=path, commit=commit,
+                                                                line=line),
+                 'figure': value, 'factor': 1.0}, fault)
+        pair_rate, pair_what = _min_pair_bandwidth(accelerators, sheet) if gpus > 1 else \
+            (None, '')
+        drawn = [
+            ('BabelStreamCheck', 'triad_bandwidth', 'gpu', sheet.get('memory_bandwidth'),
+             'memory bandwidth', 'GPU-MEMORY'),
+            ('GpuDgemmCheck', 'tflops', 'gpu',
+             sheet.get('fp64_tensor_flops') or sheet.get('fp64_flops'), 'FP64 peak',
+             'GPU-DGEMM'),
+            *[('HostDeviceBandwidthCheck', figure, 'gpu', sheet.get('host_link_bandwidth'),
+               f'{sheet.get("host_link") or "host link"}, each direction', 'GPU-HOST-LINK')
+              for figure in ('host_to_device_pinned', 'device_to_host_pinned')],
+            ('DeviceBufferPairCheck', 'bandwidth', 'gpu_pair', pair_rate,
+             f'slowest GPU-to-GPU link ({pair_what}), each way', 'GPU-PAIR-LINK'),
+        ]
+        for check, figure, scope, rate, what, fault in drawn:
+            if (check, figure) in published or not rate:
+                continue
+            scale = 1e12 if check == 'GpuDgemmCheck' else 1e9
+            params = {'path': 'intra-node'} if check == 'DeviceBufferPairCheck' else {}
+            published[(check, figure)] = _gpu_entry(
+                check, figure, params, {}, scope, p['name'], DATASHEET_SHARE * rate / scale,
+                {'kind': 'datasheet', 'cite': f'{sheet["model"]}: {what}, '
+                 f'{rate / scale:g} {"TFLOP/s" if scale == 1e12 else "GB/s"} '
+                 f'({sheet.get("source", "its datasheet")})',
+                 'figure': float(f'{rate / scale:.6g}'), 'factor': DATASHEET_SHARE}, fault)
+        entries.extend(published.values())
+    return _unique(entries)
+
+
 def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
     """Entries of each figure of stored sessions (a baseline: one session's record, or a
     list of them), at `factor` times the median over the nodes (the GPUs, the pairs) of all
@@ -202,23 +337,37 @@ def draft(system, baseline=None, factor=DEFAULT_FACTOR, checks=None, settings=()
                      'the share of its peak the papers\' systems reached on one node '
                      '(hpcbench contract init): edit to what was committed.')
     else:
+        from hpcbench.acceptance.runner import configured_partitions
+        published = [e for e in from_gpus(configured_partitions(system))
+                     if not checks or e['check'] in checks]
         config = results_db.site_config(system)
         if not baseline:
             stored = results_db.latest_session(config)
-            if stored is None:
-                raise RuntimeError(f'{system} has no paper\'s figures and no stored session to '
-                                   'draw a contract from: run it first (make run SYSTEM='
-                                   f'{system}), or write contracts/{system}.yaml by hand')
-            baseline = [results_db.uuid_of(stored)]
+            if stored is None and not published:
+                raise RuntimeError(f'{system} has no paper\'s figures, no GPU of a published '
+                                   'model and no stored session to draw a contract from: run '
+                                   f'it first (make run SYSTEM={system}), or write '
+                                   f'contracts/{system}.yaml by hand')
+            baseline = [results_db.uuid_of(stored)] if stored is not None else []
         sessions = []
         for uuid in baseline:
             data = results_db.session(config, uuid)
             if not isinstance(data, dict):
                 data = results_db.Store(config).decoded(results_db.uuid_of(data))
             sessions.append(data)
-        entries = from_session(system, sessions, factor, checks)
-        about = (f'Drawn from a stored session of {system} at {factor:g} x its medians '
-                 '(hpcbench contract init): edit to what was committed.')
+        entries = from_session(system, sessions, factor, checks) if sessions else []
+        # What the GPUs' vendor and a cloud publish, for what the baseline did not measure.
+        measured_already = {(e['check'], e['figure'], e['scope'], tuple(e['partitions']))
+                            for e in entries}
+        entries += [e for e in published if (e['check'], e['figure'], e['scope'],
+                                              tuple(e['partitions'])) not in measured_already]
+        entries = _unique(entries)
+        about = ' '.join(filter(None, [
+            sessions and f'Drawn from a stored session of {system} at {factor:g} x its '
+                         'medians.',
+            published and f'Its GPUs: what Azure\'s health checks commit a node of their '
+                          f'model to, else {DATASHEET_SHARE:g} x their datasheet.',
+            '(hpcbench contract init): edit to what was committed.']))
     if not entries:
         raise RuntimeError(f'nothing of {system} to draw a contract from')
     for setting in settings:
