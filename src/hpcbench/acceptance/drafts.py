@@ -22,6 +22,7 @@ import statistics
 import yaml
 
 from hpcbench.acceptance import contract as contracts
+from hpcbench.benchmarks.reports import declared
 from hpcbench.results import measured, references, results_db
 
 DEFAULT_FACTOR = 0.9
@@ -144,6 +145,8 @@ def from_peaks(system, configured):
 # this project was lent measured 82 % of its memory bandwidth (BabelStream triad) and 89 %
 # of its FP64 matrix peak (tests/fixtures/gpu/h200-jobs), both above it.
 DATASHEET_SHARE = 0.75
+# A datasheet's figures are in base units (bytes/s, FLOP/s); the checks report in these.
+_BASE_UNITS = {'GB/s': 1e9, 'TFLOP/s': 1e12}
 _AZURE_NHC = ('Azure node health checks (github.com/Azure/azurehpc-health-checks), '
               '{path}, commit {commit}: `{line}`')
 # What Azure's health checks commit one node of eight GPUs of a model to (its VM size's
@@ -207,8 +210,9 @@ def _gpu_entry(check, figure, params, settings, scope, partition, value, source,
         'id': _entry_id(check, figure, partition, scope),
         'check': check, 'figure': figure, **({'parameters': params} if params else {}),
         'scope': scope, 'partitions': [partition],
-        'committed': {'value': float(f'{value:.4g}'), 'unit': 'GB/s' if check != 'GpuDgemmCheck'
-                      else 'TFLOP/s', 'direction': 'at_least', 'tolerance': 0.05},
+        'committed': {'value': float(f'{value:.4g}'),
+                      'unit': declared()[check].unit_of(figure, params),
+                      'direction': 'at_least', 'tolerance': 0.05},
         'rule': {'every': True},
         **({'run_rules': {'settings': dict(settings)}} if settings else {}),
         'source': source,
@@ -256,14 +260,14 @@ def from_gpus(configured):
         for check, figure, scope, rate, what, fault in drawn:
             if (check, figure) in published or not rate:
                 continue
-            scale = 1e12 if check == 'GpuDgemmCheck' else 1e9
             params = {'path': 'intra-node'} if check == 'DeviceBufferPairCheck' else {}
+            unit = declared()[check].unit_of(figure, params)
+            rate /= _BASE_UNITS[unit]
             published[(check, figure)] = _gpu_entry(
-                check, figure, params, {}, scope, p['name'], DATASHEET_SHARE * rate / scale,
-                {'kind': 'datasheet', 'cite': f'{sheet["model"]}: {what}, '
-                 f'{rate / scale:g} {"TFLOP/s" if scale == 1e12 else "GB/s"} '
+                check, figure, params, {}, scope, p['name'], DATASHEET_SHARE * rate,
+                {'kind': 'datasheet', 'cite': f'{sheet["model"]}: {what}, {rate:g} {unit} '
                  f'({sheet.get("source", "its datasheet")})',
-                 'figure': float(f'{rate / scale:.6g}'), 'factor': DATASHEET_SHARE}, fault)
+                 'figure': float(f'{rate:.6g}'), 'factor': DATASHEET_SHARE}, fault)
         entries.extend(published.values())
     return _unique(entries)
 
