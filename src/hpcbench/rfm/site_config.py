@@ -6,6 +6,7 @@ partitions and environments are hpcbench.rfm.site_partitions and site_environmen
 import sys
 
 from hpcbench.core import paths, run_lock
+from hpcbench.rfm import deprecation_walk
 from hpcbench.rfm.run_modes import LOCAL_POLL_RATE_MIN, modes
 from hpcbench.rfm.site_guards import VAR, refuse_unsafe_job_values, take_var_for_this_run
 
@@ -39,11 +40,15 @@ def _log_file():
     return {'name': f'{VAR}/logs/reframe-query.log'}
 
 
-def site(systems, environments):
-    """A complete ReFrame configuration around the given systems and environments."""
+def site(systems, environments, scheduler_here=False):
+    """A complete ReFrame configuration around the given systems and environments.
+    `scheduler_here`: its scheduler answers on this machine (the testbed's Slurm), as a
+    `local` partition's jobs do: ReFrame looks at its jobs as often as at those."""
     # A dry run measures nothing: no perflog line, no stored session, no run report among
     # the runs' (its report, of the job scripts it wrote, is var/dry-run-report.json).
     dry_run = '--dry-run' in sys.argv
+    # Before ReFrame logs its first test (hpcbench.rfm.deprecation_walk says why).
+    deprecation_walk.install()
     take_var_for_this_run()
     # ReFrame opens its log file in VAR before it creates any directory of its own.
     try:
@@ -71,7 +76,8 @@ def site(systems, environments):
         # Each system's own (its paper's run: modes()), for --mode and --ci-generate.
         'modes': system_modes,
         'general': [{
-            **({'poll_rate_min': LOCAL_POLL_RATE_MIN} if schedulers == {'local'} else {}),
+            **({'poll_rate_min': LOCAL_POLL_RATE_MIN}
+               if scheduler_here or schedulers == {'local'} else {}),
             'topology_prefix': str(paths.TOPOLOGY_DIR),
             'report_file': (f'{VAR}/dry-run-report.json' if dry_run
                             else f'{VAR}/reports/run-report-{{sessionid}}.json'),
