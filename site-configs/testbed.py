@@ -94,4 +94,6 @@ site_configuration = site_config.site(
         ],
     }],
     environments=ENVIRONMENTS,
+    # Its Slurm controller runs on this machine: a look at the jobs costs little.
+    scheduler_here=True,
 )

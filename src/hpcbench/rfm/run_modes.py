@@ -92,5 +92,6 @@ def execution_options(system):
 # default slows to one look in 10 s: a one-minute HPL job then ended up to 9 s before
 # ReFrame saw it, and the next waited (the durations of make run's jobs fell on ReFrame's
 # polling ticks: four HPL jobs 55.4 s, four 63.7 s). Where jobs run on this machine a look
-# costs a waitpid; a cluster's scheduler keeps ReFrame's gentler default.
+# costs a waitpid, and on the testbed a query of the Slurm controller on this machine; a
+# cluster's scheduler keeps ReFrame's gentler default.
 LOCAL_POLL_RATE_MIN = 1
