@@ -21,7 +21,7 @@ def _hpcbench(var, *args, timeout=1200):
 def test_local_accepts_itself_against_a_contract_drawn_from_its_baseline(tmp_path):
     var = tmp_path / 'var'
     baseline = run_reframe('-n', '^HpccCheck$', '--repeat', '3', '-S',
-                           'HpccCheck.memory_fraction=0.01', '-S', 'HpccCheck.every_mpi=false',
+                           'HpccCheck.memory_fraction=0.002', '-S', 'HpccCheck.every_mpi=false',
                            '-S', 'HpccCheck.every_blas=false', '-r',
                            env={'HPCBENCH_VAR': str(var), 'HPCBENCH_NO_SPACK': '1'})
     assert baseline.returncode == 0, baseline.stdout[-3000:] + baseline.stderr[-2000:]
@@ -35,7 +35,7 @@ def test_local_accepts_itself_against_a_contract_drawn_from_its_baseline(tmp_pat
     assert all(e['source']['kind'] == 'baseline' and e['source']['factor'] == 0.5
                for e in data['entries'])
     for entry in data['entries']:
-        entry['run_rules'] = {'settings': {'memory_fraction': 0.01}}
+        entry['run_rules'] = {'settings': {'memory_fraction': 0.002}}
     # One entry committed at twice what was measured: it fails, the rest pass.
     hpl = next(e for e in data['entries'] if e['figure'] == 'hpl')
     hpl['committed']['value'] = round(hpl['source']['figure'] * 2, 4)
