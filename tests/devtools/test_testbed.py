@@ -277,6 +277,20 @@ def test_new_system_describes_the_running_testbed_through_its_controller_and_a_j
     assert not (root / 'site-configs' / 'other.yaml').exists()
 
 
+def test_a_node_drained_before_a_restart_stays_drained_and_is_named(cluster):
+    """Slurm keeps a drained node drained across a restart (its saved state): the testbed
+    starts again, counting it up, and its status names it with Slurm's reason (a 32-node
+    start waited for 36 idle nodes and failed: a node drained by an earlier run)."""
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
+    subprocess.run(['scontrol', 'update', 'NodeName=n3', 'State=DRAIN',
+                    'Reason=kept from before'], env=env, check=True, timeout=60)
+    testbed_daemons.stop(cluster.root)
+    assert testbed_daemons.start(3, cluster.root) == cluster
+    assert testbed_daemons.node_states(cluster)['n3'] == 'drain'
+    assert testbed_daemons.up_nodes(cluster) == 7 and testbed_daemons.idle_nodes(cluster) == 6
+    assert 'out of service: n3: kept from before' in testbed_daemons.status(cluster.root)
+
+
 def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(cluster):
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
     first = testbed_processes.recorded(cluster)

@@ -150,13 +150,26 @@ def _start_slurm(layout, nodes):
     run_command(layout, 'sacctmgr', '-i', 'add', 'user', 'root', f'account={ACCOUNT}',
                 check=False)
     every = len(node_names(nodes))
-    wait_for(f'{every} idle nodes', lambda: idle_nodes(layout) == every,
+    # Drained nodes stay drained across a restart, as on any Slurm (its saved state): they
+    # count as up once their slurmd answers; `status` names them and Slurm's reason.
+    wait_for(f'{every} nodes', lambda: up_nodes(layout) == every,
              log=layout.log / 'slurmctld.log')
 
 
-def idle_nodes(layout):
+def node_states(layout):
+    """{node: its state as sinfo abbreviates it} (idle, drain, alloc, idle*, down*...)."""
     out = run_command(layout, 'sinfo', '-h', '-N', '-o', '%N %t', check=False).stdout
-    return sum(1 for line in out.splitlines() if line.split()[1:2] == ['idle'])
+    return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+
+
+def idle_nodes(layout):
+    return sum(1 for state in node_states(layout).values() if state == 'idle')
+
+
+def up_nodes(layout):
+    """Nodes whose slurmd answers (no `*`: not responding) and that are not down."""
+    return sum(1 for state in node_states(layout).values()
+               if not state.endswith('*') and not state.startswith(('down', 'fail')))
 
 
 @contextlib.contextmanager
@@ -280,6 +293,9 @@ def status(root=None):
         running.items())) if running else 'not running')]
     if 'slurmctld' in running:
         lines.append(run_command(layout, 'sinfo', check=False).stdout.rstrip())
+        reasons = run_command(layout, 'sinfo', '-R', '-h', '-o', '%N: %E', check=False)
+        lines += [f'out of service: {line} (scontrol update NodeName=... State=RESUME)'
+                  for line in reasons.stdout.splitlines() if line.strip()]
     return '\n'.join(lines)
 
 
