@@ -71,23 +71,38 @@ def test_a_system_with_nothing_to_draw_from_is_one_message(tmp_path, monkeypatch
     assert not (tmp_path / 'local.yaml').exists()
 
 
-def test_a_cluster_of_gpu_nodes_and_no_baseline_is_drafted_from_what_is_published(
-        tmp_path, monkeypatch):
-    """The testbed's GPU nodes are eight H100 SXMs each (their GRES and topology): with no
-    stored session, its draft commits them to Azure's ND H100 v5 figures, and its datasheet
-    at 0.75 where Azure commits none; nothing for its CPU partitions."""
+def test_a_gpu_node_and_no_baseline_is_drafted_from_what_is_published(tmp_path, monkeypatch):
+    """This host described as an 8 x H100 SXM node (its nvidia-smi: the H100 node's real query
+    row as GPUs 0 to 7, the published 8 x H100 topology): with no stored session, its draft
+    commits it to Azure's ND H100 v5 figures, and its datasheet at 0.75 where Azure commits
+    none. The testbed's GPU nodes are stand-ins that run no GPU program: nothing of theirs."""
+    from hpcbench.stack import testbed_system
+    header, row = (FIXTURES / 'gpu' / 'h100' / 'nvidia-smi-query.csv').read_text().splitlines()
+    query = tmp_path / 'query.csv'
+    query.write_text('\n'.join([header, *(row.replace('0, ', f'{i}, ', 1) for i in range(8))])
+                     + '\n')
+    tool = tmp_path / 'nvidia-smi'
+    tool.write_text(f'#!/bin/sh\ncase "$1" in --query-gpu=*) cat "{query}";; '
+                    f'topo) cat "{testbed_system.GPU_TOPOLOGY_FILE}";; *) exit 9;; esac\n')
+    tool.chmod(0o755)
     monkeypatch.setenv('HPCBENCH_VAR', str(tmp_path / 'var'))
-    done = subprocess.run([str(BIN / 'hpcbench'), 'contract', 'init', 'testbed', '--output',
-                           str(tmp_path / 'testbed.yaml')], capture_output=True, text=True,
+    monkeypatch.setenv('HPCBENCH_NVIDIA_SMI', str(tool))
+    done = subprocess.run([str(BIN / 'hpcbench'), 'contract', 'init', 'local', '--output',
+                           str(tmp_path / 'local.yaml')], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
-    read = contract.load(tmp_path / 'testbed.yaml', 'testbed')
-    assert {e.partitions for e in read.entries} == {('gpu',)}
+    read = contract.load(tmp_path / 'local.yaml', 'local')
     committed = {(e.check, e.figure): (e.scope, e.committed.value, e.source.kind)
                  for e in read.entries}
     assert committed[('NcclTestsCheck', 'busbw')] == ('node', 460.0, 'published')
     assert committed[('DeviceBufferPairCheck', 'bandwidth')] == ('gpu_pair', 335.0, 'published')
     assert committed[('BabelStreamCheck', 'triad_bandwidth')] == ('gpu', 2512.0, 'datasheet')
+    monkeypatch.delenv('HPCBENCH_NVIDIA_SMI')
+    testbed = subprocess.run([str(BIN / 'hpcbench'), 'contract', 'init', 'testbed', '--output',
+                              str(tmp_path / 'testbed.yaml')], capture_output=True, text=True,
+                             cwd=ROOT, timeout=300)
+    assert testbed.returncode == 2 and 'no GPU of a published model' in testbed.stderr, \
+        testbed.stderr
 
 
 @pytest.mark.parametrize('system', PAPERS)

@@ -233,7 +233,9 @@ def from_gpus(configured):
         sheet = accelerators.get('datasheet') or {}
         gpus = sum(d.get('num_devices', 1) for d in p.get('devices', [])
                    if d.get('type') == 'gpu')
-        if not (sheet and gpus) or accelerators.get('vendor') != 'nvidia':
+        # Stand-in devices (the testbed's) run no GPU program: nothing to commit them to.
+        if not (sheet and gpus) or accelerators.get('vendor') != 'nvidia' or \
+                accelerators.get('stand_in'):
             continue
         published = {}
         for (check, figure, params, settings, scope, value, fault, path, commit,
