@@ -1,0 +1,84 @@
+"""An acceptance stopped inside its second round of node pairs, run again
+(hpcbench.acceptance.runner.accept): it runs what is left of that round and nothing it has.
+The runner as it is, with ReFrame's runs stood in for: each batch stores a session of its
+pair's PingPong latencies (n2 slow: 40 us beside it, 10 us elsewhere), as ReFrame stores a
+test case; the second round's second run is stopped before it stores anything."""
+import uuid
+
+import pytest
+import yaml
+
+from hpcbench.acceptance import plan, runner
+
+CONTRACT = {'system': 'testbed', 'entries': [{
+    'id': 'pingpong-latency', 'check': 'ImbPairCheck', 'figure': 'latency',
+    'parameters': {'benchmark': 'PingPong'}, 'scope': 'node_pair', 'partitions': ['srun'],
+    'environ': 'intelmpi',
+    'committed': {'value': 18.78, 'unit': 'us', 'direction': 'at_most'},
+    'source': {'kind': 'procurement', 'cite': 'a test of the suite'},
+    'fault': {'code': 'PAIR', 'action': 'rerun the pair'}}]}
+
+
+def _session(nodes, repeats):
+    """A stored session of `repeats` PingPong runs between `nodes`."""
+    latency = 40.0 if 'n2' in nodes else 10.0
+    name = 'ImbPairCheck %benchmark=PingPong'
+    cases = [{'name': name, 'display_name': f'{name} %.repeat_no={r}', 'benchmark': 'PingPong',
+              'system': 'testbed', 'partition': 'srun', 'environ': 'intelmpi',
+              'result': 'pass', 'fixture': False, 'job_nodelist': list(nodes),
+              'perfvalues': {'testbed:srun:latency': [latency + r, 0, None, None, 'us',
+                                                      'pass']}}
+             for r in range(repeats)]
+    return {'session_info': {'uuid': str(uuid.uuid4())}, 'runs': [{'testcases': cases}]}
+
+
+@pytest.fixture
+def stood_in(monkeypatch):
+    """The runner on four nodes of the testbed's `srun`, each batch's ReFrame run a stored
+    session (`ran`: the batches' nodes, in order; `stop_at`: the run that is stopped)."""
+    stored, ran, stop_at = {}, [], []
+    monkeypatch.setattr(runner, 'system_partitions', lambda system: [
+        plan.Partition('srun', (), 0, True)])
+    monkeypatch.setattr(runner, 'slurm_nodes', lambda system, partition, check: (
+        'n1', 'n2', 'n3', 'n4'))
+    monkeypatch.setattr(runner, 'check_kinds', lambda system, checks: None)
+    monkeypatch.setattr(runner, '_out_of_service', lambda system, partitions: {})
+    monkeypatch.setattr(runner.results_db, 'site_config', lambda system: None)
+
+    def sessions_runs(config, uuids):
+        records = {u: stored[u] for u in uuids}
+        runs = [c for r in records.values() for c in runner.measured.measured_runs(r)]
+        return runs, [], records
+    monkeypatch.setattr(runner, '_sessions_runs', sessions_runs)
+
+    def run_batch(system, batch, directory, state, config, dry_run, say, mode):
+        if len(ran) + 1 in stop_at:
+            raise KeyboardInterrupt      # stopped before ReFrame stored the session
+        ran.append(batch.nodes)
+        data = _session(batch.nodes, batch.group.repeats)
+        stored[data['session_info']['uuid']] = data
+        state.sessions.append(data['session_info']['uuid'])
+        state.save(directory)
+    monkeypatch.setattr(runner, '_run_batch', run_batch)
+    return ran, stop_at
+
+
+def test_stopped_in_the_second_round_it_runs_the_rest_of_it_and_nothing_it_has(
+        tmp_path, stood_in):
+    ran, stop_at = stood_in
+    contract = tmp_path / 'testbed.yaml'
+    contract.write_text(yaml.safe_dump(CONTRACT))
+    directory = tmp_path / 'acceptance'
+    stop_at.append(4)               # two pairs, then the second round's first of two
+    with pytest.raises(KeyboardInterrupt):
+        runner.accept('testbed', contract, directory, say=lambda text: None)
+    assert ran == [('n1', 'n2'), ('n3', 'n4'), ('n1', 'n3')]
+    state = runner.State.load(directory)
+    assert state.second_pairs == {'srun': [['n1', 'n3'], ['n2', 'n4']]}
+    stop_at.clear()
+    _, again, records = runner.accept('testbed', contract, directory, say=lambda t: None)
+    assert ran[3:] == [('n2', 'n4')]
+    verdicts = runner.judge(runner.contracts.load(contract, 'testbed'), again, records)
+    assert runner.pair_blame(verdicts, again) == {
+        'n2': 'PAIR (node pairs: failed again beside a node that passed)'}
+
