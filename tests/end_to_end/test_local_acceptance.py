@@ -1,8 +1,12 @@
 """`local` accepts itself against a contract drawn from its own baseline (issue 63): HPCC
 measured three times on this machine (the baseline session), `hpcbench contract init local
---checks HpccCheck` commits half its medians, and `hpcbench accept --system local` runs
-what that contract names and passes every entry; an entry committed at twice the median
-fails, with its p-value said."""
+--checks HpccCheck --factor 0.25` commits a quarter of its medians (four times its
+latencies), and `hpcbench accept --system local` runs what that contract names and passes
+every entry; an entry committed at twice the median fails, with its p-value said.
+
+A quarter, not a half: this shared 2-core VM's HPCC latencies (under a microsecond, two
+ranks on one host) vary threefold from run to run; in CI's clean root a baseline median of
+0.227 us met runs of 0.475, 0.670 and 0.226 us, short of twice it."""
 import json
 import os
 import subprocess
@@ -27,12 +31,12 @@ def test_local_accepts_itself_against_a_contract_drawn_from_its_baseline(tmp_pat
     assert baseline.returncode == 0, baseline.stdout[-3000:] + baseline.stderr[-2000:]
     contract = tmp_path / 'local.yaml'
     drafted = _hpcbench(var, 'contract', 'init', 'local', '--checks', 'HpccCheck',
-                        '--factor', '0.5', '--output', str(contract))
+                        '--factor', '0.25', '--output', str(contract))
     assert drafted.returncode == 0, drafted.stderr
     data = yaml.safe_load(contract.read_text())
     figures = {e['figure'] for e in data['entries']}
     assert {'hpl', 'star_dgemm', 'star_stream_triad'} <= figures, figures
-    assert all(e['source']['kind'] == 'baseline' and e['source']['factor'] == 0.5
+    assert all(e['source']['kind'] == 'baseline' and e['source']['factor'] == 0.25
                for e in data['entries'])
     for entry in data['entries']:
         entry['run_rules'] = {'settings': {'memory_fraction': 0.002}}
