@@ -287,7 +287,8 @@ def test_a_node_drained_before_a_restart_stays_drained_and_is_named(cluster):
     testbed_daemons.stop(cluster.root)
     assert testbed_daemons.start(3, cluster.root) == cluster
     assert testbed_daemons.node_states(cluster)['n3'] == 'drain'
-    assert testbed_daemons.up_nodes(cluster) == 7 and testbed_daemons.idle_nodes(cluster) == 6
+    states = testbed_daemons.node_states(cluster)
+    assert testbed_daemons.up_nodes(cluster) == 7 and list(states.values()).count('idle') == 6
     assert 'out of service: n3: kept from before' in testbed_daemons.status(cluster.root)
 
 
@@ -298,7 +299,8 @@ def test_a_real_cluster_runs_a_two_node_job_with_accounting_and_stops_clean(clus
     # Each recorded PID is the daemon itself (munged runs as munge, not under runuser).
     assert open(f'/proc/{first["munged"]}/comm').read().strip() == 'munged'
     assert os.stat(f'/proc/{first["munged"]}').st_uid == pwd.getpwnam('munge').pw_uid
-    assert testbed_daemons.idle_nodes(cluster) == len(testbed_system.node_names(3)) == 7
+    assert list(testbed_daemons.node_states(cluster).values()) == ['idle'] * len(
+        testbed_system.node_names(3)) == ['idle'] * 7
 
     # A second start while it runs changes nothing.
     assert testbed_daemons.start(3, cluster.root) == cluster

@@ -23,6 +23,7 @@ import yaml
 
 from hpcbench.acceptance import contract as contracts
 from hpcbench.benchmarks.reports import declared
+from hpcbench.core import gpu_topology
 from hpcbench.results import measured, references, results_db
 
 DEFAULT_FACTOR = 0.9
@@ -192,10 +193,8 @@ def _min_pair_bandwidth(accelerators, sheet):
     """(bytes/s each way, what) of the slowest link between two of the node's GPUs, from
     its described topology, else every pair at the datasheet's whole NVLink rate (an
     NVSwitch), else at the host link's."""
-    from hpcbench.core import gpu_topology
-    links = ((accelerators.get('topology') or {}).get('links')) or []
-    rates = [gpu_topology.pair_bandwidth(path, sheet)
-             for i, row in enumerate(links) for j, path in enumerate(row) if j > i]
+    topology = gpu_topology.from_description(accelerators.get('topology'))
+    rates = list(topology.link_rates(sheet).values()) if topology else []
     if rates and all(rate for rate, _ in rates):
         return min(rates)
     if sheet.get('nvlink_bandwidth'):

@@ -68,6 +68,14 @@ class Topology:
     def link(self, first, second):
         return self.links[first][second]
 
+    def link_rates(self, sheet, pairs=None):
+        """{(i, j): (bytes/s each way, what)} of the links between the GPUs of `pairs`
+        (default: every pair, i < j) from their datasheet (pair_bandwidth)."""
+        if pairs is None:
+            pairs = [(i, j) for i in range(len(self.links)) for j in range(i + 1,
+                                                                            len(self.links))]
+        return {(i, j): pair_bandwidth(self.link(i, j), sheet) for i, j in pairs if i != j}
+
     def to_description(self):
         return {'gpus': [{'index': g.index, 'cpus': g.cpus, 'numa': g.numa}
                          for g in self.gpus],

@@ -162,10 +162,6 @@ def node_states(layout):
     return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
 
 
-def idle_nodes(layout):
-    return sum(1 for state in node_states(layout).values() if state == 'idle')
-
-
 def up_nodes(layout):
     """Nodes whose slurmd answers (no `*`: not responding) and that are not down."""
     return sum(1 for state in node_states(layout).values()

@@ -16,7 +16,7 @@ from reframe.core.exceptions import SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench.benchmarks import gpu_mpi
-from hpcbench.core import device_keys, gpu_ranks, gpu_topology
+from hpcbench.core import device_keys, gpu_ranks
 from hpcbench.machine.from_reframe import stack_description
 from hpcbench.rfm.gpu import GpuRun, misplaced_ranks
 from hpcbench.rfm.partition import job_output
@@ -126,9 +126,7 @@ class GpuPairs(rfm.RegressionTestPlugin):
         topology of the node."""
         if self.topology_of_node is None:
             return {}
-        return {(i, j): gpu_topology.pair_bandwidth(self.topology_of_node.link(i, j),
-                                                    self.sheet)
-                for i, j in self.pairs if i != j}
+        return self.topology_of_node.link_rates(self.sheet, self.pairs)
 
     def pair_outputs(self):
         """{(i, j): that pair's ranks' outputs, checked}: {pair: (where, rank 0's output)}."""
