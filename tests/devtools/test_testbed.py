@@ -537,6 +537,29 @@ def test_multi_node_checks_pass_through_slurm(slurm_suite):
     assert sorted(nodes) == ['n1', 'n2', 'n3']
 
 
+def test_one_node_s_ranks_talk_over_shared_memory_two_nodes_over_tcp(tmp_path):
+    """The testbed holds Open MPI to TCP because its nodes share one host (two nodes of two
+    ranks each crashed in MPI_Init over shared memory); a job on one node has no other node
+    to collide with, and its ranks use shared memory as a real node's do (HPCC 5.3 s
+    instead of 1.3 here): the last OMPI_MCA_btl each job exports. Dry runs: no cluster."""
+    var = tmp_path / 'var'
+    done = run_reframe('--system', 'testbed:srun', '-p', '^openmpi$', '-n', '^HpccCheck$',
+                       '-n', '^ImbPairCheck%benchmark=PingPong', '--dry-run',
+                       config='site-configs/testbed.py',
+                       env={'HPCBENCH_TESTBED_DIR': str(tmp_path / 'no-testbed'),
+                            'HPCBENCH_VAR': str(var)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    transports = {}
+    for job in var.glob('stage/**/rfm_job.sh'):
+        text = job.read_text()
+        if 'srun' in text:
+            tasks = re.search(r'^#SBATCH --ntasks-per-node=(\d+)$', text, re.M).group(1)
+            transports[job.parent.name.split('_')[0], tasks] = re.findall(
+                r'^export OMPI_MCA_btl=(\S+)$', text, re.M)[-1]
+    assert transports == {('HpccCheck', '2'): 'self,vader,tcp',
+                          ('ImbPairCheck', '1'): 'self,tcp'}, transports
+
+
 def test_a_screen_asks_no_job_of_a_drained_node_and_says_why(cluster, tmp_path):
     """Issue 61, item 4: n3 drained through Slurm (`scontrol update ... State=DRAIN`), the
     screen as `make screen` runs it (--distribute=all) writes the jobs of n1 and n2; n3's

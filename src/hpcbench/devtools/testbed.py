@@ -79,6 +79,7 @@ SelectTypeParameters=CR_Core
 MpiDefault=pmix
 ReturnToService=2
 SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={DBD_PORT}

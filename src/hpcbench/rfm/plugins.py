@@ -23,7 +23,7 @@ from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench.core import job_script, launch_lock, node, quiet_node
-from hpcbench.stack import provenance
+from hpcbench.stack import provenance, slurm_run_env
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
 from hpcbench.machine.from_reframe import partition_description, stack_description
 from hpcbench.rfm.partition import (job_python, nominal_peak, partition_node, say_once,
@@ -65,6 +65,12 @@ class SiteTuning(rfm.RegressionTestPlugin):
         # (On several nodes that directory would exist on the first node only.)
         if self.num_tasks <= (self.num_tasks_per_node or self.num_tasks):
             self.prerun_cmds = [*job_script.mpi_scratch(), *self.prerun_cmds]
+        # Ranks said to be one node's talk over shared memory, as a node's do, where the
+        # environment holds them to TCP because its nodes share a host
+        # (hpcbench.stack.slurm_run_env.one_node_run_env).
+        if self.num_tasks_per_node and self.num_tasks <= self.num_tasks_per_node:
+            self.env_vars = {**self.env_vars,
+                             **slurm_run_env.one_node_run_env(self.current_environ.env_vars)}
 
     @run_before('run')
     def pass_run_time_variables(self):
