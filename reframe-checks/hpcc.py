@@ -45,6 +45,10 @@ class HpccCheck(BenchmarkRun, SiteTuning):
     sizing = variable(str, value='full')
     #: An explicit share of the node's memory for HPCC's HPL, instead of `sizing`.
     memory_fraction = variable(float, type(None), value=None)
+    #: An explicit N for HPCC's HPL instead of a share of memory (still checked to fit):
+    #: HPCC sizes every other test from it, so one N is one problem on nodes of any memory
+    #: (a contract's run rule, as a procurement states it).
+    n = variable(int, type(None), value=None)
     #: False (quick mode): with the default BLAS only. What another BLAS changes in HPCC
     #: (its HPL and DGEMM) HplCheck measures with every BLAS (DGEMM just before HPL).
     every_blas = variable(typ.Bool, value=True)
@@ -54,7 +58,7 @@ class HpccCheck(BenchmarkRun, SiteTuning):
     every_mpi = variable(typ.Bool, value=True)
     #: What this run used, for the perflog and the results database.
     inputs = variable(str, value='')
-    input_kinds = {'memory_fraction': 'fraction'}
+    input_kinds = {'memory_fraction': 'fraction', 'n': 'positive'}
     num_nodes = 1
     tags = {'hpcc', 'compute', 'quick'}
 
@@ -72,7 +76,8 @@ class HpccCheck(BenchmarkRun, SiteTuning):
         self.layout = partition_layout(self.current_partition, 'per-core')
         try:
             self.plan = hpl.plan(self.node, self.num_nodes, self.layout.ranks_per_node,
-                                 fraction=self.memory_fraction, sizing=self.sizing)
+                                 fraction=self.memory_fraction, n=self.n,
+                                 sizing=self.sizing)
             text = hpcc.hpccinf(self.plan.inputs)
         except hpl.HplInputError as err:
             raise ReframeError(f'{self.current_partition.fullname}: {err}') from None

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, ROOT, a100_node_pair_record
-from hpcbench.acceptance import contract, judgement
+from hpcbench.acceptance import contract, judgement, outputs, plan, runner
 from hpcbench.results import measured
 
 PINGPONG = FIXTURES / 'reframe' / 'pingpong-four-mpis-session.json'
@@ -124,6 +124,45 @@ def test_on_32_real_nodes_only_the_node_made_slow_is_flagged_among_noisy_runs():
         flagged[entry.figure] = sorted(u.unit.key for u in slow if u.slow)
     assert flagged.pop('hpl') == ['n7']
     assert all(nodes in ([], ['n7']) for nodes in flagged.values()), flagged
+
+
+def test_on_32_real_nodes_node_pairs_blame_the_slow_node_and_not_its_partners():
+    """The testbed's 32-node acceptance (tests/fixtures/acceptance: its two rounds of node
+    pairs, each one ReFrame run of tests pinned to their pairs; n7 at a quarter of one CPU,
+    n20 drained before the run, n25 during it), judged by the committed contract's pair
+    entries with the state the run kept: n7 and n8 short and far below their peers, then n7
+    short again beside n1 while n8 passes beside n10: n7 alone is blamed; the pair with n25
+    NOT_RUN, out of service; every other pair passes, none flagged. Each pair's verdict
+    names its two nodes, in words and as data (verdicts.json's `nodes`)."""
+    data = json.loads((FIXTURES / 'acceptance' / 'testbed-32-nodes-pairs.json').read_text())
+    nodes = tuple(f'n{i}' for i in range(1, 33))
+    state = runner.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
+                         [s['session_info']['uuid'] for s in data['sessions']],
+                         **{k: v for k, v in data['state'].items() if k != 'system'})
+    records = {s['session_info']['uuid']: s for s in data['sessions']}
+    read = contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed')
+    verdicts = [e for e in runner.judge(read, state, records) if e.entry.scope == 'node_pair']
+    assert [e.entry.figure for e in verdicts] == ['bandwidth_4MiB', 'latency', 'peak_bandwidth']
+    for e in verdicts:
+        units = {u.unit.key: u for u in e.units}
+        assert len(units) == 18, sorted(units)
+        assert units['n24', 'n25'].verdict == 'NOT_RUN' and \
+            units['n24', 'n25'].reason == 'out of service: n25'
+        others = [u for key, u in units.items() if 'n7' not in key and 'n25' not in key]
+        assert [(u.unit.key, u.verdict, u.slow) for u in others
+                if u.verdict != 'PASS' or u.slow] == [], e.entry.id
+        assert len(others) == 15 and len(units['n10', 'n8'].values) == 3
+    assert runner.pair_blame(verdicts, state) == {
+        'n7': 'IMBPAIRCHECK-NODE_PAIR (node pairs: failed again beside a node that passed)'}
+    document = outputs.as_json('testbed', verdicts)
+    pair = next(u for u in document['entries'][0]['units'] if u['nodes'] == ['n7', 'n8'])
+    assert (pair['unit'], pair['node'], pair['verdict']) == ('node pair n7 and n8', None, 'WARN')
+    assert pair['slow'].startswith('75.8 % worse than the median of the 17 units')
+    # What `hpcbench accept` prints of them: drafted ids longer than any column, each
+    # verdict in a column of its own.
+    from hpcbench.cli.acceptance_commands import summary_lines
+    assert [line.split()[:3] for line in summary_lines(verdicts)] == [
+        [e.entry.id, 'FAIL', f'{e.counts()["PASS"]}'] for e in verdicts]
 
 
 def test_the_slowest_pair_rule_and_a_cut_pair_named(tmp_path):

@@ -86,6 +86,25 @@ def test_node_pairs_are_disjoint_and_a_failing_pair_s_nodes_meet_nodes_that_pass
     assert plan.repairs({('n1', 'n2'): False}, ['n1', 'n2']) == []
 
 
+def test_a_round_of_node_pairs_is_one_reframe_run_of_a_test_per_pair_in_batches():
+    """Each pair a test pinned to its two nodes (ReFrame's -P on pinned_nodes), the pairs
+    that lack runs in one run, as many pairs a run as the batch has nodes; a pair with a
+    node out of service is not asked for."""
+    (latency,) = [g for g in plan.run_groups(CONTRACT) if g.check == 'ImbPairCheck']
+    pairs = {'srun': [('n1', 'n2'), ('n3', 'n4'), ('n5', 'n6'), ('n7', 'n1')]}
+    done = {('srun', ('n1', 'n2')): 3}
+    batches = plan.batches(latency, PARTITIONS, lambda p, u: done.get((p, u), 0),
+                           {'n6': 'drained'}, pairs, size=32)
+    assert [b.pairs for b in batches] == [(('n3', 'n4'), ('n7', 'n1'))]
+    options = batches[0].reframe_options('testbed')
+    assert options[options.index('-P') + 1] == 'ImbPairCheck.pinned_nodes=n3,n4;n7,n1'
+    assert '--param-values-delim=;' in options and not any('nodelist' in o for o in options)
+    assert batches[0].label.endswith('2 node pair(s): n3-n4, n7-n1')
+    # Batches of two nodes: a pair a run.
+    assert [b.pairs for b in plan.batches(latency, PARTITIONS, lambda p, u: 0, (), pairs,
+                                          size=2)] == [(p,) for p in pairs['srun']]
+
+
 def test_each_entry_expects_every_node_gpu_and_pair_of_its_scope():
     by_id = {e.id: e for e in CONTRACT.entries}
     assert len(plan.expected_units(by_id['hpl'], PARTITIONS, 'testbed')) == 7

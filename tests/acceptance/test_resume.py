@@ -2,7 +2,8 @@
 (hpcbench.acceptance.runner.accept): it runs what is left of that round and nothing it has.
 The runner as it is, with ReFrame's runs stood in for: each batch stores a session of its
 pair's PingPong latencies (n2 slow: 40 us beside it, 10 us elsewhere), as ReFrame stores a
-test case; the second round's second run is stopped before it stores anything."""
+test case; the second round's second run is stopped before it stores anything. A round of
+pairs is one ReFrame run, each pair its own test (hpcbench.rfm.plugins.PinnedNodes)."""
 import uuid
 
 import pytest
@@ -19,16 +20,16 @@ CONTRACT = {'system': 'testbed', 'entries': [{
     'fault': {'code': 'PAIR', 'action': 'rerun the pair'}}]}
 
 
-def _session(nodes, repeats):
-    """A stored session of `repeats` PingPong runs between `nodes`."""
-    latency = 40.0 if 'n2' in nodes else 10.0
+def _session(pairs, repeats):
+    """A stored session of `repeats` PingPong runs between each pair of `pairs`."""
     name = 'ImbPairCheck %benchmark=PingPong'
-    cases = [{'name': name, 'display_name': f'{name} %.repeat_no={r}', 'benchmark': 'PingPong',
-              'system': 'testbed', 'partition': 'srun', 'environ': 'intelmpi',
-              'result': 'pass', 'fixture': False, 'job_nodelist': list(nodes),
-              'perfvalues': {'testbed:srun:latency': [latency + r, 0, None, None, 'us',
-                                                      'pass']}}
-             for r in range(repeats)]
+    cases = [{'name': name, 'benchmark': 'PingPong', 'system': 'testbed', 'partition': 'srun',
+              'display_name': f'{name} %.pinned_nodes={",".join(nodes)} %.repeat_no={r}',
+              'environ': 'intelmpi', 'result': 'pass', 'fixture': False,
+              'job_nodelist': list(nodes),
+              'perfvalues': {'testbed:srun:latency': [(40.0 if 'n2' in nodes else 10.0) + r,
+                                                      0, None, None, 'us', 'pass']}}
+             for nodes in pairs for r in range(repeats)]
     return {'session_info': {'uuid': str(uuid.uuid4())}, 'runs': [{'testcases': cases}]}
 
 
@@ -54,8 +55,8 @@ def stood_in(monkeypatch):
     def run_batch(system, batch, directory, state, config, dry_run, say, mode):
         if len(ran) + 1 in stop_at:
             raise KeyboardInterrupt      # stopped before ReFrame stored the session
-        ran.append(batch.nodes)
-        data = _session(batch.nodes, batch.group.repeats)
+        ran.append(batch.pairs)
+        data = _session(batch.pairs, batch.group.repeats)
         stored[data['session_info']['uuid']] = data
         state.sessions.append(data['session_info']['uuid'])
         state.save(directory)
@@ -70,15 +71,30 @@ def test_stopped_in_the_second_round_it_runs_the_rest_of_it_and_nothing_it_has(
     contract.write_text(yaml.safe_dump(CONTRACT))
     directory = tmp_path / 'acceptance'
     stop_at.append(4)               # two pairs, then the second round's first of two
-    with pytest.raises(KeyboardInterrupt):
-        runner.accept('testbed', contract, directory, say=lambda text: None)
-    assert ran == [('n1', 'n2'), ('n3', 'n4'), ('n1', 'n3')]
+    with pytest.raises(KeyboardInterrupt):  # one pair a ReFrame run: batches of two nodes
+        runner.accept('testbed', contract, directory, say=lambda text: None, batch_nodes=2)
+    assert ran == [(('n1', 'n2'),), (('n3', 'n4'),), (('n1', 'n3'),)]
     state = runner.State.load(directory)
     assert state.second_pairs == {'srun': [['n1', 'n3'], ['n2', 'n4']]}
     stop_at.clear()
-    _, again, records = runner.accept('testbed', contract, directory, say=lambda t: None)
-    assert ran[3:] == [('n2', 'n4')]
+    _, again, records = runner.accept('testbed', contract, directory, say=lambda t: None,
+                                      batch_nodes=2)
+    assert ran[3:] == [(('n2', 'n4'),)]
     verdicts = runner.judge(runner.contracts.load(contract, 'testbed'), again, records)
     assert runner.pair_blame(verdicts, again) == {
         'n2': 'PAIR (node pairs: failed again beside a node that passed)'}
 
+
+
+def test_a_round_of_node_pairs_is_one_reframe_run_each_pair_its_own_test(tmp_path, stood_in):
+    ran, _ = stood_in
+    contract = tmp_path / 'testbed.yaml'
+    contract.write_text(yaml.safe_dump(CONTRACT))
+    _, state, records = runner.accept('testbed', contract, tmp_path / 'acceptance',
+                                      say=lambda text: None)
+    # The disjoint pairs in one run, then n2's pair's nodes beside nodes that passed.
+    assert ran == [(('n1', 'n2'), ('n3', 'n4')), (('n1', 'n3'), ('n2', 'n4'))]
+    assert len(state.sessions) == 2
+    verdicts = runner.judge(runner.contracts.load(contract, 'testbed'), state, records)
+    assert runner.pair_blame(verdicts, state) == {
+        'n2': 'PAIR (node pairs: failed again beside a node that passed)'}

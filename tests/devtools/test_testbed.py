@@ -560,6 +560,49 @@ def test_one_node_s_ranks_talk_over_shared_memory_two_nodes_over_tcp(tmp_path):
                           ('ImbPairCheck', '1'): 'self,tcp'}, transports
 
 
+def test_node_pairs_in_one_reframe_run_each_job_on_its_pair_a_drained_one_skipped(cluster,
+                                                                                   tmp_path):
+    """Issue 63: the acceptance's round of node pairs is one ReFrame run, each pair a test of
+    its own (ReFrame's -P on pinned_nodes: hpcbench.rfm.plugins.PinnedNodes), its job asking
+    Slurm for exactly its two nodes; with n3 drained, its pair skips saying why, the other
+    is written. Names that are not a node's, a node named twice, and a list longer than the
+    job spans are refused, one message each, before any job is written. Dry runs."""
+    env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
+
+    def pairs(var, listed):
+        done = run_reframe('--system', 'testbed:srun', '-p', '^openmpi$', '-n',
+                           '^ImbPairCheck%benchmark=PingPong', '-P',
+                           f'ImbPairCheck.pinned_nodes={listed}', '--param-values-delim=;',
+                           '--dry-run', config='site-configs/testbed.py',
+                           env={'HPCBENCH_TESTBED_DIR': str(cluster.root),
+                                'HPCBENCH_VAR': str(tmp_path / var)})
+        jobs = sorted(re.search(r'^#SBATCH --nodelist=(\S+)$', job.read_text(), re.M).group(1)
+                      for job in (tmp_path / var / 'stage').glob('**/ImbPairCheck*/rfm_job.sh'))
+        return done.returncode, jobs, ANSI.sub('', done.stdout)
+
+    code, jobs, out = pairs('both', 'n1,n2;n2,n3')
+    assert (code, jobs) == (0, ['n[1-2]', 'n[2-3]']), out[-3000:]
+    subprocess.run(['scontrol', 'update', 'NodeName=n3', 'State=DRAIN',
+                    'Reason=link flapping'], env=env, check=True, capture_output=True,
+                   timeout=60)
+    try:
+        code, jobs, out = pairs('drained', 'n1,n2;n2,n3')
+        assert (code, jobs) == (0, ['n[1-2]']), out[-3000:]
+        assert re.search(r'^\[\s+SKIP \] .*ImbPairCheck .*%\.pinned_nodes=n2,n3 .*\[node n3 '
+                         r'cannot run now: IDLE\+DRAIN: drained \(link flapping', out, re.M), \
+            out[-3000:]
+    finally:
+        subprocess.run(['scontrol', 'update', 'NodeName=n3', 'State=RESUME'], env=env,
+                       check=True, capture_output=True, timeout=60)
+    for listed, says in (('n1,n2$(touch PWNED)', "pinned_nodes 'n2$(touch PWNED)': not a node "
+                                                 'name'),
+                         ('n1,n1', 'pinned_nodes=n1,n1 names a node twice'),
+                         ('n1,n2,n3', 'pinned_nodes=n1,n2,n3 is 3 node(s); its job spans 2')):
+        code, jobs, out = pairs(f'bad-{len(listed)}', listed)
+        assert code != 0 and jobs == [] and f'{says}' in out, out[-3000:]
+    assert not (ROOT / 'PWNED').exists()
+
+
 def test_a_screen_asks_no_job_of_a_drained_node_and_says_why(cluster, tmp_path):
     """Issue 61, item 4: n3 drained through Slurm (`scontrol update ... State=DRAIN`), the
     screen as `make screen` runs it (--distribute=all) writes the jobs of n1 and n2; n3's

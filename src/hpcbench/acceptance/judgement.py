@@ -52,7 +52,17 @@ class Unit:
             return self.key.words()
         if isinstance(self.key, device_keys.Gpu):
             return f'GPU {self.key.gpu} of {self.key.node}'
+        if self.scope == 'node_pair':
+            return f'node pair {self.key[0]} and {self.key[1]}'
         return f'{self.scope} {self.key}'
+
+    @property
+    def nodes(self):
+        """The nodes the unit is on: a node's, a GPU's or GPU pair's node, a node pair's
+        two; () for a partition or the system."""
+        if self.scope == 'node_pair':
+            return tuple(self.key)
+        return (self.node,) if self.node else ()
 
     @property
     def node(self):

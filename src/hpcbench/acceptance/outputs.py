@@ -29,11 +29,14 @@ JSON_SCHEMA = {
                 'counts': {'type': 'object', 'additionalProperties': {'type': 'integer'}},
                 'units': {'type': 'array', 'items': {
                     'type': 'object',
-                    'required': ['unit', 'partition', 'node', 'verdict', 'values', 'median',
-                                 'p_value', 'reason', 'slow'],
+                    'required': ['unit', 'partition', 'node', 'nodes', 'verdict', 'values',
+                                 'median', 'p_value', 'reason', 'slow'],
                     'properties': {
                         'unit': {'type': 'string'}, 'partition': {'type': 'string'},
+                        # The node to blame (a node's, a GPU's), null for a pair of nodes;
+                        # `nodes`: every node the unit is on (a node pair's two).
                         'node': {'type': ['string', 'null']},
+                        'nodes': {'type': 'array', 'items': {'type': 'string'}},
                         'verdict': {'enum': list(VERDICTS)},
                         'values': {'type': 'array', 'items': {'type': 'number'}},
                         'median': {'type': ['number', 'null']},
@@ -57,7 +60,8 @@ def as_json(system, entry_verdicts):
             'fault': f'{e.entry.fault_code}: {e.entry.action}', 'verdict': e.verdict,
             'reason': e.reason, 'counts': e.counts(),
             'units': [{'unit': str(u.unit), 'partition': u.unit.partition,
-                       'node': u.unit.node, 'verdict': u.verdict, 'values': list(u.values),
+                       'node': u.unit.node, 'nodes': list(u.unit.nodes),
+                       'verdict': u.verdict, 'values': list(u.values),
                        'median': u.median, 'p_value': u.p_value, 'reason': u.reason,
                        'slow': u.slow} for u in e.units]}
             for e in entry_verdicts]}

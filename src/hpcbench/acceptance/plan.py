@@ -1,7 +1,8 @@
 """What an acceptance runs, planned before anything runs: the contract's entries grouped
 into the ReFrame runs that measure them (RunGroup: one check, its parameters and
 environment, how its units are reached), each run cut into batches of nodes the scheduler
-takes (Batch: ReFrame's --distribute over the batch's nodes), the units every entry expects
+takes (Batch: ReFrame's --distribute over the batch's nodes; a round of node pairs, each
+test pinned to its pair), the units every entry expects
 a verdict of (each node of its partitions, each GPU and GPU pair of each node, each pair of
 nodes, the partition, the system), and node pairs: disjoint pairs first, then each node of
 a failing pair paired again with a node that passed (Google's cluster health scanner), so
@@ -114,14 +115,20 @@ class Partition:
     distributes: bool = True
 
 
+# ReFrame's -P splits a variable's values at this; a node list's own separator is the comma.
+PAIRS_DELIMITER = ';'
+
+
 @dataclass(frozen=True)
 class Batch:
     """One ReFrame run of a group on one partition: on each of its nodes (per node), on
-    its two nodes (a node pair), or once."""
+    each of its node pairs (a test pinned to each pair: all of them at once where the
+    partition takes several jobs), or once."""
     group: RunGroup
     partition: str
     nodes: tuple = ()
     distribute: bool = False
+    pairs: tuple = ()       # ((a, b), ...): node pairs, each its own test
 
     def reframe_options(self, system):
         """Its ReFrame options (after the mode's and the system's own)."""
@@ -134,14 +141,18 @@ class Batch:
             # The batch's nodes: ReFrame's --distribute takes the nodes a job's options
             # allow and drops the option from the jobs themselves.
             options += ['--distribute=all', f'-J--nodelist={",".join(self.nodes)}']
-        elif self.nodes:
-            options += [f'-J--nodelist={",".join(self.nodes)}']
+        elif self.pairs:
+            # One test per pair (hpcbench.rfm.plugins.PinnedNodes), each job on its two.
+            listed = PAIRS_DELIMITER.join(",".join(pair) for pair in self.pairs)
+            options += ['-P', f'{self.group.check}.pinned_nodes={listed}',
+                        f'--param-values-delim={PAIRS_DELIMITER}']
         return options
 
     @property
     def label(self):
-        where = f'{len(self.nodes)} node(s)' if self.distribute else (
-            ' and '.join(self.nodes) if self.nodes else 'once')
+        where = (f'{len(self.nodes)} node(s)' if self.distribute else
+                 f'{len(self.pairs)} node pair(s): {", ".join("-".join(p) for p in self.pairs)}'
+                 if self.pairs else 'once')
         return f'{self.group.label} on {self.partition}, {where}'
 
 
@@ -236,9 +247,9 @@ def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
             size=DEFAULT_BATCH_NODES):
     """The runs left of `group` on `partitions` (Partition): per node, its nodes in
     service whose runs so far (`runs_done(partition, unit)`: a node's name, a pair of nodes,
-    or the partition's name) are fewer than the group's repeats, `size` nodes a batch; each
-    node pair of `node_pairs` ({partition: [(a, b), ...]}) so left, a batch each; once, the
-    partition where it is left. A partition whose nodes are unknown (a paper's system,
+    or the partition's name) are fewer than the group's repeats, `size` nodes a batch; the
+    node pairs of `node_pairs` ({partition: [(a, b), ...]}) so left, in batches of `size`
+    nodes (a round of pairs in one ReFrame run); once, the partition where it is left. A partition whose nodes are unknown (a paper's system,
     whose scheduler is not here) or that is one node (local) runs the group once."""
     left = []
     for partition in group_partitions(group, partitions):
@@ -251,8 +262,11 @@ def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
             left += [Batch(group, name, tuple(nodes[i:i + size]), True)
                      for i in range(0, len(nodes), size)]
         elif group.kind == 'node_pair' and partition.nodes:
-            left += [Batch(group, name, tuple(pair)) for pair in dict(node_pairs).get(name, ())
+            pairs = [tuple(pair) for pair in dict(node_pairs).get(name, ())
                      if not set(pair) & set(out_of_service) and wanted(tuple(sorted(pair)))]
+            per_batch = max(1, size // 2)
+            left += [Batch(group, name, pairs=tuple(pairs[i:i + per_batch]))
+                     for i in range(0, len(pairs), per_batch)]
         elif group.kind == 'per_node' and partition.nodes:
             if wanted(partition.nodes[0]):
                 left.append(Batch(group, name))

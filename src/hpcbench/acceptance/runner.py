@@ -320,7 +320,8 @@ def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None,
         for group in groups:
             if group.kind == 'node_pair':
                 for batch in plan.batches(group, state.partitions, runs_done(runs, group),
-                                          state.out_of_service, state.second_pairs):
+                                          state.out_of_service, state.second_pairs,
+                                          batch_nodes or plan.DEFAULT_BATCH_NODES):
                     _run_batch(system, batch, directory, state, config, dry_run, say, mode)
         _, _, records = _sessions_runs(config, state.sessions)
     return the_contract, state, records

@@ -54,13 +54,22 @@ def _accept(args):
     if args.key:
         manifest.sign(directory, args.key)
     verdict = system_verdict(verdicts)
-    for e in verdicts:
-        counts = ', '.join(f'{n} {v}' for v, n in e.counts().items() if n)
-        print(f'{e.entry.id:<24}{e.verdict:<8}{counts}: {e.reason}')
+    for line in summary_lines(verdicts):
+        print(line)
     print(f'\n{args.system}: {verdict}. Report: {directory / acceptance_page.HTML}; '
           f'drain list: {directory / runner.DRAIN_LIST}; JUnit: {directory / runner.JUNIT_XML}')
     if verdict == 'FAIL':
         raise Worse(f'{args.system} does not meet its contract')
+
+
+def summary_lines(verdicts):
+    """One line per entry of the EntryVerdicts: its id, verdict, counts and reason; the ids
+    padded to the longest (a drafted id names check, figure, partition, stack and case), so
+    that a verdict never runs into its id."""
+    width = max((len(e.entry.id) for e in verdicts), default=0) + 2
+    return [f'{e.entry.id:<{width}}{e.verdict:<8}'
+            f'{", ".join(f"{n} {v}" for v, n in e.counts().items() if n)}: {e.reason}'
+            for e in verdicts]
 
 
 def _contract_init(args):

@@ -22,7 +22,7 @@ from reframe.core.exceptions import ReframeError
 from reframe.core.logging import getlogger
 
 from hpcbench.core import layout, node
-from hpcbench.core.slurm_cluster import SlurmDescriptionError
+from hpcbench.core.slurm_cluster import NODE_NAME, SlurmDescriptionError
 from hpcbench.machine import slurm_query
 from hpcbench.results import reference_schema, references
 from hpcbench.machine.from_reframe import partition_description, stack_description
@@ -265,18 +265,43 @@ def nominal_peak(partition):
 SLURM_SCHEDULERS = ('slurm', 'squeue')
 
 
+def given_nodes(test):
+    """The nodes a test was given by name ([]: the scheduler chooses): one by --distribute
+    (`make screen`), or its `pinned_nodes` (hpcbench.rfm.plugins.PinnedNodes: the
+    acceptance's node pairs). Pinned names are refused here unless they are Slurm's node
+    names, each once: they reach the controller's commands and the job's #SBATCH lines."""
+    nid = getattr(test, '.nid', None)
+    pinned = list(getattr(test, 'pinned_nodes', None) or [])
+    name = type(test).__name__
+    if nid and pinned:
+        raise ReframeError(f'{name}: given its nodes twice (--distribute and pinned_nodes='
+                           f'{",".join(pinned)}): nothing was run')
+    if nid:
+        return [nid] if isinstance(nid, str) else list(nid)
+    bad = [n for n in pinned if not NODE_NAME.fullmatch(n)]
+    if bad:
+        raise ReframeError(f'{name}: pinned_nodes {", ".join(map(repr, bad))}: not a node '
+                           'name (a letter or digit, then letters, digits, . _ -): nothing '
+                           'was run')
+    if len(set(pinned)) != len(pinned):
+        raise ReframeError(f'{name}: pinned_nodes={",".join(pinned)} names a node twice: '
+                           'nothing was run')
+    return pinned
+
+
 def skip_node_out_of_service(test):
-    """A test given one node by --distribute (`make screen`: every node of the partition)
-    skips where its controller says that node cannot run now (down, drained, not
-    responding...), saying why: a job asked of it would wait for it forever, and the run
-    report names it rather than leaving it out. A controller that does not answer is said
-    once; the job then goes as asked."""
-    nodes = getattr(test, '.nid', None)
+    """A test given its nodes by name (given_nodes: one by --distribute, `make screen`
+    over every node of the partition; a pair pinned by the acceptance) skips where its
+    controller says one cannot run now (down, drained, not responding...), saying why: a
+    job asked of it would wait for it forever, and the run report names it rather than
+    leaving it out. A controller that does not answer is said once; the job then goes as
+    asked."""
+    nodes = given_nodes(test)
     partition = test.current_partition
     if not nodes or partition.scheduler.registered_name not in SLURM_SCHEDULERS:
         return
     try:
-        out = slurm_query.nodes_out_of_service([nodes] if isinstance(nodes, str) else nodes)
+        out = slurm_query.nodes_out_of_service(nodes)
     except SlurmDescriptionError as err:
         say_once(f'{partition.fullname} node states', f'{partition.fullname}: node states '
                  f'not read ({err}); each node is asked for as given')

@@ -4,6 +4,7 @@
 - `CheckedInputs`: inputs a user sets (`-S name=value`) checked before anything runs;
 - `QuietNode`: the node's launch lock and quiet-node check before the launch
   (hpcbench.core.quiet_node runs in the job);
+- `PinnedNodes`: a test given its nodes by name (`-P Check.pinned_nodes=...`);
 - `StackCoverage`: which MPI stacks and BLAS libraries a check covers;
 - `Provenance`: the build's spec, inputs and topology as loggable variables;
 - `Samples`: each figure's values within the job and how they were aggregated, ratios
@@ -26,8 +27,8 @@ from hpcbench.core import job_script, launch_lock, node, quiet_node
 from hpcbench.stack import provenance, slurm_run_env
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
 from hpcbench.machine.from_reframe import partition_description, stack_description
-from hpcbench.rfm.partition import (job_python, nominal_peak, partition_node, say_once,
-                                    skip_node_out_of_service)
+from hpcbench.rfm.partition import (given_nodes, job_python, nominal_peak, partition_node,
+                                    say_once, skip_node_out_of_service)
 
 
 # Variables a launcher must not pass on its command line: search paths are the job's
@@ -188,6 +189,32 @@ class QuietNode(QuietNodeSettings):
         if self.job.exitcode:
             raise SanityError(f'the job exited with status {self.job.exitcode} '
                               f'(see {self.job.stdout} and {self.job.stderr})')
+
+
+class PinnedNodes(rfm.RegressionTestPlugin):
+    """A test given its nodes by name, as --distribute gives each test one node: ReFrame's
+    `-P Check.pinned_nodes='n1,n2;n3,n4' --param-values-delim=';'` makes one test of each
+    list, whose job asks the scheduler for exactly those nodes (the acceptance's node pairs,
+    a round of them in one ReFrame run, so that disjoint pairs run at once where the
+    partition takes several jobs: hpcbench.acceptance.plan). The names are checked as
+    Slurm's (hpcbench.rfm.partition.given_nodes), a node out of service skips the test
+    (QuietNode), and a list of another length than the nodes the job spans is refused: Slurm
+    would add nodes to a shorter one and refuse a longer one."""
+    #: The nodes the job runs on ([]: the scheduler's choice).
+    pinned_nodes = variable(typ.List[str], value=[])
+
+    @run_before('run')
+    def pin_the_job_to_its_nodes(self):
+        pinned = given_nodes(self) if self.pinned_nodes else []
+        if not pinned:
+            return
+        per_node = self.num_tasks_per_node
+        spans = -(-self.num_tasks // per_node) if per_node and self.num_tasks else None
+        if spans is not None and spans != len(pinned):
+            raise ReframeError(f'{type(self).__name__}: pinned_nodes={",".join(pinned)} is '
+                               f'{len(pinned)} node(s); its job spans {spans} '
+                               f'({self.num_tasks} tasks, {per_node} a node): nothing was run')
+        self.job.pin_nodes = pinned
 
 
 class StackCoverage(rfm.RegressionTestPlugin):

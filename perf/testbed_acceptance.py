@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): the testbed's acceptance at scale, end to end, with its faults
+injected for real (issue 63's goal: 32 nodes within 15 minutes on this machine).
+
+The Slurm testbed with --nodes CPU nodes (`ci/testbed/testbed start --nodes N`; one running
+with another count is refused by it); node --slow given --cpu-share of one CPU
+(hpcbench.devtools.testbed_slowdown: its slurmd, and so its jobs, in a CPU cgroup with a
+quota), --drained drained through Slurm before the run and --drained-during drained --after
+seconds into it. Then `hpcbench accept --system testbed` with the contract (the committed
+contracts/testbed.yaml unless --contract) into --output, timed as a user runs it. Then:
+
+- where the time went: each ReFrame run of the acceptance (its report: start, end, test
+  cases), and the rest (ReFrame asked what the system is, the verdicts and outputs);
+- every unit's verdict against the faults: a drained node NOT_RUN in every entry and every
+  pair with it NOT_RUN; the slow node failing at least one entry, and the drain list naming
+  it and nothing else; every other node and pair PASS, not flagged slow. A verdict that
+  disagrees is counted and named.
+
+Afterwards the slow node gets its CPU back and the nodes this drained are resumed; the
+testbed keeps running (`make testbed-stop`). A directory given to --output that holds an
+acceptance is resumed, as `hpcbench accept` does (give a new one for a fresh run).
+
+    .venv/bin/python perf/testbed_acceptance.py [--nodes 32] [--slow n7 --cpu-share 0.25]
+        [--drained n20] [--drained-during n25 --after 120] [--output DIR]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HPCBENCH = ROOT / '.venv' / 'bin' / 'hpcbench'
+TESTBED = ROOT / 'ci' / 'testbed' / 'testbed'
+sys.path.insert(0, str(ROOT / 'src'))
+
+
+def scontrol(env, node, state, reason=None):
+    command = ['scontrol', 'update', f'NodeName={node}', f'State={state}']
+    if reason:
+        command.append(f'Reason={reason}')
+    subprocess.run(command, env=env, check=True, capture_output=True, timeout=60)
+
+
+def runs_of(directory):
+    """(label, seconds, test cases) of each ReFrame run the acceptance made, in order."""
+    runs = []
+    for report in sorted((directory / 'reports').glob('run-*.json'),
+                         key=lambda p: int(p.stem.split('-')[1])):
+        data = json.loads(report.read_text())
+        cases = [tc for run in data['runs'] for tc in run['testcases'] if not tc['fixture']]
+        names = sorted({tc['name'] for tc in cases})
+        runs.append((', '.join(names) or report.stem, data['session_info']['time_elapsed'],
+                     len(cases)))
+    return runs
+
+
+def wrong_verdicts(verdicts, drain_list, slow, drained):
+    """[why] for every verdict that disagrees with the faults injected."""
+    wrong = []
+    failed_slow = False
+    for entry in verdicts['entries']:
+        for unit in entry['units']:
+            nodes = set(unit['nodes'])
+            name = f'{entry["id"]} {unit["unit"]}'
+            if nodes & set(drained):
+                if unit['verdict'] != 'NOT_RUN':
+                    wrong.append(f'{name}: {unit["verdict"]}, its node drained')
+            elif slow in nodes:
+                failed_slow |= unit['verdict'] == 'FAIL'
+            elif unit['verdict'] != 'PASS' or unit['slow']:
+                flagged = ' (flagged slow)' if unit['slow'] else ''
+                wrong.append(f'{name}: {unit["verdict"]}{flagged}, a healthy '
+                             f'{"pair" if len(nodes) > 1 else "node"}')
+    if slow and not failed_slow:
+        wrong.append(f'{slow}: made slow, and no entry failed it')
+    named = sorted(line.split()[2].split('=', 1)[1] for line in drain_list
+                   if line.startswith('scontrol'))
+    if named != ([slow] if slow else []):
+        wrong.append(f'the drain list names {named or "nothing"}, not {slow or "nothing"}')
+    return wrong
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--nodes', type=int, default=32)
+    parser.add_argument('--slow', default='n7', help="a node made slow ('' : none)")
+    parser.add_argument('--cpu-share', type=float, default=0.25,
+                        help='of one CPU, for the slow node (0.25: a quarter of one)')
+    parser.add_argument('--drained', default='n20', help="drained before ('' : none)")
+    parser.add_argument('--drained-during', default='n25', help="drained during ('' : none)")
+    parser.add_argument('--after', type=float, default=120,
+                        help='seconds into the run at which --drained-during is drained')
+    parser.add_argument('--contract', default=str(ROOT / 'contracts' / 'testbed.yaml'))
+    parser.add_argument('--output', default=str(ROOT / 'var' / 'acceptance' / 'testbed-scale'))
+    args = parser.parse_args()
+
+    from hpcbench.devtools import testbed_slowdown
+    from hpcbench.stack import testbed_system
+    subprocess.run([str(TESTBED), 'start', '--nodes', str(args.nodes)], check=True,
+                   stdout=subprocess.DEVNULL)
+    layout = testbed_system.Layout(testbed_system.state_dir())
+    env = testbed_system.layout_environment(layout)
+    drained = [n for n in (args.drained, args.drained_during) if n]
+    directory = Path(args.output)
+    timer = None
+    try:
+        if args.slow:
+            testbed_slowdown.slow(layout, args.slow, args.cpu_share)
+        if args.drained:
+            scontrol(env, args.drained, 'DRAIN', 'benchmark: drained before the run')
+        if args.drained_during:
+            timer = threading.Timer(args.after, scontrol, (
+                env, args.drained_during, 'DRAIN', 'benchmark: drained during the run'))
+            timer.start()
+        print(f'testbed of {args.nodes} nodes: {args.slow or "no node"} at '
+              f'{args.cpu_share:g} of one CPU, {args.drained or "none"} drained, '
+              f'{args.drained_during or "none"} drained {args.after:g} s into the run',
+              flush=True)
+        start = time.monotonic()
+        done = subprocess.run([str(HPCBENCH), 'accept', '--system', 'testbed', '--contract',
+                               args.contract, '--output', str(directory)], cwd=ROOT,
+                              text=True, capture_output=True)
+        wall = time.monotonic() - start
+    finally:
+        if timer:
+            timer.cancel()
+        if args.slow:
+            testbed_slowdown.restore(layout, args.slow)
+        for node in drained:
+            subprocess.run(['scontrol', 'update', f'NodeName={node}', 'State=RESUME'],
+                           env=env, capture_output=True, timeout=60)
+    print(done.stdout[-6000:], done.stderr[-3000:], sep='\n')
+    if done.returncode not in (0, 1):
+        sys.exit(f'hpcbench accept failed (exit {done.returncode})')
+
+    runs = runs_of(directory)
+    print(f'\nwall: {wall:.0f} s ({wall / 60:.1f} min) for {args.nodes} nodes')
+    for label, seconds, cases in runs:
+        print(f'  {seconds:7.1f} s  {cases:4d} test case(s)  {label}')
+    in_runs = sum(seconds for _, seconds, _ in runs)
+    print(f'  {wall - in_runs:7.1f} s  outside ReFrame runs (the system asked, verdicts, '
+          'outputs)')
+    verdicts = json.loads((directory / 'verdicts.json').read_text())
+    drain_list = (directory / 'drain-list.sh').read_text().splitlines()
+    wrong = wrong_verdicts(verdicts, drain_list, args.slow, drained)
+    units = sum(len(e['units']) for e in verdicts['entries'])
+    print(f'verdicts: system {verdicts["verdict"]}, {units} unit verdict(s), '
+          f'{len(wrong)} wrong')
+    for why in wrong:
+        print(f'  wrong: {why}')
+    sys.exit(1 if wrong else 0)
+
+
+if __name__ == '__main__':
+    main()
