@@ -7,13 +7,22 @@ it made (only a group of its own name, that it recorded making).
 Control groups v1 (the `cpu` controller's cpu.cfs_quota_us) and v2 (cpu.max) are both
 read; where neither can be written (a container without its cgroup file system) the
 slowdown is refused, saying so: nothing is faked."""
+import math
 import re
 from pathlib import Path
 
 from hpcbench.devtools.testbed_processes import recorded
 
 CGROUP_ROOT = Path('/sys/fs/cgroup')
-PERIOD_US = 100_000
+# The quota is granted per period, so work shorter than a period that starts on a fresh one
+# runs at full speed: HPCC's HPL at N = 1152 (25 ms on two cores) escaped 100 ms periods in
+# one run of three on a node given half a CPU, and a slow node passed. A stuck clock slows
+# every cycle: periods short beside the work it slows (at 10 ms, six runs of six slowed).
+PERIOD_US = 10_000
+# The kernel's least quota (1 ms) and greatest period (1 s): a smaller share, a longer period.
+MIN_QUOTA_US = 1_000
+MAX_PERIOD_US = 1_000_000
+MIN_SHARE = MIN_QUOTA_US / MAX_PERIOD_US
 _PREFIX = 'hpcbench-testbed-'
 
 
@@ -54,14 +63,21 @@ def _cgroup_of(pid, kind):
     return '/'
 
 
+def quota(cpu_share):
+    """(period, quota) in microseconds for `cpu_share` of one CPU: PERIOD_US, or the period
+    that gives the kernel's least quota to a smaller share."""
+    period = max(PERIOD_US, math.ceil(MIN_QUOTA_US / cpu_share))
+    return period, round(cpu_share * period)
+
+
 def slow(layout, node, cpu_share):
-    """Give node `node`'s jobs `cpu_share` of one CPU (0 < share <= 8) from now on; the
-    group's path."""
+    """Give node `node`'s jobs `cpu_share` of one CPU (MIN_SHARE <= share <= 8) from now on;
+    the group's path."""
     if not re.fullmatch(r'[A-Za-z][A-Za-z0-9-]*', node):
         raise SlowdownError(f'{node!r} is no testbed node name')
-    if not 0 < cpu_share <= 8:
-        raise SlowdownError(f'a CPU share of {cpu_share:g}: give one above 0 (0.25: a quarter '
-                            'of one CPU)')
+    if not MIN_SHARE <= cpu_share <= 8:
+        raise SlowdownError(f'a CPU share of {cpu_share:g}: give one from {MIN_SHARE:g} to 8 '
+                            '(0.25: a quarter of one CPU)')
     mount, kind = _controller()
     pid = _slurmd(layout, node)
     marker = _marker(layout, node)
@@ -69,12 +85,12 @@ def slow(layout, node, cpu_share):
     if not marker.exists():
         marker.write_text(_cgroup_of(pid, kind) + '\n')
     group.mkdir(exist_ok=True)
-    quota = int(cpu_share * PERIOD_US)
+    period, granted = quota(cpu_share)
     if kind == 'v1':
-        (group / 'cpu.cfs_period_us').write_text(f'{PERIOD_US}\n')
-        (group / 'cpu.cfs_quota_us').write_text(f'{quota}\n')
+        (group / 'cpu.cfs_period_us').write_text(f'{period}\n')
+        (group / 'cpu.cfs_quota_us').write_text(f'{granted}\n')
     else:
-        (group / 'cpu.max').write_text(f'{quota} {PERIOD_US}\n')
+        (group / 'cpu.max').write_text(f'{granted} {period}\n')
     (group / 'cgroup.procs').write_text(f'{pid}\n')
     return group
 
