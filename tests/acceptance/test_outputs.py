@@ -40,7 +40,35 @@ def test_the_junit_xml_counts_a_node_not_run_as_a_failure_never_a_skip():
     failure = cases['node n4'].find('failure')
     assert failure.get('message') == 'NOT_RUN: IDLE+DRAIN: drained (bad DIMM)'
     assert suite.find('.//skipped') is None
-    assert 'slow beside its peers: 49.6 % worse' in cases['node n2'].find('system-out').text
+    assert 'slow beside its peers: 50.4 % worse' in cases['node n2'].find('system-out').text
+
+
+def test_a_junit_parser_reads_a_case_per_unit_not_run_a_failure_invalid_an_error(tmp_path):
+    """junitparser (what a CI's JUnit reader makes of the file, not an XML reader): one suite
+    per entry, one case per unit, each with its result: NOT_RUN a Failure naming the fault
+    code, INVALID an Error, a passing unit none; nothing is ever Skipped."""
+    from junitparser import Error, Failure, JUnitXml, Skipped
+    entry = _entry('HplNodeScreen', 'gflops', 'node', 70.0, 'GFLOP/s', median_of=1,
+                   partitions=['batch'], id='hpl-node')
+    expected = [judgement.Unit('node', 'batch', n) for n in ('n1', 'n2', 'n3', 'n4')]
+    judged = judgement.judge_entry(
+        entry, [r for r in _screen() if r.nodes != ('n3',)], expected,
+        not_run={expected[3]: 'IDLE+DRAIN: drained (bad DIMM)'},
+        invalid={expected[2]: 'sanity: HPL residual FAILED'})
+    path = tmp_path / 'junit.xml'
+    path.write_text(outputs.junit_xml('testbed', [judged]))
+    suites = JUnitXml.fromfile(str(path))
+    (suite,) = list(suites)
+    assert (suite.name, suite.tests, suite.failures, suite.errors, suite.skipped) == (
+        'hpl-node', 4, 1, 1, 0)
+    results = {case.name: case.result for case in suite}
+    assert results['node n1'] == [] and results['node n2'] == []
+    (failure,) = results['node n4']
+    assert isinstance(failure, Failure) and failure.type == 'F' and \
+        failure.message == 'NOT_RUN: IDLE+DRAIN: drained (bad DIMM)'
+    (error,) = results['node n3']
+    assert isinstance(error, Error) and error.message == 'INVALID: sanity: HPL residual FAILED'
+    assert not any(isinstance(r, Skipped) for rs in results.values() for r in rs)
 
 
 def test_the_drain_list_names_the_slow_node_and_quotes_its_reason():
