@@ -155,6 +155,30 @@ def test_on_32_real_nodes_of_bimodal_latencies_only_the_node_made_slow_is_flagge
                for names in flagged.values()), flagged
 
 
+def test_a_node_drained_during_the_acceptance_is_not_run_and_says_why_its_runs_stopped():
+    """The final 32-node run's stored HPCC session (tests/fixtures/acceptance): n25, drained
+    120 s into the run after one of its three runs, is NOT_RUN naming the drain and the run it
+    has (not only the missing runs); n20, drained before, NOT_RUN with Slurm's reason; n7,
+    at a quarter of one CPU, FAIL; the other 29 PASS."""
+    data = json.loads((FIXTURES / 'acceptance' / 'testbed-32-nodes-hpcc-session.json')
+                      .read_text())
+    (entry,) = [e for e in contract.load(ROOT / 'contracts' / 'testbed.yaml',
+                                         'testbed').entries if e.figure == 'hpl']
+    expected = [judgement.Unit('node', 'srun', f'n{i}') for i in range(1, 33)]
+    not_run = {u: f'out of service: {data["out_of_service"][u.key]}' for u in expected
+               if u.key in data['out_of_service']}
+    judged = judgement.judge_entry(entry, list(measured.measured_runs(data)), expected, not_run)
+    units = {u.unit.key: u for u in judged.units}
+    assert units['n25'].verdict == 'NOT_RUN' and units['n25'].reason == (
+        f'out of service: {data["out_of_service"]["n25"]}; 1 of the 3 runs its statistic needs')
+    assert 'drained during the run' in units['n25'].reason
+    assert (units['n20'].verdict, units['n20'].reason) == (
+        'NOT_RUN', f'out of service: {data["out_of_service"]["n20"]}')
+    assert units['n7'].verdict == 'FAIL'
+    assert sorted(k for k, u in units.items() if u.verdict == 'PASS') == sorted(
+        f'n{i}' for i in range(1, 33) if f'n{i}' not in ('n7', 'n20', 'n25'))
+
+
 def test_among_three_real_nodes_the_slow_one_is_judged_beside_the_other_two():
     """n7 (2.1 to 2.6 GFLOP/s at a quarter of one CPU) beside the two healthy nodes of the
     32-node run whose medians lie furthest apart (n16 23.6, n11 34.0): a partition of three.

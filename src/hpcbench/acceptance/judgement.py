@@ -31,7 +31,7 @@ flagged three nodes that were not slow.
 """
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hpcbench.core import device_keys
 
@@ -299,7 +299,8 @@ def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALP
     that should have a verdict (every node in the entry's partitions, each GPU or pair of
     each); `not_run`: {Unit: why} of those that could not run (drained, down); `invalid`:
     {Unit: why} of those whose run failed its sanity check. A unit expected and without a
-    figure is NOT_RUN, never left out."""
+    figure is NOT_RUN, never left out; one with fewer runs than its statistic needs too,
+    saying why its node could not run them where it could not."""
     not_run, invalid = dict(not_run or {}), dict(invalid or {})
     values = unit_values(entry, cases)
     units = sorted({*expected, *values, *not_run, *invalid}, key=str)
@@ -311,7 +312,11 @@ def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALP
             verdicts.append(UnitVerdict(unit, 'NOT_RUN', reason=not_run.get(
                 unit, 'no figure measured: not run, or its job did not finish')))
         else:
-            verdicts.append(judge_unit(entry, unit, values[unit], alpha))
+            judged = judge_unit(entry, unit, values[unit], alpha)
+            if judged.verdict == 'NOT_RUN' and unit in not_run:
+                # Runs cut short by what stopped the node (drained during the acceptance).
+                judged = replace(judged, reason=f'{not_run[unit]}; {judged.reason}')
+            verdicts.append(judged)
     verdicts = slow_beside_peers(verdicts, entry.committed.direction)
     verdict, why = _over_scope(entry, verdicts)
     return EntryVerdict(entry, tuple(verdicts), verdict, why)
