@@ -45,6 +45,27 @@ def test_a_member_whose_path_leaves_the_tree_refuses_the_wheel_and_writes_nothin
     assert not cache.exists() or list(cache.iterdir()) == []
 
 
+@pytest.mark.parametrize('below', ['{tmp}/ESCAPED-absolute', '/{tmp}/ESCAPED-two-slashes',
+                                   'lib//{tmp}/ESCAPED-inside', 'lib/./{tmp}/ESCAPED-dot'])
+def test_a_member_whose_path_below_the_tree_is_absolute_refuses_the_wheel(tmp_path, below):
+    """Issue 70: `nvidia/nccl//tmp/x` (the tree, then an absolute path) passed the member's
+    checks and was written at /tmp/x; the path below the tree is checked itself: for NCCL's
+    wheel and the toolkit's, in variations (an empty part inside it, a `.`)."""
+    member = below.format(tmp=tmp_path)
+    wheel = _nccl_wheel(tmp_path / 'nccl.whl', {nccl.WHEEL_TREE + member:
+                                                (b'pwned', stat.S_IFREG | 0o644)})
+    with pytest.raises(nccl.NcclError, match=r'leaves the tree it unpacks into \(below '):
+        nccl.lay_out(wheel, tmp_path / 'nccl' / '2.32.3')
+    toolkit = tmp_path / 'nvcc.whl'
+    with zipfile.ZipFile(toolkit, 'w') as archive:
+        archive.writestr(cuda.WHEEL_TREE + 'bin/nvcc', '#!/bin/sh\n')
+        archive.writestr(cuda.WHEEL_TREE + member, 'pwned')
+    with pytest.raises(cuda.CudaError, match=r'leaves the tree it unpacks into \(below '):
+        cuda.lay_out([toolkit], tmp_path / 'cuda' / '13.0.88')
+    assert not list(tmp_path.rglob('ESCAPED*'))
+    assert not (tmp_path / 'nccl').exists() and not (tmp_path / 'cuda').exists()
+
+
 def test_special_bits_are_dropped_and_the_rest_of_the_mode_kept(tmp_path):
     wheel = _nccl_wheel(tmp_path / 'nccl.whl', {
         nccl.WHEEL_TREE + 'bin/setuid-tool': (b'#!/bin/sh\n', stat.S_IFREG | 0o4755),

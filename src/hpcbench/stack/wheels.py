@@ -4,7 +4,8 @@ renamed when complete.
 
 A wheel comes from pip's download or from an offline bundle's `wheels/`, which anyone who
 handed over the bundle could have made: each member is checked before anything is written.
-Its path stays inside the tree (relative, no `..`, no absolute path, no drive), it is a
+Its path stays inside the tree (relative, no `..`, no absolute path, no drive; and so
+its path below the tree: `nvidia/nccl//tmp/x` is /tmp/x there), it is a
 regular file (a link or a device in a wheel is refused: pip's wheels hold none), its mode
 keeps read, write and execute bits only (no setuid, setgid or sticky bit), and the files
 unpack to at most MAX_RATIO times the wheel's size (SMALL_WHEEL_BYTES for a small one) and
@@ -42,12 +43,20 @@ def _relative(member, tree, wheel):
                          'not a wheel to install')
     if not name.startswith(tree) or member.is_dir():
         return None
+    # The path below the tree, checked itself: `nvidia/nccl//tmp/x` passes every test of the
+    # member's name, and `tree / '/tmp/x'` is /tmp/x (pathlib drops what is left of an
+    # absolute path). Below the tree a path is plain: relative, no empty, `.` or `..` part.
+    relative = name[len(tree):]
+    if relative.startswith('/') or any(part in ('', '.', '..')
+                                       for part in relative.split('/')):
+        raise WheelError(f'{wheel}: member {name[:200]!r} leaves the tree it unpacks into '
+                         f'(below {tree!r}: {relative[:200]!r}): not a wheel to install')
     mode = member.external_attr >> 16
     # A file's type bits: a regular file's, or none (zip tools that keep permissions only).
     if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
         raise WheelError(f'{wheel}: member {name[:200]!r} is not a regular file (mode '
                          f'{oct(mode)}): not a wheel to install')
-    return name[len(tree):]
+    return relative
 
 
 def checked_members(wheel, tree):
@@ -85,6 +94,10 @@ def lay_out(wheels, tree, prefix, complete):
             with zipfile.ZipFile(wheel) as archive:
                 for member, relative in kept:
                     target = tmp / relative
+                    if not target.resolve().is_relative_to(tmp.resolve()):
+                        raise WheelError(f'{wheel}: member {member.filename[:200]!r} would be '
+                                         f'written at {target.resolve()}, outside the tree: '
+                                         'not a wheel to install')
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with archive.open(member) as source, open(target, 'wb') as out:
                         shutil.copyfileobj(source, out)
