@@ -74,6 +74,41 @@ def test_a_contract_reads_as_typed_entries():
      'entries[hpl-node].parameters.num_nodes:'),
     (lambda e: e.update(run_rules={'settings': {'memory fraction': 0.1}}),
      'entries[hpl-node].run_rules.settings'),
+    # Issue 70, item 4: numbers that are none (NaN passes every bound; an infinity passes a
+    # minimum): each refused by its field, wherever it is.
+    (lambda e: e['committed'].update(value=float('nan')),
+     'entries[hpl-node].committed.value: nan is not a finite number'),
+    (lambda e: e.update(rule={'fraction': float('nan')}),
+     'entries[hpl-node].rule.fraction: nan is not a finite number'),
+    (lambda e: e['committed'].update(tolerance=float('nan')),
+     'entries[hpl-node].committed.tolerance: nan is not a finite number'),
+    (lambda e: e.update(run_rules={'minimum_seconds': float('inf')}),
+     'entries[hpl-node].run_rules.minimum_seconds: inf is not a finite number'),
+    (lambda e: e['source'].update(factor=float('nan')),
+     'entries[hpl-node].source.factor: nan is not a finite number'),
+    (lambda e: e['committed'].update(value=float('-inf')),
+     'entries[hpl-node].committed.value: -inf is not a finite number'),
+    (lambda e: e.update(run_rules={'settings': {'n': float('nan')}}),
+     'entries[hpl-node].run_rules.settings.n: nan is not a finite number'),
+    # Item 5: bounds above (2,000 repeats made a dry run of 2,001 test cases).
+    (lambda e: e.update(run_rules={'repeats': 2000}),
+     'entries[hpl-node].run_rules.repeats: 2000 is greater than the maximum of 100'),
+    (lambda e: e.update(statistic={'median_of': 10 ** 30}),
+     'entries[hpl-node].statistic.median_of: 1000000000000000000000000000000 is greater than '
+     'the maximum of 100'),
+    (lambda e: e.update(run_rules={'minimum_seconds': 1e12}),
+     'entries[hpl-node].run_rules.minimum_seconds: 1000000000000.0 is greater than the '
+     'maximum of 604800'),
+    # Item 13: a grammar is the whole text: a newline after it is refused (Python's `$`
+    # matched before it).
+    (lambda e: e['fault'].update(code='HPL-NODE\n'),
+     "entries[hpl-node].fault.code: 'HPL-NODE\\n' does not match"),
+    (lambda e: e.update(parameters={'num_nodes': '1\n'}),
+     'entries[hpl-node].parameters.num_nodes:'),
+    (lambda e: e.update(run_rules={'settings': {'n\n': 1}}),
+     'entries[hpl-node].run_rules.settings:'),
+    (lambda e: e.update(environ='openmpi\n'),
+     "entries[hpl-node].environ: 'openmpi\\n' does not match"),
 ])
 def test_each_wrong_field_is_one_message_naming_file_entry_and_field(change, said):
     entry = copy.deepcopy(ENTRY)
@@ -83,6 +118,12 @@ def test_each_wrong_field_is_one_message_naming_file_entry_and_field(change, sai
                            PARTITIONS)
     assert str(raised.value).startswith('contracts/testbed.yaml: '), raised.value
     assert said in str(raised.value), raised.value
+
+
+def test_an_id_ending_in_a_newline_is_refused():
+    with pytest.raises(contract.ContractError, match=r"entries\[0\]\.id: 'hpl-node\\n' does "
+                                                     'not match'):
+        contract.from_data(_contract({**ENTRY, 'id': 'hpl-node\n'}), 'c.yaml', 'testbed')
 
 
 def test_two_entries_of_one_id_and_a_contract_of_another_system_are_refused():

@@ -71,18 +71,18 @@ def test_the_directory_holds_the_verdicts_and_what_they_stand_on(tmp_path):
 def test_verify_passes_and_names_one_byte_changed_in_a_session_or_the_contract(tmp_path):
     _acceptance(tmp_path / 'a')
     directory = tmp_path / 'a'
-    assert runner.verify(directory) == []
+    assert runner.verify(directory).problems == []
     session, = (directory / runner.SESSIONS).glob('*.json')
     text = session.read_text()
     at = text.index('"perfvalues"') + 40
     session.write_text(text[:at] + ('1' if text[at] != '1' else '2') + text[at + 1:])
-    problems = runner.verify(directory)
+    problems = runner.verify(directory).problems
     assert problems[0].startswith(f'sessions/{session.name}: changed (sha256 ')
     session.write_text(text)
-    assert runner.verify(directory) == []
+    assert runner.verify(directory).problems == []
     contract = directory / runner.CONTRACT_COPY
     contract.write_text(contract.read_text().replace('70.0', '30.0'))
-    problems = runner.verify(directory)
+    problems = runner.verify(directory).problems
     assert problems[0].startswith('contract.yaml: changed')
 
 
@@ -95,9 +95,28 @@ def test_verdicts_rewritten_with_the_manifest_are_not_what_the_sessions_give(tmp
     written['verdict'] = written['entries'][0]['verdict'] = 'PASS'
     (directory / runner.VERDICTS_JSON).write_text(json.dumps(written))
     manifest.write(directory)
-    (problem,) = runner.verify(directory)
+    (problem,) = runner.verify(directory).problems
+    assert problem == ('verdicts.json: not what its contract, plan and sessions give '
+                       '(entries hpl-node; system FAIL, written PASS)')
+
+
+def test_verdicts_another_commit_wrote_differ_saying_the_rules_may_have_changed(tmp_path):
+    """A directory written before verdicts.json named a pair's nodes (no `nodes` in it) and
+    by another commit: --verify says which rules judged it again, and which wrote it, so
+    that a changed rule is not taken for a changed result."""
+    _acceptance(tmp_path / 'a')
+    directory = tmp_path / 'a'
+    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    for unit in written['entries'][0]['units']:
+        del unit['nodes']
+    (directory / runner.VERDICTS_JSON).write_text(json.dumps(written))
+    (directory / 'project-commit.txt').write_text('df39ccb299dd05d86e5d5ebd9ba8d1b16022a22b\n')
+    manifest.write(directory)
+    (problem,) = runner.verify(directory).problems
     assert problem.startswith('verdicts.json: not what its contract, plan and sessions give '
-                              '(entries hpl-node; system FAIL, written PASS)')
+                              '(entries hpl-node; system FAIL, written FAIL); judged by the '
+                              'rules of project commit '), problem
+    assert problem.endswith(', written by df39ccb299dd: the rules may have changed since')
 
 
 def test_a_contract_with_a_wrong_unit_is_one_message_and_nothing_runs(tmp_path):
@@ -141,3 +160,113 @@ def test_node_pairs_blame_the_node_that_fails_beside_good_ones_and_never_a_drain
                          out_of_service={'n20': 'IDLE+DRAIN: drained (fan failure)'})
     blame = runner.pair_blame([EntryVerdict(entry, units, 'FAIL', '')], state)
     assert blame == {'n7': 'MPI-PAIR (node pairs: failed again beside a node that passed)'}
+
+
+def test_a_system_that_is_a_path_is_refused_before_anything_reads_it(tmp_path):
+    """Issue 70, item 17: `accept --system /path/x` and `contract init /path/x` ran
+    /path/x.py as a site config before saying it was no system. A name that is not one of
+    the systems (a path, a name of no site config) is refused first, in one line."""
+    (tmp_path / 'x.py').write_text(f'open({str(tmp_path / "RAN")!r}, "w")\n')
+    env = {**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')}
+    for argv in (['accept', '--system', str(tmp_path / 'x')],
+                 ['contract', 'init', str(tmp_path / 'x')],
+                 ['accept', '--system', '../site-configs/local'],
+                 ['contract', 'init', 'nosuchsystem', '--output', str(tmp_path / 'c.yaml')]):
+        done = subprocess.run([str(BIN / 'hpcbench'), *argv], capture_output=True, text=True,
+                              cwd=ROOT, env=env, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines()[-1].endswith('is not a system (the systems: chic, '
+                                                     'local, louhi, murska, oakforest-pacs, '
+                                                     't2k-tsukuba, testbed, tsubame; '
+                                                     '`hpcbench new-system` describes another)')
+    assert not (tmp_path / 'RAN').exists() and not (tmp_path / 'c.yaml').exists()
+
+
+def test_contract_init_s_settings_and_factor_are_plain_finite_values(tmp_path):
+    """Issue 70, items 4 and 6: `--setting HplCheck.n=.nan` was taken, `--setting
+    'HplCheck.sizing=a b'` a traceback, `--factor nan` taken: each one line, nothing
+    written."""
+    env = {**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')}
+    target = tmp_path / 'c.yaml'
+    for extra, said in ((['--setting', 'HplCheck.n=.nan'],
+                         "error: --setting 'HplCheck.n=.nan': not valid YAML: line 1, "
+                         "column 1: '.nan' is not a finite number"),
+                        (['--setting', 'HplCheck.sizing=a b'],
+                         'run_rules.settings.sizing:'),
+                        (['--setting', 'HplNodeScreen.n=4'],
+                         "error: --setting 'HplNodeScreen.n=4': the draft has no entry of "
+                         'HplNodeScreen (its checks: GpuDgemmCheck, HplCheck)'),
+                        (['--factor', 'nan'], "argument --factor: 'nan' is no share of a "
+                                              'figure')):
+        done = subprocess.run([str(BIN / 'hpcbench'), 'contract', 'init', 'tsubame',
+                               '--output', str(target), *extra], capture_output=True,
+                              text=True, cwd=ROOT, env=env, timeout=300)
+        assert done.returncode == 2 and 'Traceback' not in done.stderr, done.stderr
+        assert len(done.stderr.splitlines()) == 1 or extra[0] == '--factor', done.stderr
+        assert said in done.stderr, done.stderr
+        assert not target.exists()
+
+
+def _verify(directory, *options):
+    return subprocess.run([str(BIN / 'hpcbench'), 'accept', '--verify', str(directory),
+                           *options], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, 'HPCBENCH_VAR': str(directory.parent / 'var')})
+
+
+def test_verify_says_what_it_checked_and_requires_the_signature_the_site_names(tmp_path):
+    """Issue 70, item 2a: a signed acceptance whose signature was deleted after its verdicts
+    were turned to PASS and its manifest written again verified with the site's signers
+    ("every file as the manifest says (not signed)", exit 0). With signers given, a
+    signature is required; without, the output says what it checked, and no more."""
+    directory = tmp_path / 'a'
+    _acceptance(directory)
+    key = tmp_path / 'site-key'
+    subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', str(key)],
+                   check=True)
+    manifest.sign(directory, key)
+    signers = tmp_path / 'allowed_signers'
+    signers.write_text(f'acceptance@site {(tmp_path / "site-key.pub").read_text()}')
+    done = _verify(directory, '--allowed-signers', str(signers), '--identity',
+                   'acceptance@site')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f'{directory}: every file as the manifest says; signed by '
+                                  'acceptance@site (ED25519 key SHA256:'), done.stdout
+    # The FAIL turned PASS, the manifest written again, the signature deleted.
+    (directory / runner.CONTRACT_COPY).write_text(
+        (directory / runner.CONTRACT_COPY).read_text().replace('70.0', '1.0'))
+    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    written['verdict'] = 'PASS'
+    (directory / runner.VERDICTS_JSON).write_text(json.dumps(written))
+    manifest.write(directory)
+    done = _verify(directory, '--allowed-signers', str(signers), '--identity',
+                   'acceptance@site')
+    assert done.returncode == 1, done.stdout
+    assert 'MANIFEST.sha256.sig: missing, and a signature by acceptance@site is required' in \
+        done.stdout
+    done = _verify(directory)
+    assert done.returncode == 1 and 'not signed' in done.stderr, done.stderr
+    # The signers without the identity: asked for, in one line.
+    done = _verify(directory, '--allowed-signers', str(signers))
+    assert (done.returncode, done.stderr) == (2, 'error: give --allowed-signers FILE and '
+                                                 '--identity NAME together: the signature is '
+                                                 "checked as the site's NAME's, named in "
+                                                 'FILE\n')
+
+
+def test_verify_of_a_directory_that_holds_no_acceptance_is_one_line_each(tmp_path):
+    """Item 6: `--verify` of a directory whose verdicts.json is `[]` or lacks `entries`, or
+    whose sessions/ holds a FIFO (it hung), is a line saying so, never a traceback."""
+    directory = tmp_path / 'a'
+    _acceptance(directory)
+    for text in ('[]', '{"system": "mycluster"}', '[' * 100000):
+        (directory / runner.VERDICTS_JSON).write_text(text)
+        manifest.write(directory)
+        done = _verify(directory)
+        assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
+        assert done.stdout.startswith(f'the verdicts cannot be judged again from {directory}: '
+                                      'ValueError: verdicts.json: '), done.stdout
+    os.mkfifo(directory / runner.SESSIONS / 'fifo.json')
+    done = _verify(directory)
+    assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
+    assert 'sessions/fifo.json: a FIFO, where an acceptance holds files only' in done.stdout
+    assert 'fifo.json: not a regular file, so not a session record' in done.stdout

@@ -87,6 +87,32 @@ def test_every_node_passes_and_a_drained_node_is_named_not_run():
     assert judgement.system_verdict([judged]) == 'FAIL'
 
 
+@pytest.mark.parametrize('stored', [-5.0, 0.0, float('nan'), float('-inf')])
+def test_a_stored_figure_no_run_can_have_is_invalid_never_a_pass(stored):
+    """Issue 70, item 4: a latency of -5 or 0 us in a stored record met `at most` and
+    PASSed. A figure no run can have is withheld where the record is read (hpcbench.results.
+    measured) and its unit INVALID, saying why; on the real three runs of PingPong (0.24,
+    0.27, 0.25 us), each one of them so changed in turn, and NaN too."""
+    entry = _entry('ImbPairCheck', 'latency', 'node', 0.30, 'us', 'at_most', median_of=1,
+                   environ='openmpi')
+    data = json.loads(PINGPONG.read_text())
+    data = data[0] if isinstance(data, list) else data
+    cases = [tc for run in data['runs'] for tc in run['testcases']
+             if tc['environ'] == 'openmpi' and tc['name'].startswith('ImbPairCheck')
+             and 'PingPong' in tc['display_name']]
+    assert len(cases) == 3
+    for tc in cases:
+        for key, values in tc['perfvalues'].items():
+            if key.endswith(':latency'):
+                values[0] = stored
+    judged = judgement.judge_entry(entry, list(measured.measured_runs(data)))
+    (unit,) = judged.units
+    assert unit.verdict == 'INVALID' and judged.verdict == 'FAIL'
+    assert unit.reason.startswith(f'latency withheld: {stored:g} us as stored: '), unit.reason
+    assert ('not a finite number' if stored != stored or stored < -1e300 else
+            'no run measures a us figure of nothing or less') in unit.reason
+
+
 def test_a_slow_node_is_flagged_beside_its_peers_even_where_it_meets_the_contract():
     """n2 at half its real figure (39.2 GFLOP/s against 77.8 and 80.1): below the committed
     70 in one run (a warning: one run is no test) and flagged slow; at a committed 30 it

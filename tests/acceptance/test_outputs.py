@@ -3,12 +3,15 @@ verdicts of the testbed's screen with a node drained and one made slow, as JSON 
 against its schema, as JUnit XML, as drain lines; the manifest signed with a real SSH key,
 verified, and refused after one byte of a result or of the contract changes."""
 import json
+import os
 import subprocess
 import xml.etree.ElementTree as ET
 
 import jsonschema
+import pytest
 
 from hpcbench.acceptance import judgement, manifest, outputs
+from hpcbench.core import paths
 from test_judgement import SCREEN, _entry, _screen
 
 
@@ -93,11 +96,11 @@ def test_a_signed_manifest_verifies_and_names_what_changed(tmp_path):
     manifest.write(run)
     key = _key(tmp_path)
     manifest.sign(run, key)
-    assert manifest.verify(run) == []
+    assert manifest.verify(run).problems == []
     signers = tmp_path / 'allowed_signers'
     signers.write_text(f'acceptance@site {(tmp_path / "site-key.pub").read_text()}')
-    assert manifest.verify(run, signers, 'acceptance@site') == []
-    assert manifest.verify(run, signers, 'someone@else')[0].startswith(
+    assert manifest.verify(run, signers, 'acceptance@site').problems == []
+    assert manifest.verify(run, signers, 'someone@else').problems[0].startswith(
         'MANIFEST.sha256.sig: the signature does not verify')
 
     # One byte of a stored result changed: named, and nothing else.
@@ -105,15 +108,112 @@ def test_a_signed_manifest_verifies_and_names_what_changed(tmp_path):
     data = bytearray(stored.read_bytes())
     data[100] ^= 1
     stored.write_bytes(bytes(data))
-    problems = manifest.verify(run)
+    problems = manifest.verify(run).problems
     assert len(problems) == 1 and problems[0].startswith('results/screen-session.json: '
                                                          'changed (sha256 ')
     stored.write_bytes(SCREEN.read_bytes())
-    # The contract changed, and the manifest written again to hide it: the signature says.
+    # The contract changed, and the manifest written again to hide it, the old signature
+    # put back beside it: the signature says.
     (run / 'contract.yaml').write_text('system: testbed \n')
-    assert manifest.verify(run)[0].startswith('contract.yaml: changed')
+    assert manifest.verify(run).problems[0].startswith('contract.yaml: changed')
+    old_signature = (run / manifest.SIGNATURE).read_bytes()
     manifest.write(run)
-    assert manifest.verify(run) == ['MANIFEST.sha256.sig: the signature does not verify: '
-                                    + manifest.verify(run)[0].split(': ', 2)[2]]
+    assert not (run / manifest.SIGNATURE).exists()
+    (run / manifest.SIGNATURE).write_bytes(old_signature)
+    (problem,) = manifest.verify(run).problems
+    assert problem.startswith('MANIFEST.sha256.sig: the signature does not verify: ')
+    # Or the signature deleted (issue 70, item 2a): unsigned is all that can be said without
+    # the site's signers; with them a signature is required.
+    (run / manifest.SIGNATURE).unlink()
+    checked = manifest.verify(run)
+    assert (checked.problems, checked.signature) == ([], 'not signed')
+    checked = manifest.verify(run, signers, 'acceptance@site')
+    assert checked.problems == [
+        f'MANIFEST.sha256.sig: missing, and a signature by acceptance@site is required '
+        f'(--allowed-signers {signers})']
     (run / 'extra.txt').write_text('x')
-    assert 'extra.txt: not in the manifest' in manifest.verify(run)
+    assert 'extra.txt: not in the manifest' in manifest.verify(run).problems
+
+
+def _signed_run(tmp_path):
+    run = tmp_path / 'acceptance'
+    (run / 'sessions').mkdir(parents=True)
+    (run / 'contract.yaml').write_text('system: testbed\n')
+    (run / 'sessions' / 'screen-session.json').write_bytes(SCREEN.read_bytes())
+    manifest.write(run)
+    return run
+
+
+def _fingerprint(key):
+    done = subprocess.run(['ssh-keygen', '-l', '-f', f'{key}.pub'], capture_output=True,
+                          text=True, check=True)
+    return done.stdout.split()[1]
+
+
+def test_without_the_site_s_signers_a_signature_is_said_to_be_a_key_s_not_a_signer_s(
+        tmp_path):
+    """Issue 70, item 2b: a directory re-signed with anybody's key printed "signature
+    verified". Without allowed signers, what is said is the key's fingerprint and that whose
+    key it is was not checked; with them, the signer; the other key refused."""
+    run = _signed_run(tmp_path)
+    site, anybody = _key(tmp_path), tmp_path / 'anybody'
+    subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', str(anybody)],
+                   check=True)
+    manifest.sign(run, anybody)
+    checked = manifest.verify(run)
+    assert checked.problems == []
+    assert checked.signature == (f'signed with ED25519 key {_fingerprint(anybody)}; whose key '
+                                 'that is was not checked (anybody can sign: give '
+                                 '--allowed-signers and --identity to check the signer)')
+    signers = tmp_path / 'allowed_signers'
+    signers.write_text(f'acceptance@site {(tmp_path / "site-key.pub").read_text()}')
+    (problem,) = manifest.verify(run, signers, 'acceptance@site').problems
+    assert problem.startswith('MANIFEST.sha256.sig: the signature does not verify')
+    manifest.sign(run, site)
+    checked = manifest.verify(run, signers, 'acceptance@site')
+    assert checked.problems == [] and checked.signature == (
+        f'signed by acceptance@site (ED25519 key {_fingerprint(site)}), as the allowed '
+        f'signers {signers} say')
+    # Item 2c: the signers without the identity to check (OpenSSH: "Could not verify
+    # signature"), or the identity alone, is one message asking for the other.
+    with pytest.raises(manifest.ManifestError, match='give --allowed-signers FILE and '
+                                                     '--identity NAME together'):
+        manifest.verify(run, signers)
+    with pytest.raises(manifest.ManifestError, match='--identity needs --allowed-signers'):
+        manifest.verify(run, None, 'acceptance@site')
+
+
+@pytest.mark.parametrize('line', ['../outside.txt', '{tmp}/outside.txt', 'sessions/../../outside.txt',
+                                  './contract.yaml', 'sessions//screen-session.json'])
+def test_a_manifest_line_naming_a_path_outside_the_directory_is_refused_unread(tmp_path, line):
+    """Item 2d: a manifest line naming `../x` or an absolute path was hashed and accepted."""
+    run = _signed_run(tmp_path)
+    outside = tmp_path / 'outside.txt'
+    outside.write_text('x')
+    name = line.format(tmp=tmp_path)
+    with open(run / manifest.MANIFEST, 'a') as written:
+        written.write(f'{paths.file_sha256(outside)}  {name}\n')
+    problems = manifest.verify(run).problems
+    assert problems == [f'{run / manifest.MANIFEST}:3: {name!r} is no path inside the '
+                        'directory: not hashed'], problems
+
+
+def test_a_session_replaced_by_a_link_or_a_fifo_is_named_and_never_read(tmp_path):
+    """Item 2d: a session file replaced by a link to an identical copy outside verified; a
+    FIFO in sessions/ hung --verify. Each is named, never opened, and the manifest cannot be
+    written over them."""
+    run = _signed_run(tmp_path)
+    session = run / 'sessions' / 'screen-session.json'
+    copy = tmp_path / 'copy.json'
+    copy.write_bytes(session.read_bytes())
+    session.unlink()
+    session.symlink_to(copy)
+    assert manifest.verify(run).problems == [
+        'sessions/screen-session.json: a link, not a regular file: not read']
+    os.mkfifo(run / 'sessions' / 'extra.json')
+    assert manifest.verify(run).problems == [
+        'sessions/screen-session.json: a link, not a regular file: not read',
+        'sessions/extra.json: a FIFO, where an acceptance holds files only']
+    with pytest.raises(manifest.ManifestError, match='extra.json: a FIFO, where an acceptance '
+                                                     'holds files only: no manifest written'):
+        manifest.write(run)

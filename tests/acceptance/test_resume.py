@@ -98,3 +98,40 @@ def test_a_round_of_node_pairs_is_one_reframe_run_each_pair_its_own_test(tmp_pat
     verdicts = runner.judge(runner.contracts.load(contract, 'testbed'), state, records)
     assert runner.pair_blame(verdicts, state) == {
         'n2': 'PAIR (node pairs: failed again beside a node that passed)'}
+
+
+def test_a_state_cut_mid_string_is_one_line_and_a_state_is_written_whole(tmp_path, stood_in):
+    """Issue 70, item 6: resuming after a state.json cut mid-string (it was written in
+    place: a kill or a full disk left one) was a traceback. It is one line; and a state is
+    written beside the old one and renamed over it: a write that fails for a full disk
+    (`ulimit -f`) leaves the old state whole, and no file beside it."""
+    ran, stop_at = stood_in
+    contract = tmp_path / 'testbed.yaml'
+    contract.write_text(yaml.safe_dump(CONTRACT))
+    directory = tmp_path / 'acceptance'
+    stop_at.append(2)
+    with pytest.raises(KeyboardInterrupt):
+        runner.accept('testbed', contract, directory, say=lambda text: None, batch_nodes=2)
+    state = directory / runner.STATE
+    whole = state.read_text()
+    # A save that cannot finish: the file-size limit below the state's size.
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, '-c', (
+        'import resource, signal, sys\n'
+        'signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n'
+        'resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n'
+        'from hpcbench.acceptance import runner\n'
+        f'state = runner.State.load({str(directory)!r})\n'
+        'state.sessions.append("0" * 8 + "-0000-0000-0000-" + "0" * 12)\n'
+        'try:\n    state.save(sys.argv[1])\nexcept OSError as err:\n'
+        '    print(err.strerror, err.filename)\n'), str(directory)],
+        capture_output=True, text=True, timeout=60)
+    assert done.stdout == f'File too large {state}\n', done.stdout + done.stderr
+    assert state.read_text() == whole and sorted(p.name for p in directory.iterdir()) == [
+        'contract.yaml', runner.STATE]
+    state.write_text(whole[:len(whole) // 2])
+    with pytest.raises(runner.AcceptanceError, match=rf'^{state} is no acceptance\'s state '
+                                                     r'\(ValueError: .*not JSON .*\): give '
+                                                     r'another --output$'):
+        runner.accept('testbed', contract, directory, say=lambda text: None, batch_nodes=2)

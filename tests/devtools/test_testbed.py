@@ -565,14 +565,15 @@ def test_node_pairs_in_one_reframe_run_each_job_on_its_pair_a_drained_one_skippe
     """Issue 63: the acceptance's round of node pairs is one ReFrame run, each pair a test of
     its own (ReFrame's -P on pinned_nodes: hpcbench.rfm.plugins.PinnedNodes), its job asking
     Slurm for exactly its two nodes; with n3 drained, its pair skips saying why, the other
-    is written. Names that are not a node's, a node named twice, and a list longer than the
-    job spans are refused, one message each, before any job is written. Dry runs."""
+    is written. Names that are not a node's, a node named twice, a list longer than the job
+    spans, and a pair split by a -P without its delimiter are refused, one message each,
+    before any job is written. Dry runs."""
     env = dict(os.environ, SLURM_CONF=str(cluster.slurm_conf))
 
-    def pairs(var, listed):
+    def pairs(var, listed, delimiter=('--param-values-delim=;',)):
         done = run_reframe('--system', 'testbed:srun', '-p', '^openmpi$', '-n',
                            '^ImbPairCheck%benchmark=PingPong', '-P',
-                           f'ImbPairCheck.pinned_nodes={listed}', '--param-values-delim=;',
+                           f'ImbPairCheck.pinned_nodes={listed}', *delimiter,
                            '--dry-run', config='site-configs/testbed.py',
                            env={'HPCBENCH_TESTBED_DIR': str(cluster.root),
                                 'HPCBENCH_VAR': str(tmp_path / var)})
@@ -600,6 +601,11 @@ def test_node_pairs_in_one_reframe_run_each_job_on_its_pair_a_drained_one_skippe
                          ('n1,n2,n3', 'pinned_nodes=n1,n2,n3 is 3 node(s); its job spans 2')):
         code, jobs, out = pairs(f'bad-{len(listed)}', listed)
         assert code != 0 and jobs == [] and f'{says}' in out, out[-3000:]
+    # A pair given without ReFrame's delimiter option: split at its comma, two tests of one
+    # node each, both refused (Slurm would have added a node to each).
+    code, jobs, out = pairs('no-delimiter', 'n1,n2', delimiter=())
+    assert code != 0 and jobs == [], out[-3000:]
+    assert out.count('is 1 node(s); its job spans 2') == 2, out[-3000:]
     assert not (ROOT / 'PWNED').exists()
 
 

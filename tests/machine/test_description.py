@@ -58,7 +58,7 @@ def test_a_description_goes_into_extras_and_back_with_the_count_in_devices_alone
     (dict(memory_dimm=4), 'partitions[compute]: no such field memory_dimm (the fields: '),
     (dict(os_reserve_bytes=0), 'partitions[compute].os_reserve_bytes: 0 is less than the '
                                'minimum of 1'),
-    (dict(clock_hz=float('nan')), 'partitions[compute].clock_hz: nan is not a finite figure'),
+    (dict(clock_hz=float('nan')), 'partitions[compute].clock_hz: nan is not a finite number'),
 ])
 def test_a_wrong_description_is_one_message_naming_the_file_and_field(change, said):
     fields = {k: v for k, v in {**FIELDS, **change}.items() if v is not None}
@@ -164,6 +164,20 @@ _CHIC = (ROOT / 'site-configs' / 'chic.yaml').read_text()
      r"partition_defaults.io_stripe_size: '\u0661 MiB' is not valid under any of the given"),
     (_CHIC.replace('- name: compute\n', '- name: ../../etc\n', 1),
      r"partitions\[\.\./\.\./etc\]\.name: '\.\./\.\./etc' does not match "),
+    # Issue 70, item 6: each a traceback (every ReFrame command stopped), and a number that
+    # is none (item 4); variations beside them.
+    (_CHIC.replace('    sockets: 2\n', f'    sockets: {"9" * 5000}\n', 1),
+     r'not valid YAML: line \d+, column \d+: an integer of 5000 digits'),
+    (_CHIC.replace('  clock_hz: 2.6 GHz\n', f'  clock_hz: {"[" * 5000}{"]" * 5000}\n', 1),
+     r'not valid YAML: line \d+, column \d+: nested more than 64 levels deep'),
+    (_CHIC.replace('  clock_hz: 2.6 GHz\n', '  ? [clock_hz, x]\n  : 2.6 GHz\n', 1),
+     r'not valid YAML: line \d+, column \d+: a key that is a list or a mapping'),
+    (_CHIC.replace('  clock_hz: 2.6 GHz\n', '  clock_hz: {[a]: 1}\n', 1),
+     r'not valid YAML: line \d+, column \d+: a key that is a list or a mapping'),
+    (_CHIC.replace('    sockets: 2\n', '    sockets: .nan\n', 1),
+     r"not valid YAML: line \d+, column \d+: '.nan' is not a finite number"),
+    (_CHIC.replace('    sockets: 2\n', '    sockets: 1.0e+400\n', 1),
+     r"not valid YAML: line \d+, column \d+: '1.0e\+400' is not a finite number"),
 ])
 def test_a_hostile_paper_description_is_one_message_in_bounded_time(tmp_path, text, said):
     import time

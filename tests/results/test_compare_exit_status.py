@@ -114,7 +114,16 @@ def _newest(var):
 
 @pytest.mark.parametrize('blob, said', [
     ('{"session_info": {"uuid": "x"', 'is no record of ReFrame\'s: not JSON'),
-    ('{"session_info": [1, 2], "runs": []}', "no session_info mapping in it"),
+    ('{"session_info": [1, 2], "runs": []}',
+     "is no record of ReFrame's session: session_info: missing, or not a mapping"),
+    # Issue 70, item 6: a UUID that is a number, a test case named 7 (a traceback in
+    # `contract init` and `--verify`, which read records the same way).
+    ('{"session_info": {"uuid": 5}, "runs": []}',
+     "is no record of ReFrame's session: session_info/uuid: '5' is no session UUID"),
+    ('{"session_info": {"uuid": "8f0c5a36-3f54-4f8e-9d7b-0e4c1f2a9b10"}, "runs": [{'
+     '"testcases": [{"name": 7, "result": "pass", "system": "local", "partition": "default",'
+     ' "environ": "openmpi", "fixture": false}]}]}',
+     "is no record of ReFrame's session: runs/0/testcases/0/name: '7' is not str"),
     (None, 'is no record of ReFrame\'s: not JSON'),
 ])
 def test_a_stored_record_that_is_not_reframe_s_is_2_in_one_line(var, blob, said):

@@ -466,12 +466,13 @@ system: [*h,*h,*h,*h,*h,*h,*h,*h,*h]
     (yaml.safe_dump(CHIC) + 'system: chic\n', "the key 'system' is given twice"),
     (yaml.safe_dump(CHIC).replace('- -0.1\n  - null', '- 0.1\n  - -0.1'),
      r'figures/0: tolerance \[0.1, -0.1\]: \(lower, upper\) fractions of the value'),
-    (yaml.safe_dump(CHIC).replace('3731.0', '.nan'), r'figures/0: value nan: a figure is a '
-                                                     'finite number, 0 or more'),
-    (yaml.safe_dump(CHIC).replace('3731.0', '.inf'), 'figures/0: value inf'),
+    # A number that is none is refused as the YAML is read (issue 70), at its line.
+    (yaml.safe_dump(CHIC).replace('3731.0', '.nan'), r"not valid YAML: line \d+, column \d+: "
+                                                     r"'.nan' is not a finite number"),
+    (yaml.safe_dump(CHIC).replace('3731.0', '.inf'), r"line \d+, column \d+: '.inf' is not"),
     (yaml.safe_dump(CHIC).replace('3731.0', '-3731.0'), 'figures/0: value -3731.0'),
     (yaml.safe_dump(CHIC).replace('- -0.1\n  - null', '- .nan\n  - null'),
-     r'tolerance \[nan, None\]: each bound is a finite fraction'),
+     r"line \d+, column \d+: '.nan' is not a finite number"),
 ])
 def test_a_hostile_references_file_is_refused_when_it_loads_in_one_message(
         tmp_path, text, message):

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from conftest import FIXTURES, run_reframe
+from hpcbench.core import accelerators
 
 # Which checks are listed, and the jobs written, depend on the Spack found.
 pytestmark = pytest.mark.machine_dependent
@@ -278,3 +279,38 @@ def test_local_described_from_an_8_gpu_node_writes_gpu_to_gpu_jobs_placed_by_its
         assert all(re.search(r'^mpirun -np 8 \./gpu-rank\.sh .*nccl-tests@2\.16\.3 \+mpi '
                              r"cuda_arch=90 \^openmpi'\)/bin/\w+_perf\" -b 8 -e 8589934592 ",
                              t, re.M) for t in nccl)
+
+
+@pytest.mark.parametrize('printed, said', [
+    # Issue 70, item 6: every ReFrame command stopped (RecursionError).
+    ('[' * 100000, "rocm-smi: not JSON a tool prints (nested past Python's stack)"),
+    # Item 18: 1,000 GPUs, one index four times.
+    ('{' + ', '.join(f'"card{i}": {{"Card series": "MI250"}}' for i in range(1000)) + '}',
+     'rocm-smi: 1000 GPUs, more than a node has (1 to 64)'),
+])
+def test_a_gpu_tool_s_nonsense_leaves_the_host_described_without_gpus(tmp_path, printed,
+                                                                       said):
+    import shutil
+    if shutil.which('nvidia-smi'):
+        pytest.skip('this host has an nvidia-smi, asked first')
+    (tmp_path / 'printed.json').write_text(printed)
+    tool = tmp_path / 'rocm-smi'
+    tool.write_text(f'#!/bin/sh\nexec cat "{tmp_path / "printed.json"}"\n')
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    shown = run_reframe('--show-config=systems/0/partitions/0',
+                        env={'HPCBENCH_ROCM_SMI': str(tool)})
+    assert shown.returncode == 0 and 'Traceback' not in shown.stderr, shown.stderr[-3000:]
+    assert shown.stderr.count('warning: this host is described without its GPUs: ') == 1
+    assert said in shown.stderr, shown.stderr[-2000:]
+    partition = json.loads(shown.stdout[shown.stdout.index('{'):])
+    assert partition.get('devices', []) == []
+
+
+def test_a_gpu_index_listed_twice_is_no_node_s_list(tmp_path):
+    """The H200 node's real query, its one GPU's line four times: refused, one message."""
+    header, row = (FIXTURES / 'gpu' / 'h200' / 'nvidia-smi-query.csv').read_text().splitlines()
+    (tmp_path / 'query.csv').write_text('\n'.join([header] + [row] * 4) + '\n')
+    tool = _fake_nvidia_smi(tmp_path, f'cat "{tmp_path / "query.csv"}"\n')
+    with pytest.raises(accelerators.AcceleratorError, match='nvidia-smi: GPU index 0 listed '
+                                                            'twice'):
+        accelerators.detect_any({'nvidia-smi': str(tool)})

@@ -33,6 +33,12 @@ DIRECTIONS = ('at_least', 'at_most')
 SOURCE_KINDS = ('procurement', 'datasheet', 'published', 'baseline', 'paper')
 # The runs of a unit its statistic needs where the entry does not say.
 DEFAULT_MEDIAN_OF = 3
+# The most runs an entry may ask of a unit (its statistic's, its run rules' repeats): each
+# run is a test case of every node (2,000 repeats made a dry run of 2,001 cases, 267 s).
+MAX_RUNS = 100
+# The longest a run rule may ask a run to last, and the most bytes of a node it may ask for.
+MAX_RUN_SECONDS = 7 * 86400
+MAX_BYTES_PER_NODE = 1 << 50
 
 _TEXT = {'type': 'string', 'minLength': 1}
 _ID = {'type': 'string', 'pattern': r'^[A-Za-z0-9][A-Za-z0-9_.-]*$'}
@@ -67,7 +73,8 @@ ENTRY_SCHEMA = {
             'type': 'object', 'required': ['median_of'],
             # One run is no test: a unit short of the value in one run is a warning
             # (hpcbench.acceptance.judgement.judge_unit).
-            'properties': {'median_of': {'type': 'integer', 'minimum': 1}},
+            'properties': {'median_of': {'type': 'integer', 'minimum': 1,
+                                         'maximum': MAX_RUNS}},
             'additionalProperties': False},
         'rule': {
             'type': 'object', 'minProperties': 1, 'maxProperties': 1,
@@ -76,10 +83,13 @@ ENTRY_SCHEMA = {
             'additionalProperties': False},
         'run_rules': {
             'type': 'object',
-            'properties': {'repeats': {'type': 'integer', 'minimum': 1},
+            'properties': {'repeats': {'type': 'integer', 'minimum': 1,
+                                       'maximum': MAX_RUNS},
                            'settings': _SETTINGS,
-                           'minimum_seconds': {'type': 'number', 'exclusiveMinimum': 0},
-                           'minimum_bytes_per_node': {'type': 'integer', 'minimum': 1}},
+                           'minimum_seconds': {'type': 'number', 'exclusiveMinimum': 0,
+                                               'maximum': MAX_RUN_SECONDS},
+                           'minimum_bytes_per_node': {'type': 'integer', 'minimum': 1,
+                                                      'maximum': MAX_BYTES_PER_NODE}},
             'additionalProperties': False},
         'source': {
             'type': 'object', 'required': ['kind', 'cite'],

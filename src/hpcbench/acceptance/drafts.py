@@ -24,6 +24,7 @@ import yaml
 from hpcbench.acceptance import contract as contracts
 from hpcbench.benchmarks.reports import declared
 from hpcbench.core import gpu_topology
+from hpcbench.machine import plain_yaml
 from hpcbench.results import measured, references, results_db
 
 DEFAULT_FACTOR = 0.9
@@ -380,10 +381,17 @@ def draft(system, baseline=None, factor=DEFAULT_FACTOR, checks=None, settings=()
         name, _, value = assignment.partition('=')
         if not (check and name and value):
             raise RuntimeError(f'--setting {setting!r}: give Check.variable=value')
+        if not any(entry['check'] == check for entry in entries):
+            raise RuntimeError(f'--setting {setting!r}: the draft has no entry of {check} '
+                               f'(its checks: {", ".join(sorted({e["check"] for e in entries}))})')
         for entry in entries:
             if entry['check'] == check:
                 rules = entry.setdefault('run_rules', {}).setdefault('settings', {})
-                rules[name] = yaml.safe_load(value)
+                # Read as a contract's values are (a number, a word): plain, finite.
+                try:
+                    rules[name] = plain_yaml.loads(value, f'--setting {setting!r}')
+                except plain_yaml.PlainYamlError as err:
+                    raise contracts.ContractError(str(err)) from None
     data = {'system': system, 'about': about, 'entries': entries}
     contracts.from_data(data, f'the draft of contracts/{system}.yaml', system)
     return data

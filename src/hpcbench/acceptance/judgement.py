@@ -120,27 +120,44 @@ def _of_entry(entry, run):
     return covers(entry.check, entry.parameters or {}, entry.environ, entry.partitions, run)
 
 
+def _case_unit(entry, case):
+    """The Unit of `entry`'s scope a case's own figure is of (a node's, a node pair's, the
+    partition's, the system's), or None (a case on another count of nodes; GPU scopes,
+    whose units are the case's devices)."""
+    if entry.scope == 'node':
+        return Unit('node', case.partition, case.nodes[0]) if len(case.nodes) == 1 else None
+    if entry.scope == 'node_pair':
+        return (Unit('node_pair', case.partition, tuple(sorted(case.nodes)))
+                if len(case.nodes) == 2 else None)
+    if entry.scope in ('partition', 'system'):
+        key = case.partition if entry.scope == 'partition' else case.system
+        return Unit(entry.scope, case.partition, key)
+    return None
+
+
 def units_of(entry, case):
     """{Unit: value} the case measured for `entry` (its check, parameters and figure, in
     its partitions): a case on one node is that node's, each GPU and GPU pair under its
     key."""
     if not _of_entry(entry, case):
         return {}
-    if entry.scope == 'node':
-        value = case.value(entry.figure)
-        return ({Unit('node', case.partition, case.nodes[0]): value}
-                if len(case.nodes) == 1 and value is not None else {})
     if entry.scope in ('gpu', 'gpu_pair'):
         devices = case.gpus if entry.scope == 'gpu' else case.pairs
         return {Unit(entry.scope, case.partition, d.key): d.figures[entry.figure]
                 for d in devices if entry.figure in d.figures}
-    if entry.scope == 'node_pair':
-        value = case.value(entry.figure)
-        return ({Unit('node_pair', case.partition, tuple(sorted(case.nodes))): value}
-                if len(case.nodes) == 2 and value is not None else {})
-    value = case.value(entry.figure)
-    key = case.partition if entry.scope == 'partition' else case.system
-    return {Unit(entry.scope, case.partition, key): value} if value is not None else {}
+    unit, value = _case_unit(entry, case), case.value(entry.figure)
+    return {unit: value} if unit is not None and value is not None else {}
+
+
+def withheld_units(entry, cases):
+    """{Unit: why} of the measured runs whose figure of `entry` is withheld as no result
+    (hpcbench.results.measured: a ratio above its ceiling, a figure no run can have)."""
+    withheld = {}
+    for case in cases:
+        unit = _case_unit(entry, case) if _of_entry(entry, case) else None
+        if unit is not None and entry.figure in case.withheld:
+            withheld[unit] = f'{entry.figure} withheld: {case.withheld[entry.figure][:300]}'
+    return withheld
 
 
 def invalid_units(entry, failed):
@@ -301,7 +318,8 @@ def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALP
     {Unit: why} of those whose run failed its sanity check. A unit expected and without a
     figure is NOT_RUN, never left out; one with fewer runs than its statistic needs too,
     saying why its node could not run them where it could not."""
-    not_run, invalid = dict(not_run or {}), dict(invalid or {})
+    not_run = dict(not_run or {})
+    invalid = {**withheld_units(entry, cases), **dict(invalid or {})}
     values = unit_values(entry, cases)
     units = sorted({*expected, *values, *not_run, *invalid}, key=str)
     verdicts = []

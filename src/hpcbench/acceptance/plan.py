@@ -249,8 +249,9 @@ def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
     service whose runs so far (`runs_done(partition, unit)`: a node's name, a pair of nodes,
     or the partition's name) are fewer than the group's repeats, `size` nodes a batch; the
     node pairs of `node_pairs` ({partition: [(a, b), ...]}) so left, in batches of `size`
-    nodes (a round of pairs in one ReFrame run); once, the partition where it is left. A partition whose nodes are unknown (a paper's system,
-    whose scheduler is not here) or that is one node (local) runs the group once."""
+    nodes (a round of pairs in one ReFrame run); once, the partition where it is left. A
+    partition whose nodes are unknown (a paper's system, whose scheduler is not here) or
+    that is one node (local) runs the group once."""
     left = []
     for partition in group_partitions(group, partitions):
         name = partition.name

@@ -18,17 +18,14 @@ import json
 import re
 import shutil
 import socket
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import jsonschema
-
 from hpcbench.acceptance import contract as contracts
 from hpcbench.acceptance import judgement, plan
-from hpcbench.core import paths, slurm_cluster
-from hpcbench.machine import slurm_query
+from hpcbench.core import child_processes, paths, slurm_cluster
+from hpcbench.machine import description_schema, slurm_query
 from hpcbench.results import measured, results_db
 from hpcbench.rfm import run_modes
 from hpcbench.stack import testbed_system
@@ -57,16 +54,31 @@ class State:
     second_pairs: dict = field(default_factory=dict)    # {partition: [[a, b], ...]}
 
     def save(self, directory):
-        data = asdict(self)
-        path = Path(directory) / STATE
-        path.write_text(json.dumps(data, indent=1, sort_keys=True) + '\n')
+        """Into state.json whole or not at all: written beside it, then renamed over it (a
+        kill or a full disk mid-write left one cut mid-string, and no resuming)."""
+        paths.write_atomically(Path(directory) / STATE,
+                               json.dumps(asdict(self), indent=1, sort_keys=True) + '\n')
 
     @classmethod
     def load(cls, directory):
-        data = json.loads((Path(directory) / STATE).read_text())
-        data['partitions'] = [plan.Partition(p['name'], tuple(p['nodes']), p['gpus_per_node'],
-                                             p['distributes']) for p in data['partitions']]
-        return cls(**data)
+        """The state in `directory`; AcceptanceError in one line where it is none."""
+        path = Path(directory) / STATE
+        try:
+            data = json_data(paths.read_regular(path, MAX_SESSION_BYTES, 'a state'),
+                             str(path))
+            data['partitions'] = [plan.Partition(str(p['name']), tuple(map(str, p['nodes'])),
+                                                 int(p['gpus_per_node']),
+                                                 bool(p['distributes']))
+                                  for p in data['partitions']]
+            state = cls(**data)
+        except (ValueError, KeyError, TypeError) as err:
+            raise AcceptanceError(f'{path} is no acceptance\'s state ({type(err).__name__}: '
+                                  f'{str(err)[:200]}): give another --output') from None
+        if not all(isinstance(u, str) and results_db.UUID.fullmatch(u)
+                   for u in state.sessions):
+            raise AcceptanceError(f'{path} is no acceptance\'s state: its sessions are not '
+                                  'UUIDs: give another --output')
+        return state
 
 
 def reframe_command(system):
@@ -77,9 +89,10 @@ def reframe_command(system):
 
 
 def _reframe(system, *options, timeout=None):
-    done = subprocess.run([*reframe_command(system), *options], capture_output=True,
-                          text=True, errors='replace', timeout=timeout)
-    return done
+    # In a process group of its own, ended by SIGTERM when the acceptance is interrupted
+    # (hpcbench.core.child_processes), not killed as subprocess.run kills its child.
+    return child_processes.run([*reframe_command(system), *options], capture_output=True,
+                               text=True, errors='replace', timeout=timeout)
 
 
 def configured_partitions(system):
@@ -344,8 +357,19 @@ def _run_batch(system, batch, directory, state, config, dry_run, say, mode):
     else:
         options += ['-r', '--session-extras', session_extras(system)]
     say(f'{"dry run" if dry_run else "running"}: {batch.label}')
-    done = subprocess.run([*reframe_command(system), *options], text=True,
-                          capture_output=True, errors='replace')
+    try:
+        done = _reframe(system, *options)
+    except KeyboardInterrupt:
+        # Interrupted (Ctrl-C, SIGTERM): ReFrame, sent SIGTERM, cancels its jobs and stores
+        # the runs that finished; that session is the acceptance's, so that run again it
+        # counts them and runs what is left (a round of pairs is one ReFrame run).
+        if not dry_run and report.exists():
+            try:
+                state.sessions.append(results_db.this_run(config, report))
+                state.save(directory)
+            except RuntimeError as err:
+                say(f'  the interrupted run kept nothing: {err}')
+        raise
     summary = [line for line in results_db.without_colours(done.stdout).splitlines()
                if re.match(r'\[\s*(PASSED|FAILED|SKIP|  PASSED)', line.strip())
                or 'Ran ' in line]
@@ -432,7 +456,7 @@ def write_records(directory, the_contract, state, records):
     verdicts = judge(the_contract, state, records)
     document = outputs.as_json(state.system, verdicts)
     # What --verify and a site's tools read back: checked against its schema first.
-    jsonschema.validate(json.loads(json.dumps(document)), outputs.JSON_SCHEMA)
+    description_schema.check(json.loads(json.dumps(document)), outputs.JSON_SCHEMA)
     (directory / VERDICTS_JSON).write_text(json.dumps(document, indent=1) + '\n')
     (directory / JUNIT_XML).write_text(outputs.junit_xml(state.system, verdicts))
     lines = outputs.drain_lines(verdicts, pair_blame(verdicts, state))
@@ -442,33 +466,74 @@ def write_records(directory, the_contract, state, records):
     return verdicts
 
 
+# The most one stored session's record holds (the 32-node testbed's sessions are 1 to 6 MB).
+MAX_SESSION_BYTES = 1 << 30
+
+
 def stored(directory):
-    """(contract, state, records) an acceptance's directory holds."""
+    """(contract, state, records) an acceptance's directory holds; each session record a
+    regular file (a FIFO or a device is never read: UnreadableFileError), checked as a
+    record of ReFrame's (hpcbench.results.results_db.checked_record)."""
     directory = Path(directory)
     state = State.load(directory)
     the_contract = contracts.load(directory / CONTRACT_COPY, state.system)
-    records = {path.stem: json.loads(path.read_text())
-               for path in sorted((directory / SESSIONS).glob('*.json'))}
+    records = {}
+    for path in sorted((directory / SESSIONS).glob('*.json')):
+        text = paths.read_regular(path, MAX_SESSION_BYTES, 'a session record')
+        records[path.stem] = results_db.checked_record(
+            json_data(text, f'{SESSIONS}/{path.name}'), f'{SESSIONS}/{path.name}')
     return the_contract, state, records
 
 
 def verify(directory, allowed_signers=None, identity=None):
-    """What does not hold of an acceptance's directory, one line each ([] : it holds): every
+    """What does and does not hold of an acceptance's directory (manifest.Verification: the
+    problems, one line each, [] where it holds; what was checked of its signature): every
     file's sha256 and the signature (hpcbench.acceptance.manifest.verify), and the verdicts
     judged again from the contract, the plan and the session records it holds."""
     from hpcbench.acceptance import manifest, outputs
+    from hpcbench.stack import provenance
     directory = Path(directory)
-    problems = manifest.verify(directory, allowed_signers, identity)
+    checked = manifest.verify(directory, allowed_signers, identity)
+    problems = checked.problems
     try:
         the_contract, state, records = stored(directory)
         again = outputs.as_json(state.system, judge(the_contract, state, records))
-        written = json.loads((directory / VERDICTS_JSON).read_text())
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        return problems + [f'the verdicts cannot be judged again from {directory}: '
-                           f'{type(err).__name__}: {err}']
+        written = json_data(paths.read_regular(directory / VERDICTS_JSON, MAX_SESSION_BYTES,
+                                               'a verdicts document'), VERDICTS_JSON)
+        # Compared with what is judged again, whatever fields another commit wrote: a
+        # mapping of entries, each a mapping, is what a comparison needs.
+        if not (isinstance(written, dict) and isinstance(written.get('entries'), list)
+                and all(isinstance(e, dict) for e in written['entries'])):
+            raise ValueError(f'{VERDICTS_JSON}: no mapping of entries (its schema: '
+                             'hpcbench.acceptance.outputs.JSON_SCHEMA)')
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, RecursionError,
+            contracts.ContractError) as err:
+        problems.append(f'the verdicts cannot be judged again from {directory}: '
+                        f'{type(err).__name__}: {str(err)[:400]}')
+        return checked
     if again != written:
         differ = [e['id'] for e, w in zip(again['entries'], written['entries']) if e != w]
+        differ += [str(w.get('id'))[:80] for w in written['entries'][len(again['entries']):]]
+        # Judged again by this checkout's rules: a directory another commit wrote may differ
+        # because the rules did (a field added, a test changed), which says so.
+        commit = provenance.project_commit()
+        wrote = (directory / 'project-commit.txt').read_text().strip() \
+            if (directory / 'project-commit.txt').is_file() else ''
+        rules = (f'; judged by the rules of project commit {commit[:12] or "unknown"}, '
+                 f'written by {wrote[:12] or "an unknown one"}: the rules may have changed '
+                 'since' if wrote.split('-')[0] != commit.split('-')[0] else '')
         problems.append(f'{VERDICTS_JSON}: not what its contract, plan and sessions give '
                         f'(entries {", ".join(differ) or "listed differently"}; system '
-                        f'{again["verdict"]}, written {written.get("verdict")})')
-    return problems
+                        f'{again["verdict"]}, written {written.get("verdict")}){rules}')
+    return checked
+
+
+def json_data(data, where):
+    """The JSON document of `data` (bytes or text) from `where`; ValueError in one line
+    where it is none (cut mid-string, nested past Python's stack)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f'{where}: nested too deep to be a record of the suite\'s') from None
+    except ValueError as err:
+        raise ValueError(f'{where}: not JSON ({err})') from None

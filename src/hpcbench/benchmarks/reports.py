@@ -4,6 +4,7 @@ registry (hpcbench.results.references) and everything that counts figures per be
 read them through `declared()`, a loop over this package. A new check adds its entry to
 its own module's REPORTS, nowhere else."""
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable, Union
@@ -32,6 +33,25 @@ class Reports:
         """The unit of `variable` of a figure of `match`; None where it is not declared."""
         units = self.units(match or {}) if callable(self.units) else (self.units or {})
         return units.get(variable)
+
+
+# Units of what a run measures as more than nothing: a time, a rate, a bandwidth, a power,
+# a balance. A stored latency of -5 or 0 us is no run's (an edited or damaged record), and
+# met every `at most`.
+POSITIVE_UNITS = ('s', 'ms', 'us', 'ns', 'GB/s', 'MB/s', 'MiB/s', 'GFLOP/s', 'TFLOP/s',
+                  'GFLOP/s/W', 'W', 'flop/word', 'msg/s')
+
+
+def impossible(value, unit):
+    """Why no run can have measured `value` in `unit` (not finite; nothing or less of a
+    time or rate; less than none of a share or a size); '' where one can."""
+    if not math.isfinite(value):
+        return 'not a finite number'
+    if unit in POSITIVE_UNITS and value <= 0:
+        return f'no run measures a {unit} figure of nothing or less'
+    if value < 0:
+        return 'no run measures less than nothing'
+    return ''
 
 
 def declared(package_name=__package__):

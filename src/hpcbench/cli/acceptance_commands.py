@@ -1,10 +1,11 @@
 """`hpcbench accept` (a system's acceptance against its contract: run, judge, report, sign;
 or --verify an acceptance's directory) and `hpcbench contract init` (a draft contract from
 what the suite knows)."""
+import argparse
 import datetime
 from pathlib import Path
 
-from hpcbench.cli import Worse
+from hpcbench.cli import Worse, system_name
 
 
 def _contract_path(args):
@@ -18,15 +19,18 @@ def _accept(args):
     from hpcbench.core import paths
     from hpcbench.report import acceptance_page
     if args.verify:
-        problems = runner.verify(args.verify, args.allowed_signers, args.identity)
-        for line in problems:
+        try:
+            checked = runner.verify(args.verify, args.allowed_signers, args.identity)
+        except manifest.ManifestError as err:
+            raise RuntimeError(str(err)) from None
+        for line in checked.problems:
             print(line)
-        if problems:
-            raise Worse(f'{args.verify}: {len(problems)} thing(s) do not hold: the report is '
-                        'not the one its runs produced, or its files changed since')
-        print(f'{args.verify}: every file as the manifest says'
-              + (', signature verified' if (Path(args.verify) / manifest.SIGNATURE).exists()
-                 else ' (not signed)') + '; the verdicts are what its sessions give')
+        if checked.problems:
+            raise Worse(f'{args.verify}: {len(checked.problems)} thing(s) do not hold: the '
+                        'report is not the one its runs produced, or its files changed since '
+                        f'(signature: {checked.signature})')
+        print(f'{args.verify}: every file as the manifest says; {checked.signature}; the '
+              'verdicts are what its sessions give')
         return
     if not args.system:
         raise RuntimeError('give --system SYSTEM (or --verify DIR)')
@@ -73,19 +77,34 @@ def summary_lines(verdicts):
 
 
 def _contract_init(args):
-    from hpcbench.acceptance import drafts
+    from hpcbench.acceptance import contract, drafts
     from hpcbench.core import paths
     target = Path(args.output) if args.output else paths.CONTRACTS_DIR / f'{args.system}.yaml'
     if target.exists() and not args.force:
         raise RuntimeError(f'{target} exists: edit it, or give --force to write a new draft '
                            'over it')
-    text = drafts.draft_text(args.system, baseline=args.baseline, factor=args.factor,
-                             checks=args.checks.split(',') if args.checks else None,
-                             settings=args.setting or ())
+    try:
+        text = drafts.draft_text(args.system, baseline=args.baseline, factor=args.factor,
+                                 checks=args.checks.split(',') if args.checks else None,
+                                 settings=args.setting or ())
+    except contract.ContractError as err:
+        raise RuntimeError(str(err)) from None
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     print(f'{target}: a draft contract of {args.system}, every value with its source: edit '
           'it to what was committed')
+
+
+def _share(text):
+    """A share of a figure, as --factor takes it: a finite number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f'{text!r} is no share of a figure (a number in '
+                                         '(0, 1], e.g. 0.9)')
+    return value
 
 
 def register(sub):
@@ -93,7 +112,7 @@ def register(sub):
     accept = sub.add_parser('accept', help="run a system's acceptance against its contract "
                             '(contracts/SYSTEM.yaml): every node, GPU and pair judged; or '
                             '--verify an acceptance directory')
-    accept.add_argument('--system')
+    accept.add_argument('--system', type=system_name)
     accept.add_argument('--contract', help='the contract (default: contracts/SYSTEM.yaml)')
     accept.add_argument('--output', help='the acceptance directory (default: '
                         'var/acceptance/SYSTEM); run again to resume it')
@@ -118,11 +137,11 @@ def register(sub):
     init = contract_sub.add_parser('init', help='write a draft contract of SYSTEM from what '
                                    'the suite knows (its papers\' figures, a stored '
                                    'baseline, the GPU datasheets), every value with its source')
-    init.add_argument('system')
+    init.add_argument('system', type=system_name)
     init.add_argument('--output', help='where (default: contracts/SYSTEM.yaml)')
     init.add_argument('--baseline', action='append', help='a stored session UUID to draw '
                       'from, given once per session (default: the newest stored session)')
-    init.add_argument('--factor', type=float, default=0.9,
+    init.add_argument('--factor', type=_share, default=0.9,
                       help='the share of a baseline or datasheet figure committed (0.9)')
     init.add_argument('--checks', help='from a stored session: these checks only '
                       '(comma-separated, e.g. HpccCheck)')

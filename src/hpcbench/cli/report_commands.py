@@ -1,6 +1,7 @@
 """`hpcbench report`: the HTML report and Markdown summary of a system's stored results."""
 from pathlib import Path
 
+from hpcbench.cli import system_name
 from hpcbench.cli.results_commands import judging_options
 
 
@@ -29,7 +30,7 @@ def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
     rep = sub.add_parser('report', help='write the HTML report and Markdown summary of the '
                                         "stored results (ReFrame's results database)")
-    rep.add_argument('--system', default='local')
+    rep.add_argument('--system', type=system_name, default='local')
     rep.add_argument('--session', help='show this session (default: each check\'s newest in '
                                        'the sessions judged: the newest and the --days before)')
     rep.add_argument('--against', help='judge it against this session (default: those of '

@@ -4,7 +4,7 @@ compare-stacks, hpl-tuning (the sweep's best values), screen-nodes (slow nodes).
 import argparse
 import datetime
 
-from hpcbench.cli import Worse
+from hpcbench.cli import Worse, system_name
 
 
 def stored_session(args):
@@ -297,7 +297,7 @@ def register(sub):
     from hpcbench.results import baselines     # the baseline's defaults
     base = sub.add_parser('baseline', help='record stored results as the references of a '
                                            'system, so that later runs flag regressions')
-    base.add_argument('--system', default='local')
+    base.add_argument('--system', type=system_name, default='local')
     base.add_argument('--session', action='append',
                       help='a session UUID to use (repeatable; default: every session of the '
                            'last --days)')
@@ -314,26 +314,26 @@ def register(sub):
                            f'a guess (default {baselines.GUESS:g})')
     base.set_defaults(func=_baseline)
     tuning = sub.add_parser('hpl-tuning', help="print the HPL tuning sweep's best values")
-    tuning.add_argument('--system', default='local')
+    tuning.add_argument('--system', type=system_name, default='local')
     tuning.add_argument('--session', help='session UUID (default: the newest with a sweep)')
     tuning.set_defaults(func=_hpl_tuning)
     screen = sub.add_parser('screen-nodes', help='flag nodes whose single-node HPL is slow '
                                                  '(exit 1: one is, 2: an error)')
-    screen.add_argument('--system', default='local')
+    screen.add_argument('--system', type=system_name, default='local')
     screen.add_argument('--session', help='session UUID (default: the newest screening)')
     screen.add_argument('--threshold', type=float, default=5.0,
                         help='percent below the median that flags a node (default 5)')
     screen.set_defaults(func=_screen_nodes)
     stacks = sub.add_parser('compare-stacks',
                             help='print each test case side by side per MPI stack')
-    stacks.add_argument('--system', default='local')
+    stacks.add_argument('--system', type=system_name, default='local')
     stacks.add_argument('--session', help='session UUID (default: the newest)')
     stacks.add_argument('--check', default='',
                         help='only checks whose name matches this regular expression')
     stacks.set_defaults(func=_compare_stacks)
     counts = sub.add_parser('references',
                             help='count the reference figures per system and benchmark')
-    counts.add_argument('--system', action='append',
+    counts.add_argument('--system', type=system_name, action='append',
                         help='only this system (repeatable; default: every references file)')
     counts.add_argument('--rewrite', action='store_true',
                         help='write each file in its one form (key order, one-line match and '
@@ -343,7 +343,7 @@ def register(sub):
                                            'regression, improvement, no change or '
                                            'inconclusive per figure (exit 0: none regressed, '
                                            '1: a regression, 2: an error)')
-    judge.add_argument('--system', default='local')
+    judge.add_argument('--system', type=system_name, default='local')
     judge.add_argument('--new', nargs='+', metavar='UUID',
                        help='sessions to judge (default: the newest)')
     against = judge.add_mutually_exclusive_group()

@@ -1,6 +1,7 @@
 """`hpcbench` commands `make run` calls around ReFrame: default-mode and mode-options (the
 execution mode's options), exec-options (the system's), stored-run (this run's session,
 once stored), time-per-check (where the session's wall time went)."""
+from hpcbench.cli import system_name
 from hpcbench.cli.results_commands import stored_session
 
 
@@ -48,29 +49,29 @@ def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
     timing = sub.add_parser('time-per-check',
                             help="print where a session's wall time went, per check")
-    timing.add_argument('--system', default='local')
+    timing.add_argument('--system', type=system_name, default='local')
     timing.add_argument('--session', help='session UUID (default: the newest)')
     timing.set_defaults(func=_time_per_check)
     stored = sub.add_parser('stored-run',
                             help="print the session UUID of a run's report once the results "
                                  'database holds it; fail saying why when it does not (make '
                                  'run, before it shows anything as the run\'s)')
-    stored.add_argument('--system', default='local')
+    stored.add_argument('--system', type=system_name, default='local')
     stored.add_argument('--report', required=True, help='the run report the run wrote')
     stored.set_defaults(func=_stored_run)
     mode = sub.add_parser('mode-options', help="print a ReFrame mode's options (make run "
                                                'puts them before RFM_OPTS)')
     mode.add_argument('mode', help='quick or full (hpcbench.rfm.run_modes.MODES)')
-    mode.add_argument('--system', help="the system whose mode (full: its paper's run, node "
+    mode.add_argument('--system', type=system_name, help="the system whose mode (full: its paper's run, node "
                                        'screening included where its paper screened)')
     mode.set_defaults(func=_mode_options)
     execution = sub.add_parser('exec-options', help="print the ReFrame options every run on "
                                                     'the system takes (make run, screen, '
                                                     'tune): one job at a time where its '
                                                     'Slurm nodes share a host')
-    execution.add_argument('--system', default='local')
+    execution.add_argument('--system', type=system_name, default='local')
     execution.set_defaults(func=_exec_options)
     default_mode = sub.add_parser('default-mode', help="the mode make uses without MODE= "
                                                        '(quick here, full on a paper system)')
-    default_mode.add_argument('--system', default='local')
+    default_mode.add_argument('--system', type=system_name, default='local')
     default_mode.set_defaults(func=_default_mode)

@@ -5,6 +5,7 @@ BLAS: the one way the stack changes), shell (a system's stack in a shell), prove
 described from its controller)."""
 import datetime
 
+from hpcbench.cli import system_name
 from hpcbench.stack import spack
 from hpcbench.stack.machine_systems import machine_systems
 
@@ -159,7 +160,7 @@ def register(sub):
     facts = sub.add_parser('provenance', help="print the session's provenance (project and "
                                               'Spack commits, spack.lock hash, host) as '
                                               'reframe --session-extras')
-    facts.add_argument('--system', default='local')
+    facts.add_argument('--system', type=system_name, default='local')
     facts.set_defaults(func=_provenance)
     describe = sub.add_parser('new-system', help="describe the Slurm cluster this login node "
                                                  'reaches as a system of the suite: '

@@ -298,7 +298,7 @@ def gres_gpus(gres):
         item = item.strip()
         if item.split(':', 1)[0].split('(', 1)[0].lower() != 'gpu':
             continue
-        match = _GRES_GPU.match(item)
+        match = _GRES_GPU.fullmatch(item)
         if not match:
             raise AcceleratorError(f'GRES {item!r} is not gpu[:TYPE]:COUNT')
         count = int(match.group('count'))
@@ -382,6 +382,10 @@ XPU_SMI_ARGS = ('discovery', '-j')
 def _json(text, tool):
     try:
         data = json.loads(text)
+    except RecursionError:
+        # 100,000 nested `[` ran Python out of stack in every ReFrame command.
+        raise AcceleratorError(f'{tool}: not JSON a tool prints (nested past Python\'s '
+                               f'stack): {" ".join(text.split())[:80]!r}') from None
     except ValueError as err:
         raise AcceleratorError(f'{tool}: not JSON ({err}): {" ".join(text.split())[:200]!r}') \
             from None
@@ -459,18 +463,35 @@ def from_xpu_smi_json(text):
 def detect_any(tools=None, timeout=20):
     """This node's GPUs from the first vendor tool it has: nvidia-smi, rocm-smi, xpu-smi
     (`tools`: {'nvidia-smi': path, ...}, a node's recorded ones in tests); [] where it has
-    none. A tool that fails is an AcceleratorError saying so."""
+    none. A tool that fails, or lists what is no node's GPUs, is an AcceleratorError saying
+    so (one_node)."""
     tools = tools or {}
     nvidia = tools.get('nvidia-smi') or shutil.which('nvidia-smi')
     if nvidia:
-        return detect(nvidia, timeout)
+        return one_node(detect(nvidia, timeout), 'nvidia-smi')
     rocm = tools.get('rocm-smi') or shutil.which('rocm-smi')
     if rocm:
-        return from_rocm_smi_json(_ask(rocm, ROCM_SMI_ARGS, timeout))
+        return one_node(from_rocm_smi_json(_ask(rocm, ROCM_SMI_ARGS, timeout)), 'rocm-smi')
     xpu = tools.get('xpu-smi') or shutil.which('xpu-smi')
     if xpu:
-        return from_xpu_smi_json(_ask(xpu, XPU_SMI_ARGS, timeout))
+        return one_node(from_xpu_smi_json(_ask(xpu, XPU_SMI_ARGS, timeout)), 'xpu-smi')
     return []
+
+
+def one_node(gpus, tool):
+    """`gpus` as a tool listed them, where they can be one node's: at most MAX_DEVICES, each
+    index once (1,000 GPUs, or one index four times, wrote `mpirun -np 1000`);
+    AcceleratorError otherwise."""
+    if len(gpus) > MAX_DEVICES:
+        raise AcceleratorError(f'{tool}: {len(gpus)} GPUs, more than a node has (1 to '
+                               f'{MAX_DEVICES})')
+    seen = set()
+    for gpu in gpus:
+        if gpu.index in seen:
+            raise AcceleratorError(f'{tool}: GPU index {gpu.index} listed twice: no node\'s '
+                                   'list of its GPUs')
+        seen.add(gpu.index)
+    return gpus
 
 
 def cuda_arch(vendor, arch):

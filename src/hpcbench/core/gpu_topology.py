@@ -122,7 +122,7 @@ SCHEMA = {
 def cpu_set(cpus):
     """The CPUs of a list as Linux and nvidia-smi print them ('0-3,8'), as a set;
     TopologyError for one that is none or names a CPU beyond MAX_CPUS."""
-    if cpus and not _CPUS.match(cpus):
+    if cpus and not _CPUS.fullmatch(cpus):
         raise TopologyError(f'{cpus[:80]!r} is no list of CPUs')
     found = set()
     for part in filter(None, (cpus or '').split(',')):
@@ -135,7 +135,7 @@ def cpu_set(cpus):
 
 def _path(cell, where):
     value = cell.strip()
-    if value == 'X' or value in PCIE_PATHS or _NVLINK.match(value):
+    if value == 'X' or value in PCIE_PATHS or _NVLINK.fullmatch(value):
         return value
     raise TopologyError(f'nvidia-smi topo -m: {where}: {value!r} is no path nvidia-smi names '
                         f'(X, NV#, {", ".join(PCIE_PATHS)})')
@@ -259,7 +259,7 @@ def detect(nvidia_smi=None, timeout=20):
 
 def nvlinks(path):
     """The NVLinks a path bonds ('NV18' -> 18); 0 for a PCIe path."""
-    match = _NVLINK.match(path or '')
+    match = _NVLINK.fullmatch(path or '')
     return int(match.group(1)) if match else 0
 
 

@@ -7,10 +7,12 @@ Three places, on purpose apart:
   built from it (Spack, spack-packages, the install tree, Intel MPI, the source mirror), so it
   survives fresh clones and is never committed.
 """
+import contextlib
 import hashlib
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 
 
@@ -281,6 +283,23 @@ def read_regular(path, max_bytes, what='a file'):
         return data
     finally:
         os.close(fd)
+
+
+def write_atomically(path, data):
+    """Write `data` (text or bytes) to `path` whole or not at all: into a file beside it,
+    renamed over it, so that a reader, a kill or a full disk never leaves half of one; the
+    file beside it is removed where writing fails (OSError, naming `path`)."""
+    path = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.part', dir=path.parent)
+    try:
+        with os.fdopen(fd, 'wb') as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise OSError(err.errno, err.strerror, str(path)) from None
 
 
 def file_sha256(path):

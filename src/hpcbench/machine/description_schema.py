@@ -5,8 +5,10 @@ site-configs/<paper>.yaml), the sizes and clocks written in it (quantity), and v
 that names the file and the field of the first fault (validated: `<file>:
 partitions[<name>].memory_bytes: -1 is less than the minimum of 1`). The typed records made
 from it are hpcbench.machine.description."""
+import functools
 import math
 import re
+from dataclasses import dataclass
 
 import jsonschema
 
@@ -260,8 +262,55 @@ def quantity(value):
     return int(scaled) if unit.endswith('iB') else scaled
 
 
+# Where a schema's `pattern` is checked, `$` is the end of the text: Python's `$` also
+# matches before a final newline, so `^[A-Z0-9-]*$` took `HPL-NODE\n` (which then reached
+# a drain line's reason and JUnit). Every grammar is checked whole.
+_DOLLAR = re.compile(r'(?<!\\)\$')
+
+
+@functools.lru_cache(maxsize=None)
+def _whole(pattern):
+    return re.compile(_DOLLAR.sub(r'\\Z', pattern))
+
+
+def _pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, 'string') and not _whole(pattern).search(instance):
+        yield jsonschema.ValidationError(f'{instance!r} does not match {pattern!r}')
+
+
+# The suite's JSON Schema validator: Draft 2020-12, `$` in a pattern the text's end.
+Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                         {'pattern': _pattern})
+
+
+def check(data, schema):
+    """jsonschema.validate with the suite's Validator: ValidationError, the first fault."""
+    error = jsonschema.exceptions.best_match(Validator(schema).iter_errors(data))
+    if error is not None:
+        raise error
+
+
 class DescriptionError(ValueError):
     """A description that is not one: one line naming its file and field."""
+
+
+@dataclass(frozen=True)
+class _At:
+    """A field's place in a document, as a jsonschema error gives it (_field_path)."""
+    absolute_path: tuple
+
+
+def _non_finite(data, path=()):
+    """(the path, the value) of the first number in `data` that is not finite; None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path, data
+    items = data.items() if isinstance(data, dict) else \
+        enumerate(data) if isinstance(data, (list, tuple)) else ()
+    for key, value in items:
+        found = _non_finite(value, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _field_path(where, error, document):
@@ -276,7 +325,9 @@ def _field_path(where, error, document):
         if isinstance(part, int):
             # A list item by its name (a partition) or its id (a contract's entry).
             named = (item.get('name') or item.get('id')) if isinstance(item, dict) else None
-            path += f'[{named}]' if isinstance(named, str) else f'[{part}]'
+            # A name that is itself wrong (a newline in it, a page of text) by the index.
+            plain = isinstance(named, str) and named.isprintable() and len(named) <= 80
+            path += f'[{named}]' if plain else f'[{part}]'
         else:
             path += f' {part}' if not path and where.endswith(':') else f'.{part}'
     return f'{where}{path}' if path or not where.endswith(':') else where[:-1]
@@ -288,7 +339,14 @@ def validated(data, schema, where):
     if not isinstance(data, dict):
         raise DescriptionError(f'{where.rstrip(":")}: {plain_yaml.shown(data)} is no mapping '
                                'of fields')
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data),
+    # A number that is none (NaN compares false with every bound, so a schema's minimum
+    # lets it through; an infinity meets any minimum): refused wherever it is, by its field.
+    found = _non_finite(data)
+    if found is not None:
+        path, value = found
+        raise DescriptionError(f'{_field_path(where, _At(path), data)}: {value} is not a '
+                               'finite number')
+    errors = sorted(Validator(schema).iter_errors(data),
                     key=lambda e: (list(e.absolute_path), e.message))
     if errors:
         first = errors[0]
@@ -300,10 +358,6 @@ def validated(data, schema, where):
         message = first.message.replace(repr(first.instance), plain_yaml.shown(first.instance))
         raise DescriptionError(f'{_field_path(where, first, data)}: '
                                f'{message[:2 * plain_yaml.SHOWN_CHARACTERS]}')
-    for name, value in data.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            field = f' {name}' if where.endswith(':') else f'.{name}'
-            raise DescriptionError(f'{where}{field}: {value} is not a finite figure')
 
 
 def cluster(data, where):

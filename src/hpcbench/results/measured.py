@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from hpcbench.benchmarks import gpu_mpi
+from hpcbench.benchmarks.reports import impossible
 from hpcbench.core import device_keys
 from hpcbench.results.results_db import session, started_of, stored_sessions, uuid_of
 
@@ -250,6 +251,11 @@ def _decoded(tc):
             aggregation.get(name, ''), tuple(samples.get(name) or ()))
     withheld = dict(tc.get('flagged') or {})
     for name, figure in list(figures.items()):
+        why = figure.value is not None and impossible(figure.value, figure.unit)
+        if why and name not in withheld:
+            withheld[name] = f'{figure.value:g} {figure.unit} as stored: {why}, so it is no result'
+            del figures[name]
+            continue
         if (name in PEAK_RATIOS and figure.unit == '%' and figure.value is not None
                 and figure.value > 100 and name not in withheld):
             withheld[name] = UNEXPLAINED_RATIO.format(value=figure.value)

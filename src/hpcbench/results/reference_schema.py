@@ -6,7 +6,7 @@ import math
 
 import jsonschema
 
-from hpcbench.machine import plain_yaml
+from hpcbench.machine import description_schema, plain_yaml
 
 
 class ReferenceError(ValueError):
@@ -141,7 +141,7 @@ SCHEMA = {
 def validate_shape(data, where):
     """`data` (a references file's) against SCHEMA; one ReferenceError naming the place."""
     try:
-        jsonschema.validate(data, SCHEMA)
+        description_schema.check(data, SCHEMA)
     except jsonschema.ValidationError as err:
         location = '/'.join(str(p) for p in err.absolute_path) or 'top level'
         message = err.message.replace(repr(err.instance), _shown(err.instance))

@@ -2,13 +2,13 @@
 figure's `match` and `tolerance` on one line, long strings folded at LINE_WIDTH, no YAML
 anchors or aliases; so that `hpcbench references --rewrite` after a hand edit, and a
 baseline, write what a person reads and a review diffs."""
-import contextlib
 import json
 import os
 from pathlib import Path
 
 import yaml
 
+from hpcbench.core import paths
 from hpcbench.results.references import load, parse, reference_file
 from hpcbench.results.reference_schema import DataLoader, ReferenceError
 
@@ -134,13 +134,9 @@ def rewrite(system, path=None):
     if written == text:
         return False
     # Written beside it and renamed over it: whole or not at all.
-    temporary = path.with_name(f'.{path.name}.rewrite')
     try:
-        temporary.write_text(written)
-        os.replace(temporary, path)
+        paths.write_atomically(path, written)
     except OSError as err:
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
         raise ReferenceError(f'{path} cannot be rewritten ({err.strerror}: '
                              f'{err.filename}): nothing was changed') from None
     return True

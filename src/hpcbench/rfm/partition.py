@@ -265,6 +265,13 @@ def nominal_peak(partition):
 SLURM_SCHEDULERS = ('slurm', 'squeue')
 
 
+def job_nodes(test):
+    """The nodes a test's job spans, from its tasks and tasks per node; None where it does
+    not say how many a node (the scheduler places them)."""
+    per_node = test.num_tasks_per_node
+    return -(-test.num_tasks // per_node) if per_node and test.num_tasks else None
+
+
 def given_nodes(test):
     """The nodes a test was given by name ([]: the scheduler chooses): one by --distribute
     (`make screen`), or its `pinned_nodes` (hpcbench.rfm.plugins.PinnedNodes: the

@@ -27,8 +27,8 @@ from hpcbench.core import job_script, launch_lock, node, quiet_node
 from hpcbench.stack import provenance, slurm_run_env
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
 from hpcbench.machine.from_reframe import partition_description, stack_description
-from hpcbench.rfm.partition import (given_nodes, job_python, nominal_peak, partition_node,
-                                    say_once, skip_node_out_of_service)
+from hpcbench.rfm.partition import (given_nodes, job_nodes, job_python, nominal_peak,
+                                    partition_node, say_once, skip_node_out_of_service)
 
 
 # Variables a launcher must not pass on its command line: search paths are the job's
@@ -69,7 +69,7 @@ class SiteTuning(rfm.RegressionTestPlugin):
         # Ranks said to be one node's talk over shared memory, as a node's do, where the
         # environment holds them to TCP because its nodes share a host
         # (hpcbench.stack.slurm_run_env.one_node_run_env).
-        if self.num_tasks_per_node and self.num_tasks <= self.num_tasks_per_node:
+        if job_nodes(self) == 1:
             self.env_vars = {**self.env_vars,
                              **slurm_run_env.one_node_run_env(self.current_environ.env_vars)}
 
@@ -208,12 +208,12 @@ class PinnedNodes(rfm.RegressionTestPlugin):
         pinned = given_nodes(self) if self.pinned_nodes else []
         if not pinned:
             return
-        per_node = self.num_tasks_per_node
-        spans = -(-self.num_tasks // per_node) if per_node and self.num_tasks else None
+        spans = job_nodes(self)
         if spans is not None and spans != len(pinned):
             raise ReframeError(f'{type(self).__name__}: pinned_nodes={",".join(pinned)} is '
                                f'{len(pinned)} node(s); its job spans {spans} '
-                               f'({self.num_tasks} tasks, {per_node} a node): nothing was run')
+                               f'({self.num_tasks} tasks, {self.num_tasks_per_node} a node): '
+                               'nothing was run')
         self.job.pin_nodes = pinned
 
 

@@ -580,7 +580,7 @@ def _files(name, root):
 def check_name(name, root=paths.PROJECT_ROOT, force=False):
     """Refuse a name that is no system name, or one that exists (any of its files) unless
     --force and this command wrote it."""
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):
         raise NewSystemError(f'{name!r} is not a system name: lower-case letters, digits and '
                              "'-', starting with a letter")
     files = _files(name, root)

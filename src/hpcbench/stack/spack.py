@@ -301,10 +301,7 @@ def remember_prefix(env_dir, spec, prefix):
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         known = {**_read_locations(path), spec: prefix}
-        with tempfile.NamedTemporaryFile('w', dir=path.parent, delete=False,
-                                         suffix='.part') as fp:
-            json.dump(known, fp, indent=1, sort_keys=True)
-        os.replace(fp.name, path)
+        paths.write_atomically(path, json.dumps(known, indent=1, sort_keys=True))
     except OSError:
         pass
 
