@@ -93,14 +93,14 @@ def build(directory, nodes, slow, drained):
 # runs are stored.
 JUDGE = '''
 import sys
-from hpcbench.acceptance import manifest, runner
+from hpcbench.acceptance import runner
 from hpcbench.report import acceptance_page
 directory = sys.argv[1]
 contract, state, records = runner.stored(directory)
-verdicts = runner.write_records(directory, contract, state, records)
-acceptance_page.write(directory, acceptance_page.build(contract, verdicts,
-                      state.out_of_service, 'now'))
-manifest.write(directory)
+verdicts, blame, files = runner.output_files(contract, state, records)
+files.update(acceptance_page.texts(acceptance_page.build(contract, verdicts,
+                                   state.out_of_service, 'now', '', blame)))
+runner.write_outputs(directory, files)
 '''
 
 

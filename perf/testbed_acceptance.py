@@ -21,7 +21,8 @@ testbed keeps running (`make testbed-stop`). A directory given to --output that 
 acceptance is resumed, as `hpcbench accept` does (give a new one for a fresh run).
 
     .venv/bin/python perf/testbed_acceptance.py [--nodes 32] [--slow n7 --cpu-share 0.25]
-        [--drained n20] [--drained-during n25 --after 120] [--output DIR]
+        [--drained n20] [--drained-during n25 --after 120] [--load 1 --duty 0.7]
+        [--output DIR]
 """
 import argparse
 import json
@@ -93,6 +94,11 @@ def main():
     parser.add_argument('--drained-during', default='n25', help="drained during ('' : none)")
     parser.add_argument('--after', type=float, default=120,
                         help='seconds into the run at which --drained-during is drained')
+    parser.add_argument('--load', type=float, default=0,
+                        help='other work on the host meanwhile: this many cores kept busy, '
+                        'each busy --duty of every second (0: none)')
+    parser.add_argument('--duty', type=float, default=0.7,
+                        help='the share of each second a --load core is busy')
     parser.add_argument('--contract', default=str(ROOT / 'contracts' / 'testbed.yaml'))
     parser.add_argument('--output', default=str(ROOT / 'var' / 'acceptance' / 'testbed-scale'))
     args = parser.parse_args()
@@ -106,6 +112,12 @@ def main():
     drained = [n for n in (args.drained, args.drained_during) if n]
     directory = Path(args.output)
     timer = None
+    # Another job on the host: busy loops outside the testbed's nodes, so that ReFrame's
+    # polls, Slurm's daemons and the jobs all run late by turns.
+    load = [subprocess.Popen([sys.executable, '-c', (
+        'import time\nwhile True:\n    end = time.monotonic() + %f\n'
+        '    while time.monotonic() < end: pass\n    time.sleep(%f)\n')
+        % (args.duty, 1 - args.duty)]) for _ in range(int(args.load))]
     try:
         if args.slow:
             testbed_slowdown.slow(layout, args.slow, args.cpu_share)
@@ -117,7 +129,8 @@ def main():
             timer.start()
         print(f'testbed of {args.nodes} nodes: {args.slow or "no node"} at '
               f'{args.cpu_share:g} of one CPU, {args.drained or "none"} drained, '
-              f'{args.drained_during or "none"} drained {args.after:g} s into the run',
+              f'{args.drained_during or "none"} drained {args.after:g} s into the run, '
+              f'{len(load)} core(s) of the host kept busy {args.duty:g} of each second',
               flush=True)
         start = time.monotonic()
         done = subprocess.run([str(HPCBENCH), 'accept', '--system', 'testbed', '--contract',
@@ -125,6 +138,9 @@ def main():
                               text=True, capture_output=True)
         wall = time.monotonic() - start
     finally:
+        for process in load:
+            process.kill()
+            process.wait()
         if timer:
             timer.cancel()
         if args.slow:

@@ -24,6 +24,11 @@ CONTRACT = {'system': 'mycluster', 'about': 'single-node HPL on every node', 'en
     'fault': {'code': 'HPL-NODE', 'action': 'drain it; check its DIMMs and clocks'}}]}
 
 
+def _contract_and_state(directory):
+    state = runner.State.load(directory)
+    return runner.contracts.load(directory / runner.CONTRACT_COPY, state.system), state
+
+
 def _acceptance(directory, slow_node='n2'):
     """An acceptance directory as `hpcbench accept` leaves it, from the stored screen."""
     data = json.loads(SCREEN.read_text())
@@ -38,7 +43,7 @@ def _acceptance(directory, slow_node='n2'):
                          [data['session_info']['uuid']],
                          {'n4': 'IDLE+DRAIN: drained (bad DIMM in slot 3 [root@2026-11-29])'})
     state.save(directory)
-    the_contract, state, _ = runner.stored(directory)
+    the_contract, state = _contract_and_state(directory)
     verdicts = runner.write_records(directory, the_contract, state,
                                     {data['session_info']['uuid']: data})
     acceptance_page.write(directory, acceptance_page.build(
@@ -269,4 +274,70 @@ def test_verify_of_a_directory_that_holds_no_acceptance_is_one_line_each(tmp_pat
     done = _verify(directory)
     assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
     assert 'sessions/fifo.json: a FIFO, where an acceptance holds files only' in done.stdout
-    assert 'fifo.json: not a regular file, so not a session record' in done.stdout
+    # A session of its state that is a FIFO: never opened either.
+    state = json.loads((directory / runner.STATE).read_text())
+    session = directory / runner.SESSIONS / f'{state["sessions"][0]}.json'
+    session.unlink()
+    os.mkfifo(session)
+    done = _verify(directory)
+    assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
+    assert f'{session}: not a regular file, so not a session record' in done.stdout
+
+
+def test_a_stored_node_name_slurm_refuses_is_one_line_before_any_output(tmp_path):
+    """Issue 70, item 7: a node name Slurm's grammar refuses, in a stored run, stopped the
+    acceptance after verdicts.json, junit.xml and sessions/ were written and before the page,
+    drain list and manifest. It is refused where the record is read, in one line, and the
+    outputs are computed whole before any is written."""
+    import pytest
+    data = json.loads(SCREEN.read_text())
+    tc = next(tc for run in data['runs'] for tc in run['testcases']
+              if tc.get('job_nodelist') == ['n2'])
+    tc['job_nodelist'] = ['n2;reboot']
+    directory = tmp_path / 'a'
+    directory.mkdir()
+    (directory / runner.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
+    runner.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3'))],
+                 [data['session_info']['uuid']]).save(directory)
+    the_contract, state = _contract_and_state(directory)
+    with pytest.raises(RuntimeError, match=r"^test case HplNodeScreen .*: 'n2;reboot' is no "
+                                           r'node name \(a letter or digit, then letters, '
+                                           r"digits, \. _ -\): the record is not a run's$"):
+        runner.output_files(the_contract, state, {data['session_info']['uuid']: data})
+    assert sorted(p.name for p in directory.iterdir()) == [runner.CONTRACT_COPY, runner.STATE]
+
+
+def test_a_directory_that_is_not_an_acceptance_of_the_suite_is_refused(tmp_path):
+    """Issue 70, item 8: `--output` overwrote a `contract.yaml` of the user's own in a
+    directory that was no acceptance; a dry run of another contract into a finished, signed
+    acceptance replaced its contract and added runs; two acceptances into one directory both
+    ran. Each refused in one line, nothing in the directory touched."""
+    import pytest
+    own = tmp_path / 'mine'
+    own.mkdir()
+    (own / 'contract.yaml').write_text('my own notes\n')
+    with pytest.raises(runner.AcceptanceError, match=r'holds other files \(contract.yaml\) and '
+                                                     r'no acceptance of the suite'):
+        with runner.claimed(own):
+            pass
+    assert os.listdir(own) == ['contract.yaml']
+    assert (own / 'contract.yaml').read_text() == 'my own notes\n'
+    finished = tmp_path / 'a'
+    _acceptance(finished)
+    before = {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()}
+    with pytest.raises(runner.AcceptanceError, match='holds an acceptance: a dry run writes '
+                                                     'its jobs beside another --output'):
+        with runner.claimed(finished, dry_run=True):
+            pass
+    assert {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()} == before
+    with runner.claimed(finished):
+        with pytest.raises(runner.AcceptanceError, match='is in use by another acceptance'):
+            with runner.claimed(finished):
+                pass
+    # Through the command: one line, exit 2.
+    done = subprocess.run([str(BIN / 'hpcbench'), 'accept', '--system', 'tsubame', '--output',
+                           str(own), '--dry-run'], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, 'HPCBENCH_VAR': str(tmp_path / 'var')},
+                          timeout=300)
+    assert done.returncode == 2 and done.stderr.startswith(f'error: {own} holds other files'), \
+        done.stderr

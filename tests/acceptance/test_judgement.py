@@ -261,6 +261,60 @@ def test_on_32_real_nodes_node_pairs_blame_the_slow_node_and_not_its_partners():
         [e.entry.id, 'FAIL', f'{e.counts()["PASS"]}'] for e in verdicts]
 
 
+def _pairs_with_snapshots(job_said, cut_to=5):
+    """The 32-node acceptance's real pair records, ReFrame's snapshot of the job's nodes cut
+    to the first node for 5 of n9-n10's and n11-n12's and n26-n27's runs, as Slurm's
+    accounting showed it on a loaded host (issue 70: `n10` for jobs that ran on
+    n[10-11]); where `job_said`, each job's own word beside it (JobNodes' `ran_on`: the
+    allocation it printed)."""
+    data = json.loads((FIXTURES / 'acceptance' / 'testbed-32-nodes-pairs.json').read_text())
+    cut = 0
+    for session in data['sessions']:
+        for run in session['runs']:
+            for tc in run['testcases']:
+                if job_said:
+                    tc['ran_on'] = list(tc['pinned_nodes'])
+                if tc['pinned_nodes'] in (['n9', 'n10'], ['n11', 'n12'], ['n26', 'n27']) \
+                        and cut < cut_to and tc['display_name'].endswith(('=0', '=2')):
+                    tc['job_nodelist'] = tc['job_nodelist'][:1]
+                    cut += 1
+    assert cut == cut_to
+    nodes = tuple(f'n{i}' for i in range(1, 33))
+    state = runner.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
+                         [s['session_info']['uuid'] for s in data['sessions']],
+                         **{k: v for k, v in data['state'].items() if k != 'system'})
+    records = {s['session_info']['uuid']: s for s in data['sessions']}
+    read = contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed')
+    return [e for e in runner.judge(read, state, records) if e.entry.scope == 'node_pair']
+
+
+def test_a_pair_s_runs_are_keyed_by_the_job_s_own_word_not_reframe_s_snapshot():
+    """Issue 70, item 1: ReFrame's `job_nodelist` is its last poll of Slurm; on a loaded
+    32-node testbed it held one node for 5 of 48 pinned pair jobs that ran on two, and
+    three healthy pairs came out NOT_RUN ("1 of the 3 runs its statistic needs"), the
+    system FAIL. With each job's own word (the allocation it printed), the snapshot is not
+    read: the same verdicts as the uncut records. A record without the job's word (stored
+    before jobs said it) still says why a pinned pair lacks runs: never silently."""
+    uncut = {(e.entry.id, u.unit.key): (u.verdict, u.values)
+             for e in _pairs_with_snapshots(False, cut_to=0) for u in e.units}
+    verdicts = _pairs_with_snapshots(True)
+    said = {(e.entry.id, u.unit.key): (u.verdict, u.values) for e in verdicts for u in e.units}
+    cut_pairs = {('n9', 'n10'), ('n11', 'n12'), ('n26', 'n27')}
+    assert said == uncut
+    assert {said[key][0] for key in said if key[1] in cut_pairs} == {'PASS'}
+    assert runner.pair_blame(verdicts, runner.State('testbed', '', [], [],
+                                                    second_pairs={'srun': [['n1', 'n7'],
+                                                                           ['n10', 'n8']]})
+                             ) == {'n7': 'IMBPAIRCHECK-NODE_PAIR (node pairs: failed again '
+                                         'beside a node that passed)'}
+    # Without the job's word: the pair lacks the runs, and says where they were recorded.
+    snapshot = _pairs_with_snapshots(False)
+    lacking = [u for e in snapshot for u in e.units if u.unit.key in cut_pairs
+               and u.verdict == 'NOT_RUN']
+    assert lacking and all('recorded on n' in u.reason and "ReFrame's snapshot of the job's "
+                           'nodes' in u.reason for u in lacking), [u.reason for u in lacking]
+
+
 def test_the_slowest_pair_rule_and_a_cut_pair_named(tmp_path):
     """The real 8 x A100 node's 28 pairs (tests/benchmarks/test_gpu_mpi.py records them as
     the pair check does), each at 88 to 92 % of its link, committed at least 80 %: every

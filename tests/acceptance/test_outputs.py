@@ -5,6 +5,7 @@ verified, and refused after one byte of a result or of the contract changes."""
 import json
 import os
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import jsonschema
@@ -217,3 +218,83 @@ def test_a_session_replaced_by_a_link_or_a_fifo_is_named_and_never_read(tmp_path
     with pytest.raises(manifest.ManifestError, match='extra.json: a FIFO, where an acceptance '
                                                      'holds files only: no manifest written'):
         manifest.write(run)
+
+
+def _hostile_verdicts(reason):
+    """The screen's verdicts, n4 drained for `reason` (a Slurm reason is anybody's text)."""
+    entry = _entry('HplNodeScreen', 'gflops', 'node', 70.0, 'GFLOP/s', median_of=1,
+                   partitions=['batch'], id='hpl-node')
+    expected = [judgement.Unit('node', 'batch', n) for n in ('n1', 'n2', 'n3', 'n4')]
+    return [judgement.judge_entry(entry, _screen('n2'), expected,
+                                  not_run={expected[3]: reason})]
+
+
+def test_control_characters_from_a_reason_leave_junit_well_formed():
+    """Issue 70, item 7: a Slurm reason's `\\x1b[31m` or a failed run's `\\x07` made
+    junit.xml not well-formed. Each is written as `\\xNN`; the file parses."""
+    text = outputs.junit_xml('testbed', _hostile_verdicts('drained \x1b[31mred\x1b[0m \x07 \x00'))
+    root = ET.fromstring(text)
+    failure = root.find('.//testcase[@name="node n4"]/failure')
+    assert failure.get('message') == 'NOT_RUN: drained \\x1b[31mred\\x1b[0m \\x07 \\x00'
+
+
+def test_acceptance_md_shows_a_hostile_reason_as_itself_in_its_row():
+    """Item 15: a reason's `<script>` reached acceptance.md raw and a newline broke its
+    table; each is shown as text, the row whole."""
+    from hpcbench.acceptance import contract as contracts
+    from hpcbench.report import acceptance_page, markdown_summary
+    verdicts = _hostile_verdicts('drained <script>alert(1)</script>\n| x | y |')
+    the_contract = contracts.Contract('testbed', (verdicts[0].entry,))
+    text = acceptance_page.texts(acceptance_page.build(the_contract, verdicts, {}, 'now'))[
+        acceptance_page.MARKDOWN]
+    assert '<script>' not in text
+    row = next(line for line in text.splitlines() if line.startswith('| node n4 | batch | '
+                                                                       'hpl-node |'))
+    assert 'drained &lt;script&gt;alert(1)&lt;/script&gt; \\| x \\| y \\|' in row
+    assert row.count(' | ') == row.replace('\\|', '').count(' | ')
+    assert markdown_summary.plain('*a* [b](c) `d`') == '\\*a\\* \\[b\\](c) \\`d\\`'
+
+
+def test_a_node_s_drain_reason_names_each_fault_once_within_what_slurm_shows():
+    """Item 14: two entries of one fault code put `F FAIL (node n2)` in the reason twice,
+    and a node's reasons grew without bound: one mention each, cut at MAX_REASON saying how
+    many more."""
+    verdicts = _verdicts()
+    twice = outputs.drain_lines(verdicts + verdicts)
+    assert twice == outputs.drain_lines(verdicts) == [
+        "scontrol update NodeName=n2 State=DRAIN Reason='hpcbench acceptance: F slow "
+        "(node n2)'"]
+    from dataclasses import replace
+    many = [replace(v, entry=replace(v.entry, fault_code=f'CODE-{i}'))
+            for i in range(40) for v in verdicts]
+    (line,) = outputs.drain_lines(many, {'n2': 'PAIR (node pairs: of a failing pair)'})
+    reason = line.split('Reason=', 1)[1].strip("'")
+    assert len(reason) <= outputs.MAX_REASON, reason
+    assert reason.startswith('hpcbench acceptance: PAIR (node pairs: of a failing pair); '
+                             'CODE-0 slow (node n2); CODE-1 slow (node n2); ')
+    assert reason.endswith(' more (see its acceptance)'), reason
+
+
+def test_outputs_written_all_or_none_and_a_full_disk_names_the_file(tmp_path):
+    """Items 7 and 16: the outputs are written whole or none (a full disk, `ulimit -f`: the
+    files written then removed, the file named, not "File too large: ?"); written again
+    without a key, an acceptance keeps no old signature that then fails."""
+    run = _signed_run(tmp_path)
+    manifest.sign(run, _key(tmp_path))
+    from hpcbench.acceptance import runner
+    runner.write_outputs(run, {'verdicts.json': '{}\n'})
+    assert not (run / manifest.SIGNATURE).exists() and manifest.verify(run).problems == []
+    before = sorted(p.relative_to(run).as_posix() for p in run.rglob('*'))
+    done = subprocess.run([sys.executable, '-c', (
+        'import resource, signal, sys\n'
+        'signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n'
+        'resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n'
+        'from hpcbench.acceptance import runner\n'
+        'try:\n'
+        '    runner.write_outputs(sys.argv[1], {"junit.xml": "x", "big.txt": "y" * 10000})\n'
+        'except OSError as err:\n'
+        '    print(err.strerror, err.filename)\n'), str(run)],
+        capture_output=True, text=True, timeout=60)
+    assert done.stdout == f'File too large {run / "big.txt"}\n', done.stdout + done.stderr
+    after = sorted(p.relative_to(run).as_posix() for p in run.rglob('*'))
+    assert after == [p for p in before if p != manifest.MANIFEST], after

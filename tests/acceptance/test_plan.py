@@ -64,8 +64,9 @@ def test_per_node_runs_are_batches_of_the_nodes_in_service_that_lack_runs():
                            out_of_service={'n5': 'drained'}, size=3)
     assert [b.nodes for b in batches] == [('n1', 'n3', 'n4'), ('n6', 'n7')]
     options = batches[0].reframe_options('testbed')
+    # Each unit once: the runner runs passes (a unit's runs a pass apart).
     assert options[:6] == ['--system', 'testbed:srun', '-n', hpcc.name_filter(), '--repeat',
-                           '5']
+                           '1']
     assert options[-2:] == ['--distribute=all', '-J--nodelist=n1,n3,n4']
     # A partition whose nodes are unknown (a paper's system here): the check once, so that
     # its dry run writes the job.

@@ -56,7 +56,7 @@ def stood_in(monkeypatch):
         if len(ran) + 1 in stop_at:
             raise KeyboardInterrupt      # stopped before ReFrame stored the session
         ran.append(batch.pairs)
-        data = _session(batch.pairs, batch.group.repeats)
+        data = _session(batch.pairs, batch.runs)
         stored[data['session_info']['uuid']] = data
         state.sessions.append(data['session_info']['uuid'])
         state.save(directory)
@@ -70,16 +70,20 @@ def test_stopped_in_the_second_round_it_runs_the_rest_of_it_and_nothing_it_has(
     contract = tmp_path / 'testbed.yaml'
     contract.write_text(yaml.safe_dump(CONTRACT))
     directory = tmp_path / 'acceptance'
-    stop_at.append(4)               # two pairs, then the second round's first of two
-    with pytest.raises(KeyboardInterrupt):  # one pair a ReFrame run: batches of two nodes
+    # One pair a ReFrame run (batches of two nodes), each pair once a pass, three passes;
+    # stopped in the second round's second pass, its first pair just run.
+    stop_at.append(10)
+    with pytest.raises(KeyboardInterrupt):
         runner.accept('testbed', contract, directory, say=lambda text: None, batch_nodes=2)
-    assert ran == [(('n1', 'n2'),), (('n3', 'n4'),), (('n1', 'n3'),)]
+    first, second = [(('n1', 'n2'),), (('n3', 'n4'),)], [(('n1', 'n3'),), (('n2', 'n4'),)]
+    assert ran == first * 3 + second + [(('n1', 'n3'),)]
     state = runner.State.load(directory)
     assert state.second_pairs == {'srun': [['n1', 'n3'], ['n2', 'n4']]}
     stop_at.clear()
     _, again, records = runner.accept('testbed', contract, directory, say=lambda t: None,
                                       batch_nodes=2)
-    assert ran[3:] == [(('n2', 'n4'),)]
+    # What each pair lacks: n1-n3 one run, n2-n4 two, a pass apart.
+    assert ran[9:] == [(('n1', 'n3'),), (('n2', 'n4'),), (('n2', 'n4'),)]
     verdicts = runner.judge(runner.contracts.load(contract, 'testbed'), again, records)
     assert runner.pair_blame(verdicts, again) == {
         'n2': 'PAIR (node pairs: failed again beside a node that passed)'}
@@ -92,9 +96,10 @@ def test_a_round_of_node_pairs_is_one_reframe_run_each_pair_its_own_test(tmp_pat
     contract.write_text(yaml.safe_dump(CONTRACT))
     _, state, records = runner.accept('testbed', contract, tmp_path / 'acceptance',
                                       say=lambda text: None)
-    # The disjoint pairs in one run, then n2's pair's nodes beside nodes that passed.
-    assert ran == [(('n1', 'n2'), ('n3', 'n4')), (('n1', 'n3'), ('n2', 'n4'))]
-    assert len(state.sessions) == 2
+    # The disjoint pairs in one run, each pair once, three passes; then n2's pair's nodes
+    # beside nodes that passed, so. A pair's runs are a pass apart, never back to back.
+    assert ran == [(('n1', 'n2'), ('n3', 'n4'))] * 3 + [(('n1', 'n3'), ('n2', 'n4'))] * 3
+    assert len(state.sessions) == 6
     verdicts = runner.judge(runner.contracts.load(contract, 'testbed'), state, records)
     assert runner.pair_blame(verdicts, state) == {
         'n2': 'PAIR (node pairs: failed again beside a node that passed)'}

@@ -172,12 +172,31 @@ def invalid_units(entry, failed):
         why = f'{run.phase} failed: {run.reason[:300]}'.strip()
         if entry.scope == 'node' and len(run.nodes) == 1:
             invalid[Unit('node', run.partition, run.nodes[0])] = why
-        elif entry.scope == 'node_pair' and len(run.nodes) == 2:
-            invalid[Unit('node_pair', run.partition, tuple(sorted(run.nodes)))] = why
+        elif entry.scope == 'node_pair' and len(run.pinned or run.nodes) == 2:
+            # A pair's run is its pinned pair's, wherever its job said it ran.
+            invalid[Unit('node_pair', run.partition,
+                         tuple(sorted(run.pinned or run.nodes)))] = why
         elif entry.scope in ('partition', 'system'):
             key = run.partition if entry.scope == 'partition' else run.system
             invalid[Unit(entry.scope, run.partition, key)] = why
     return invalid
+
+
+def elsewhere_units(entry, cases):
+    """{Unit: why} of the node pairs some of whose runs were recorded on other nodes than
+    they were pinned to: said, never dropped silently. (A job's own word that disagrees
+    fails its sanity: hpcbench.rfm.plugins.JobNodes; this is what a session stored before
+    the jobs said where they ran holds, ReFrame's snapshot of the job's nodes.)"""
+    found = {}
+    for case in cases:
+        if entry.scope != 'node_pair' or len(case.pinned) != 2 or not _of_entry(entry, case) \
+                or sorted(case.nodes) == sorted(case.pinned):
+            continue
+        unit = Unit('node_pair', case.partition, tuple(sorted(case.pinned)))
+        found.setdefault(unit, []).append(','.join(case.nodes) or 'no node')
+    return {unit: f'{len(runs)} run(s) recorded on {"; ".join(sorted(set(runs)))} instead '
+                  f'(ReFrame\'s snapshot of the job\'s nodes): not counted as the pair\'s'
+            for unit, runs in found.items()}
 
 
 def unit_values(entry, cases):
@@ -318,7 +337,7 @@ def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALP
     {Unit: why} of those whose run failed its sanity check. A unit expected and without a
     figure is NOT_RUN, never left out; one with fewer runs than its statistic needs too,
     saying why its node could not run them where it could not."""
-    not_run = dict(not_run or {})
+    not_run = {**elsewhere_units(entry, cases), **dict(not_run or {})}
     invalid = {**withheld_units(entry, cases), **dict(invalid or {})}
     values = unit_values(entry, cases)
     units = sorted({*expected, *values, *not_run, *invalid}, key=str)

@@ -67,9 +67,18 @@ def as_json(system, entry_verdicts):
             for e in entry_verdicts]}
 
 
+def printable(text):
+    """`text` with each character XML 1.0 and a terminal cannot hold as itself (a control
+    character: a Slurm reason's `\\x1b[31m`, a failed run's `\\x07`) written as `\\xNN`;
+    tabs and newlines kept. A control character made junit.xml not well-formed."""
+    return ''.join(c if c.isprintable() or c in '\t\n' else f'\\x{ord(c):02x}'
+                   for c in str(text))
+
+
 def junit_xml(system, entry_verdicts):
     """JUnit XML of the acceptance: a test suite per entry, a test case per unit; FAIL and
-    NOT_RUN are failures, INVALID an error, a slow unit's flag in its output."""
+    NOT_RUN are failures, INVALID an error, a slow unit's flag in its output. Every text
+    printable (printable())."""
     suites = ET.Element('testsuites', name=f'hpcbench acceptance of {system}',
                         tests=str(sum(len(e.units) for e in entry_verdicts)),
                         failures=str(sum(u.verdict in ('FAIL', 'NOT_RUN')
@@ -84,26 +93,47 @@ def junit_xml(system, entry_verdicts):
         for u in e.units:
             case = ET.SubElement(suite, 'testcase', name=str(u.unit),
                                  classname=f'{system}.{e.entry.id}.{u.unit.partition}')
-            message = f'{u.verdict}: {u.reason}'
+            message = printable(f'{u.verdict}: {u.reason}')
+            action = printable(e.entry.action)
             if u.verdict in ('FAIL', 'NOT_RUN'):
                 failure = ET.SubElement(case, 'failure', message=message,
                                         type=e.entry.fault_code)
-                failure.text = f'{message}\nwhat to do: {e.entry.action}'
+                failure.text = f'{message}\nwhat to do: {action}'
             elif u.verdict == 'INVALID':
                 ET.SubElement(case, 'error', message=message, type=e.entry.fault_code).text = \
-                    f'{message}\nwhat to do: {e.entry.action}'
-            out = [message] + ([f'slow beside its peers: {u.slow}'] if u.slow else [])
+                    f'{message}\nwhat to do: {action}'
+            out = [message] + ([f'slow beside its peers: {printable(u.slow)}'] if u.slow
+                               else [])
             ET.SubElement(case, 'system-out').text = '\n'.join(out)
     return ET.tostring(suites, encoding='unicode', xml_declaration=True) + '\n'
+
+
+# The longest drain reason written: Slurm keeps a node's reason whole, but `sinfo -R` and
+# `scontrol show node` show a line of it; a reason per fault code, not per entry.
+MAX_REASON = 200
+
+
+def _reason(reasons):
+    """A node's reasons as one drain reason: each once, in order, cut at MAX_REASON saying
+    how many more there are."""
+    said = list(dict.fromkeys(' '.join(printable(r).split()) for r in reasons))
+    text = 'hpcbench acceptance: ' + '; '.join(said)
+    for kept in range(len(said) - 1, 0, -1):
+        if len(text) <= MAX_REASON:
+            break
+        text = (f'hpcbench acceptance: {"; ".join(said[:kept])}; and '
+                f'{len(said) - kept} more (see its acceptance)')
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + '...'
 
 
 def drain_lines(entry_verdicts, pair_blamed=None):
     """`scontrol update NodeName=N State=DRAIN Reason="..."` for each node to blame: a unit
     that failed or was invalid, or flagged slow beside its peers, with the entry's fault
     code; a node the node pairs blame (`pair_blamed`: {node: why}); one line per node, its
-    reasons joined. A unit that did not run is out of service already, or never reached:
-    named in the report, not drained again. Each node name checked against Slurm's grammar
-    and each reason quoted for the shell."""
+    reasons joined, each fault code and verdict once (two entries of one code said it
+    twice) within MAX_REASON characters. A unit that did not run is out of service
+    already, or never reached: named in the report, not drained again. Each node name
+    checked against Slurm's grammar and each reason quoted for the shell."""
     reasons = {node: [why] for node, why in (pair_blamed or {}).items()}
     for node in reasons:
         if not slurm_cluster.NODE_NAME.fullmatch(node):
@@ -117,6 +147,5 @@ def drain_lines(entry_verdicts, pair_blamed=None):
                 raise ValueError(f'{node!r} is no Slurm node name: no drain line is written')
             what = u.verdict if u.verdict in FAILING else 'slow'
             reasons.setdefault(node, []).append(f'{e.entry.fault_code} {what} ({u.unit})')
-    return [f'scontrol update NodeName={node} State=DRAIN '
-            f'Reason={shlex.quote("hpcbench acceptance: " + "; ".join(why))}'
-            for node, why in sorted(reasons.items())]
+    return [f'scontrol update NodeName={node} State=DRAIN Reason={shlex.quote(_reason(why))}'
+            for node, why in sorted(reasons.items(), key=lambda item: item[0])]

@@ -129,11 +129,14 @@ class Batch:
     nodes: tuple = ()
     distribute: bool = False
     pairs: tuple = ()       # ((a, b), ...): node pairs, each its own test
+    # The runs of each unit in this ReFrame run: one (batches), so that a unit's runs are
+    # one pass of the batch apart, not back to back (hpcbench.acceptance.runner).
+    runs: int = 1
 
     def reframe_options(self, system):
         """Its ReFrame options (after the mode's and the system's own)."""
         options = ['--system', f'{system}:{self.partition}', '-n', self.group.name_filter(),
-                   '--repeat', str(self.group.repeats)]
+                   '--repeat', str(self.runs)]
         if self.group.environ:
             options += ['-p', f'^{re.escape(self.group.environ)}$']
         options += [f'-S{self.group.check}.{k}={v}' for k, v in self.group.all_settings]
@@ -245,7 +248,10 @@ def blamed(first_round, second_round):
 
 def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
             size=DEFAULT_BATCH_NODES):
-    """The runs left of `group` on `partitions` (Partition): per node, its nodes in
+    """The runs left of `group` on `partitions` (Partition), one pass: each unit that lacks
+    runs once (the runner runs passes until each has the group's repeats: a unit's runs
+    are then a pass apart, not back to back, where a load on the host that lasts a minute
+    hit all three runs of a healthy node pair, which FAILed). Per node, its nodes in
     service whose runs so far (`runs_done(partition, unit)`: a node's name, a pair of nodes,
     or the partition's name) are fewer than the group's repeats, `size` nodes a batch; the
     node pairs of `node_pairs` ({partition: [(a, b), ...]}) so left, in batches of `size`

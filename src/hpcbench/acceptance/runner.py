@@ -14,7 +14,10 @@ as `make run` does, and keeps what an acceptance stands on in one directory.
   record, the plan: partitions, nodes, pairs, nodes out of service and why), so that
   `hpcbench accept --verify DIR` judges them again and checks every file's sha256.
 """
+import contextlib
+import fcntl
 import json
+import os
 import re
 import shutil
 import socket
@@ -247,12 +250,68 @@ def _first_round_passed(the_contract, state, records, partition):
             if unit.partition == partition and unit.key in first}
 
 
+# The file that makes a directory an acceptance's of the suite, and its lock: held while an
+# acceptance runs and writes there (one directory, one acceptance at a time).
+MARKER = '.hpcbench-acceptance'
+
+
+def check_directory(directory, dry_run=False):
+    """AcceptanceError where `directory` is not one an acceptance may use: a directory of
+    other files (a `contract.yaml` of the user's own was overwritten), or, for a dry run,
+    one that holds an acceptance (a dry run of another contract replaced a signed one's
+    contract and added runs). New, empty, or the suite's acceptance (its MARKER, or its
+    state from before the marker) is one."""
+    from hpcbench.acceptance import manifest
+    directory = Path(directory)
+    try:
+        entries = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise AcceptanceError(f'{directory} is a file: give --output a directory') from None
+    ours = MARKER in entries or STATE in entries
+    if entries and not ours:
+        raise AcceptanceError(
+            f'{directory} holds other files ({", ".join(entries[:5])}'
+            f'{", ..." if len(entries) > 5 else ""}) and no acceptance of the suite (no '
+            f'{MARKER}): give --output a new or empty directory')
+    if dry_run and (STATE in entries or manifest.MANIFEST in entries):
+        raise AcceptanceError(f'{directory} holds an acceptance: a dry run writes its jobs '
+                              'beside another --output, never into one')
+
+
+@contextlib.contextmanager
+def claimed(directory, dry_run=False):
+    """`directory` checked (check_directory), made and marked as an acceptance's, and
+    locked while the block runs: AcceptanceError where another acceptance holds it."""
+    directory = Path(directory)
+    check_directory(directory, dry_run)
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / MARKER
+    if marker.is_symlink():
+        raise AcceptanceError(f'{marker} is a link: {directory} is not the suite\'s')
+    with open(marker, 'a+') as fp:
+        try:
+            fcntl.flock(fp, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AcceptanceError(f'{directory} is in use by another acceptance (it holds '
+                                  f'{MARKER}\'s lock): one directory, one acceptance at a '
+                                  'time') from None
+        fp.seek(0)
+        if not fp.read():
+            fp.write('An acceptance of hpcbench: its contract, state, sessions and '
+                     'verdicts.\n')
+            fp.flush()
+        yield directory
+
+
 def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None, say=print,
            mode=None):
     """Run the contract's acceptance of `system` into `directory` (resuming what is
     there); (contract, state, records) once every batch has run. A dry run writes every
     job and runs none (nothing is judged)."""
     directory = Path(directory)
+    check_directory(directory, dry_run)
     partitions = system_partitions(system)
     the_contract = contracts.load(contract_path, system,
                                   {p.name: p.gpus_per_node > 0 for p in partitions})
@@ -297,15 +356,23 @@ def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None,
     for name, why in sorted(state.out_of_service.items()):
         say(f'{name}: out of service ({why}): not run, NOT_RUN in the verdicts')
 
-    def run_batches(rounds):
-        runs, _, _ = _sessions_runs(config, state.sessions)
-        for group in groups:
-            if group.kind not in rounds:
-                continue
-            for batch in plan.batches(group, state.partitions, runs_done(runs, group),
-                                      state.out_of_service, state.node_pairs,
-                                      batch_nodes or plan.DEFAULT_BATCH_NODES):
+    def run_passes(group, pairs):
+        # Each unit once a pass, until each has the group's repeats (a unit whose run fails
+        # is run once a pass too: `repeats` passes at most).
+        for _ in range(group.repeats):
+            runs, _, _ = _sessions_runs(config, state.sessions)
+            left = plan.batches(group, state.partitions, runs_done(runs, group),
+                                state.out_of_service, pairs,
+                                batch_nodes or plan.DEFAULT_BATCH_NODES)
+            if not left:
+                break
+            for batch in left:
                 _run_batch(system, batch, directory, state, config, dry_run, say, mode)
+
+    def run_batches(rounds):
+        for group in groups:
+            if group.kind in rounds:
+                run_passes(group, state.node_pairs)
 
     if dry_run:
         for merged in plan.dry_runs(groups, state.partitions):
@@ -329,13 +396,9 @@ def accept(system, contract_path, directory, *, dry_run=False, batch_nodes=None,
                     say(f'{partition.name}: {len(again)} node(s) of failing pairs paired '
                         'again with nodes that passed')
             state.save(directory)
-        runs, _, _ = _sessions_runs(config, state.sessions)
         for group in groups:
             if group.kind == 'node_pair':
-                for batch in plan.batches(group, state.partitions, runs_done(runs, group),
-                                          state.out_of_service, state.second_pairs,
-                                          batch_nodes or plan.DEFAULT_BATCH_NODES):
-                    _run_batch(system, batch, directory, state, config, dry_run, say, mode)
+                run_passes(group, state.second_pairs)
         _, _, records = _sessions_runs(config, state.sessions)
     return the_contract, state, records
 
@@ -436,33 +499,71 @@ def pair_blame(verdicts, state):
     return blame
 
 
-def write_records(directory, the_contract, state, records):
-    """What the verdicts stand on and say, into the acceptance's directory: each session's
-    record, the description and the Spack lock of the system, the project's commit, and the
-    verdicts as JSON, JUnit XML and a drain list; the EntryVerdicts."""
+def output_files(the_contract, state, records):
+    """(EntryVerdicts, {node: why the node pairs blame it}, {path in the directory: text})
+    of what the verdicts stand on and say:
+    each session's record, the description and the Spack lock of the system, the project's
+    commit, and the verdicts as JSON (checked against its schema), JUnit XML and a drain
+    list. Computed whole before anything is written (write_outputs): a node name Slurm
+    refuses stopped an acceptance after half its outputs were written."""
     from hpcbench.acceptance import outputs
     from hpcbench.stack import provenance
-    directory = Path(directory)
-    sessions = directory / SESSIONS
-    sessions.mkdir(exist_ok=True)
-    for uuid, data in records.items():
-        (sessions / f'{uuid}.json').write_text(json.dumps(data, indent=1, sort_keys=True))
+    files = {f'{SESSIONS}/{uuid}.json': json.dumps(data, indent=1, sort_keys=True)
+             for uuid, data in records.items()}
     for source, name in ((paths.SITE_CONFIGS_DIR / f'{state.system}.yaml', 'description.yaml'),
                          (paths.SPACK_ENVS_DIR / state.system / 'spack.lock', 'spack.lock'),
                          (paths.SPACK_ENVS_DIR / state.system / 'spack.yaml', 'spack.yaml')):
         if source.is_file():
-            shutil.copyfile(source, directory / name)
-    (directory / 'project-commit.txt').write_text(f'{provenance.project_commit()}\n')
+            files[name] = source.read_bytes()
+    files['project-commit.txt'] = f'{provenance.project_commit()}\n'
     verdicts = judge(the_contract, state, records)
     document = outputs.as_json(state.system, verdicts)
     # What --verify and a site's tools read back: checked against its schema first.
     description_schema.check(json.loads(json.dumps(document)), outputs.JSON_SCHEMA)
-    (directory / VERDICTS_JSON).write_text(json.dumps(document, indent=1) + '\n')
-    (directory / JUNIT_XML).write_text(outputs.junit_xml(state.system, verdicts))
-    lines = outputs.drain_lines(verdicts, pair_blame(verdicts, state))
-    (directory / DRAIN_LIST).write_text(
-        '# The nodes this acceptance blames, for the site to drain (the suite drains none):\n'
-        + ''.join(f'{line}\n' for line in lines))
+    files[VERDICTS_JSON] = json.dumps(document, indent=1) + '\n'
+    files[JUNIT_XML] = outputs.junit_xml(state.system, verdicts)
+    blame = pair_blame(verdicts, state)
+    lines = outputs.drain_lines(verdicts, blame)
+    files[DRAIN_LIST] = ('# The nodes this acceptance blames, for the site to drain (the suite '
+                         'drains none):\n' + ''.join(f'{line}\n' for line in lines))
+    return verdicts, blame, files
+
+
+def write_outputs(directory, files, key=None):
+    """Write `files` ({path in `directory`: text or bytes}), then the manifest over the
+    directory and, with `key`, its signature: all or none. The old manifest and signature go
+    first (they sign what is about to change); each file is written whole
+    (paths.write_atomically); where one cannot be written (a full disk), those written now
+    are removed and OSError names the file."""
+    from hpcbench.acceptance import manifest
+    directory = Path(directory)
+    for stale in (manifest.SIGNATURE, manifest.MANIFEST):
+        (directory / stale).unlink(missing_ok=True)
+    written = []
+    try:
+        for name, data in files.items():
+            path = directory / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            existed = path.exists()
+            paths.write_atomically(path, data)
+            if not existed:
+                written.append(path)
+        manifest.write(directory)
+        if key:
+            manifest.sign(directory, key)
+    except (OSError, manifest.ManifestError):
+        for path in written + [directory / manifest.MANIFEST, directory / manifest.SIGNATURE]:
+            path.unlink(missing_ok=True)
+        raise
+
+
+def write_records(directory, the_contract, state, records):
+    """output_files written into the acceptance's directory (no page, no manifest); the
+    EntryVerdicts."""
+    verdicts, _, files = output_files(the_contract, state, records)
+    for name, data in files.items():
+        (Path(directory) / name).parent.mkdir(parents=True, exist_ok=True)
+        paths.write_atomically(Path(directory) / name, data)
     return verdicts
 
 
@@ -471,17 +572,18 @@ MAX_SESSION_BYTES = 1 << 30
 
 
 def stored(directory):
-    """(contract, state, records) an acceptance's directory holds; each session record a
+    """(contract, state, records) an acceptance's directory holds: the records of the
+    state's sessions, in its order (the order they ran, which a unit's runs keep); each a
     regular file (a FIFO or a device is never read: UnreadableFileError), checked as a
     record of ReFrame's (hpcbench.results.results_db.checked_record)."""
     directory = Path(directory)
     state = State.load(directory)
     the_contract = contracts.load(directory / CONTRACT_COPY, state.system)
     records = {}
-    for path in sorted((directory / SESSIONS).glob('*.json')):
-        text = paths.read_regular(path, MAX_SESSION_BYTES, 'a session record')
-        records[path.stem] = results_db.checked_record(
-            json_data(text, f'{SESSIONS}/{path.name}'), f'{SESSIONS}/{path.name}')
+    for uuid in state.sessions:
+        name = f'{SESSIONS}/{uuid}.json'
+        text = paths.read_regular(directory / name, MAX_SESSION_BYTES, 'a session record')
+        records[uuid] = results_db.checked_record(json_data(text, name), name)
     return the_contract, state, records
 
 

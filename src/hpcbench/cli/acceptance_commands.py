@@ -40,6 +40,30 @@ def _accept(args):
                            f'`hpcbench contract init {args.system}`, then edit it)')
     directory = Path(args.output) if args.output else \
         paths.VAR_DIR / runner.ACCEPTANCE_DIR / args.system
+    # The contract read before the directory is made: a contract that is none leaves none.
+    try:
+        contract.load(path, args.system)
+    except contract.ContractError as err:
+        raise RuntimeError(str(err)) from None
+    with runner.claimed(directory, args.dry_run):
+        verdicts = _run_and_write(args, path, directory)
+    if verdicts is None:
+        return
+    verdict = system_verdict(verdicts)
+    for line in summary_lines(verdicts):
+        print(line)
+    print(f'\n{args.system}: {verdict}. Report: {directory / acceptance_page.HTML}; '
+          f'drain list: {directory / runner.DRAIN_LIST}; JUnit: {directory / runner.JUNIT_XML}')
+    if verdict == 'FAIL':
+        raise Worse(f'{args.system} does not meet its contract')
+
+
+def _run_and_write(args, path, directory):
+    """The acceptance run (resumed) into `directory`, its outputs written all or none; its
+    EntryVerdicts (None for a dry run)."""
+    from hpcbench.acceptance import contract, manifest, runner
+    from hpcbench.core import paths
+    from hpcbench.report import acceptance_page
     try:
         the_contract, state, records = runner.accept(
             args.system, path, directory, dry_run=args.dry_run, batch_nodes=args.batch_nodes,
@@ -48,22 +72,17 @@ def _accept(args):
         raise RuntimeError(str(err)) from None
     if args.dry_run:
         print(f'dry run: every job written (under {paths.VAR_DIR / "stage"}); nothing ran')
-        return
-    verdicts = runner.write_records(directory, the_contract, state, records)
+        return None
+    # Every output computed before any is written, then all written or none.
+    verdicts, blame, files = runner.output_files(the_contract, state, records)
     generated = datetime.datetime.now().isoformat(timespec='seconds')
-    acceptance_page.write(directory, acceptance_page.build(
-        the_contract, verdicts, state.out_of_service, generated, str(path),
-        runner.pair_blame(verdicts, state)))
-    manifest.write(directory)
-    if args.key:
-        manifest.sign(directory, args.key)
-    verdict = system_verdict(verdicts)
-    for line in summary_lines(verdicts):
-        print(line)
-    print(f'\n{args.system}: {verdict}. Report: {directory / acceptance_page.HTML}; '
-          f'drain list: {directory / runner.DRAIN_LIST}; JUnit: {directory / runner.JUNIT_XML}')
-    if verdict == 'FAIL':
-        raise Worse(f'{args.system} does not meet its contract')
+    files.update(acceptance_page.texts(acceptance_page.build(
+        the_contract, verdicts, state.out_of_service, generated, str(path), blame)))
+    try:
+        runner.write_outputs(directory, files, args.key)
+    except manifest.ManifestError as err:
+        raise RuntimeError(str(err)) from None
+    return verdicts
 
 
 def summary_lines(verdicts):

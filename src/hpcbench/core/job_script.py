@@ -98,3 +98,35 @@ def mpi_scratch(base=MPI_SCRATCH_BASE):
     return [*removed_at_exit('hpcbench_mpi_tmp', base, 'hpcbench-mpi', fallback='$PWD'),
             'export ' + ' '.join(f'{name}="$hpcbench_mpi_tmp"'
                                  for name in _MPI_SCRATCH_VARIABLES)]
+
+
+# The job's own word on where it runs, the first line of its output: its scheduler's final
+# allocation as the job is given it (Slurm's SLURM_JOB_NODELIST, fixed before the job
+# starts), else the host it runs on. ReFrame's `job_nodelist` is a snapshot of its last poll
+# of the scheduler, which Slurm may still be filling: a 32-node acceptance recorded `n10` for
+# 5 of 48 pinned pair jobs that Slurm's accounting shows ran on n[10-11] (issue 70).
+JOB_NODES_MARKER = 'hpcbench job-nodes:'
+
+
+def job_nodes_line():
+    """The job script's line that prints the job's nodes after JOB_NODES_MARKER: `slurm
+    <Slurm's node list, abbreviated as Slurm writes it>`, or `host <its host name>`."""
+    return (f'if [ -n "${{SLURM_JOB_NODELIST:-}}" ]; then echo "{JOB_NODES_MARKER} slurm '
+            f'$SLURM_JOB_NODELIST"; else echo "{JOB_NODES_MARKER} host $(hostname)"; fi')
+
+
+# A Slurm node list as a job is given it, `n[1-3,7],gpu01`: what may be expanded.
+SLURM_NODE_LIST = re.compile(r'[A-Za-z0-9._,\[\]-]{1,4096}')
+
+
+def job_nodes_said(output):
+    """(how, the list as printed) of the job's own word in its `output` (job_nodes_line):
+    ('slurm', 'n[10-11]') or ('host', 'vm'); None where it printed none (a dry run, a job
+    that never started). ValueError where what it printed is no node list."""
+    for line in output.splitlines():
+        if line.startswith(JOB_NODES_MARKER):
+            how, _, listed = line[len(JOB_NODES_MARKER):].strip().partition(' ')
+            if how not in ('slurm', 'host') or not SLURM_NODE_LIST.fullmatch(listed):
+                raise ValueError(f'the job printed {line[:200]!r}: no list of its nodes')
+            return how, listed
+    return None

@@ -80,6 +80,60 @@ PARTITION_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
 NODE_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,127}')
 
 
+# The most nodes a node list may expand to (Slurm's largest clusters have tens of
+# thousands): `n[1-999999999]` is no cluster's, and expanded it filled the memory.
+MAX_LISTED_NODES = 1 << 16
+_BRACKETS = re.compile(r'\[([^\[\]]*)\]')
+_RANGE = re.compile(r'([0-9]{1,9})(?:-([0-9]{1,9}))?')
+
+
+def expand_hostlist(listed):
+    """The node names of a node list as Slurm abbreviates it (`n[10-11],gpu[01-02]-a`,
+    zero padding kept), counted before they are expanded: SlurmDescriptionError where it
+    is none or names more than MAX_LISTED_NODES."""
+    items, depth, start = [], 0, 0
+    for at, char in enumerate(listed + ','):
+        depth += {'[': 1, ']': -1}.get(char, 0)
+        if depth not in (0, 1):
+            raise SlurmDescriptionError(f'{listed[:200]!r}: brackets inside brackets')
+        if char == ',' and depth == 0:
+            items.append(listed[start:at])
+            start = at + 1
+    names = []
+    for item in items:
+        literals = _BRACKETS.split(item)    # literal, ranges, literal, ranges, ..., literal
+        if not item or any(c in part for part in literals[::2] for c in '[],'):
+            raise SlurmDescriptionError(f'{listed[:200]!r}: {item[:80]!r} is no node list '
+                                        'item')
+        choices, count = [], 1
+        for i, part in enumerate(literals):
+            if i % 2 == 0:
+                choices.append([part])
+                continue
+            numbers = []
+            for piece in part.split(','):
+                found = _RANGE.fullmatch(piece)
+                if not found:
+                    raise SlurmDescriptionError(f'{listed[:200]!r}: [{part[:80]}] is no '
+                                                'range of node numbers')
+                low, high = found.group(1), found.group(2) or found.group(1)
+                if int(high) < int(low) or int(high) - int(low) >= MAX_LISTED_NODES:
+                    raise SlurmDescriptionError(f'{listed[:200]!r}: [{part[:80]}] is no '
+                                                'range of a cluster\'s nodes')
+                numbers.append((low, high))
+            count *= sum(int(h) - int(lo) + 1 for lo, h in numbers)
+            if count + len(names) > MAX_LISTED_NODES:
+                raise SlurmDescriptionError(f'{listed[:200]!r}: more than {MAX_LISTED_NODES} '
+                                            'nodes')
+            choices.append([str(n).zfill(len(lo)) for lo, h in numbers
+                            for n in range(int(lo), int(h) + 1)])
+        expanded = ['']
+        for options in choices:
+            expanded = [done + option for done in expanded for option in options]
+        names += expanded
+    return names
+
+
 def _number(record, key, what):
     """The count `key` of `record`, from 1 to NODE_LIMITS[key]; else one error naming it."""
     if key not in record:

@@ -148,9 +148,14 @@ def build(the_contract, verdicts, out_of_service, generated, where='', pair_blam
                   markdown_file=MARKDOWN, html_file=HTML)
 
 
+def texts(report):
+    """{acceptance.md: its text, acceptance.html: its text} of `report`."""
+    return {MARKDOWN: markdown_summary.markdown(report), HTML: html_page.render_html(report)}
+
+
 def write(directory, report):
     """acceptance.md and acceptance.html of `report` into `directory`."""
     directory = Path(directory)
-    (directory / MARKDOWN).write_text(markdown_summary.markdown(report))
-    (directory / HTML).write_text(html_page.render_html(report))
+    for name, text in texts(report).items():
+        (directory / name).write_text(text)
     return directory / HTML

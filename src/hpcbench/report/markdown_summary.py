@@ -3,15 +3,33 @@ sections) as Markdown, the plots linked; and the plain-text tables `hpcbench com
 prints."""
 
 
+# What a text the suite did not write (a Slurm reason, a failed run's message, a contract's
+# words) may not do in Markdown: start HTML (`<script>` reached acceptance.md raw), end a
+# table's cell or row (a `|`, a newline), link or emphasise. Each is shown as itself.
+_MARKDOWN_ESCAPES = str.maketrans({'\\': '\\\\', '|': '\\|', '*': '\\*', '`': '\\`',
+                                   '[': '\\[', ']': '\\]', '<': '&lt;', '>': '&gt;',
+                                   '&': '&amp;', '#': '\\#'})
+
+
+def plain(text):
+    """`text` as Markdown shows it as itself, on one line: its control characters (a
+    newline, a terminal's colours) as spaces and escapes, Markdown's own characters
+    escaped."""
+    text = ''.join(c if c.isprintable() else ' ' if c in '\t\n\r' else
+                   f'\\x{ord(c):02x}' for c in str(text))
+    return text.translate(_MARKDOWN_ESCAPES)
+
+
 def _cell(text, strong):
-    text = str(text).replace('|', '\\|')
+    text = plain(text)
     return f'**{text}**' if strong else text
 
 
 def md_table(table):
     """A sections.Table in Markdown: the cell of its `strong` column in bold in a row of
     class fail or regression."""
-    lines = ['| ' + ' | '.join(table.header) + ' |', '|' + '---|' * len(table.header)]
+    lines = ['| ' + ' | '.join(plain(h) for h in table.header) + ' |',
+             '|' + '---|' * len(table.header)]
     classes = table.row_classes or ('',) * len(table.rows)
     lines += ['| ' + ' | '.join(_cell(c, i == table.strong and cls in ('fail', 'regression'))
                                 for i, c in enumerate(row)) + ' |'
@@ -37,15 +55,15 @@ def markdown(report):
             continue
         out += [f'## {section.title}', '']
         if section.intro:
-            out += [section.intro, '']
+            out += [plain(section.intro), '']
         if section.lead:
-            out += [f'{section.lead[0]} **{section.lead[1]}**.', '']
+            out += [f'{plain(section.lead[0])} **{plain(section.lead[1])}**.', '']
         if section.empty and not section.tables and not section.plots:
-            out += [section.empty, '']
+            out += [plain(section.empty), '']
         for table in section.tables:
-            out += [f'### {table.heading}', ''] if table.heading else []
+            out += [f'### {plain(table.heading)}', ''] if table.heading else []
             out += [md_table(table), '']
-            out += [*(f'- {note}' for note in table.notes), ''] if table.notes else []
+            out += [*(f'- {plain(note)}' for note in table.notes), ''] if table.notes else []
         if section.plots:
             out += [*(f'- [{plot.title}](plots/{name})' for plot, name in section.plots), '']
     return '\n'.join(out).rstrip('\n') + '\n'

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from hpcbench.benchmarks import gpu_mpi
 from hpcbench.benchmarks.reports import impossible
 from hpcbench.core import device_keys
+from hpcbench.core.slurm_cluster import NODE_NAME, SlurmDescriptionError, expand_hostlist
 from hpcbench.results.results_db import session, started_of, stored_sessions, uuid_of
 
 # Test parameters in a case's display name, including --distribute's `.part` and `.nid`.
@@ -127,6 +128,7 @@ class MeasuredCase:
     parameters: dict                    # {name: value}
     figures: dict                       # {variable: Figure}
     nodes: tuple = ()
+    pinned: tuple = ()                  # the nodes it was given by name (pinned_nodes)
     devices: tuple = ()                 # DeviceFigures, GPUs and GPU pairs in key order
     withheld: dict = field(default_factory=dict)    # {variable: why}
     inputs: str = ''
@@ -180,14 +182,35 @@ class MeasuredCase:
         return self.provenance.build_spec
 
 
-def _nodes(nodelist):
-    """The nodes of a stored test case: ReFrame stores its job's node list as a list, or (as
-    it reports it) abbreviated in one string, `nid[001-003]`, which it expands itself
-    (reframe.utility.nodelist_expand); read as a list of characters, `vm` was two nodes."""
-    if isinstance(nodelist, str):
-        from reframe.utility import nodelist_expand
-        return tuple(nodelist_expand(nodelist))
-    return tuple(nodelist or ())
+def _nodes(tc):
+    """The nodes a stored test case ran on: the job's own word (`ran_on`: the allocation
+    its scheduler gave it, printed by the job: hpcbench.rfm.plugins.JobNodes) where it
+    said it; else ReFrame's `job_nodelist`, a snapshot of its last poll of the scheduler
+    (sessions stored before the jobs said where they ran). ReFrame stores that as a list,
+    or abbreviated in one string, `nid[001-003]` (read as a list of characters, `vm` was
+    two nodes). Each name checked as Slurm's where it is read: RuntimeError in one line
+    naming the case, before anything is judged or written from it (a name Slurm refuses
+    stopped an acceptance after half its outputs)."""
+    said = tc.get('ran_on')
+    nodelist = said if said else tc.get('job_nodelist')
+    where = (f'test case {str(tc.get("display_name") or tc.get("name"))[:120]}'
+             + (f' of session {tc["session_uuid"]}' if tc.get('session_uuid') else ''))
+    try:
+        nodes = tuple(expand_hostlist(nodelist) if isinstance(nodelist, str) and nodelist
+                      else (nodelist or ()))
+    except SlurmDescriptionError as err:
+        raise RuntimeError(f'{where}: its nodes {err}') from None
+    bad = [n for n in nodes if not isinstance(n, str) or not NODE_NAME.fullmatch(n)]
+    if bad:
+        raise RuntimeError(f'{where}: {str(bad[0])[:80]!r} is no node name (a letter or digit, '
+                           'then letters, digits, . _ -): the record is not a run\'s')
+    return nodes
+
+
+def _pinned(tc):
+    """The nodes a stored test case was pinned to (its `pinned_nodes`), as names."""
+    pinned = tc.get('pinned_nodes')
+    return tuple(n for n in pinned if isinstance(n, str)) if isinstance(pinned, list) else ()
 
 
 def _number(value):
@@ -263,7 +286,7 @@ def _decoded(tc):
     curve = tc.get('curve')
     return MeasuredCase(
         check=check, system=tc['system'], partition=tc['partition'], environ=tc['environ'],
-        parameters=parameters, figures=figures, nodes=_nodes(tc.get('job_nodelist')),
+        parameters=parameters, figures=figures, nodes=_nodes(tc), pinned=_pinned(tc),
         devices=_devices(tc), withheld=withheld, inputs=tc.get('inputs') or '',
         num_tasks=int(tc.get('num_tasks') or 1),
         provenance=Provenance(**{name: tc.get(name) or '' for name in Provenance.FIELDS}),
@@ -283,6 +306,7 @@ class FailedRun:
     nodes: tuple
     phase: str
     reason: str
+    pinned: tuple = ()      # the nodes it was given by name (its pinned_nodes), if any
 
 
 def failed_runs(session_data):
@@ -298,8 +322,8 @@ def failed_runs(session_data):
                             with_added_parameters(check, {
                                 p: tc.get(p, text) for p, text in _PARAM.findall(named)
                                 if p != REPEAT_PARAMETER}),
-                            _nodes(tc.get('job_nodelist')), tc.get('fail_phase') or '',
-                            ' '.join(str(tc.get('fail_reason') or '').split()))
+                            _nodes(tc), tc.get('fail_phase') or '',
+                            ' '.join(str(tc.get('fail_reason') or '').split()), _pinned(tc))
 
 
 def measured_cases(session_data, fixtures=False):

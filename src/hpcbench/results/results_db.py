@@ -45,7 +45,8 @@ _CASE_FIELDS = {'name': _NAMES, 'result': _NAMES, 'system': _NAMES, 'partition':
 _OPTIONAL_FIELDS = {'display_name': _TEXT, 'fail_phase': _TEXT, 'fail_reason': _TEXT,
                     'num_tasks': (int, type(None)), 'job_nodelist': (str, list, type(None)),
                     'perfvalues': (dict, type(None)), 'samples': (dict, type(None)),
-                    'device_figures': (dict, type(None))}
+                    'device_figures': (dict, type(None)), 'ran_on': (list, type(None)),
+                    'pinned_nodes': (list, type(None))}
 
 
 def _number(value):

@@ -5,6 +5,7 @@
 - `QuietNode`: the node's launch lock and quiet-node check before the launch
   (hpcbench.core.quiet_node runs in the job);
 - `PinnedNodes`: a test given its nodes by name (`-P Check.pinned_nodes=...`);
+- `JobNodes`: where the job ran, in its own word (`ran_on`);
 - `StackCoverage`: which MPI stacks and BLAS libraries a check covers;
 - `Provenance`: the build's spec, inputs and topology as loggable variables;
 - `Samples`: each figure's values within the job and how they were aggregated, ratios
@@ -24,11 +25,13 @@ from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 
 from hpcbench.core import job_script, launch_lock, node, quiet_node
+from hpcbench.core.slurm_cluster import NODE_NAME, SlurmDescriptionError, expand_hostlist
 from hpcbench.stack import provenance, slurm_run_env
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
 from hpcbench.machine.from_reframe import partition_description, stack_description
 from hpcbench.rfm.partition import (given_nodes, job_nodes, job_python, nominal_peak,
                                     partition_node, say_once, skip_node_out_of_service)
+
 
 
 # Variables a launcher must not pass on its command line: search paths are the job's
@@ -215,6 +218,53 @@ class PinnedNodes(rfm.RegressionTestPlugin):
                                f'({self.num_tasks} tasks, {self.num_tasks_per_node} a node): '
                                'nothing was run')
         self.job.pin_nodes = pinned
+
+
+class JobNodes(rfm.RegressionTestPlugin):
+    """Where the job ran, in its own word: its first line prints the allocation its
+    scheduler gave it (Slurm's, fixed before the job starts) or, on one node, its host
+    (hpcbench.core.job_script.job_nodes_line); kept as `ran_on`, which the results layer
+    keys the figures by (hpcbench.results.measured). ReFrame's `job_nodelist` is its last
+    poll of the scheduler, which Slurm may still be filling: pinned pair jobs that ran on two
+    nodes were recorded on one and their pairs judged NOT_RUN. A job pinned to its nodes
+    (PinnedNodes) that ran elsewhere fails its sanity, saying where it ran: its figures are
+    not its pair's."""
+    #: The nodes the job ran on, as it said ([]: it said nothing, a dry run).
+    ran_on = variable(typ.List[str], value=[])
+
+    # Last of the hooks before the run, so that its line is the job's first: a job that
+    # stops at the quiet-node check has said where it was.
+    @run_before('run', always_last=True)
+    def say_where_the_job_runs(self):
+        self.prerun_cmds = [job_script.job_nodes_line(), *self.prerun_cmds]
+
+    @run_before('sanity')
+    def read_where_the_job_ran(self):
+        if self.is_dry_run():
+            return
+        output = os.path.join(self.stagedir, sn.evaluate(self.stdout))
+        text = open(output, errors='replace').read() if os.path.exists(output) else ''
+        try:
+            said = job_script.job_nodes_said(text)
+        except ValueError as err:
+            raise SanityError(str(err)) from None
+        if said is None:
+            return
+        how, listed = said
+        try:
+            nodes = expand_hostlist(listed) if how == 'slurm' else [listed]
+        except SlurmDescriptionError as err:
+            raise SanityError(f'the job said it ran on {listed[:200]!r}: {err}') from None
+        if not nodes or not all(NODE_NAME.fullmatch(n) for n in nodes):
+            raise SanityError(f'the job said it ran on {listed[:200]!r}: no node names')
+        if how == 'host' and job_nodes(self) not in (None, 1):
+            return      # a host name is one node's word; several nodes' need a scheduler's
+        self.ran_on = nodes
+        pinned = given_nodes(self) if getattr(self, 'pinned_nodes', None) else []
+        if pinned and sorted(nodes) != sorted(pinned):
+            raise SanityError(f'pinned to {",".join(pinned)}, the job ran on '
+                              f'{",".join(nodes)} (its scheduler\'s allocation, as the job '
+                              'was given it): its figures are not those nodes\'')
 
 
 class StackCoverage(rfm.RegressionTestPlugin):

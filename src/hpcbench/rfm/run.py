@@ -14,12 +14,12 @@ from hpcbench.benchmarks import ceilings
 from hpcbench.stack import debian
 from hpcbench.rfm.contract import SubclassContract
 from hpcbench.rfm.partition import job_output, partition_node, run_script
-from hpcbench.rfm.plugins import (CheckedInputs, PinnedNodes, Provenance, QuietNode, Samples,
-                                  StackCoverage)
+from hpcbench.rfm.plugins import (CheckedInputs, JobNodes, PinnedNodes, Provenance, QuietNode,
+                                  Samples, StackCoverage)
 
 
 class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, QuietNode,
-                   PinnedNodes, Provenance, Samples, SubclassContract):
+                   PinnedNodes, JobNodes, Provenance, Samples, SubclassContract):
     """What every benchmark check is. A check deriving from it defines:
 
     - in its class body: what its base requires (`required_attributes`, refused at init
@@ -40,10 +40,11 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, Quie
       build's spec recorded (Provenance); the partition's quiet-node policy; in quick mode a
       case no MPI stack changes skipped on all but the first stack (StackCoverage);
     - before the run: the node's launch lock and quiet-node check first in the job
-      (QuietNode); the nodes it was given by name, if any (PinnedNodes); the session's
-      commits and the node's topology (Provenance);
+      (QuietNode); the nodes it was given by name, if any (PinnedNodes); the job's own word
+      on where it runs (JobNodes); the session's commits and the node's topology
+      (Provenance);
     - before sanity: the node's state as the job found it (`node_state`); a job whose exit
-      status is not 0 fails.
+      status is not 0 fails; where it ran (`ran_on`), a job pinned elsewhere failing.
 
     Checks that launch MPI ranks mix in SiteTuning (hpcbench.rfm.plugins) too."""
 
