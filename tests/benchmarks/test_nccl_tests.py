@@ -72,6 +72,13 @@ def _broken(old, new):
     (_broken('validation: 1', 'validation: 0'), 'validation: 0: no data was verified'),
     (_broken('device  6 [0000:8b:00]', 'device  5 [0000:85:00]'),
      'ranks 5, 6 drove one GPU (0000:85:00) on ztan-mig-235z: one rank per GPU was asked'),
+    # Issue 70, item 10: the average it reports, 10 times its rows' (70.742 GB/s), and a
+    # variation: a hundredth off where its rows round to hundredths.
+    (_broken('# Avg bus bandwidth    : 70.742', '# Avg bus bandwidth    : 707.42'),
+     'average bus bandwidth 707.42 GB/s, where the 62 bus bandwidths of its rows (out of '
+     'place and in place) average 70.7415: not what nccl-tests computes from them'),
+    (_broken('# Avg bus bandwidth    : 70.742', '# Avg bus bandwidth    : 70.76'),
+     'average bus bandwidth 70.76 GB/s, where the 62 bus bandwidths'),
 ])
 def test_a_broken_run_is_one_message(text, said):
     with pytest.raises(nccl_tests.NcclTestsError) as err:

@@ -88,7 +88,7 @@ def _broken(name, old, new):
     (_broken('osu_latency-host-buffers.out', '4194304', '4194300'), 'osu_latency',
      'sizes 4194304 missing of 1 to 4194304'),
     (_text('osu_bw-host-buffers.out'), 'osu_latency', "no column 'Latency (us)'"),
-    (_broken('osu_bw-host-buffers.out', 'v7.3', 'v7.4'), 'osu_bw', 'OSU 7.4, 7.3 asked'),
+    (_broken('osu_bw-host-buffers.out', 'v7.3', 'v7.4'), 'osu_bw', 'OSU 7.4 (MPI), 7.3 asked'),
     ('', 'osu_bw', 'no OSU header'),
 ])
 def test_a_broken_run_is_one_message(text, program, said):
@@ -100,8 +100,23 @@ def test_another_site_s_osu_7_5_is_refused_for_its_version():
     """A real OSU 7.5 run of another site (CSCS, GH200 nodes, device buffers): this suite
     builds and reads 7.3, and 7.5 no longer says which buffers it sent from."""
     text = (FIXTURES / 'gpu' / 'osu' / 'osu_bibw-cuda-7.5-cscs.out').read_text()
-    with pytest.raises(osu.OsuError, match=r'^OSU 7.5, 7.3 asked$'):
+    with pytest.raises(osu.OsuError, match=r'^OSU 7.5 \(MPI-CUDA\), 7.3 asked$'):
         osu.parse(text, 'osu_bibw', max_bytes=1 << 22)
+
+
+@pytest.mark.parametrize('text, said', [
+    # Issue 70, item 19: AMD's OSU 7.0 ROCm run (tests/fixtures/gpu/osu/README.md) was
+    # refused as "did not start".
+    ((FIXTURES / 'gpu' / 'osu' / 'osu_bw-rocm-7.0-amd-lab-notes.out').read_text(),
+     r'^OSU 7.0 \(MPI-ROCM\), 7.3 asked$'),
+    # Its version the suite's, its flavour another (a variation not seen).
+    ((FIXTURES / 'gpu' / 'osu' / 'osu_bw-rocm-7.0-amd-lab-notes.out').read_text().replace(
+        'v7.0', 'v7.3'), r'^OSU MPI-ROCM: this suite builds and reads MPI-CUDA and MPI'),
+    ('# OSU MPI-LEVEL-ZERO Bandwidth Test v7.1\n', r'^OSU 7.1 \(MPI-LEVEL-ZERO\), 7.3 asked$'),
+])
+def test_an_osu_of_another_flavour_or_version_is_named_as_it_is(text, said):
+    with pytest.raises(osu.OsuError, match=said):
+        osu.parse(text, 'osu_bw', max_bytes=1 << 24)
 
 
 @pytest.mark.parametrize('benchmark, path, pairs, figures', [

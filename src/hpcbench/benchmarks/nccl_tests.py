@@ -11,6 +11,7 @@ largest size (the figure vendors publish: Azure's ND H200 v5, 479.98 GB/s for al
 8 GB over 8 GPUs, NVLS) and the time of the smallest.
 """
 import re
+import statistics
 from dataclasses import dataclass
 
 from hpcbench.benchmarks.reports import Reports
@@ -222,8 +223,20 @@ def parse(text, ranks, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES, *, collective):
     average = _AVERAGE.search(text)
     if not average:
         raise NcclTestsError('no average bus bandwidth: the run did not finish')
-    return Run(devices, tuple(rows), measured_value(average.group(1), NcclTestsError,
-                                                    'average bus bandwidth'))
+    said = measured_value(average.group(1), NcclTestsError, 'average bus bandwidth')
+    # nccl-tests averages the bus bandwidth of every row, out of place and in place; the
+    # figure it prints is checked against the rows it printed (10 times their average was
+    # reported), within what rounding the rows and the average leaves.
+    cells = [c for m in _ROW.finditer(text) for c in m.group(6).split()[2::4]]
+    computed = statistics.fmean(float(c) for c in cells)
+    allowed = max(_half_unit(c) for c in cells) + _half_unit(average.group(1)) + \
+        1e-6 * computed
+    if abs(said - computed) > allowed:
+        raise NcclTestsError(f'average bus bandwidth {average.group(1)} GB/s, where the '
+                             f'{len(cells)} bus bandwidths of its rows (out of place and in '
+                             f'place) average {computed:.6g}: not what nccl-tests computes '
+                             'from them')
+    return Run(devices, tuple(rows), said)
 
 
 def check_network(said, nodes, expected=None):

@@ -38,7 +38,9 @@ KNOWN_FAILURES = {
                         'osu_bw.c:208), host buffers too, with or without CUDA: measured here, '
                         'tests/fixtures/gpu/osu/osu_bw-intel-mpi-crash.out',
 }
-_HEADER = re.compile(r'^# OSU MPI(-CUDA)? (.+?) Test v(\S+)\s*$', re.M)
+# The header of any OSU build: its flavour (MPI, MPI-CUDA, MPI-ROCM, ...), its test, its
+# version. A header of another flavour or version is named as it is, never "did not start".
+_HEADER = re.compile(r'^# OSU (MPI(?:-[A-Z][A-Z0-9-]*)?) (.+?) Test v(\S+)\s*$', re.M)
 _BUFFERS = re.compile(r'^# Send Buffer on (\w+) \(\w+\) and Receive Buffer on (\w+) \(\w+\)',
                       re.M)
 _ROW = re.compile(r'^(\d+)\s+(\S+)\s+(Pass|Fail)\s*$', re.M)
@@ -99,11 +101,14 @@ def parse(text, program, device=True, max_bytes=MAX_BYTES):
     if not header:
         raise OsuError(f'no OSU header (# OSU MPI ... Test v{VERSION}): {program} did not start')
     if header.group(3) != VERSION:
-        raise OsuError(f'OSU {header.group(3)}, {VERSION} asked')
+        raise OsuError(f'OSU {header.group(3)[:20]} ({header.group(1)[:40]}), {VERSION} asked')
+    if header.group(1) not in ('MPI', 'MPI-CUDA'):
+        raise OsuError(f'OSU {header.group(1)[:40]}: this suite builds and reads MPI-CUDA '
+                       'and MPI (host) runs')
     column, unit = FIGURES[program]
     if column not in text:
         raise OsuError(f'no column {column!r}: not {program}\'s output')
-    on_device = bool(header.group(1))
+    on_device = header.group(1) == 'MPI-CUDA'
     if on_device != device:
         raise OsuError(f'buffers on the {"GPU" if on_device else "host"}, '
                        f'{"device" if device else "host"} buffers asked')
