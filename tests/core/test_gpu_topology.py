@@ -150,6 +150,14 @@ def test_a_topology_beyond_any_node_is_refused_at_once():
         gpu_topology.cpu_set('0-999999999')
     with pytest.raises(gpu_topology.TopologyError, match='names CPUs beyond 65536'):
         gpu_topology.cpu_set('0-99999')
+    # Issue 70, item 18: thousands of ranges on one line (seconds to minutes to expand).
+    with pytest.raises(gpu_topology.TopologyError, match=r'characters, more than 4096'):
+        gpu_topology.cpu_set(','.join(['0-65535'] * 10000))
+    with pytest.raises(gpu_topology.TopologyError, match='lists more than 65536 CPUs'):
+        gpu_topology.cpu_set(','.join(['0-65535'] * 400))
+    with pytest.raises(gpu_topology.TopologyError, match=r'line 2 is more than 65536 '
+                                                         'characters'):
+        gpu_topology.parse('\tGPU0\tCPU Affinity\nGPU0\t X \t' + '0-3,' * 20000 + '0\n')
     # Digits of other scripts: Python's \\d and int() take them.
     with pytest.raises(gpu_topology.TopologyError, match='no list of CPUs'):
         gpu_topology.cpu_set('0-\u0663')

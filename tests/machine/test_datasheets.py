@@ -115,6 +115,18 @@ def _at(data, model):
      r"datasheets\[A30\]\.examples: 'NVIDIA A30X' is not matched by its names"),
     (lambda d: _at(d, 'A30').update(names=['NVIDIA A30(']),
      r"datasheets\[A30\]\.names\[0\]: 'NVIDIA A30\(' is no regular expression"),
+    # Issue 70, item 18: a pattern that backtracks without bound on a name that almost
+    # matches (minutes), and variations: an alternation repeated, a nested repeat of a
+    # bounded one.
+    (lambda d: _at(d, 'A30').update(names=['(a+)+b']),
+     r"datasheets\[A30\]\.names\[0\]: '\(a\+\)\+b' is no regular expression a name is "
+     r'matched by \(it repeats what repeats or branches'),
+    (lambda d: _at(d, 'A30').update(gres_labels=['(a30|a30x?)*']),
+     r"datasheets\[A30\]\.gres_labels\[0\]: .*\(it repeats what repeats or branches"),
+    (lambda d: _at(d, 'A30').update(names=['NVIDIA A(3{1,2}0*)+']),
+     r'datasheets\[A30\]\.names\[0\]: .*\(it repeats what repeats or branches'),
+    (lambda d: _at(d, 'A30').update(names=['NVIDIA A30' + '.?' * 200]),
+     r'datasheets\[A30\]: names\[0\]: .* is too long'),
     (lambda d: _at(d, 'A30').update(gpu_links=4),
      r'datasheets\[A30\]: gpu_links without gpu_link, gpu_link_bandwidth'),
     (lambda d: _at(d, 'A30').update(fp64_tflops=5.2),

@@ -39,6 +39,10 @@ _CPUS = re.compile(CPU_LIST)
 # node counts are held to the same: hpcbench.machine.slurm_query).
 MAX_GPUS = 64
 MAX_CPUS = 65536
+# A CPU list's and a matrix line's length: a 512-CPU node listed one CPU at a time is 2 KB;
+# thousands of ranges on one line cost seconds to minutes (issue 70).
+MAX_CPU_LIST = 4096
+MAX_LINE = 65536
 MAX_NICS = 64
 # The columns after the devices' (nvidia-smi 450 and later print the last two).
 _AFFINITY = ('CPU Affinity', 'NUMA Affinity', 'GPU NUMA ID')
@@ -122,13 +126,18 @@ SCHEMA = {
 def cpu_set(cpus):
     """The CPUs of a list as Linux and nvidia-smi print them ('0-3,8'), as a set;
     TopologyError for one that is none or names a CPU beyond MAX_CPUS."""
-    if cpus and not _CPUS.fullmatch(cpus):
-        raise TopologyError(f'{cpus[:80]!r} is no list of CPUs')
-    found = set()
+    if cpus and (len(cpus) > MAX_CPU_LIST or not _CPUS.fullmatch(cpus)):
+        raise TopologyError(f'{cpus[:80]!r} is no list of CPUs' + (
+            f' ({len(cpus)} characters, more than {MAX_CPU_LIST})'
+            if len(cpus) > MAX_CPU_LIST else ''))
+    found, listed = set(), 0
     for part in filter(None, (cpus or '').split(',')):
         first, _, last = part.partition('-')
         if int(last or first) >= MAX_CPUS:
             raise TopologyError(f'{cpus[:80]!r} names CPUs beyond {MAX_CPUS}')
+        listed += max(0, int(last or first) - int(first) + 1)
+        if listed > MAX_CPUS:
+            raise TopologyError(f'{cpus[:80]!r} lists more than {MAX_CPUS} CPUs')
         found.update(range(int(first), int(last or first) + 1))
     return found
 
@@ -151,6 +160,11 @@ def parse(text):
     """The Topology of `nvidia-smi topo -m`'s output; TopologyError naming what is wrong:
     no matrix, a row missing or short, a path nvidia-smi does not name, a matrix that is
     not symmetric, a CPU list that is none."""
+    long = next((n for n, line in enumerate((text or '').splitlines(), 1)
+                 if len(line) > MAX_LINE), None)
+    if long:
+        raise TopologyError(f'nvidia-smi topo -m: line {long} is more than {MAX_LINE} '
+                            'characters: no matrix nvidia-smi prints')
     lines = [_ESCAPE.sub('', line).rstrip('\n') for line in (text or '').splitlines()]
     header_at = next((n for n, line in enumerate(lines)
                       if re.match(r'\s*GPU0\b', line) and not re.match(r'GPU0\s', line)), None)

@@ -107,14 +107,51 @@ def figure(text, kind, where):
     return value
 
 
+# The longest name pattern (the longest real one is 45 characters).
+MAX_PATTERN = 200
+
+
+def _backtracks(parsed):
+    """Whether a parsed pattern repeats something that itself repeats or branches (`(a+)+b`,
+    `(a|a)*`): such a pattern backtracks exponentially on a name that almost matches (a
+    site's datasheet of `(a+)+b` cost minutes on a GPU's name)."""
+    from re import _constants as constants, _parser as parser
+
+    def inside(items, repeated):
+        for op, arg in items:
+            if op in (constants.MAX_REPEAT, constants.MIN_REPEAT, constants.POSSESSIVE_REPEAT):
+                low, high, body = arg
+                many = high is constants.MAXREPEAT or high > 1
+                if repeated and many:
+                    return True
+                if inside(body, repeated or many):
+                    return True
+            elif op == constants.BRANCH:
+                if repeated or any(inside(b, repeated) for b in arg[1]):
+                    return True
+            elif op == constants.SUBPATTERN:
+                if inside(arg[-1], repeated):
+                    return True
+            elif op in (constants.ASSERT, constants.ASSERT_NOT):
+                if inside(arg[1], repeated):
+                    return True
+        return False
+    return inside(parser.parse(parsed) if isinstance(parsed, str) else parsed, False)
+
+
 def _patterns(texts, where):
     compiled = []
     for number, text in enumerate(texts):
         try:
+            if len(text) > MAX_PATTERN:
+                raise re.error(f'{len(text)} characters, more than {MAX_PATTERN}')
+            if _backtracks(text):
+                raise re.error('it repeats what repeats or branches, which backtracks without '
+                               'bound on a name that almost matches')
             compiled.append(re.compile(text, re.I))
         except re.error as err:
-            raise DatasheetError(f'{where}[{number}]: {text!r} is no regular expression '
-                                 f'({err})') from None
+            raise DatasheetError(f'{where}[{number}]: {text[:200]!r} is no regular expression '
+                                 f'a name is matched by ({err})') from None
     return tuple(compiled)
 
 
