@@ -31,7 +31,7 @@ import reframe as rfm
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    run_before, sanity_function, variable)
-from reframe.core.exceptions import ReframeError, SanityError
+from reframe.core.exceptions import SanityError
 
 from hpcbench.benchmarks import ceilings, stream
 from hpcbench.results import references
@@ -41,19 +41,22 @@ from hpcbench.rfm.run import BenchmarkRun
 
 
 def _array_size(partition):
-    """STREAM's array size on a partition's node; a node too small for STREAM's rule is
-    refused in setup with the figures."""
+    """STREAM's array size on a partition's node; StreamInputError, with the figures, for a
+    node too small for STREAM's rule."""
     node = partition_node(partition)
-    try:
-        return stream.array_size(node.llc_bytes_total, node.memory_bytes)
-    except stream.StreamInputError as err:
-        raise ReframeError(f'{partition.fullname}: {err}') from None
+    return stream.array_size(node.llc_bytes_total, node.memory_bytes)
 
 
 class StreamBuild(BenchmarkBuild):
     @run_after('setup')
     def choose_build(self):
-        self.spec = stream.spack_spec(_array_size(self.current_partition))
+        # A node too small for STREAM's rule (a VM that reports its host's 480 MiB L3 on an
+        # emulated node of 7.8 GiB) has no STREAM, as its set-up said (hpcbench.stack.
+        # machine_systems): skipped in those words, not a failure of every dry run.
+        try:
+            self.spec = stream.spack_spec(_array_size(self.current_partition))
+        except stream.StreamInputError as err:
+            self.skip(f'{self.current_partition.fullname}: STREAM is not built: {err}')
 
 
 def _thread_counts():

@@ -64,22 +64,29 @@ def stood_in(monkeypatch):
     return ran, stop_at
 
 
-def test_stopped_in_the_second_round_it_runs_the_rest_of_it_and_nothing_it_has(
-        tmp_path, stood_in):
+def _stopped(tmp_path, stood_in, at):
+    """(the batches run, the contract, the directory) of an acceptance stopped before its
+    `at`-th ReFrame run stored anything, one pair a run."""
     ran, stop_at = stood_in
     contract = tmp_path / 'testbed.yaml'
     contract.write_text(yaml.safe_dump(CONTRACT))
     directory = tmp_path / 'acceptance'
-    # One pair a ReFrame run (batches of two nodes), each pair once a pass, three passes;
-    # stopped in the second round's second pass, its first pair just run.
-    stop_at.append(10)
+    stop_at.append(at)
     with pytest.raises(KeyboardInterrupt):
         runner.accept('testbed', contract, directory, say=lambda text: None, batch_nodes=2)
+    return ran, contract, directory
+
+
+def test_stopped_in_the_second_round_it_runs_the_rest_of_it_and_nothing_it_has(
+        tmp_path, stood_in):
+    # One pair a ReFrame run (batches of two nodes), each pair once a pass, three passes;
+    # stopped in the second round's second pass, its first pair just run.
+    ran, contract, directory = _stopped(tmp_path, stood_in, 10)
     first, second = [(('n1', 'n2'),), (('n3', 'n4'),)], [(('n1', 'n3'),), (('n2', 'n4'),)]
     assert ran == first * 3 + second + [(('n1', 'n3'),)]
     state = runner.State.load(directory)
     assert state.second_pairs == {'srun': [['n1', 'n3'], ['n2', 'n4']]}
-    stop_at.clear()
+    stood_in[1].clear()
     _, again, records = runner.accept('testbed', contract, directory, say=lambda t: None,
                                       batch_nodes=2)
     # What each pair lacks: n1-n3 one run, n2-n4 two, a pass apart.
@@ -110,13 +117,7 @@ def test_a_state_cut_mid_string_is_one_line_and_a_state_is_written_whole(tmp_pat
     place: a kill or a full disk left one) was a traceback. It is one line; and a state is
     written beside the old one and renamed over it: a write that fails for a full disk
     (`ulimit -f`) leaves the old state whole, and no file beside it."""
-    ran, stop_at = stood_in
-    contract = tmp_path / 'testbed.yaml'
-    contract.write_text(yaml.safe_dump(CONTRACT))
-    directory = tmp_path / 'acceptance'
-    stop_at.append(2)
-    with pytest.raises(KeyboardInterrupt):
-        runner.accept('testbed', contract, directory, say=lambda text: None, batch_nodes=2)
+    _, contract, directory = _stopped(tmp_path, stood_in, 2)
     state = directory / runner.STATE
     whole = state.read_text()
     # A save that cannot finish: the file-size limit below the state's size.

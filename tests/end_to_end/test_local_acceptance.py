@@ -55,3 +55,55 @@ def test_local_accepts_itself_against_a_contract_drawn_from_its_baseline(tmp_pat
     (unit,) = verdicts[hpl['id']]['units']
     assert unit['verdict'] == 'FAIL' and 'one-sided t-test p = ' in unit['reason']
     assert len(unit['values']) == 3
+
+
+def _processes(name):
+    """PIDs of this host's processes whose command is `name`."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/comm') as fp:
+                    if fp.read().strip() == name:
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_sigterm_to_an_acceptance_ends_its_jobs_and_keeps_what_finished(tmp_path):
+    """Issue 70, item 9: SIGTERM to `hpcbench accept` (and so to `make accept`) ended
+    ReFrame with SIGKILL: its job script, `mpirun` and both HPCC ranks kept running,
+    orphaned. ReFrame is now sent SIGTERM, cancels its job, and the acceptance ends with
+    the signal's status, its job's processes gone; run again, it resumes."""
+    import signal
+    import time
+    contract = tmp_path / 'local.yaml'
+    contract.write_text(yaml.safe_dump({'system': 'local', 'entries': [{
+        'id': 'hpcc-hpl', 'check': 'HpccCheck', 'figure': 'hpl', 'scope': 'node',
+        'committed': {'value': 0.001, 'unit': 'GFLOP/s', 'direction': 'at_least'},
+        'statistic': {'median_of': 1},
+        # A run long enough to be caught in: HPL at N = 9000, about a minute here.
+        'run_rules': {'settings': {'n': 9000, 'every_mpi': False, 'every_blas': False}},
+        'source': {'kind': 'procurement', 'cite': 'a test of the suite'},
+        'fault': {'code': 'HPL', 'action': 'look'}}]}))
+    before = set(_processes('hpcc'))
+    accept = subprocess.Popen(
+        [str(BIN / 'hpcbench'), 'accept', '--system', 'local', '--contract', str(contract),
+         '--output', str(tmp_path / 'acceptance')], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, HPCBENCH_VAR=str(tmp_path / 'var'), HPCBENCH_NO_SPACK='1'))
+    deadline = time.monotonic() + 300
+    while not set(_processes('hpcc')) - before and time.monotonic() < deadline:
+        assert accept.poll() is None, accept.communicate()
+        time.sleep(0.5)
+    ranks = set(_processes('hpcc')) - before
+    assert ranks, 'HPCC never started'
+    accept.send_signal(signal.SIGTERM)
+    _, stderr = accept.communicate(timeout=120)
+    assert accept.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert 'hpcbench accept: interrupted (SIGTERM); run it again to go on' in stderr
+    time.sleep(1)
+    assert not ranks & set(_processes('hpcc')), 'HPCC ranks left running'
+    assert not _processes('reframe') or all(
+        'acceptance' not in open(f'/proc/{p}/cmdline').read() for p in _processes('reframe'))

@@ -773,3 +773,23 @@ def test_screen_nodes_names_the_nodes_out_of_service_and_those_without_a_figure(
                      batch, re.M)
     gpu = done.stdout.split('mycluster:gpu ', 1)[1]
     assert '  no figure of 1 node(s) in service when described: g2 (busy or failed' in gpu
+
+
+@pytest.mark.machine_dependent
+def test_a_node_too_small_for_stream_s_rule_skips_stream_saying_why(root, tmp_path):
+    """Issue 70, item 11: on a machine whose last-level cache is large (a 480 MiB L3), an
+    emulated node of 7.8 GiB cannot hold STREAM's arrays at four times the cache, and the
+    dry run of the described system failed STREAM's set-up (1 failure, 93 skipped) where
+    its set-up said "STREAM is not built". The check agrees: skipped in those words; the
+    dry run passes. Here the node's memory is cut to 256 MiB, below what this machine's
+    cache asks."""
+    written, _, _ = _describe(root, io_directory=str(tmp_path))
+    described = yaml.safe_load(written[0].read_text())
+    described['partitions'][0]['memory_bytes'] = 256 << 20
+    written[0].write_text(yaml.safe_dump(described))
+    done = run_reframe('--system', 'mycluster:batch', '-n', 'StreamCheck', '--dry-run',
+                       config=str(written[1]), env={'HPCBENCH_VAR': str(tmp_path / 'var')})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert 'mycluster:batch: STREAM is not built: STREAM needs 3 arrays of ' in done.stdout, \
+        done.stdout[-3000:]
+    assert 'FAIL' not in done.stdout.split('Running')[-1]

@@ -112,9 +112,13 @@ def partition_layout(partition, name):
     return kept[same_as.get(name, name)]
 
 
-def job_output(test):
-    """The text of a test's job's standard output."""
-    with open(os.path.join(test.stagedir, sn.evaluate(test.stdout))) as fp:
+def job_output(test, missing=None):
+    """The text of a test's job's standard output; `missing` (a text) where the job wrote
+    none, else the OSError."""
+    path = os.path.join(test.stagedir, sn.evaluate(test.stdout))
+    if missing is not None and not os.path.exists(path):
+        return missing
+    with open(path, errors='replace') as fp:
         return fp.read()
 
 

@@ -11,7 +11,6 @@
 - `Samples`: each figure's values within the job and how they were aggregated, ratios
   above a ceiling withheld with their reason.
 """
-import os
 import shlex
 import statistics
 
@@ -29,8 +28,9 @@ from hpcbench.core.slurm_cluster import NODE_NAME, SlurmDescriptionError, expand
 from hpcbench.stack import provenance, slurm_run_env
 from hpcbench.rfm.build import BenchmarkBuild, QuietNodeSettings
 from hpcbench.machine.from_reframe import partition_description, stack_description
-from hpcbench.rfm.partition import (given_nodes, job_nodes, job_python, nominal_peak,
-                                    partition_node, say_once, skip_node_out_of_service)
+from hpcbench.rfm.partition import (given_nodes, job_nodes, job_output, job_python,
+                                    nominal_peak, partition_node, say_once,
+                                    skip_node_out_of_service)
 
 
 
@@ -177,8 +177,7 @@ class QuietNode(QuietNodeSettings):
         if self.is_dry_run():
             return
 
-        output = os.path.join(self.stagedir, sn.evaluate(self.stdout))
-        text = open(output, errors='replace').read() if os.path.exists(output) else ''
+        text = job_output(self, missing='')
         line = next((ln for ln in text.splitlines() if ln.startswith(quiet_node.MARKER)), '')
         self.node_state = line[len(quiet_node.MARKER):].strip()
         if self.node_state.startswith((launch_lock.LOCK_REFUSED, launch_lock.LOCK_NOT_HAD)):
@@ -242,8 +241,7 @@ class JobNodes(rfm.RegressionTestPlugin):
     def read_where_the_job_ran(self):
         if self.is_dry_run():
             return
-        output = os.path.join(self.stagedir, sn.evaluate(self.stdout))
-        text = open(output, errors='replace').read() if os.path.exists(output) else ''
+        text = job_output(self, missing='')
         try:
             said = job_script.job_nodes_said(text)
         except ValueError as err:

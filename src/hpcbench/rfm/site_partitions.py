@@ -58,12 +58,22 @@ def this_host(where, facts):
         sys.exit(f'error: {where}: {err}')
 
 
+# The extras ReFrame's own and other sites' checks read of an environment, by convention:
+# `omp_flag`, the compiler's OpenMP flag (ReFrame's tutorial STREAM check builds with
+# `['-O3', extras['omp_flag']]`: without it, "failed to set variable 'cflags': ['-O3',
+# None]" on every site config). The stacks' compiler wrappers drive GCC (Debian's, or the
+# one Spack pins), which, like Clang and Intel's oneAPI compilers, takes -fopenmp.
+CONVENTIONAL_EXTRAS = {'omp_flag': '-fopenmp'}
+
+
 def stack_extras(where, **fields):
     """A ReFrame environment's `extras`: its MPI stack's description (hpcbench.machine.
-    description.StackDescription), validated; None fields unset."""
+    description.StackDescription), validated, None fields unset; and the conventional
+    extras other sites' checks read (CONVENTIONAL_EXTRAS)."""
     try:
-        return description.stack({k: v for k, v in fields.items() if v is not None},
-                                 where).to_extras()
+        return {**CONVENTIONAL_EXTRAS,
+                **description.stack({k: v for k, v in fields.items() if v is not None},
+                                    where).to_extras()}
     except description_schema.DescriptionError as err:
         sys.exit(f'error: {err}')
 

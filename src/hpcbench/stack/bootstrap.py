@@ -26,7 +26,10 @@ from hpcbench.stack.machine_systems import BootstrapError, say
 # The registry-only path: what runs real benchmarks with no Spack (Debian's HPCC on Debian's
 # Open MPI, the IMB-MPI1 of Intel MPI's PyPI wheel, ranks bound with numactl). OpenBLAS is
 # named so that it, not the reference BLAS, provides the libblas.so.3 hpcc depends on.
-REGISTRY_APT_PACKAGES = ('libopenblas0-pthread', 'openmpi-bin', 'hpcc', 'numactl')
+REGISTRY_APT_PACKAGES = ('libopenblas0-pthread', 'openmpi-bin', 'hpcc', 'numactl',
+                         # mpicc's libraries: a site's own checks compile with the
+                         # environments' wrappers (cc = mpicc) where no Spack is.
+                         'libopenmpi-dev')
 # What the registry-only path measures, and what it cannot without a Spack (one line each).
 REGISTRY_MEASURES = ('HPCC from Debian on Open MPI (HPL, DGEMM, STREAM, PingPong, RandomRing) '
                      'and IMB from Intel MPI\'s PyPI wheel on intelmpi')
