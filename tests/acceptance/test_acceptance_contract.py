@@ -142,3 +142,22 @@ def test_a_contract_file_that_is_no_yaml_is_one_message(tmp_path):
         contract.load(path, 'testbed')
     with pytest.raises(contract.ContractError, match=r'missing.yaml'):
         contract.load(tmp_path / 'missing.yaml')
+
+
+@pytest.mark.parametrize('text, said', [
+    # Issue 70, item 6: tracebacks ("unhashable type", Python's int-string limit, a
+    # RecursionError), each one line naming the place.
+    ('system: testbed\n? [a, b]\n: 1\nentries: []\n', 'a key that is a list or a mapping'),
+    ('system: testbed\nentries:\n- id: x\n  committed: {value: ' + '9' * 5000 + '}\n',
+     'an integer of 5000 digits'),
+    ('system: testbed\nentries: ' + '[' * 5000 + ']' * 5000 + '\n',
+     'nested more than 64 levels deep'),
+    ('system: testbed\nentries:\n- committed: {value: .nan}\n', "'.nan' is not a finite number"),
+])
+def test_a_contract_file_of_hostile_yaml_is_one_line(tmp_path, text, said):
+    path = tmp_path / 'testbed.yaml'
+    path.write_text(text)
+    with pytest.raises(contract.ContractError) as raised:
+        contract.load(path, 'testbed')
+    assert str(raised.value).startswith(f'{path}: not valid YAML: line ') and \
+        said in str(raised.value) and '\n' not in str(raised.value), raised.value

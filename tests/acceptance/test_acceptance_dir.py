@@ -341,3 +341,24 @@ def test_a_directory_that_is_not_an_acceptance_of_the_suite_is_refused(tmp_path)
                           timeout=300)
     assert done.returncode == 2 and done.stderr.startswith(f'error: {own} holds other files'), \
         done.stderr
+
+
+def test_verify_of_a_session_record_that_is_not_reframe_s_is_one_line(tmp_path):
+    """Item 6: a stored session that is not ReFrame's (`"uuid": 5`, a test case `"name": 7`)
+    was a traceback in --verify."""
+    directory = tmp_path / 'a'
+    _acceptance(directory)
+    session, = (directory / runner.SESSIONS).glob('*.json')
+    data = json.loads(session.read_text())
+    for change, said in ((lambda d: d['session_info'].update(uuid=5),
+                          "session_info/uuid: '5' is no session UUID"),
+                         (lambda d: d['runs'][0]['testcases'][0].update(name=7),
+                          "runs/0/testcases/0/name: '7' is not str")):
+        broken = json.loads(json.dumps(data))
+        change(broken)
+        session.write_text(json.dumps(broken))
+        manifest.write(directory)
+        done = _verify(directory)
+        assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
+        assert (f"RuntimeError: sessions/{session.name} is no record of ReFrame's session: "
+                f'{said}') in done.stdout, done.stdout
