@@ -185,8 +185,14 @@ def test_reference_counts_cover_every_system_and_refuse_an_unknown_one(capsys):
         assert re.search(rf'^{re.escape(system)}\s+\S', out, re.M), system
     tsubame_hpl = re.search(r'^tsubame\s+HPL\s+(\d+)\s+(\d+)\s+(\d+)', out, re.M)
     assert tsubame_hpl.groups() == ('36', '0', '7')   # Table 3-6: 18 rows x 2 figures
-    assert main.main(['references', '--system', 'nowhere']) == 2
-    assert 'no references for nowhere' in capsys.readouterr().err
+    # A name no system has is refused before anything is read, as every --system is.
+    with pytest.raises(SystemExit) as exited:
+        main.main(['references', '--system', 'nowhere'])
+    assert exited.value.code == 2
+    assert "'nowhere' is not a system (the systems: " in capsys.readouterr().err
+    # A system with no references file (the testbed) is said so.
+    assert main.main(['references', '--system', 'testbed']) == 2
+    assert 'no references for testbed' in capsys.readouterr().err
 
 
 # --- dry-runs ----------------------------------------------------------------------------------

@@ -18,4 +18,4 @@ def test_a_node_list_stored_as_one_abbreviated_string_reads_as_its_nodes():
     assert sorted(case.nodes for case in measured.measured_runs(screen)) == [
         ('g1',), ('g2',), ('n1',), ('n2',), ('n3',)]
     # An abbreviated list of several nodes, as ReFrame abbreviates one (nid[001-003]).
-    assert measured._nodes('n[1-3],g1') == ('g1', 'n1', 'n2', 'n3')
+    assert measured._nodes({'job_nodelist': 'n[1-3],g1'}) == ('g1', 'n1', 'n2', 'n3')

@@ -431,6 +431,7 @@ def test_a_stored_figure_that_is_no_number_is_shown_as_it_is_and_the_rest_report
     said = compared.stdout + compared.stderr
     assert 'Traceback' not in said, said[-3000:]
     hpl, = [ln for ln in compared.stdout.splitlines() if re.search(r'\shpl\s', ln)]
+
     assert 'nan (no number)' in hpl and 'not judged' in hpl, hpl
     assert re.search(r'\sstar_stream_triad\s.*inf \(no number\).*not judged', compared.stdout)
     assert re.search(r'\s(no change|inconclusive|regression|improvement)\s', compared.stdout)

@@ -15,7 +15,7 @@ from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import layout, node, paths
 from hpcbench.report import contents
 from hpcbench.results import measured, stack_comparison, verdicts
-from hpcbench.rfm import site_environments
+from hpcbench.rfm import site_environments, site_partitions
 from hpcbench.machine import host
 from hpcbench.stack import blas, machine_systems
 from hpcbench.rfm.build import PREFIX_FILE
@@ -116,8 +116,9 @@ def test_each_other_blas_is_an_environment_of_the_first_stack_only(monkeypatch):
         # asked: installed) is the stack's.
         asked = {k: v for k, v in by_name['openmpi']['extras'].items()
                  if k == 'device_buffers'}
+        # And the extras other sites' checks read (omp_flag), as every environment.
         assert env['extras'] == {'spack_mpi': 'openmpi', 'spack_blas': library.spack_spec,
-                                 **asked}
+                                 **asked, **site_partitions.CONVENTIONAL_EXTRAS}
         assert env['env_vars'] == by_name['openmpi']['env_vars']
     # Without a Spack nothing builds them: no environment either.
     environments = site_environments.stack_environments(stacks, ['local'], {}, libraries)

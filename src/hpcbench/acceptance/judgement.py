@@ -155,8 +155,9 @@ def withheld_units(entry, cases):
     withheld = {}
     for case in cases:
         unit = _case_unit(entry, case) if _of_entry(entry, case) else None
-        if unit is not None and entry.figure in case.withheld:
-            withheld[unit] = f'{entry.figure} withheld: {case.withheld[entry.figure][:300]}'
+        why = unit is not None and case.why_no_result(entry.figure)
+        if why:
+            withheld[unit] = f'{entry.figure} withheld: {why[:300]}'
     return withheld
 
 
@@ -200,11 +201,13 @@ def elsewhere_units(entry, cases):
 
 
 def unit_values(entry, cases):
-    """{Unit: [values, one per run]} of `entry` over the measured runs `cases`."""
+    """{Unit: [values, one per run]} of `entry` over the measured runs `cases`; a value
+    that is no number (NaN, infinite) is no run's figure (withheld_units says so)."""
     values = {}
     for case in cases:
         for unit, value in units_of(entry, case).items():
-            values.setdefault(unit, []).append(float(value))
+            if math.isfinite(float(value)):
+                values.setdefault(unit, []).append(float(value))
     return values
 
 

@@ -2,6 +2,7 @@
 test case's runs and figures with the inputs and build that made them, ratios stored
 without a reason withheld, figures keyed by session and by stack (the build's MPI and
 BLAS), the DGEMM ceilings per BLAS."""
+import math
 import re
 import statistics
 from dataclasses import dataclass, field, replace
@@ -152,6 +153,12 @@ class MeasuredCase:
         params = ' '.join(f'{k}={v}' for k, v in sorted(self.parameters.items()))
         return f'{self.check} {params}'.strip()
 
+    def why_no_result(self, variable):
+        """Why this case's `variable` is no result ('' where it is one, or is not here):
+        withheld by the check or where the record was read, or a number no run has."""
+        figure = self.figures.get(variable)
+        return self.withheld.get(variable) or (no_result(figure) if figure else '')
+
     def value(self, variable, default=None):
         """A figure's value as reported, or `default` where the case has no such figure."""
         figure = self.figures.get(variable)
@@ -196,8 +203,9 @@ def _nodes(tc):
     where = (f'test case {str(tc.get("display_name") or tc.get("name"))[:120]}'
              + (f' of session {tc["session_uuid"]}' if tc.get('session_uuid') else ''))
     try:
-        nodes = tuple(expand_hostlist(nodelist) if isinstance(nodelist, str) and nodelist
-                      else (nodelist or ()))
+        # Sorted as ReFrame's own nodelist_expand sorts what it expands.
+        nodes = tuple(sorted(expand_hostlist(nodelist)) if isinstance(nodelist, str)
+                      and nodelist else (nodelist or ()))
     except SlurmDescriptionError as err:
         raise RuntimeError(f'{where}: its nodes {err}') from None
     bad = [n for n in nodes if not isinstance(n, str) or not NODE_NAME.fullmatch(n)]
@@ -205,6 +213,14 @@ def _nodes(tc):
         raise RuntimeError(f'{where}: {str(bad[0])[:80]!r} is no node name (a letter or digit, '
                            'then letters, digits, . _ -): the record is not a run\'s')
     return nodes
+
+
+def no_result(figure):
+    """Why a stored Figure is no run's result, in words ('' where it may be one): its value
+    is not finite, or nothing or less where no run measures that (hpcbench.benchmarks.
+    reports.impossible)."""
+    why = figure.value is not None and impossible(figure.value, figure.unit)
+    return f'{figure.value:g} {figure.unit} as stored: {why}, so it is no result' if why else ''
 
 
 def _pinned(tc):
@@ -274,9 +290,12 @@ def _decoded(tc):
             aggregation.get(name, ''), tuple(samples.get(name) or ()))
     withheld = dict(tc.get('flagged') or {})
     for name, figure in list(figures.items()):
-        why = figure.value is not None and impossible(figure.value, figure.unit)
-        if why and name not in withheld:
-            withheld[name] = f'{figure.value:g} {figure.unit} as stored: {why}, so it is no result'
+        why = no_result(figure)
+        # One that is no number (NaN, infinite) stays a figure: compare and the report show
+        # it as it is, unjudged (hpcbench.results.verdicts); an acceptance holds its unit
+        # INVALID all the same (MeasuredCase.why_no_result).
+        if why and math.isfinite(figure.value) and name not in withheld:
+            withheld[name] = why
             del figures[name]
             continue
         if (name in PEAK_RATIOS and figure.unit == '%' and figure.value is not None
