@@ -38,7 +38,9 @@ override HPCBENCH_VAR := $(abspath $(VAR))
 export HPCBENCH_VAR
 endif
 _quoted = '$(subst ','\'',$(1))'
-REFRAME := $(BIN)/reframe -C site-configs/$(SYSTEM).py --system $(SYSTEM) -c reframe-checks
+# ReFrame on the system: its command line where the acceptance takes its own
+# (hpcbench.rfm.reframe_port.command_line).
+REFRAME = $(shell $(BIN)/hpcbench reframe-command --system $(SYSTEM))
 # Extra ReFrame options, e.g. make run RFM_OPTS='-n StreamCheck'. Recipes take its text as
 # given, $(value RFM_OPTS): make would expand a regex's `$'` (as in -p 'openmpi$') to
 # nothing and leave the shell an unbalanced quote.

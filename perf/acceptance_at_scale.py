@@ -39,7 +39,7 @@ PYTHON = ROOT / '.venv' / 'bin' / 'python'
 
 def build(directory, nodes, slow, drained):
     """The acceptance directory; (slow nodes, drained nodes)."""
-    from hpcbench.acceptance import plan, runner
+    from hpcbench.acceptance import plan, state as states
     screen = json.loads((FIXTURES / 'screen-session.json').read_text())
     real = [tc for run in screen['runs'] for tc in run['testcases'] if tc.get('perfvalues')]
     full = next(tc for run in machine_sessions()[0]['runs'] for tc in run['testcases']
@@ -80,27 +80,22 @@ def build(directory, nodes, slow, drained):
                                'figure': values[len(values) // 2], 'factor': 0.9},
                     'fault': {'code': 'HPL-NODE', 'action': 'drain; check it'}}]}
     directory.mkdir(parents=True)
-    (directory / runner.CONTRACT_COPY).write_text(yaml.safe_dump(contract))
+    (directory / states.CONTRACT_COPY).write_text(yaml.safe_dump(contract))
     uuid = session['session_info']['uuid']
-    (directory / runner.SESSIONS).mkdir()
-    (directory / runner.SESSIONS / f'{uuid}.json').write_text(json.dumps(session))
-    runner.State('testbed', 'simulated', [plan.Partition('batch', tuple(names))], [uuid],
+    (directory / states.SESSIONS).mkdir()
+    (directory / states.SESSIONS / f'{uuid}.json').write_text(json.dumps(session))
+    states.State('testbed', 'simulated', [plan.Partition('batch', tuple(names))], [uuid],
                  {n: 'IDLE+DRAIN: drained (simulated)' for n in out}).save(directory)
     return slowed, out
 
 
 # Written from the directory in a process of its own: what `hpcbench accept` does once its
-# runs are stored.
+# runs are stored (the library's own use case, finished again from what the directory holds).
 JUDGE = '''
 import sys
-from hpcbench.acceptance import runner
+from hpcbench.acceptance.use_case import Acceptance
 from hpcbench.report import acceptance_page
-directory = sys.argv[1]
-contract, state, records = runner.stored(directory)
-verdicts, blame, files = runner.output_files(contract, state, records)
-files.update(acceptance_page.texts(acceptance_page.build(contract, verdicts,
-                                   state.out_of_service, 'now', '', blame)))
-runner.write_outputs(directory, files)
+Acceptance.stored(sys.argv[1], page=acceptance_page.files).finish()
 '''
 
 

@@ -1,4 +1,4 @@
-"""An acceptance's directory (hpcbench.acceptance.runner): what its verdicts stand on (the
+"""An acceptance's directory (hpcbench.acceptance.directory): what its verdicts stand on (the
 contract, the plan, each session's record) and what they say (JSON, JUnit XML, a drain list,
 the report page), a manifest over all of it; `--verify` judges the verdicts again from what
 the directory holds and checks every file, and says what changed. On the testbed's real
@@ -11,7 +11,10 @@ import xml.etree.ElementTree as ET
 import yaml
 
 from conftest import BIN, ROOT
-from hpcbench.acceptance import manifest, plan, runner
+from hpcbench.acceptance import assessment, contract as contracts
+from hpcbench.acceptance import directory as directories
+from hpcbench.acceptance import manifest, plan, use_case
+from hpcbench.acceptance import state as states
 from hpcbench.report import acceptance_page
 from test_judgement import SCREEN
 
@@ -25,8 +28,8 @@ CONTRACT = {'system': 'mycluster', 'about': 'single-node HPL on every node', 'en
 
 
 def _contract_and_state(directory):
-    state = runner.State.load(directory)
-    return runner.contracts.load(directory / runner.CONTRACT_COPY, state.system), state
+    state = states.State.load(directory)
+    return contracts.load(directory / states.CONTRACT_COPY, state.system), state
 
 
 def _acceptance(directory, slow_node='n2'):
@@ -38,18 +41,18 @@ def _acceptance(directory, slow_node='n2'):
                 for values in tc['perfvalues'].values():
                     values[0] *= 0.5
     directory.mkdir()
-    (directory / runner.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
-    state = runner.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3', 'n4'))],
+    (directory / states.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
+    state = states.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3', 'n4'))],
                          [data['session_info']['uuid']],
                          {'n4': 'IDLE+DRAIN: drained (bad DIMM in slot 3 [root@2026-11-29])'})
     state.save(directory)
-    the_contract, state = _contract_and_state(directory)
-    verdicts = runner.write_records(directory, the_contract, state,
-                                    {data['session_info']['uuid']: data})
-    acceptance_page.write(directory, acceptance_page.build(
-        the_contract, verdicts, state.out_of_service, '2026-11-29T06:00:00', 'its contract'))
-    manifest.write(directory)
-    return verdicts
+    (directory / states.SESSIONS).mkdir()
+    (directory / states.SESSIONS / f'{data["session_info"]["uuid"]}.json').write_text(
+        json.dumps(data))
+    # Finished as `hpcbench accept` finishes it: judged, blamed, written with its page and
+    # manifest (hpcbench.acceptance.use_case.Acceptance).
+    acceptance = use_case.Acceptance.stored(directory, page=acceptance_page.files)
+    return list(acceptance.finish().verdicts)
 
 
 def test_the_directory_holds_the_verdicts_and_what_they_stand_on(tmp_path):
@@ -58,17 +61,17 @@ def test_the_directory_holds_the_verdicts_and_what_they_stand_on(tmp_path):
     units = {u.unit.key: (u.verdict, bool(u.slow)) for u in verdicts[0].units}
     assert units == {'n1': ('PASS', False), 'n2': ('WARN', True), 'n3': ('PASS', False),
                      'n4': ('NOT_RUN', False)}
-    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    written = json.loads((directory / states.VERDICTS_JSON).read_text())
     assert written['verdict'] == 'FAIL'
-    junit = ET.parse(directory / runner.JUNIT_XML).getroot()
+    junit = ET.parse(directory / states.JUNIT_XML).getroot()
     assert (junit.get('tests'), junit.get('failures')) == ('4', '1')
-    drain = (directory / runner.DRAIN_LIST).read_text().splitlines()
+    drain = (directory / states.DRAIN_LIST).read_text().splitlines()
     assert drain[1:] == ["scontrol update NodeName=n2 State=DRAIN Reason='hpcbench acceptance: "
                          "HPL-NODE slow (node n2)'"]
     page = (directory / acceptance_page.HTML).read_text()
     assert 'hpcbench acceptance: mycluster' in page and 'bad DIMM in slot 3' in page
     summary = (directory / acceptance_page.MARKDOWN).read_text()
-    assert "The system's verdict against its contract **FAIL**." in summary
+    assert f"The system's verdict against {directory / states.CONTRACT_COPY} **FAIL**." in summary
     assert '| node n4 | batch | hpl-node | **NOT_RUN** |' in summary
     assert 'RFP 2026-04, annex B, B.3.1' in summary
 
@@ -76,18 +79,18 @@ def test_the_directory_holds_the_verdicts_and_what_they_stand_on(tmp_path):
 def test_verify_passes_and_names_one_byte_changed_in_a_session_or_the_contract(tmp_path):
     _acceptance(tmp_path / 'a')
     directory = tmp_path / 'a'
-    assert runner.verify(directory).problems == []
-    session, = (directory / runner.SESSIONS).glob('*.json')
+    assert directories.verify(directory).problems == []
+    session, = (directory / states.SESSIONS).glob('*.json')
     text = session.read_text()
     at = text.index('"perfvalues"') + 40
     session.write_text(text[:at] + ('1' if text[at] != '1' else '2') + text[at + 1:])
-    problems = runner.verify(directory).problems
+    problems = directories.verify(directory).problems
     assert problems[0].startswith(f'sessions/{session.name}: changed (sha256 ')
     session.write_text(text)
-    assert runner.verify(directory).problems == []
-    contract = directory / runner.CONTRACT_COPY
+    assert directories.verify(directory).problems == []
+    contract = directory / states.CONTRACT_COPY
     contract.write_text(contract.read_text().replace('70.0', '30.0'))
-    problems = runner.verify(directory).problems
+    problems = directories.verify(directory).problems
     assert problems[0].startswith('contract.yaml: changed')
 
 
@@ -96,11 +99,11 @@ def test_verdicts_rewritten_with_the_manifest_are_not_what_the_sessions_give(tmp
     the verdicts judged again from the sessions say otherwise."""
     _acceptance(tmp_path / 'a')
     directory = tmp_path / 'a'
-    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    written = json.loads((directory / states.VERDICTS_JSON).read_text())
     written['verdict'] = written['entries'][0]['verdict'] = 'PASS'
-    (directory / runner.VERDICTS_JSON).write_text(json.dumps(written))
+    (directory / states.VERDICTS_JSON).write_text(json.dumps(written))
     manifest.write(directory)
-    (problem,) = runner.verify(directory).problems
+    (problem,) = directories.verify(directory).problems
     assert problem == ('verdicts.json: not what its contract, plan and sessions give '
                        '(entries hpl-node; system FAIL, written PASS)')
 
@@ -111,13 +114,13 @@ def test_verdicts_another_commit_wrote_differ_saying_the_rules_may_have_changed(
     that a changed rule is not taken for a changed result."""
     _acceptance(tmp_path / 'a')
     directory = tmp_path / 'a'
-    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    written = json.loads((directory / states.VERDICTS_JSON).read_text())
     for unit in written['entries'][0]['units']:
         del unit['nodes']
-    (directory / runner.VERDICTS_JSON).write_text(json.dumps(written))
+    (directory / states.VERDICTS_JSON).write_text(json.dumps(written))
     (directory / 'project-commit.txt').write_text('df39ccb299dd05d86e5d5ebd9ba8d1b16022a22b\n')
     manifest.write(directory)
-    (problem,) = runner.verify(directory).problems
+    (problem,) = directories.verify(directory).problems
     assert problem.startswith('verdicts.json: not what its contract, plan and sessions give '
                               '(entries hpl-node; system FAIL, written FAIL); judged by the '
                               'rules of project commit '), problem
@@ -148,7 +151,7 @@ def test_node_pairs_blame_the_node_that_fails_beside_good_ones_and_never_a_drain
     beside n14; n20 was drained during the run, so its pairs did not run (n19 passes beside
     n1). Only n7 is blamed: a pair not run is no evidence, a drained node is named as such."""
     from hpcbench.acceptance.judgement import EntryVerdict, Unit, UnitVerdict
-    entry = runner.contracts.from_data({'system': 'testbed', 'entries': [{
+    entry = contracts.from_data({'system': 'testbed', 'entries': [{
         'id': 'latency', 'check': 'ImbPairCheck', 'figure': 'latency', 'scope': 'node_pair',
         'parameters': {'benchmark': 'PingPong'},
         'committed': {'value': 18.78, 'unit': 'us', 'direction': 'at_most'},
@@ -159,11 +162,11 @@ def test_node_pairs_blame_the_node_that_fails_beside_good_ones_and_never_a_drain
                 ('n1', 'n19'): 'PASS', ('n10', 'n20'): 'NOT_RUN'}
     units = tuple(UnitVerdict(Unit('node_pair', 'srun', pair), verdict)
                   for pair, verdict in verdicts.items())
-    state = runner.State('testbed', 'sha', [plan.Partition('srun', ())],
+    state = states.State('testbed', 'sha', [plan.Partition('srun', ())],
                          second_pairs={'srun': [['n13', 'n7'], ['n14', 'n8'], ['n1', 'n19'],
                                                 ['n10', 'n20']]},
                          out_of_service={'n20': 'IDLE+DRAIN: drained (fan failure)'})
-    blame = runner.pair_blame([EntryVerdict(entry, units, 'FAIL', '')], state)
+    blame = assessment.pair_blame([EntryVerdict(entry, units, 'FAIL', '')], state)
     assert blame == {'n7': 'MPI-PAIR (node pairs: failed again beside a node that passed)'}
 
 
@@ -237,11 +240,11 @@ def test_verify_says_what_it_checked_and_requires_the_signature_the_site_names(t
     assert done.stdout.startswith(f'{directory}: every file as the manifest says; signed by '
                                   'acceptance@site (ED25519 key SHA256:'), done.stdout
     # The FAIL turned PASS, the manifest written again, the signature deleted.
-    (directory / runner.CONTRACT_COPY).write_text(
-        (directory / runner.CONTRACT_COPY).read_text().replace('70.0', '1.0'))
-    written = json.loads((directory / runner.VERDICTS_JSON).read_text())
+    (directory / states.CONTRACT_COPY).write_text(
+        (directory / states.CONTRACT_COPY).read_text().replace('70.0', '1.0'))
+    written = json.loads((directory / states.VERDICTS_JSON).read_text())
     written['verdict'] = 'PASS'
-    (directory / runner.VERDICTS_JSON).write_text(json.dumps(written))
+    (directory / states.VERDICTS_JSON).write_text(json.dumps(written))
     manifest.write(directory)
     done = _verify(directory, '--allowed-signers', str(signers), '--identity',
                    'acceptance@site')
@@ -264,19 +267,19 @@ def test_verify_of_a_directory_that_holds_no_acceptance_is_one_line_each(tmp_pat
     directory = tmp_path / 'a'
     _acceptance(directory)
     for text in ('[]', '{"system": "mycluster"}', '[' * 100000):
-        (directory / runner.VERDICTS_JSON).write_text(text)
+        (directory / states.VERDICTS_JSON).write_text(text)
         manifest.write(directory)
         done = _verify(directory)
         assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
         assert done.stdout.startswith(f'the verdicts cannot be judged again from {directory}: '
                                       'ValueError: verdicts.json: '), done.stdout
-    os.mkfifo(directory / runner.SESSIONS / 'fifo.json')
+    os.mkfifo(directory / states.SESSIONS / 'fifo.json')
     done = _verify(directory)
     assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
     assert 'sessions/fifo.json: a FIFO, where an acceptance holds files only' in done.stdout
     # A session of its state that is a FIFO: never opened either.
-    state = json.loads((directory / runner.STATE).read_text())
-    session = directory / runner.SESSIONS / f'{state["sessions"][0]}.json'
+    state = json.loads((directory / states.STATE).read_text())
+    session = directory / states.SESSIONS / f'{state["sessions"][0]}.json'
     session.unlink()
     os.mkfifo(session)
     done = _verify(directory)
@@ -296,15 +299,17 @@ def test_a_stored_node_name_slurm_refuses_is_one_line_before_any_output(tmp_path
     tc['job_nodelist'] = ['n2;reboot']
     directory = tmp_path / 'a'
     directory.mkdir()
-    (directory / runner.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
-    runner.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3'))],
+    (directory / states.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
+    states.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3'))],
                  [data['session_info']['uuid']]).save(directory)
-    the_contract, state = _contract_and_state(directory)
+    acceptance = use_case.Acceptance('mycluster', directory / states.CONTRACT_COPY, directory)
+    acceptance.contract, acceptance.state = _contract_and_state(directory)
+    acceptance.records = {data['session_info']['uuid']: data}
     with pytest.raises(RuntimeError, match=r"^test case HplNodeScreen .*: 'n2;reboot' is no "
                                            r'node name \(a letter or digit, then letters, '
                                            r"digits, \. _ -\): the record is not a run's$"):
-        runner.output_files(the_contract, state, {data['session_info']['uuid']: data})
-    assert sorted(p.name for p in directory.iterdir()) == [runner.CONTRACT_COPY, runner.STATE]
+        acceptance.finish()
+    assert sorted(p.name for p in directory.iterdir()) == [states.CONTRACT_COPY, states.STATE]
 
 
 def test_a_directory_that_is_not_an_acceptance_of_the_suite_is_refused(tmp_path):
@@ -316,23 +321,23 @@ def test_a_directory_that_is_not_an_acceptance_of_the_suite_is_refused(tmp_path)
     own = tmp_path / 'mine'
     own.mkdir()
     (own / 'contract.yaml').write_text('my own notes\n')
-    with pytest.raises(runner.AcceptanceError, match=r'holds other files \(contract.yaml\) and '
+    with pytest.raises(states.AcceptanceError, match=r'holds other files \(contract.yaml\) and '
                                                      r'no acceptance of the suite'):
-        with runner.claimed(own):
+        with directories.claimed(own):
             pass
     assert os.listdir(own) == ['contract.yaml']
     assert (own / 'contract.yaml').read_text() == 'my own notes\n'
     finished = tmp_path / 'a'
     _acceptance(finished)
     before = {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()}
-    with pytest.raises(runner.AcceptanceError, match='holds an acceptance: a dry run writes '
+    with pytest.raises(states.AcceptanceError, match='holds an acceptance: a dry run writes '
                                                      'its jobs beside another --output'):
-        with runner.claimed(finished, dry_run=True):
+        with directories.claimed(finished, dry_run=True):
             pass
     assert {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()} == before
-    with runner.claimed(finished):
-        with pytest.raises(runner.AcceptanceError, match='is in use by another acceptance'):
-            with runner.claimed(finished):
+    with directories.claimed(finished):
+        with pytest.raises(states.AcceptanceError, match='is in use by another acceptance'):
+            with directories.claimed(finished):
                 pass
     # Through the command: one line, exit 2.
     done = subprocess.run([str(BIN / 'hpcbench'), 'accept', '--system', 'tsubame', '--output',
@@ -348,7 +353,7 @@ def test_verify_of_a_session_record_that_is_not_reframe_s_is_one_line(tmp_path):
     was a traceback in --verify."""
     directory = tmp_path / 'a'
     _acceptance(directory)
-    session, = (directory / runner.SESSIONS).glob('*.json')
+    session, = (directory / states.SESSIONS).glob('*.json')
     data = json.loads(session.read_text())
     for change, said in ((lambda d: d['session_info'].update(uuid=5),
                           "session_info/uuid: '5' is no session UUID"),

@@ -10,19 +10,24 @@ from hpcbench.acceptance import contract, drafts, judgement
 from hpcbench.core import gpu_topology
 from hpcbench.machine import datasheets
 from hpcbench.results import measured
+from hpcbench.rfm import reframe_port
 
 
 def _partition(model, gpus, topology=None):
-    """A GPU partition as ReFrame shows it (hpcbench.acceptance.runner.
-    configured_partitions): its GPUs in `devices`, their datasheet in the description."""
+    """A GPU partition as ReFrame shows it (--show-config, read by hpcbench.rfm.
+    reframe_port.seen_partition): its GPUs in `devices`, their datasheet in the
+    description's extras."""
     sheet = datasheets.find(model)
     accelerators = {'vendor': 'nvidia', 'kind': 'gpu', 'model': model,
                     'datasheet': sheet.__dict__}
     if topology:
         accelerators['topology'] = gpu_topology.parse(
             (FIXTURES / 'gpu' / topology).read_text()).to_description()
-    return {'name': 'gpu', 'scheduler': 'slurm', 'extras': {'accelerators': accelerators},
-            'devices': [{'type': 'gpu', 'num_devices': gpus}]}
+    return reframe_port.seen_partition({
+        'name': 'gpu', 'scheduler': 'slurm',
+        'extras': {'memory_bytes': 2 << 40, 'clock_hz': 2.0e9, 'flops_per_cycle': 32,
+                   'spack_env': 'cluster', 'accelerators': accelerators},
+        'devices': [{'type': 'gpu', 'num_devices': gpus}]})
 
 
 def _entries(partition):

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import FIXTURES, ROOT, a100_node_pair_record
-from hpcbench.acceptance import contract, judgement, outputs, plan, runner
+from hpcbench.acceptance import assessment, contract, judgement, outputs, plan
+from hpcbench.acceptance import state as states
 from hpcbench.results import measured
 
 PINGPONG = FIXTURES / 'reframe' / 'pingpong-four-mpis-session.json'
@@ -232,12 +233,12 @@ def test_on_32_real_nodes_node_pairs_blame_the_slow_node_and_not_its_partners():
     names its two nodes, in words and as data (verdicts.json's `nodes`)."""
     data = json.loads((FIXTURES / 'acceptance' / 'testbed-32-nodes-pairs.json').read_text())
     nodes = tuple(f'n{i}' for i in range(1, 33))
-    state = runner.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
+    state = states.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
                          [s['session_info']['uuid'] for s in data['sessions']],
                          **{k: v for k, v in data['state'].items() if k != 'system'})
     records = {s['session_info']['uuid']: s for s in data['sessions']}
     read = contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed')
-    verdicts = [e for e in runner.judge(read, state, records) if e.entry.scope == 'node_pair']
+    verdicts = [e for e in assessment.judge(read, state, records) if e.entry.scope == 'node_pair']
     assert [e.entry.figure for e in verdicts] == ['bandwidth_4MiB', 'latency', 'peak_bandwidth']
     for e in verdicts:
         units = {u.unit.key: u for u in e.units}
@@ -248,7 +249,7 @@ def test_on_32_real_nodes_node_pairs_blame_the_slow_node_and_not_its_partners():
         assert [(u.unit.key, u.verdict, u.slow) for u in others
                 if u.verdict != 'PASS' or u.slow] == [], e.entry.id
         assert len(others) == 15 and len(units['n10', 'n8'].values) == 3
-    assert runner.pair_blame(verdicts, state) == {
+    assert assessment.pair_blame(verdicts, state) == {
         'n7': 'IMBPAIRCHECK-NODE_PAIR (node pairs: failed again beside a node that passed)'}
     document = outputs.as_json('testbed', verdicts)
     pair = next(u for u in document['entries'][0]['units'] if u['nodes'] == ['n7', 'n8'])
@@ -280,12 +281,12 @@ def _pairs_with_snapshots(job_said, cut_to=5):
                     cut += 1
     assert cut == cut_to
     nodes = tuple(f'n{i}' for i in range(1, 33))
-    state = runner.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
+    state = states.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
                          [s['session_info']['uuid'] for s in data['sessions']],
                          **{k: v for k, v in data['state'].items() if k != 'system'})
     records = {s['session_info']['uuid']: s for s in data['sessions']}
     read = contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed')
-    return [e for e in runner.judge(read, state, records) if e.entry.scope == 'node_pair']
+    return [e for e in assessment.judge(read, state, records) if e.entry.scope == 'node_pair']
 
 
 def test_a_pair_s_runs_are_keyed_by_the_job_s_own_word_not_reframe_s_snapshot():
@@ -302,7 +303,7 @@ def test_a_pair_s_runs_are_keyed_by_the_job_s_own_word_not_reframe_s_snapshot():
     cut_pairs = {('n9', 'n10'), ('n11', 'n12'), ('n26', 'n27')}
     assert said == uncut
     assert {said[key][0] for key in said if key[1] in cut_pairs} == {'PASS'}
-    assert runner.pair_blame(verdicts, runner.State('testbed', '', [], [],
+    assert assessment.pair_blame(verdicts, states.State('testbed', '', [], [],
                                                     second_pairs={'srun': [['n1', 'n7'],
                                                                            ['n10', 'n8']]})
                              ) == {'n7': 'IMBPAIRCHECK-NODE_PAIR (node pairs: failed again '

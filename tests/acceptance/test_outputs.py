@@ -281,17 +281,17 @@ def test_outputs_written_all_or_none_and_a_full_disk_names_the_file(tmp_path):
     without a key, an acceptance keeps no old signature that then fails."""
     run = _signed_run(tmp_path)
     manifest.sign(run, _key(tmp_path))
-    from hpcbench.acceptance import runner
-    runner.write_outputs(run, {'verdicts.json': '{}\n'})
+    from hpcbench.acceptance import directory
+    directory.write(run, {'verdicts.json': '{}\n'})
     assert not (run / manifest.SIGNATURE).exists() and manifest.verify(run).problems == []
     before = sorted(p.relative_to(run).as_posix() for p in run.rglob('*'))
     done = subprocess.run([sys.executable, '-c', (
         'import resource, signal, sys\n'
         'signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n'
         'resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n'
-        'from hpcbench.acceptance import runner\n'
+        'from hpcbench.acceptance import directory\n'
         'try:\n'
-        '    runner.write_outputs(sys.argv[1], {"junit.xml": "x", "big.txt": "y" * 10000})\n'
+        '    directory.write(sys.argv[1], {"junit.xml": "x", "big.txt": "y" * 10000})\n'
         'except OSError as err:\n'
         '    print(err.strerror, err.filename)\n'), str(run)],
         capture_output=True, text=True, timeout=60)

@@ -63,10 +63,11 @@ def test_per_node_runs_are_batches_of_the_nodes_in_service_that_lack_runs():
     batches = plan.batches(hpcc, PARTITIONS, lambda p, u: done.get((p, u), 0),
                            out_of_service={'n5': 'drained'}, size=3)
     assert [b.nodes for b in batches] == [('n1', 'n3', 'n4'), ('n6', 'n7')]
-    options = batches[0].reframe_options('testbed')
-    # Each unit once: the runner runs passes (a unit's runs a pass apart).
-    assert options[:6] == ['--system', 'testbed:srun', '-n', hpcc.name_filter(), '--repeat',
-                           '1']
+    options = batches[0].reframe_options()
+    # Each unit once: the acceptance runs passes (a unit's runs a pass apart). On its
+    # partition: the port to ReFrame runs it there (hpcbench.rfm.reframe_port).
+    assert batches[0].partition == 'srun'
+    assert options[:4] == ['-n', hpcc.name_filter(), '--repeat', '1']
     assert options[-2:] == ['--distribute=all', '-J--nodelist=n1,n3,n4']
     # A partition whose nodes are unknown (a paper's system here): the check once, so that
     # its dry run writes the job.
@@ -97,7 +98,7 @@ def test_a_round_of_node_pairs_is_one_reframe_run_of_a_test_per_pair_in_batches(
     batches = plan.batches(latency, PARTITIONS, lambda p, u: done.get((p, u), 0),
                            {'n6': 'drained'}, pairs, size=32)
     assert [b.pairs for b in batches] == [(('n3', 'n4'), ('n7', 'n1'))]
-    options = batches[0].reframe_options('testbed')
+    options = batches[0].reframe_options()
     assert options[options.index('-P') + 1] == 'ImbPairCheck.pinned_nodes=n3,n4;n7,n1'
     assert '--param-values-delim=;' in options and not any('nodelist' in o for o in options)
     assert batches[0].label.endswith('2 node pair(s): n3-n4, n7-n1')
@@ -143,7 +144,7 @@ def test_a_case_s_variables_are_set_and_its_parameters_named_and_conflicts_run_a
                                              (('num_nodes', 128),)]
     assert [g.all_settings for g in groups] == [(('ranks_per_node', 64),)] * 2 + [
         (('ranks_per_node', 32),)]
-    options = plan.Batch(groups[0], 'knl').reframe_options('x')
+    options = plan.Batch(groups[0], 'knl').reframe_options()
     assert '-SMpiStartupCheck.ranks_per_node=64' in options
     runs = plan.dry_runs(groups, [plan.Partition('knl', ())])
     assert [[g.entries for g in run.groups] for run in runs] == [

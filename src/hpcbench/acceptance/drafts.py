@@ -26,6 +26,7 @@ from hpcbench.benchmarks.reports import declared
 from hpcbench.core import gpu_topology
 from hpcbench.machine import plain_yaml
 from hpcbench.results import measured, references, results_db
+from hpcbench.rfm import reframe_port
 
 DEFAULT_FACTOR = 0.9
 # Figures no acceptance commits to: ratios the suite derives (efficiencies against a peak
@@ -110,26 +111,26 @@ def from_peaks(system, configured):
     """Entries of single-node HPL on every node of each partition at a share of its node's
     peak (cores x clock x flop/cycle, as the description gives them: the peak the system's
     paper publishes for its nodes), the share the lowest single-node HPL efficiency any
-    paper's system measured (`configured`: the partitions as ReFrame shows them)."""
+    paper's system measured (`configured`: the partitions as ReFrame shows them,
+    hpcbench.rfm.reframe_port.SeenPartition)."""
     efficiency, where = _lowest_node_efficiency()
     factor = float(f'{efficiency / 100:.3g}')
     notes = references.load(system).notes
     clause = notes[0].get('where', '') if notes and isinstance(notes[0], dict) else ''
     entries = []
     for p in configured:
-        extras, processor = p.get('extras', {}), p.get('processor', {})
-        cores = len(processor.get('topology', {}).get('cores', [])) or processor.get('num_cpus')
-        if not (cores and extras.get('clock_hz') and extras.get('flops_per_cycle')):
+        node, cores = p.description, p.cores
+        if not (cores and node.clock_hz and node.flops_per_cycle):
             continue
-        peak = cores * extras['clock_hz'] * extras['flops_per_cycle'] / 1e9
+        peak = cores * node.clock_hz * node.flops_per_cycle / 1e9
         entries.append({
-            'id': _entry_id('hpl-node', p['name']), 'check': 'HplNodeScreen',
-            'figure': 'gflops', 'scope': 'node', 'partitions': [p['name']],
+            'id': _entry_id('hpl-node', p.name), 'check': 'HplNodeScreen',
+            'figure': 'gflops', 'scope': 'node', 'partitions': [p.name],
             'committed': {'value': float(f'{factor * peak:.4g}'), 'unit': 'GFLOP/s',
                           'direction': 'at_least', 'tolerance': 0.05},
             'source': {'kind': 'published', 'cite': (
-                f'the node\'s peak, {cores} cores x {extras["clock_hz"] / 1e9:g} GHz x '
-                f'{extras["flops_per_cycle"]} flop/cycle (site-configs/{system}.yaml, as its '
+                f'the node\'s peak, {cores} cores x {node.clock_hz / 1e9:g} GHz x '
+                f'{node.flops_per_cycle} flop/cycle (site-configs/{system}.yaml, as its '
                 f'paper gives them), at the lowest single-node HPL efficiency a paper\'s '
                 f'system measured ({efficiency:g} %: {where})'),
                 **({'clause': clause} if clause else {}), 'figure': float(f'{peak:.6g}'),
@@ -222,17 +223,16 @@ def _gpu_entry(check, figure, params, settings, scope, partition, value, source,
 
 def from_gpus(configured):
     """Entries of each GPU partition's nodes, GPUs and GPU pairs from what is published of
-    its GPUs' model (`configured`: the partitions as ReFrame shows them, each GPU's datasheet
-    in its description): Azure's health checks' figures for a node of eight of the model
+    its GPUs' model (`configured`: the partitions as ReFrame shows them, reframe_port.
+    SeenPartition, each GPU's datasheet in its description): Azure's health checks' figures for a node of eight of the model
     (PUBLISHED_NODE_FIGURES), and DATASHEET_SHARE of the datasheet's memory bandwidth
     (BabelStream's triad), FP64 matrix peak (the DGEMM), host link (pinned copies) and
     slowest GPU-to-GPU link (a pair's device-buffer copy) where nothing is published."""
     entries = []
     for p in configured:
-        accelerators = (p.get('extras') or {}).get('accelerators') or {}
+        accelerators = p.description.accelerators or {}
         sheet = accelerators.get('datasheet') or {}
-        gpus = sum(d.get('num_devices', 1) for d in p.get('devices', [])
-                   if d.get('type') == 'gpu')
+        gpus = p.gpus_per_node
         # Stand-in devices (the testbed's) run no GPU program: nothing to commit them to.
         if not (sheet and gpus) or accelerators.get('vendor') != 'nvidia' or \
                 accelerators.get('stand_in'):
@@ -241,7 +241,7 @@ def from_gpus(configured):
         for (check, figure, params, settings, scope, value, fault, path, commit,
              line) in PUBLISHED_NODE_FIGURES.get((sheet['model'], gpus), []):
             published[(check, figure)] = _gpu_entry(
-                check, figure, params, settings, scope, p['name'], value,
+                check, figure, params, settings, scope, p.name, value,
                 {'kind': 'published', 'cite': _AZURE_NHC.format(path=path, commit=commit,
                                                                 line=line),
                  'figure': value, 'factor': 1.0}, fault)
@@ -266,7 +266,7 @@ def from_gpus(configured):
             unit = declared()[check].unit_of(figure, params)
             rate /= _BASE_UNITS[unit]
             published[(check, figure)] = _gpu_entry(
-                check, figure, params, {}, scope, p['name'], DATASHEET_SHARE * rate,
+                check, figure, params, {}, scope, p.name, DATASHEET_SHARE * rate,
                 {'kind': 'datasheet', 'cite': f'{sheet["model"]}: {what}, {rate:g} {unit} '
                  f'({sheet.get("source", "its datasheet")})',
                  'figure': float(f'{rate:.6g}'), 'factor': DATASHEET_SHARE}, fault)
@@ -336,15 +336,13 @@ def draft(system, baseline=None, factor=DEFAULT_FACTOR, checks=None, settings=()
         about = (f'What {system}\'s paper measured at installation, as the contract a re-run '
                  'is judged against (hpcbench contract init): edit to what was committed.')
         if not entries:
-            from hpcbench.acceptance.runner import configured_partitions
-            entries = from_peaks(system, configured_partitions(system))
+            entries = from_peaks(system, reframe_port.ReFrame(system).partitions())
             about = (f'{system}\'s paper measured no figure as a number (its IMB results are '
                      'plots); it publishes its nodes\' peak: single-node HPL on every node at '
                      'the share of its peak the papers\' systems reached on one node '
                      '(hpcbench contract init): edit to what was committed.')
     else:
-        from hpcbench.acceptance.runner import configured_partitions
-        published = [e for e in from_gpus(configured_partitions(system))
+        published = [e for e in from_gpus(reframe_port.ReFrame(system).partitions())
                      if not checks or e['check'] in checks]
         config = results_db.site_config(system)
         if not baseline:

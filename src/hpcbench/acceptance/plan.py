@@ -8,7 +8,7 @@ nodes, the partition, the system), and node pairs: disjoint pairs first, then ea
 a failing pair paired again with a node that passed (Google's cluster health scanner), so
 that the slow node is named and not its partner.
 
-Pure: the runner (hpcbench.acceptance.runner) says what the system has (its partitions,
+Pure: the acceptance (hpcbench.acceptance.use_case) says what the system has (its partitions,
 their nodes and GPUs, the nodes out of service) and what was measured already; this says
 what is left to run.
 """
@@ -83,8 +83,8 @@ def _kind(scope):
 def run_groups(contract, kinds=None):
     """The contract's entries grouped into the runs that measure them, in entry order.
     `kinds`: {check: (its parameters' names, its variables' names)}, as ReFrame describes
-    the checks (hpcbench.acceptance.runner.check_kinds); without, every name of an entry's
-    case is taken for a parameter."""
+    the checks (hpcbench.rfm.reframe_port.ReFrame.check_kinds); without, every name of an
+    entry's case is taken for a parameter."""
     groups = {}
     for entry in contract.entries:
         key = (entry.check, tuple(sorted(entry.parameters.items())), entry.environ,
@@ -130,13 +130,12 @@ class Batch:
     distribute: bool = False
     pairs: tuple = ()       # ((a, b), ...): node pairs, each its own test
     # The runs of each unit in this ReFrame run: one (batches), so that a unit's runs are
-    # one pass of the batch apart, not back to back (hpcbench.acceptance.runner).
+    # one pass of the batch apart, not back to back (hpcbench.acceptance.use_case).
     runs: int = 1
 
-    def reframe_options(self, system):
-        """Its ReFrame options (after the mode's and the system's own)."""
-        options = ['--system', f'{system}:{self.partition}', '-n', self.group.name_filter(),
-                   '--repeat', str(self.runs)]
+    def reframe_options(self):
+        """Its ReFrame options on its partition (after the mode's and the system's own)."""
+        options = ['-n', self.group.name_filter(), '--repeat', str(self.runs)]
         if self.group.environ:
             options += ['-p', f'^{re.escape(self.group.environ)}$']
         options += [f'-S{self.group.check}.{k}={v}' for k, v in self.group.all_settings]
@@ -166,10 +165,9 @@ class DryRun:
     partition: str
     groups: tuple
 
-    def reframe_options(self, system):
+    def reframe_options(self):
         environs = {g.environ for g in self.groups}
-        options = ['--system', f'{system}:{self.partition}',
-                   *(o for g in self.groups for o in ('-n', g.name_filter())),
+        options = [*(o for g in self.groups for o in ('-n', g.name_filter())),
                    '--repeat', str(max(g.repeats for g in self.groups))]
         if len(environs) == 1 and '' not in environs:
             options += ['-p', f'^{re.escape(environs.pop())}$']
@@ -249,7 +247,7 @@ def blamed(first_round, second_round):
 def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
             size=DEFAULT_BATCH_NODES):
     """The runs left of `group` on `partitions` (Partition), one pass: each unit that lacks
-    runs once (the runner runs passes until each has the group's repeats: a unit's runs
+    runs once (the acceptance runs passes until each has the group's repeats: a unit's runs
     are then a pass apart, not back to back, where a load on the host that lasts a minute
     hit all three runs of a healthy node pair, which FAILed). Per node, its nodes in
     service whose runs so far (`runs_done(partition, unit)`: a node's name, a pair of nodes,

@@ -2,7 +2,6 @@
 or --verify an acceptance's directory) and `hpcbench contract init` (a draft contract from
 what the suite knows)."""
 import argparse
-import datetime
 from pathlib import Path
 
 from hpcbench.cli import Worse, system_name
@@ -14,13 +13,13 @@ def _contract_path(args):
 
 
 def _accept(args):
-    from hpcbench.acceptance import contract, manifest, runner
-    from hpcbench.acceptance.judgement import system_verdict
+    from hpcbench.acceptance import contract, directory as directories, manifest, use_case
+    from hpcbench.acceptance.state import DRAIN_LIST, JUNIT_XML
     from hpcbench.core import paths
     from hpcbench.report import acceptance_page
     if args.verify:
         try:
-            checked = runner.verify(args.verify, args.allowed_signers, args.identity)
+            checked = directories.verify(args.verify, args.allowed_signers, args.identity)
         except manifest.ManifestError as err:
             raise RuntimeError(str(err)) from None
         for line in checked.problems:
@@ -39,50 +38,31 @@ def _accept(args):
         raise RuntimeError(f'{path}: no contract of {args.system} (write a draft with '
                            f'`hpcbench contract init {args.system}`, then edit it)')
     directory = Path(args.output) if args.output else \
-        paths.VAR_DIR / runner.ACCEPTANCE_DIR / args.system
+        paths.VAR_DIR / use_case.ACCEPTANCE_DIR / args.system
     # The contract read before the directory is made: a contract that is none leaves none.
     try:
         contract.load(path, args.system)
     except contract.ContractError as err:
         raise RuntimeError(str(err)) from None
-    with runner.claimed(directory, args.dry_run):
-        verdicts = _run_and_write(args, path, directory)
-    if verdicts is None:
-        return
-    verdict = system_verdict(verdicts)
-    for line in summary_lines(verdicts):
+    acceptance = use_case.Acceptance(args.system, path, directory,
+                                     batch_nodes=args.batch_nodes, mode=args.mode,
+                                     page=acceptance_page.files)
+    try:
+        with directories.claimed(directory, args.dry_run):
+            if args.dry_run:
+                acceptance.dry_run()
+                print(f'dry run: every job written (under {paths.VAR_DIR / "stage"}); '
+                      'nothing ran')
+                return
+            assessed = acceptance.run().finish(args.key)
+    except (contract.ContractError, manifest.ManifestError) as err:
+        raise RuntimeError(str(err)) from None
+    for line in summary_lines(assessed.verdicts):
         print(line)
-    print(f'\n{args.system}: {verdict}. Report: {directory / acceptance_page.HTML}; '
-          f'drain list: {directory / runner.DRAIN_LIST}; JUnit: {directory / runner.JUNIT_XML}')
-    if verdict == 'FAIL':
+    print(f'\n{args.system}: {assessed.verdict}. Report: {directory / acceptance_page.HTML}; '
+          f'drain list: {directory / DRAIN_LIST}; JUnit: {directory / JUNIT_XML}')
+    if assessed.verdict == 'FAIL':
         raise Worse(f'{args.system} does not meet its contract')
-
-
-def _run_and_write(args, path, directory):
-    """The acceptance run (resumed) into `directory`, its outputs written all or none; its
-    EntryVerdicts (None for a dry run)."""
-    from hpcbench.acceptance import contract, manifest, runner
-    from hpcbench.core import paths
-    from hpcbench.report import acceptance_page
-    try:
-        the_contract, state, records = runner.accept(
-            args.system, path, directory, dry_run=args.dry_run, batch_nodes=args.batch_nodes,
-            mode=args.mode)
-    except contract.ContractError as err:
-        raise RuntimeError(str(err)) from None
-    if args.dry_run:
-        print(f'dry run: every job written (under {paths.VAR_DIR / "stage"}); nothing ran')
-        return None
-    # Every output computed before any is written, then all written or none.
-    verdicts, blame, files = runner.output_files(the_contract, state, records)
-    generated = datetime.datetime.now().isoformat(timespec='seconds')
-    files.update(acceptance_page.texts(acceptance_page.build(
-        the_contract, verdicts, state.out_of_service, generated, str(path), blame)))
-    try:
-        runner.write_outputs(directory, files, args.key)
-    except manifest.ManifestError as err:
-        raise RuntimeError(str(err)) from None
-    return verdicts
 
 
 def summary_lines(verdicts):

@@ -16,8 +16,8 @@ GROUPS = (stack_commands, run_commands, results_commands, acceptance_commands,
           report_commands, ci_commands)
 # Commands that neither read nor write the results directory (make expands them before
 # its recipes run): every other one claims it first (hpcbench.core.paths.claim_var_dir).
-WITHOUT_RESULTS = ('default-mode', 'mode-options', 'exec-options', 'references',
-                   'provenance', 'new-system')
+WITHOUT_RESULTS = ('default-mode', 'mode-options', 'exec-options', 'reframe-command',
+                   'references', 'provenance', 'new-system')
 
 
 def main(argv=None):

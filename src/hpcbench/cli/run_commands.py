@@ -1,5 +1,6 @@
-"""`hpcbench` commands `make run` calls around ReFrame: default-mode and mode-options (the
-execution mode's options), exec-options (the system's), stored-run (this run's session,
+"""`hpcbench` commands `make run` calls around ReFrame: reframe-command (ReFrame's command
+line on the system), default-mode and mode-options (the execution mode's options),
+exec-options (the system's), stored-run (this run's session,
 once stored), time-per-check (where the session's wall time went)."""
 from hpcbench.cli import system_name
 from hpcbench.cli.results_commands import stored_session
@@ -45,6 +46,16 @@ def _exec_options(args):
     print(shlex.join(run_modes.execution_options(args.system)))
 
 
+def _reframe_command(args):
+    """ReFrame's command line on the system, shell-quoted, its paths relative to the
+    project's root (hpcbench.rfm.reframe_port.command_line: make's REFRAME)."""
+    import shlex
+
+    from hpcbench.core import paths
+    from hpcbench.rfm import reframe_port
+    print(shlex.join(reframe_port.command_line(args.system, root=paths.PROJECT_ROOT)))
+
+
 def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
     timing = sub.add_parser('time-per-check',
@@ -65,6 +76,11 @@ def register(sub):
     mode.add_argument('--system', type=system_name, help="the system whose mode (full: its paper's run, node "
                                        'screening included where its paper screened)')
     mode.set_defaults(func=_mode_options)
+    command = sub.add_parser('reframe-command', help="print ReFrame's command line on the "
+                             "system: this venv's reframe, the system's site config and the "
+                             "suite's checks (make's REFRAME; the acceptance runs the same)")
+    command.add_argument('--system', type=system_name, default='local')
+    command.set_defaults(func=_reframe_command)
     execution = sub.add_parser('exec-options', help="print the ReFrame options every run on "
                                                     'the system takes (make run, screen, '
                                                     'tune): one job at a time where its '

@@ -5,6 +5,7 @@ what to do; each node's GPU-pair matrix of each GPU-pair entry; every unit's ver
 nodes out of service; the contract. Built as report sections (hpcbench.report.sections)
 and written by the report's own renderers; what is judged was judged in
 hpcbench.acceptance.judgement."""
+import datetime
 from pathlib import Path
 
 from hpcbench.acceptance.judgement import FAILING, VERDICTS, system_verdict
@@ -151,6 +152,15 @@ def build(the_contract, verdicts, out_of_service, generated, where='', pair_blam
 def texts(report):
     """{acceptance.md: its text, acceptance.html: its text} of `report`."""
     return {MARKDOWN: markdown_summary.markdown(report), HTML: html_page.render_html(report)}
+
+
+def files(the_contract, assessed, out_of_service, where=''):
+    """The page's files ({name: text}) of an acceptance's hpcbench.acceptance.assessment.
+    Assessment, generated now: what an Acceptance is given to render its page with
+    (hpcbench.acceptance.use_case.Acceptance's `page`)."""
+    generated = datetime.datetime.now().isoformat(timespec='seconds')
+    return texts(build(the_contract, assessed.verdicts, out_of_service, generated, where,
+                       assessed.blame))
 
 
 def write(directory, report):
