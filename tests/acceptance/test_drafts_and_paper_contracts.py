@@ -92,7 +92,7 @@ def test_a_gpu_node_and_no_baseline_is_drafted_from_what_is_published(tmp_path, 
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     read = contract.load(tmp_path / 'local.yaml', 'local')
-    committed = {(e.check, e.figure): (e.scope, e.committed.value, e.source.kind)
+    committed = {(e.check, e.figure): (str(e.scope), e.committed.value, e.source.kind)
                  for e in read.entries}
     assert committed[('NcclTestsCheck', 'busbw')] == ('node', 460.0, 'published')
     assert committed[('DeviceBufferPairCheck', 'bandwidth')] == ('gpu_pair', 335.0, 'published')

@@ -166,7 +166,7 @@ def test_on_32_real_nodes_of_bimodal_latencies_only_the_node_made_slow_is_flagge
                       .read_text())
     flagged = {}
     for entry in contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed').entries:
-        if entry.scope == 'node':
+        if str(entry.scope) == 'node':
             units = [judgement.judge_unit(entry, judgement.Unit('node', 'srun', node), runs)
                      for node, runs in data['figures'][entry.figure].items()]
         else:
@@ -238,7 +238,7 @@ def test_on_32_real_nodes_node_pairs_blame_the_slow_node_and_not_its_partners():
                          **{k: v for k, v in data['state'].items() if k != 'system'})
     records = {s['session_info']['uuid']: s for s in data['sessions']}
     read = contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed')
-    verdicts = [e for e in assessment.judge(read, state, records) if e.entry.scope == 'node_pair']
+    verdicts = [e for e in assessment.judge(read, state, records) if str(e.entry.scope) == 'node_pair']
     assert [e.entry.figure for e in verdicts] == ['bandwidth_4MiB', 'latency', 'peak_bandwidth']
     for e in verdicts:
         units = {u.unit.key: u for u in e.units}
@@ -286,7 +286,7 @@ def _pairs_with_snapshots(job_said, cut_to=5):
                          **{k: v for k, v in data['state'].items() if k != 'system'})
     records = {s['session_info']['uuid']: s for s in data['sessions']}
     read = contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed')
-    return [e for e in assessment.judge(read, state, records) if e.entry.scope == 'node_pair']
+    return [e for e in assessment.judge(read, state, records) if str(e.entry.scope) == 'node_pair']
 
 
 def test_a_pair_s_runs_are_keyed_by_the_job_s_own_word_not_reframe_s_snapshot():

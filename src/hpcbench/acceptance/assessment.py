@@ -36,12 +36,14 @@ def judge(the_contract, state, records):
     verdicts = []
     for entry in the_contract.entries:
         expected = plan.expected_units(entry, state.partitions, state.system, pairs)
-        not_run = {unit: f'out of service: {state.out_of_service[unit.node]}'
-                   for unit in expected if unit.node in state.out_of_service}
+        not_run = {}
         for unit in expected:
-            if unit.scope == 'node_pair' and set(unit.key) & set(state.out_of_service):
-                down = sorted(set(unit.key) & set(state.out_of_service))
-                not_run[unit] = f'out of service: {", ".join(down)}'
+            down = [n for n in unit.nodes if n in state.out_of_service]
+            if down:
+                # One node: the controller's reason; several: which of them.
+                not_run[unit] = 'out of service: ' + (
+                    state.out_of_service[down[0]] if len(unit.nodes) == 1
+                    else ', '.join(sorted(down)))
         verdicts.append(judgement.judge_entry(entry, runs, expected, not_run,
                                               judgement.invalid_units(entry, failed)))
     return verdicts
@@ -63,7 +65,7 @@ def pair_outcomes(verdicts):
     out of service) is left out: no evidence against either node."""
     passed = {}
     for e in verdicts:
-        if e.entry.scope != 'node_pair':
+        if not e.entry.scope.blamed_in_pairs:
             continue
         for u in e.units:
             if u.verdict != 'NOT_RUN':
@@ -92,7 +94,7 @@ def pair_blame(verdicts, state):
     entries = {}
     for e in verdicts:
         for u in e.units:
-            if e.entry.scope == 'node_pair' and u.verdict != 'NOT_RUN' and not \
+            if e.entry.scope.blamed_in_pairs and u.verdict != 'NOT_RUN' and not \
                     _pair_passed(u):
                 entries.setdefault(u.unit.key, set()).add(e.entry.fault_code)
     how = 'failed again beside a node that passed' if rounds[1] else 'of a failing pair'

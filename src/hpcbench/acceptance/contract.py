@@ -22,13 +22,11 @@ factor, a baseline session times a factor, a paper); a `fault` code and what to 
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench.acceptance import scopes
 from hpcbench.benchmarks.reports import declared
 from hpcbench.machine import plain_yaml
 from hpcbench.machine.description_schema import DescriptionError, validated
 
-SCOPES = ('node', 'gpu', 'gpu_pair', 'node_pair', 'partition', 'system')
-# Scopes whose units are GPUs or GPU pairs: a partition without GPUs has none.
-GPU_SCOPES = ('gpu', 'gpu_pair')
 DIRECTIONS = ('at_least', 'at_most')
 SOURCE_KINDS = ('procurement', 'datasheet', 'published', 'baseline', 'paper')
 # The runs of a unit its statistic needs where the entry does not say.
@@ -58,7 +56,8 @@ ENTRY_SCHEMA = {
         'id': _ID,
         'check': _TEXT,
         'figure': _TEXT,
-        'scope': {'enum': list(SCOPES)},
+        # The scopes' names (hpcbench.acceptance.scopes.SCOPES), as they are when it is read.
+        'scope': {'enum': []},
         'parameters': _SETTINGS,
         'partitions': {'type': 'array', 'items': _ID, 'minItems': 1},
         'environ': _ID,
@@ -164,7 +163,7 @@ class Entry:
     id: str
     check: str
     figure: str
-    scope: str
+    scope: scopes.Scope         # what one verdict is about (hpcbench.acceptance.scopes)
     committed: Committed
     source: Source
     fault_code: str
@@ -185,10 +184,19 @@ class Contract:
     about: str = ''
 
 
+def schema():
+    """SCHEMA with the scopes the suite knows now (hpcbench.acceptance.scopes.SCOPES)."""
+    entry = {**ENTRY_SCHEMA, 'properties': {**ENTRY_SCHEMA['properties'],
+                                            'scope': {'enum': list(scopes.SCOPES)}}}
+    return {**SCHEMA, 'properties': {**SCHEMA['properties'], 'entries': {
+        **SCHEMA['properties']['entries'], 'items': entry}}}
+
+
 def _entry(data):
     committed = data['committed']
     return Entry(
-        id=data['id'], check=data['check'], figure=data['figure'], scope=data['scope'],
+        id=data['id'], check=data['check'], figure=data['figure'],
+        scope=scopes.named(data['scope']),
         committed=Committed(float(committed['value']), committed['unit'],
                             committed['direction'], float(committed.get('tolerance', 0))),
         source=Source(**data['source']), fault_code=data['fault']['code'],
@@ -205,7 +213,7 @@ def from_data(data, where, system=None, partitions=None):
     be of; `partitions`: {name: whether its nodes have GPUs} of that system, where the
     scopes are checked against it."""
     try:
-        validated(data, SCHEMA, f'{where}:')
+        validated(data, schema(), f'{where}:')
     except DescriptionError as err:
         raise ContractError(str(err)) from None
     if system is not None and data['system'] != system:
@@ -239,8 +247,8 @@ def from_data(data, where, system=None, partitions=None):
                                     f'{", ".join(sorted(partitions))})')
             named = entry.partitions or tuple(partitions)
             without = [p for p in named if not partitions[p]]
-            if entry.scope in GPU_SCOPES and (entry.partitions and without
-                                              or not any(partitions[p] for p in named)):
+            if entry.scope.needs_gpus and (entry.partitions and without
+                                           or not any(partitions[p] for p in named)):
                 raise ContractError(f'{at}.scope: {entry.scope} on partition(s) without GPUs: '
                                     f'{", ".join(without)}')
     return Contract(data['system'], tuple(entries), Path(where), data.get('about', ''))

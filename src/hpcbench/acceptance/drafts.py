@@ -21,7 +21,7 @@ import statistics
 
 import yaml
 
-from hpcbench.acceptance import contract as contracts
+from hpcbench.acceptance import contract as contracts, scopes
 from hpcbench.benchmarks.reports import declared
 from hpcbench.core import gpu_topology
 from hpcbench.machine import plain_yaml
@@ -285,7 +285,7 @@ def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
         if checks and case.check not in checks:
             continue
         params = _plain_parameters(case.parameters)
-        scope = {0: 'node', 1: 'node', 2: 'node_pair'}.get(len(case.nodes), 'partition')
+        scope = scopes.of_case(case)
         for name, figure in case.figures.items():
             if figure.value is None or _DERIVED.search(name):
                 continue
@@ -293,7 +293,7 @@ def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
                    scope)
             groups.setdefault(key, (figure.unit, []))[1].append(figure.value)
         for device in case.devices:
-            device_scope = 'gpu' if device in case.gpus else 'gpu_pair'
+            device_scope = scopes.of_device(device.key)
             for name, value in device.figures.items():
                 if value is None or _DERIVED.search(name):
                     continue
@@ -313,16 +313,16 @@ def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
         entries.append({
             'id': _entry_id(check, name, partition, environ, *(f'{k}{v}' for k, v in params)),
             'check': check, 'figure': name, **({'parameters': dict(params)} if params else {}),
-            'scope': scope, 'partitions': [partition], 'environ': environ,
+            'scope': scope.name, 'partitions': [partition], 'environ': environ,
             'committed': {'value': float(f'{value:.4g}'), 'unit': unit,
                           'direction': direction, 'tolerance': 0.05},
-            'rule': {'every': True} if scope != 'partition' else {'median': True},
+            'rule': dict([scope.draft_rule]),
             'source': {'kind': 'baseline', 'cite': f'stored session(s) {uuid} of {system}, '
                        f'the median of {len(values)} value(s)', 'figure': float(f'{median:.6g}'),
                        'factor': factor},
-            'fault': {'code': _entry_id(check, scope).upper().replace('.', '-'),
-                      'action': f'rerun {check} on the {scope}; if it stays short, drain it '
-                                'and check its hardware and settings'},
+            'fault': {'code': _entry_id(check, scope.name).upper().replace('.', '-'),
+                      'action': f'rerun {check} on the {scope.words}; if it stays short, '
+                                'drain it and check its hardware and settings'},
         })
     return _unique(sorted(entries, key=lambda e: e['id']))
 

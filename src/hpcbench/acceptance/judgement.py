@@ -33,7 +33,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from hpcbench.core import device_keys
+from hpcbench.acceptance.scopes import Unit
 
 VERDICTS = ('PASS', 'WARN', 'FAIL', 'INVALID', 'NOT_RUN')
 FAILING = ('FAIL', 'INVALID', 'NOT_RUN')
@@ -45,41 +45,6 @@ SLOW_FRACTION = 0.05
 SLOW_DEVIATIONS = 3.0
 # Peers a unit needs to be judged beside them (the other units: three units in all).
 MIN_PEERS = 2
-
-
-@dataclass(frozen=True, order=True)
-class Unit:
-    """What one verdict is about: its scope, its partition and its key (a node's name, a
-    device_keys.Gpu or GpuPair, the partition's or system's name)."""
-    scope: str
-    partition: str
-    key: object
-
-    def __str__(self):
-        if isinstance(self.key, device_keys.GpuPair):
-            return self.key.words()
-        if isinstance(self.key, device_keys.Gpu):
-            return f'GPU {self.key.gpu} of {self.key.node}'
-        if self.scope == 'node_pair':
-            return f'node pair {self.key[0]} and {self.key[1]}'
-        return f'{self.scope} {self.key}'
-
-    @property
-    def nodes(self):
-        """The nodes the unit is on: a node's, a GPU's or GPU pair's node, a node pair's
-        two; () for a partition or the system."""
-        if self.scope == 'node_pair':
-            return tuple(self.key)
-        return (self.node,) if self.node else ()
-
-    @property
-    def node(self):
-        """The node to blame, where one is: the unit's node, or a GPU's or pair's."""
-        if self.scope == 'node':
-            return self.key
-        if isinstance(self.key, (device_keys.Gpu, device_keys.GpuPair)):
-            return self.key.node
-        return None
 
 
 @dataclass(frozen=True)
@@ -120,33 +85,13 @@ def _of_entry(entry, run):
     return covers(entry.check, entry.parameters or {}, entry.environ, entry.partitions, run)
 
 
-def _case_unit(entry, case):
-    """The Unit of `entry`'s scope a case's own figure is of (a node's, a node pair's, the
-    partition's, the system's), or None (a case on another count of nodes; GPU scopes,
-    whose units are the case's devices)."""
-    if entry.scope == 'node':
-        return Unit('node', case.partition, case.nodes[0]) if len(case.nodes) == 1 else None
-    if entry.scope == 'node_pair':
-        return (Unit('node_pair', case.partition, tuple(sorted(case.nodes)))
-                if len(case.nodes) == 2 else None)
-    if entry.scope in ('partition', 'system'):
-        key = case.partition if entry.scope == 'partition' else case.system
-        return Unit(entry.scope, case.partition, key)
-    return None
-
-
 def units_of(entry, case):
     """{Unit: value} the case measured for `entry` (its check, parameters and figure, in
     its partitions): a case on one node is that node's, each GPU and GPU pair under its
-    key."""
+    key (its scope's units: hpcbench.acceptance.scopes)."""
     if not _of_entry(entry, case):
         return {}
-    if entry.scope in ('gpu', 'gpu_pair'):
-        devices = case.gpus if entry.scope == 'gpu' else case.pairs
-        return {Unit(entry.scope, case.partition, d.key): d.figures[entry.figure]
-                for d in devices if entry.figure in d.figures}
-    unit, value = _case_unit(entry, case), case.value(entry.figure)
-    return {unit: value} if unit is not None and value is not None else {}
+    return entry.scope.case_units(case, entry.figure)
 
 
 def withheld_units(entry, cases):
@@ -154,7 +99,7 @@ def withheld_units(entry, cases):
     (hpcbench.results.measured: a ratio above its ceiling, a figure no run can have)."""
     withheld = {}
     for case in cases:
-        unit = _case_unit(entry, case) if _of_entry(entry, case) else None
+        unit = entry.scope.case_unit(case) if _of_entry(entry, case) else None
         why = unit is not None and case.why_no_result(entry.figure)
         if why:
             withheld[unit] = f'{entry.figure} withheld: {why[:300]}'
@@ -163,23 +108,15 @@ def withheld_units(entry, cases):
 
 def invalid_units(entry, failed):
     """{Unit: why} of the runs of `entry`'s check that failed before their figures
-    (hpcbench.results.measured.FailedRun): a node's run for a node entry, the partition's or
-    the system's for theirs. A GPU's or pair's units are those its node's run would have
-    measured: the caller's expected units name them (NOT_RUN)."""
+    (hpcbench.results.measured.FailedRun): a node's run for a node entry, a pair's for a
+    pair's, the partition's or the system's for theirs (the scope's failed_unit). A GPU's
+    or pair's units are those its node's run would have measured: the caller's expected
+    units name them (NOT_RUN)."""
     invalid = {}
     for run in failed:
-        if not _of_entry(entry, run):
-            continue
-        why = f'{run.phase} failed: {run.reason[:300]}'.strip()
-        if entry.scope == 'node' and len(run.nodes) == 1:
-            invalid[Unit('node', run.partition, run.nodes[0])] = why
-        elif entry.scope == 'node_pair' and len(run.pinned or run.nodes) == 2:
-            # A pair's run is its pinned pair's, wherever its job said it ran.
-            invalid[Unit('node_pair', run.partition,
-                         tuple(sorted(run.pinned or run.nodes)))] = why
-        elif entry.scope in ('partition', 'system'):
-            key = run.partition if entry.scope == 'partition' else run.system
-            invalid[Unit(entry.scope, run.partition, key)] = why
+        unit = entry.scope.failed_unit(run) if _of_entry(entry, run) else None
+        if unit is not None:
+            invalid[unit] = f'{run.phase} failed: {run.reason[:300]}'.strip()
     return invalid
 
 
@@ -190,10 +127,11 @@ def elsewhere_units(entry, cases):
     the jobs said where they ran holds, ReFrame's snapshot of the job's nodes.)"""
     found = {}
     for case in cases:
-        if entry.scope != 'node_pair' or len(case.pinned) != 2 or not _of_entry(entry, case) \
-                or sorted(case.nodes) == sorted(case.pinned):
+        # The runs pinned to node pairs (the scope's runs) are the ones a snapshot can move.
+        if entry.scope.runs != 'node_pair' or len(case.pinned) != 2 or \
+                not _of_entry(entry, case) or sorted(case.nodes) == sorted(case.pinned):
             continue
-        unit = Unit('node_pair', case.partition, tuple(sorted(case.pinned)))
+        unit = entry.scope.unit(case.partition, tuple(sorted(case.pinned)))
         found.setdefault(unit, []).append(','.join(case.nodes) or 'no node')
     return {unit: f'{len(runs)} run(s) recorded on {"; ".join(sorted(set(runs)))} instead '
                   f'(ReFrame\'s snapshot of the job\'s nodes): not counted as the pair\'s'

@@ -55,7 +55,7 @@ def as_json(system, entry_verdicts):
         'system': system, 'verdict': system_verdict(entry_verdicts),
         'entries': [{
             'id': e.entry.id, 'check': e.entry.check, 'figure': e.entry.figure,
-            'scope': e.entry.scope, 'committed': e.entry.committed.words(),
+            'scope': str(e.entry.scope), 'committed': e.entry.committed.words(),
             'source': e.entry.source.words(),
             'fault': f'{e.entry.fault_code}: {e.entry.action}', 'verdict': e.verdict,
             'reason': e.reason, 'counts': e.counts(),

@@ -12,16 +12,10 @@ Pure: the acceptance (hpcbench.acceptance.use_case) says what the system has (it
 their nodes and GPUs, the nodes out of service) and what was measured already; this says
 what is left to run.
 """
-import itertools
 import re
 from dataclasses import dataclass
 
-from hpcbench.acceptance.judgement import Unit
-from hpcbench.core import device_keys
 
-# Scopes whose units a run on one node measures: ReFrame's --distribute runs one test per
-# node (its GPUs' and pairs' figures come from that node's run).
-PER_NODE_SCOPES = ('node', 'gpu', 'gpu_pair')
 # Nodes in one ReFrame run: --distribute makes a test per node and stalls with many busy
 # nodes (reframe-hpc/reframe issue 3586); Azure's health checks split into 110-node jobs.
 DEFAULT_BATCH_NODES = 32
@@ -35,7 +29,7 @@ class RunGroup:
     check: str
     parameters: tuple       # ((name, value), ...), sorted: the entries' case, as given
     environ: str
-    kind: str               # per_node, node_pair or once
+    kind: str               # how its units are reached: one of hpcbench.acceptance.scopes.RUNS
     partitions: tuple       # () : every partition the check runs on
     entries: tuple          # the entry ids it measures
     repeats: int
@@ -74,12 +68,6 @@ class RunGroup:
         return f'^{re.escape(self.check)}(?=%|$){ahead}'
 
 
-def _kind(scope):
-    if scope in PER_NODE_SCOPES:
-        return 'per_node'
-    return 'node_pair' if scope == 'node_pair' else 'once'
-
-
 def run_groups(contract, kinds=None):
     """The contract's entries grouped into the runs that measure them, in entry order.
     `kinds`: {check: (its parameters' names, its variables' names)}, as ReFrame describes
@@ -88,7 +76,7 @@ def run_groups(contract, kinds=None):
     groups = {}
     for entry in contract.entries:
         key = (entry.check, tuple(sorted(entry.parameters.items())), entry.environ,
-               _kind(entry.scope), entry.partitions,
+               entry.scope.runs, entry.partitions,
                tuple(sorted((entry.run_rules.get('settings') or {}).items())))
         repeats = max(entry.median_of, entry.run_rules.get('repeats', 0))
         names = (kinds or {}).get(entry.check)
@@ -282,28 +270,10 @@ def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
 
 def expected_units(entry, partitions, system, node_pairs=()):
     """The units `entry` must have a verdict of on `partitions` (Partition; those of its
-    scope): every node; each GPU and each pair of GPUs of every node; each pair of nodes
-    paired (`node_pairs`: {partition: [(a, b), ...]}); the partition; the system. A unit
-    expected and never measured is NOT_RUN (hpcbench.acceptance.judgement)."""
-    units = set()
-    for partition in partitions:
-        if entry.partitions and partition.name not in entry.partitions:
-            continue
-        name = partition.name
-        if entry.scope == 'node':
-            units |= {Unit('node', name, node) for node in partition.nodes}
-        elif entry.scope == 'gpu':
-            units |= {Unit('gpu', name, device_keys.Gpu(node, str(i)))
-                      for node in partition.nodes for i in range(partition.gpus_per_node)}
-        elif entry.scope == 'gpu_pair':
-            units |= {Unit('gpu_pair', name, device_keys.GpuPair(node, a, b))
-                      for node in partition.nodes
-                      for a, b in itertools.combinations(range(partition.gpus_per_node), 2)}
-        elif entry.scope == 'node_pair':
-            units |= {Unit('node_pair', name, tuple(sorted(pair)))
-                      for pair in dict(node_pairs).get(name, ())}
-        elif entry.scope == 'partition':
-            units.add(Unit('partition', name, name))
-        else:
-            units.add(Unit('system', name, system))
-    return units
+    scope, hpcbench.acceptance.scopes): every node; each GPU and each pair of GPUs of every
+    node; each pair of nodes paired (`node_pairs`: {partition: [(a, b), ...]}); the
+    partition; the system. A unit expected and never measured is NOT_RUN
+    (hpcbench.acceptance.judgement)."""
+    return {unit for partition in partitions
+            if not entry.partitions or partition.name in entry.partitions
+            for unit in entry.scope.expected(partition, system, node_pairs)}

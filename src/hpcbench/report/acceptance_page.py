@@ -8,6 +8,7 @@ hpcbench.acceptance.judgement."""
 import datetime
 from pathlib import Path
 
+from hpcbench.acceptance import scopes
 from hpcbench.acceptance.judgement import FAILING, VERDICTS, system_verdict
 from hpcbench.core import device_keys
 from hpcbench.report import html_page, markdown_summary
@@ -31,7 +32,7 @@ def _entries_table(verdicts):
     rows, classes = [], []
     for e in verdicts:
         counts = e.counts()
-        rows.append((e.entry.id, f'{e.entry.check} {e.entry.figure}', e.entry.scope,
+        rows.append((e.entry.id, f'{e.entry.check} {e.entry.figure}', str(e.entry.scope),
                      e.entry.committed.words(), e.entry.source.words(), _rule(e.entry),
                      *(str(counts[v]) for v in VERDICTS),
                      str(sum(bool(u.slow) for u in e.units)), e.verdict, e.reason))
@@ -59,7 +60,7 @@ def _pair_matrices(verdicts):
     """Each node's GPU-pair matrix of each GPU-pair entry: a pair's median and verdict."""
     tables = []
     for e in verdicts:
-        if e.entry.scope != 'gpu_pair':
+        if e.entry.scope != scopes.GPU_PAIR:
             continue
         by_node = {}
         for u in e.units:
@@ -98,7 +99,7 @@ def _contract_table(the_contract):
     for entry in the_contract.entries:
         rows.append((entry.id, entry.check, entry.figure, ' '.join(
             f'{k}={v}' for k, v in sorted((entry.parameters or {}).items())) or '-',
-            entry.scope, ', '.join(entry.partitions) or 'every one', entry.environ or 'any',
+            str(entry.scope), ', '.join(entry.partitions) or 'every one', entry.environ or 'any',
             entry.committed.words(), f'{100 * entry.committed.tolerance:g} %',
             f'median of {entry.median_of}', _rule(entry), entry.source.words(),
             f'{entry.fault_code}: {entry.action}'))
@@ -127,7 +128,7 @@ def build(the_contract, verdicts, out_of_service, generated, where='', pair_blam
     if matrices:
         sections.append(Section('gpu-pairs', 'GPU pairs, node by node', matrices,
                                 intro='Each pair\'s median and verdict.'))
-    if any(e.entry.scope == 'node_pair' for e in verdicts):
+    if any(e.entry.scope.blamed_in_pairs for e in verdicts):
         sections.append(Section(
             'node-pairs', 'Node pairs: the nodes to blame', (Table(
                 ('node', 'why'), tuple(sorted((pair_blamed or {}).items())),
