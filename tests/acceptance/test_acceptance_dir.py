@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-from conftest import BIN, ROOT
+from conftest import BIN, FIXTURES, ROOT
 from hpcbench.acceptance import assessment, contract as contracts
 from hpcbench.acceptance import directory as directories
 from hpcbench.acceptance import manifest, plan, use_case
@@ -367,3 +367,29 @@ def test_verify_of_a_session_record_that_is_not_reframe_s_is_one_line(tmp_path):
         assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
         assert (f"RuntimeError: sessions/{session.name} is no record of ReFrame's session: "
                 f'{said}') in done.stdout, done.stdout
+
+
+def test_an_acceptance_written_before_verdicts_were_data_still_verifies(tmp_path):
+    """Issue 71, item 8: a directory the suite wrote at commit 66f1530 (its verdicts.json
+    of format 1: the committed value and the fault as sentences; tests/fixtures/acceptance/
+    written-by-66f1530, written by that commit's own test of this file) verifies: judged
+    again in the format it holds, every file as its manifest says. Changed, it does not."""
+    import shutil
+    directory = tmp_path / 'old'
+    shutil.copytree(FIXTURES / 'acceptance' / 'written-by-66f1530', directory)
+    written = json.loads((directory / states.VERDICTS_JSON).read_text())
+    assert 'format' not in written and written['entries'][0]['committed'] == \
+        'at least 70 GFLOP/s'
+    checked = directories.verify(directory)
+    assert checked.problems == [], checked.problems
+    written['entries'][0]['units'][1]['verdict'] = 'PASS'
+    (directory / states.VERDICTS_JSON).write_text(json.dumps(written, indent=1) + '\n')
+    manifest.write(directory)
+    (problem,) = directories.verify(directory).problems
+    assert problem.startswith('verdicts.json: not what its contract, plan and sessions give '
+                              '(entries hpl-node; ')
+    written['format'] = 7
+    (directory / states.VERDICTS_JSON).write_text(json.dumps(written))
+    manifest.write(directory)
+    (problem,) = directories.verify(directory).problems
+    assert "format '7' is none this suite writes (1 to 2)" in problem

@@ -34,6 +34,36 @@ def test_the_verdicts_as_json_valid_against_its_schema():
     assert (slow['node'], slow['verdict']) == ('n2', 'WARN')
 
 
+def test_the_verdicts_are_data_a_tool_reads_back_without_parsing_a_sentence():
+    """Issue 71, item 5: the committed value, its unit and direction, the tolerance, the
+    statistic, the source, the fault's code and action, each unit's runs and p-value are
+    fields (they were sentences: 'at least 70 GFLOP/s')."""
+    document = json.loads(json.dumps(outputs.as_json('testbed', _verdicts())))
+    assert document['format'] == outputs.FORMAT
+    (entry,) = document['entries']
+    assert entry['committed'] == {'value': 70.0, 'unit': 'GFLOP/s', 'direction': 'at_least',
+                                  'tolerance': 0.0}
+    assert (entry['statistic'], entry['rule'], entry['partitions'], entry['scope']) == (
+        {'median_of': 1}, {'every': True}, ['batch'], 'node')
+    assert entry['fault'] == {'code': 'F', 'action': 'look'}
+    assert (entry['source']['kind'], entry['source']['cite']) == ('procurement', 'test')
+    units = {u['key']: u for u in entry['units']}
+    assert units['n2']['runs'] == len(units['n2']['values']) == 1
+    assert units['n2']['median'] == units['n2']['values'][0] < 70.0
+    assert units['n4']['runs'] == 0 and units['n4']['median'] is None
+    # What a tool does with them: the units short of the committed value, from fields.
+    short = sorted(u['key'] for u in entry['units'] if u['median'] is not None
+                   and u['median'] < entry['committed']['value'])
+    assert short == ['n2']
+    # Each key as data: a GPU pair's fields, a node pair's two names.
+    from hpcbench.acceptance import scopes
+    from hpcbench.core import device_keys
+    pair = scopes.Unit('gpu_pair', 'gpu', device_keys.GpuPair('g1', '0', '1'))
+    assert outputs._key(pair) == {'node': 'g1', 'first': '0', 'second': '1',
+                                  'other_node': ''}
+    assert outputs._key(scopes.Unit('node_pair', 'srun', ('n1', 'n2'))) == ['n1', 'n2']
+
+
 def test_the_junit_xml_counts_a_node_not_run_as_a_failure_never_a_skip():
     root = ET.fromstring(outputs.junit_xml('testbed', _verdicts()))
     assert (root.tag, root.get('tests'), root.get('failures'), root.get('errors')) == (

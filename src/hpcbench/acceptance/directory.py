@@ -151,8 +151,6 @@ def verify(directory, allowed_signers=None, identity=None):
     problems = checked.problems
     try:
         the_contract, state, records = stored(directory)
-        again = outputs.as_json(state.system,
-                                assessment.judge(the_contract, state, records))
         written = json_data(paths.read_regular(directory / VERDICTS_JSON, MAX_SESSION_BYTES,
                                                'a verdicts document'), VERDICTS_JSON)
         # Compared with what is judged again, whatever fields another commit wrote: a
@@ -161,6 +159,14 @@ def verify(directory, allowed_signers=None, identity=None):
                 and all(isinstance(e, dict) for e in written['entries'])):
             raise ValueError(f'{VERDICTS_JSON}: no mapping of entries (its schema: '
                              'hpcbench.acceptance.outputs.JSON_SCHEMA)')
+        # Judged again into the format it was written in (an acceptance written before
+        # verdicts were data holds format 1, without the field).
+        version = written.get('format', 1)
+        if version not in (1, outputs.FORMAT):
+            raise ValueError(f'{VERDICTS_JSON}: format {str(version)[:20]!r} is none this '
+                             f'suite writes (1 to {outputs.FORMAT})')
+        again = outputs.as_json(state.system, assessment.judge(the_contract, state, records),
+                                version)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, RecursionError,
             contracts.ContractError) as err:
         problems.append(f'the verdicts cannot be judged again from {directory}: '

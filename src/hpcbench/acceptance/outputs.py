@@ -3,54 +3,116 @@ verdict (JSON_SCHEMA), JUnit XML (GitLab and Jenkins show it as test results: on
 suite per contract entry, one test case per unit; a unit that failed, did not run or is
 invalid is a failure, never a skip) and a drain list (`scontrol update NodeName=...
 State=DRAIN Reason=...` lines for the site to run: the suite never drains a node)."""
+import dataclasses
 import shlex
 import xml.etree.ElementTree as ET
 
 from hpcbench.acceptance.judgement import FAILING, VERDICTS, system_verdict
 from hpcbench.core import slurm_cluster
 
+# The format of verdicts.json this suite writes; 1 (no `format` field): entries' committed
+# value, source and fault as sentences, which --verify of an acceptance written then still
+# compares in (as_json's `version`).
+FORMAT = 2
+_NUMBER = {'type': 'number'}
+_TEXT = {'type': 'string'}
+_UNIT_FIELDS = {
+    'unit': _TEXT, 'partition': _TEXT,
+    # The node to blame (a node's, a GPU's), null for a pair of nodes; `nodes`: every node
+    # the unit is on (a node pair's two).
+    'node': {'type': ['string', 'null']},
+    'nodes': {'type': 'array', 'items': _TEXT},
+    'verdict': {'enum': list(VERDICTS)},
+    'values': {'type': 'array', 'items': _NUMBER},
+    'median': {'type': ['number', 'null']},
+    'p_value': {'type': ['number', 'null']},
+    'reason': _TEXT, 'slow': _TEXT}
+_V1_ENTRY_FIELDS = {
+    'id': _TEXT, 'check': _TEXT, 'figure': _TEXT, 'scope': _TEXT, 'committed': _TEXT,
+    'source': _TEXT, 'fault': _TEXT, 'verdict': {'enum': list(VERDICTS)}, 'reason': _TEXT,
+    'counts': {'type': 'object', 'additionalProperties': {'type': 'integer'}}}
+
+
+def _object(fields, required=None, **more):
+    return {'type': 'object', 'required': list(required or fields), 'properties': fields,
+            'additionalProperties': False, **more}
+
+
+_UNIT = _object({**_UNIT_FIELDS, 'scope': _TEXT, 'key': {}, 'runs': {'type': 'integer'}})
+_ENTRY = _object({
+    **_V1_ENTRY_FIELDS,
+    'parameters': {'type': 'object'},
+    'partitions': {'type': 'array', 'items': _TEXT},
+    'environ': _TEXT,
+    'committed': _object({'value': _NUMBER, 'unit': _TEXT,
+                          'direction': {'enum': ['at_least', 'at_most']},
+                          'tolerance': _NUMBER}),
+    'statistic': _object({'median_of': {'type': 'integer'}}),
+    'rule': {'type': 'object', 'minProperties': 1, 'maxProperties': 1},
+    'source': _object({'kind': _TEXT, 'cite': _TEXT, 'clause': _TEXT,
+                       'figure': {'type': ['number', 'null']},
+                       'factor': {'type': ['number', 'null']}}),
+    'fault': _object({'code': _TEXT, 'action': _TEXT}),
+    'units': {'type': 'array', 'items': _UNIT}})
 JSON_SCHEMA = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
-    'type': 'object',
-    'required': ['system', 'verdict', 'entries'],
-    'properties': {
-        'system': {'type': 'string'},
-        'verdict': {'enum': ['PASS', 'WARN', 'FAIL']},
-        'entries': {'type': 'array', 'items': {
-            'type': 'object',
-            'required': ['id', 'check', 'figure', 'scope', 'committed', 'source', 'fault',
-                         'verdict', 'reason', 'counts', 'units'],
-            'properties': {
-                'id': {'type': 'string'}, 'check': {'type': 'string'},
-                'figure': {'type': 'string'}, 'scope': {'type': 'string'},
-                'committed': {'type': 'string'}, 'source': {'type': 'string'},
-                'fault': {'type': 'string'}, 'verdict': {'enum': list(VERDICTS)},
-                'reason': {'type': 'string'},
-                'counts': {'type': 'object', 'additionalProperties': {'type': 'integer'}},
-                'units': {'type': 'array', 'items': {
-                    'type': 'object',
-                    'required': ['unit', 'partition', 'node', 'nodes', 'verdict', 'values',
-                                 'median', 'p_value', 'reason', 'slow'],
-                    'properties': {
-                        'unit': {'type': 'string'}, 'partition': {'type': 'string'},
-                        # The node to blame (a node's, a GPU's), null for a pair of nodes;
-                        # `nodes`: every node the unit is on (a node pair's two).
-                        'node': {'type': ['string', 'null']},
-                        'nodes': {'type': 'array', 'items': {'type': 'string'}},
-                        'verdict': {'enum': list(VERDICTS)},
-                        'values': {'type': 'array', 'items': {'type': 'number'}},
-                        'median': {'type': ['number', 'null']},
-                        'p_value': {'type': ['number', 'null']},
-                        'reason': {'type': 'string'}, 'slow': {'type': 'string'}},
-                    'additionalProperties': False}}},
-            'additionalProperties': False}},
-    },
-    'additionalProperties': False,
+    **_object({'format': {'const': FORMAT}, 'system': _TEXT,
+               'verdict': {'enum': ['PASS', 'WARN', 'FAIL']},
+               'entries': {'type': 'array', 'items': _ENTRY}}),
+}
+# What an acceptance written before FORMAT 2 holds (hpcbench accept --verify reads it).
+JSON_SCHEMA_V1 = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    **_object({'system': _TEXT, 'verdict': {'enum': ['PASS', 'WARN', 'FAIL']},
+               'entries': {'type': 'array', 'items': _object({
+                   **_V1_ENTRY_FIELDS, 'units': {'type': 'array', 'items': _object(
+                       _UNIT_FIELDS)}})}}),
 }
 
 
-def as_json(system, entry_verdicts):
-    """The acceptance's verdicts as data (JSON_SCHEMA)."""
+def _key(unit):
+    """A unit's key as data: a node's or partition's name, a node pair's two names, a GPU's
+    or GPU pair's fields."""
+    key = unit.key
+    if dataclasses.is_dataclass(key):
+        return dataclasses.asdict(key)
+    return list(key) if isinstance(key, tuple) else key
+
+
+def as_json(system, entry_verdicts, version=FORMAT):
+    """The acceptance's verdicts as data (JSON_SCHEMA): each entry's committed value, unit,
+    direction and tolerance, statistic, rule, source and fault as fields; each unit's
+    scope, key, runs, median and p-value. `version` 1: as acceptances written before FORMAT
+    2 hold them (JSON_SCHEMA_V1), for --verify of those."""
+    if version == 1:
+        return _as_json_v1(system, entry_verdicts)
+    entries = []
+    for e in entry_verdicts:
+        entry, committed, source = e.entry, e.entry.committed, e.entry.source
+        entries.append({
+            'id': entry.id, 'check': entry.check, 'figure': entry.figure,
+            'scope': str(entry.scope), 'parameters': dict(entry.parameters or {}),
+            'partitions': list(entry.partitions), 'environ': entry.environ,
+            'committed': {'value': committed.value, 'unit': committed.unit,
+                          'direction': committed.direction,
+                          'tolerance': committed.tolerance},
+            'statistic': {'median_of': entry.median_of},
+            'rule': {entry.rule[0]: entry.rule[1]},
+            'source': {'kind': source.kind, 'cite': source.cite, 'clause': source.clause,
+                       'figure': source.figure, 'factor': source.factor},
+            'fault': {'code': entry.fault_code, 'action': entry.action},
+            'verdict': e.verdict, 'reason': e.reason, 'counts': e.counts(),
+            'units': [{'unit': str(u.unit), 'scope': str(u.unit.scope),
+                       'partition': u.unit.partition, 'key': _key(u.unit),
+                       'node': u.unit.node, 'nodes': list(u.unit.nodes),
+                       'verdict': u.verdict, 'runs': len(u.values),
+                       'values': list(u.values), 'median': u.median, 'p_value': u.p_value,
+                       'reason': u.reason, 'slow': u.slow} for u in e.units]})
+    return {'format': FORMAT, 'system': system, 'verdict': system_verdict(entry_verdicts),
+            'entries': entries}
+
+
+def _as_json_v1(system, entry_verdicts):
     return {
         'system': system, 'verdict': system_verdict(entry_verdicts),
         'entries': [{
