@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpcbench.results import measured, results_db
+from hpcbench.results import case_builds, measured, results_db
 from hpcbench.rfm import run_modes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ def summary(var, mpi):
                     or str(case.parameters.get('num_nodes')) != '1'
                     or not (case.environ == mpi or case.environ.startswith(f'{mpi}-'))):
                 continue
-            blas = measured.stack_of(case).get('blas', case.environ)
+            blas = case_builds.stack_of(case).get('blas', case.environ)
             if 'ceiling_efficiency' in case.figures:
                 ratios.setdefault(blas, []).append(case.value('ceiling_efficiency'))
             elif 'ceiling_efficiency' in case.withheld:

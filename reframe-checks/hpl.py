@@ -29,7 +29,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench.benchmarks import dgemm, hpl, hpl_output, hpl_quick_size, hpl_sweep
+from hpcbench.benchmarks import (dgemm, hpl, hpl_input_file, hpl_output, hpl_quick_size,
+                                 hpl_sweep)
 from hpcbench.results import references
 from hpcbench.rfm.site_environments import OTHER_BLAS
 from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout_names,
@@ -118,11 +119,6 @@ class HplBase(BenchmarkRun, SiteTuning):
     input_kinds = {'repeats': 'positive', 'memory_fraction': 'fraction', 'n': 'positive',
                    'num_nodes': 'positive', 'solve_seconds': 'positive'}
 
-    _LIST_SETTINGS = {'nb': 'nbs', 'pfact': 'pfacts', 'nbmin': 'nbmins', 'ndiv': 'ndivs',
-                      'rfact': 'rfacts', 'bcast': 'bcasts', 'depth': 'depths'}
-    _SCALAR_SETTINGS = ('pmap', 'swap', 'swap_threshold', 'l1_transposed', 'u_transposed',
-                        'equilibration', 'alignment', 'threshold')
-
     # What a paper may give per node count beside HPL.dat's settings (description hpl_tuning
     # entries matching a `num_nodes`: TSUBAME's Table 3-6).
     _RUN_SETTINGS = ('grid', 'n')
@@ -135,21 +131,16 @@ class HplBase(BenchmarkRun, SiteTuning):
 
     def paper(self):
         """The paper's HPL settings for this partition and node count (description hpl_tuning)."""
-        return paper_settings(self, 'hpl_tuning', [*self._LIST_SETTINGS, *self._SCALAR_SETTINGS,
-                                                   *self._RUN_SETTINGS], num_nodes=self.num_nodes)
+        return paper_settings(self, 'hpl_tuning', [*hpl.TUNING_SETTINGS, *self._RUN_SETTINGS],
+                              num_nodes=self.num_nodes)
 
     def tuning(self):
         """HPL.dat's settings: those given (-S), else the paper's for the partition and node
         count (description hpl_tuning), else hpcbench.benchmarks.hpl.Tuning's defaults."""
         paper = self.paper()
-        chosen = {name: given_or_paper(self, name, paper)
-                  for name in (*self._LIST_SETTINGS, *self._SCALAR_SETTINGS)}
-        changes = {self._LIST_SETTINGS.get(name, name):
-                   (value,) if name in self._LIST_SETTINGS else value
-                   for name, value in chosen.items() if value is not None}
         try:
-            # Tuning checks every value and turns lists into tuples.
-            return replace(hpl.Tuning(), **changes)
+            return hpl.tuned({name: given_or_paper(self, name, paper)
+                              for name in hpl.TUNING_SETTINGS})
         except hpl.HplInputError as err:
             raise ReframeError(str(err)) from None
 
@@ -198,21 +189,14 @@ class HplBase(BenchmarkRun, SiteTuning):
             raise ReframeError(f'{part.fullname}: {err}') from None
 
         inputs = self.plan.inputs
-        self.input_files = {'HPL.dat': hpl.hpl_dat(inputs)}
+        self.input_files = {'HPL.dat': hpl_input_file.hpl_dat(inputs)}
         with open(os.path.join(self.stagedir, 'HPL.dat'), 'w') as fp:
             fp.write(self.input_files['HPL.dat'])
 
-        (p, q), = inputs.grids
         # What makes two runs the same test case: the sizing rule where the job sizes N
         # (its N follows the node's DGEMM rate, and is kept with the solves).
-        largest = max(self.sizes or inputs.ns)
-        size, memory = ((f'N={inputs.ns[0]}', f'memory={self.plan.memory_bytes / hpl.GIB:.1f}GiB')
-                        if not self.sizes else
-                        (f'N for {self.solve_seconds:g} s a solve at the DGEMM ceiling '
-                         f'({min(self.sizes)} to {largest})', 'memory<='
-                         f'{hpl.memory_needed(largest, max(tuning.nbs), p, q) / hpl.GIB:.1f}GiB'))
-        self.inputs = (f'{size} NB={",".join(map(str, tuning.nbs))} P={p} Q={q} '
-                       f'{self.layout.describe()} nodes={self.num_nodes} {memory}')
+        self.inputs, largest = hpl.run_words(self.plan, self.sizes, self.solve_seconds,
+                                             self.layout.describe())
         self.num_tasks = ranks
         self.num_tasks_per_node = self.layout.ranks_per_node
         self.num_cpus_per_task = self.layout.threads_per_rank

@@ -11,7 +11,7 @@ submits with sbatch and polls sacct as on a production cluster.
   which starts its daemons through srun inside the allocation).
 - `gpu`, on Slurm's partition `gpu`: nodes g1..gG whose GPUs Slurm allocates by GRES
   (hpcbench.stack.testbed_system.GPU_GRES, stand-in device files), described from the GRES as a
-  site's would be (hpcbench.core.accelerators.from_gres, its label named by
+  site's would be (hpcbench.machine.gpus.from_gres, its label named by
   hpcbench.machine.datasheets), linked as a recorded 8-GPU node
   (hpcbench.stack.testbed_system.GPU_TOPOLOGY_FILE): the GPU checks' jobs ask for them
   with --gres=gpu:N and run one rank per GPU (in a dry run: the GPUs are stand-ins, which a
@@ -27,10 +27,10 @@ submits with sbatch and polls sacct as on a production cluster.
 import os
 import sys
 
-from hpcbench.core import accelerators
 from hpcbench.rfm import site_config  # first: its checks run before ReFrame writes anything
 from hpcbench.rfm import site_environments, site_partitions
 from hpcbench.machine import datasheets, host
+from hpcbench.machine import gpus as machine_gpus
 from hpcbench.devtools import testbed_daemons
 from hpcbench.stack import slurm_run_env, testbed_system
 
@@ -58,7 +58,7 @@ ENVIRONMENTS = site_environments.stack_environments(STACKS, ['testbed'], spack_f
 # The GPU nodes' GPUs as their GRES declares them; stand-ins, which the GPU checks skip in a
 # run (a dry run writes their jobs).
 GPU_SETTINGS, GPU_FIELDS = site_partitions.accelerator_settings(
-    accelerators.from_gres(testbed_system.GPU_GRES, datasheets.gres_model()), testbed_system.gpu_topology())
+    machine_gpus.from_gres(testbed_system.GPU_GRES, datasheets.gres_model()), testbed_system.gpu_topology())
 GPU_FIELDS['accelerators']['stand_in'] = (
     'its GPUs are stand-in devices (no GPU, no driver): the GPU checks write their jobs in a '
     'dry run; tests/devtools/test_testbed.py runs a GRES job of one rank per GPU through Slurm')

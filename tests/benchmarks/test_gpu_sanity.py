@@ -15,6 +15,7 @@ from reframe.core.exceptions import SanityError
 
 from conftest import (FIXTURES, H200_JOBS, CheckUnderTest, check_classes_of,
                       described_partition, h200_job as _h200_job)
+from hpcbench.machine import gpus as machine_gpus
 from hpcbench.core import accelerators, gpu_ranks
 from test_babelstream import CSV_RUN, MUTATIONS as BABELSTREAM_MUTATIONS
 
@@ -262,7 +263,7 @@ IDLE = 'index, clocks_event_reasons.active\n0, 0x0000000000000001\n'
 def _screen_job(checks, tmp_path, query=H200_QUERY, reasons=IDLE, sections=(DGEMM_RUN,),
                 count=1):
     check = checks['GpuNodeScreen']
-    described = accelerators.partition_facts(accelerators.from_query_csv(H200_QUERY))
+    described = machine_gpus.partition_facts(accelerators.from_query_csv(H200_QUERY))
     described = {**described['accelerators'], 'count': count}
     output = f'== gpus\n{query}== idle reasons\n{reasons}' + _job(*sections)
     test = CheckUnderTest(check, tmp_path, output, num_tasks=len(sections), repeats=5,
@@ -433,7 +434,7 @@ def test_gpu_dgemm_withholds_a_power_of_zero_watts_in_one_message(checks, tmp_pa
 
 def test_gpu_screen_passes_the_h200_node_from_its_own_job(checks, tmp_path):
     check = checks['GpuNodeScreen']
-    described = accelerators.partition_facts(accelerators.from_query_csv(H200_QUERY))
+    described = machine_gpus.partition_facts(accelerators.from_query_csv(H200_QUERY))
     test = CheckUnderTest(check, tmp_path, _h200_job('GpuNodeScreen-1'), num_tasks=1,
                           repeats=10, slow_percent=5.0, current_partition=described_partition(
                               **described, fullname='local:default'))

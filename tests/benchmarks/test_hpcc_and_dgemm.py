@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from hpcbench.benchmarks import dgemm, hpcc, hpl
+from hpcbench.benchmarks import dgemm, hpcc, hpl, hpl_input_file
 from conftest import FIXTURES
 
 HPCC_OUTPUT = FIXTURES / 'hpcc' / 'debian-openmpi-2-ranks.hpccoutf.txt'
@@ -14,7 +14,7 @@ DGEMM_OUTPUT = FIXTURES / 'dgemm' / 'local-2-cores.out'
 def test_hpccinf_is_hpl_dat_plus_ptrans_lines():
     inputs = hpl.Inputs(ns=(2304,), grids=((1, 2),))
     lines = hpcc.hpccinf(inputs).splitlines()
-    assert lines[:31] == hpl.hpl_dat(inputs, device_out=8).splitlines()
+    assert lines[:31] == hpl_input_file.hpl_dat(inputs, device_out=8).splitlines()
     assert lines[31].startswith('##### This line (no. 32) is ignored')
     assert len(lines) == 36
 

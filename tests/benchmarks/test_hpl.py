@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from hpcbench.benchmarks import hpl, hpl_output, hpl_quick_size, hpl_sweep
+from hpcbench.benchmarks import hpl, hpl_input_file, hpl_output, hpl_quick_size, hpl_sweep
 from hpcbench.core.node import Node
 from conftest import FIXTURES
 
@@ -143,7 +143,7 @@ def _dat_values(text):
 def test_hpl_dat_has_every_line_hpl_reads_in_order():
     inputs = hpl.Inputs(ns=(4608, 4608), grids=((1, 2), (2, 1)),
                         tuning=hpl.Tuning(nbs=(128, 192), bcasts=(1, 3)))
-    lines = hpl.hpl_dat(inputs).splitlines()
+    lines = hpl_input_file.hpl_dat(inputs).splitlines()
     assert len(lines) == 31
     assert lines[5] == '4608 4608' + ' ' * 5 + 'Ns'
     values = [ln.split('  ')[0] for ln in lines[2:]]
@@ -159,7 +159,7 @@ def test_tuning_options_change_their_lines_and_bad_values_are_refused():
                              alignment=4, threshold=8.0, pfacts=[0], rfacts=[1],
                              nbmins=[2], ndivs=[3])
     values = [ln.split('  ')[0] for ln in
-              hpl.hpl_dat(hpl.Inputs((1000,), ((1, 1),), tuning)).splitlines()[2:]]
+              hpl_input_file.hpl_dat(hpl.Inputs((1000,), ((1, 1),), tuning)).splitlines()[2:]]
     assert values[6:] == ['1', '1', '1', '1', '8.0', '1', '0', '1', '2', '1', '3', '1', '1',
                           '1', '3', '1', '0', '1', '128', '1', '1', '0', '4']
     for bad in ({'bcasts': (6,)}, {'pfacts': (3,)}, {'nbmins': (0,)}, {'ndivs': (1,)},
@@ -335,7 +335,7 @@ def _sized(tmp_path, dgemm_output, sizes, nodes=1, repeats=3):
     hpcbench.benchmarks.hpl_quick_size size), on an HPL.dat written at set-up with the
     smallest size."""
     (tmp_path / 'dgemm-rate.out').write_text(dgemm_output)
-    (tmp_path / 'HPL.dat').write_text(hpl.hpl_dat(hpl.Inputs((min(sizes),) * repeats,
+    (tmp_path / 'HPL.dat').write_text(hpl_input_file.hpl_dat(hpl.Inputs((min(sizes),) * repeats,
                                                              ((1, 2),))))
     return subprocess.run([sys.executable, '-m', 'hpcbench.benchmarks.hpl_quick_size', 'size',
                            'dgemm-rate.out', 'HPL.dat', *map(str, sizes), '--nodes', str(nodes)],
@@ -354,7 +354,7 @@ def test_the_jobs_sizing_step_chooses_by_the_dgemm_rate_and_rewrites_only_the_ns
         assert f'x {nodes} node(s)' in done.stdout
         # Only the Ns line changed: every other line is what the check wrote.
         written = (tmp_path / 'HPL.dat').read_text()
-        assert written == hpl.hpl_dat(hpl.Inputs((n,) * 3, ((1, 2),)))
+        assert written == hpl_input_file.hpl_dat(hpl.Inputs((n,) * 3, ((1, 2),)))
 
 
 @pytest.mark.parametrize('broken', ['', 'dgemm-rate: N=4352 repeats=3\n',

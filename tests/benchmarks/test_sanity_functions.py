@@ -9,7 +9,7 @@ import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
 from conftest import FIXTURES, check_classes_of, described_partition
-from hpcbench.benchmarks import ceilings, hpl, imb, stream
+from hpcbench.benchmarks import ceilings, hpl, hpl_input_file, imb, stream
 from hpcbench.core.node import Node
 from hpcbench.rfm import partition
 from hpcbench.rfm.plugins import Samples
@@ -295,7 +295,7 @@ LOCAL_NODE = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=
 
 
 def _sized_test(check_classes, stagedir, output, sizes=None):
-    (stagedir / 'HPL.dat').write_text(hpl.hpl_dat(hpl.Inputs((14400,) * 3, ((1, 1),))))
+    (stagedir / 'HPL.dat').write_text(hpl_input_file.hpl_dat(hpl.Inputs((14400,) * 3, ((1, 1),))))
     plan = hpl.Plan(hpl.Inputs((13248,) * 3, ((1, 1),)), 1, 0, 166.1e9, 0)
     test = _hpl_test(stagedir, output, expected_results=3, dgemm_repeats=3,
                      sizes=sizes or hpl.quick_sizes(LOCAL_NODE, 1, 192, 1, 1))

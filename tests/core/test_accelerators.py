@@ -7,6 +7,8 @@ import stat
 import pytest
 
 from conftest import FIXTURES
+from hpcbench.core import gres as gres_text
+from hpcbench.machine import gpus as machine_gpus
 from hpcbench.core import accelerators
 from hpcbench.machine import datasheets
 
@@ -38,21 +40,21 @@ def test_the_xml_describes_the_same_gpu_as_the_query(node):
 def test_a_model_without_a_datasheet_has_none():
     gpu = accelerators.Accelerator('nvidia', 'gpu', 'NVIDIA GeForce RTX 4090', 'sm_89', 24 << 30)
     assert datasheets.find(gpu.model) is None
-    assert accelerators.partition_facts([gpu])['accelerators']['datasheet'] is None
+    assert machine_gpus.partition_facts([gpu])['accelerators']['datasheet'] is None
 
 
 def test_a_partition_describes_its_gpus_for_reframe_and_the_checks():
     gpus = accelerators.from_query_csv(_csv('h200'))
-    assert accelerators.devices_entry(gpus) == [
+    assert machine_gpus.devices_entry(gpus) == [
         {'type': 'gpu', 'arch': 'sm_90', 'model': 'NVIDIA H200', 'num_devices': 1}]
-    assert accelerators.features(gpus) == ['gpu', 'cuda']
-    extras = accelerators.partition_facts(
+    assert machine_gpus.features(gpus) == ['gpu', 'cuda']
+    extras = machine_gpus.partition_facts(
         gpus, sheet=datasheets.find(gpus[0].model))['accelerators']
     assert (extras['count'], extras['power_limit_w'], extras['ecc_enabled']) == (1, 700.0, True)
     assert extras['datasheet']['memory_bandwidth'] == 4800e9
     # No GPU: nothing changes.
-    assert accelerators.devices_entry([]) == [] and accelerators.features([]) == []
-    assert accelerators.partition_facts([]) == {}
+    assert machine_gpus.devices_entry([]) == [] and machine_gpus.features([]) == []
+    assert machine_gpus.partition_facts([]) == {}
 
 
 def test_a_node_of_two_models_is_refused_naming_them():
@@ -60,7 +62,7 @@ def test_a_node_of_two_models_is_refused_naming_them():
     with pytest.raises(accelerators.AcceleratorError,
                        match=re.escape('(NVIDIA H200 (sm_90): device 0; NVIDIA H100 80GB HBM3 '
                                        '(sm_90): device 0)')):
-        accelerators.devices_entry(gpus)
+        machine_gpus.devices_entry(gpus)
 
 
 def _broken_csv(old, new):
@@ -148,15 +150,15 @@ def test_a_tool_that_hangs_or_prints_no_text_is_one_message(tmp_path):
 
 
 def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
-    gpus = accelerators.from_gres('gpu:h200:2(S:0-1),shard:h200:8', datasheets.gres_model())
+    gpus = machine_gpus.from_gres('gpu:h200:2(S:0-1),shard:h200:8', datasheets.gres_model())
     assert [(g.model, g.arch, g.memory_bytes, g.index) for g in gpus] == [
         ('NVIDIA H200', 'sm_90', 141 * 10**9, 0), ('NVIDIA H200', 'sm_90', 141 * 10**9, 1)]
     # Its datasheet is the one nvidia-smi's name finds; no limit is known from a GRES.
-    described = accelerators.partition_facts(
+    described = machine_gpus.partition_facts(
         gpus, sheet=datasheets.find(gpus[0].model))['accelerators']
     assert described['datasheet']['model'] == 'H200 SXM' and described['count'] == 2
     assert (described['power_limit_w'], described['ecc_enabled']) == (0.0, None)
-    assert accelerators.from_gres('(null)') == [] and accelerators.from_gres('') == []
+    assert machine_gpus.from_gres('(null)') == [] and machine_gpus.from_gres('') == []
 
 
 # GRES as real Slurm controllers print them (issue 61): CSC Puhti's V100 and Mahti's A100
@@ -193,8 +195,8 @@ def test_a_scheduler_s_typed_gres_describes_the_node_s_gpus():
     ('nvme:3600', []), ('(null)', []), ('gpu:0', []),
 ])
 def test_a_gres_as_slurm_prints_it_is_read_whatever_its_labels(gres, items):
-    assert [(i.label, i.count, i.binding) for i in accelerators.gres_gpus(gres)] == items
-    gpus = accelerators.from_gres(gres, datasheets.gres_model())
+    assert [(i.label, i.count, i.binding) for i in gres_text.gres_gpus(gres)] == items
+    gpus = machine_gpus.from_gres(gres, datasheets.gres_model())
     assert len(gpus) == sum(count for _, count, _ in items)
     assert [g.index for g in gpus] == list(range(len(gpus)))
     for gpu, label in zip(gpus, [label for label, count, _ in items for _ in range(count)]):
@@ -216,7 +218,7 @@ def test_a_gres_as_slurm_prints_it_is_read_whatever_its_labels(gres, items):
 ])
 def test_a_gres_that_is_no_node_s_is_one_message(gres, said):
     with pytest.raises(accelerators.AcceleratorError, match=said):
-        accelerators.from_gres(gres)
+        machine_gpus.from_gres(gres)
 
 
 def test_rocm_smi_s_cards_are_read_as_the_node_names_them():
@@ -230,7 +232,7 @@ def test_rocm_smi_s_cards_are_read_as_the_node_names_them():
             gpu.power_limit_w) == ('amd', 'AMD INSTINCT MI250 (MCM) OAM AC MBA', '', 0,
                                    '0000:2F:00.0', '0x719d230578348e8c', 560.0)
     assert datasheets.find(gpu.model).model == 'MI250 (one of its two dies)'
-    assert accelerators.features([gpu]) == ['gpu', 'rocm']
+    assert machine_gpus.features([gpu]) == ['gpu', 'rocm']
 
 
 @pytest.mark.parametrize('text, said', [

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from conftest import FIXTURES, ROOT
+from hpcbench.machine import gpus as machine_gpus
 from hpcbench.core import accelerators, gpu_topology
 from hpcbench.machine import datasheets
 
@@ -131,13 +132,13 @@ def test_the_partition_s_description_carries_the_topology_and_refuses_another_no
     (gpu,) = accelerators.from_query_csv(
         (FIXTURES / 'gpu' / 'h200' / 'nvidia-smi-query.csv').read_text())
     one = gpu_topology.parse(_text('h200-one-gpu.txt'))
-    facts = accelerators.partition_facts([gpu], one, datasheets.find(gpu.model))['accelerators']
+    facts = machine_gpus.partition_facts([gpu], one, datasheets.find(gpu.model))['accelerators']
     assert facts['topology'] == {'gpus': [{'index': 0, 'cpus': '0-15', 'numa': 0}],
                                  'links': [['X']]}
     assert facts['datasheet']['nvlink_links'] == 18
     eight = gpu_topology.parse(_text('dgx-h100-published.txt'))
     with pytest.raises(accelerators.AcceleratorError, match='shows 8 GPUs, its query 1'):
-        accelerators.partition_facts([gpu], eight)
+        machine_gpus.partition_facts([gpu], eight)
 
 
 def test_a_topology_beyond_any_node_is_refused_at_once():

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from conftest import FIXTURES, slurm_conf_nodes
-from hpcbench.core import accelerators, slurm_cluster
+from hpcbench.core import gres
+from hpcbench.core import slurm_cluster
 
 TESTBED = FIXTURES / 'slurm' / 'testbed'
 VARIED = FIXTURES / 'slurm' / 'testbed-varied'
@@ -26,7 +27,7 @@ def test_the_testbed_is_read_as_its_slurm_conf_declares_it():
         for node in partition.nodes:
             assert node.shape == declared[node.name], node.name
     assert batch.gres_gpus == ()
-    assert gpu.gres_gpus == (accelerators.GresGpus('h200', 2),)
+    assert gpu.gres_gpus == (gres.GresGpus('h200', 2),)
 
 
 def test_nodes_that_are_one_host_are_told_apart_from_a_cluster_s():

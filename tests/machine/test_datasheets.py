@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES
+from hpcbench.machine import gpus as machine_gpus
 from hpcbench.core import accelerators
 from hpcbench.machine import datasheets
 
@@ -157,6 +158,6 @@ def test_a_site_s_own_datasheet_is_read_first(tmp_path, monkeypatch):
     table = datasheets.table('mycluster')
     assert datasheets.find('NVIDIA H100 80GB HBM3', table).power_w == 500
     assert datasheets.find('NVIDIA H100 80GB HBM3').power_w == 700
-    gpus = accelerators.from_gres('gpu:geforce_rtx_2080_ti:10(S:0)',
+    gpus = machine_gpus.from_gres('gpu:geforce_rtx_2080_ti:10(S:0)',
                                   datasheets.gres_model(table))
     assert {(g.model, g.arch) for g in gpus} == {('NVIDIA GeForce RTX 2080 Ti', 'sm_75')}

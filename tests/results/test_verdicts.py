@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hpcbench.results import baselines, measured, references, results_db, verdicts
+from hpcbench.results import baselines, case_builds, measured, references, results_db, verdicts
 from conftest import BIN, FIXTURES, ROOT, load_on_every_core, run_reframe
 
 
@@ -181,10 +181,10 @@ def test_a_stack_change_is_told_by_what_changed():
            '^mpi=openmpi@4.1.4 ^blas=intel-oneapi-mkl@2025.3.0')
     new = old.replace('/5vtt4bg', '/kq2x7fa').replace('intel-oneapi-mkl@2025.3.0',
                                                       'openblas@0.3.28')
-    assert measured.stack_change(old, new) == ('hash /5vtt4bg -> /kq2x7fa, blas '
+    assert case_builds.stack_change(old, new) == ('hash /5vtt4bg -> /kq2x7fa, blas '
                                                  'intel-oneapi-mkl@2025.3.0 -> openblas@0.3.28')
-    assert measured.stack_change('', new) == f'(not recorded) -> {new}'
-    assert measured.stack_change(old, old) == 'the same'
+    assert case_builds.stack_change('', new) == f'(not recorded) -> {new}'
+    assert case_builds.stack_change(old, old) == 'the same'
 
 
 # --- real runs: an injected slowdown is found, unchanged runs are not called slower --------

@@ -14,7 +14,7 @@ import pytest
 from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import layout, node, paths
 from hpcbench.report import contents
-from hpcbench.results import measured, stack_comparison, verdicts
+from hpcbench.results import case_builds, measured, stack_comparison, verdicts
 from hpcbench.rfm import site_environments, site_partitions
 from hpcbench.machine import host
 from hpcbench.stack import blas, machine_systems
@@ -130,7 +130,7 @@ def _dgemm_samples(fixture):
     data = json.loads((FIXTURES / 'reframe' / fixture).read_text())
     data = data[0] if isinstance(data, list) else data
     return {blas.library_of(provider, LIBRARIES): rates
-            for provider, rates in measured.dgemm_by_blas(data).items()}
+            for provider, rates in case_builds.dgemm_by_blas(data).items()}
 
 
 class _Library(blas.BlasLibrary):
@@ -297,7 +297,7 @@ def test_which_blas_is_fastest_is_said_with_a_statistic():
     ranks = verdicts.rank_environments(dgemm, 'gflops')
     assert [r.environ for r in ranks] == ['openmpi', 'openmpi-openblas',
                                           'openmpi-openblas-spack', 'openmpi-blis']
-    assert measured.stack_of(dgemm['openmpi'])['blas'] == 'intel-oneapi-mkl@2025.3.0'
+    assert case_builds.stack_of(dgemm['openmpi'])['blas'] == 'intel-oneapi-mkl@2025.3.0'
     assert all(r.sample.n == 5 and r.what == "its job's 5 repeats" for r in ranks)
     assert [r.ahead.verdict for r in ranks[:3]] == ['improvement', 'no change', 'improvement']
     assert ranks[0].ahead.p_value == pytest.approx(1 / 252) and ranks[-1].ahead is None

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import BIN, FIXTURES, ROOT, run_reframe
-from hpcbench.results import measured, stack_comparison, verdicts
+from hpcbench.results import case_builds, measured, stack_comparison, verdicts
 from hpcbench.stack import mpi_stacks, spack
 
 INSTALLED = mpi_stacks.site_mvapich2()
@@ -187,7 +187,7 @@ def test_four_mpis_side_by_side_with_repeats():
     data = json.loads((FIXTURES / 'reframe' / 'pingpong-four-mpis-session.json').read_text())
     groups = dict(stack_comparison.side_by_side(measured.measured_cases(data)))
     group = groups['ImbPairCheck benchmark=PingPong on local:default']
-    assert {measured.stack_of(c)['mpi'].split('@')[0] for c in group.values()} == {
+    assert {case_builds.stack_of(c)['mpi'].split('@')[0] for c in group.values()} == {
         'openmpi', 'mpich', 'intel-oneapi-mpi', 'mvapich2'}
     table = stack_comparison.stacks_table(group)
     assert all(len(c.figures['latency'].runs) == 3 for c in group.values())

@@ -15,6 +15,9 @@ import pytest
 import yaml
 
 from conftest import BIN, FIXTURES, ROOT, run_reframe, slurm_conf_nodes
+from hpcbench.stack import described_stacks
+from hpcbench.machine import described_system
+from hpcbench.machine import node_facts
 from hpcbench.core import slurm_cluster
 from hpcbench.results import references_text
 from hpcbench.rfm import described_site
@@ -38,9 +41,9 @@ def _cluster(own_hosts=False):
 def _this_node_s_facts():
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        new_system.print_node_facts()
+        node_facts.print_node_facts()
     line, = printed.getvalue().splitlines()
-    return json.loads(line[len(new_system.NODE_FACTS_MARK):])
+    return json.loads(line[len(node_facts.NODE_FACTS_MARK):])
 
 
 @pytest.fixture
@@ -71,7 +74,7 @@ def test_the_description_is_what_slurm_says_and_asks_what_it_cannot_know(root):
         'site-configs/mycluster.yaml', 'site-configs/mycluster.py',
         'spack-envs/mycluster/spack.yaml', 'references/mycluster.yaml']
     text = written[0].read_text()
-    assert text.startswith(new_system.HEADER + ' mycluster` on ')
+    assert text.startswith(described_system.HEADER + ' mycluster` on ')
     described = yaml.safe_load(text)
     declared = slurm_conf_nodes((TESTBED / 'slurm.conf').read_text())
     assert (described['scheduler'], described['launcher'], described['access']) == (
@@ -148,7 +151,7 @@ def test_the_gpu_topology_a_node_printed_is_kept_only_for_the_gpus_it_links(root
         'mycluster', cluster, {p.name: gpu_node if p.name == 'gpu' else cpu_node
                                for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
     written = new_system.write('mycluster', description, asks, root)
-    gpu = new_system.load(written[0])['partitions'][1]
+    gpu = described_system.load(written[0])['partitions'][1]
     assert 'gpu_topology' not in gpu and gpu['gpus'][0]['count'] == 2
     assert any(a.startswith('partitions[gpu].gpu_topology: nvidia-smi topo -m on ') and
                'links 1 GPU(s), the partition is described with 2: left out' in a for a in asks)
@@ -156,10 +159,10 @@ def test_the_gpu_topology_a_node_printed_is_kept_only_for_the_gpus_it_links(root
     corrected['partitions'][1]['gpus'][0].update(model='NVIDIA H100 80GB HBM3', count=8)
     corrected['partitions'][1]['gpu_topology'] = one.to_description()
     written[0].write_text(yaml.safe_dump(corrected))
-    with pytest.raises(new_system.DescriptionError,
+    with pytest.raises(described_system.DescriptionError,
                        match=r'partitions\[gpu\]\.gpu_topology: 1 GPUs, its GPUs '
                              r'\(gpu:h200:2\) are 8'):
-        new_system.load(written[0])
+        described_system.load(written[0])
     corrected['partitions'][1]['gpu_topology'] = testbed_system.gpu_topology().to_description()
     written[0].write_text(yaml.safe_dump(corrected))
     partition = described_site.site_configuration(written[1])['systems'][0]['partitions'][1]
@@ -292,7 +295,7 @@ def test_an_mpi_named_with_its_prefix_replaces_the_login_node_s_own(root, tmp_pa
     wrappers first on PATH in its environment."""
     openmpi = _installed(tmp_path / 'openmpi-4.1.4', 'ompi_info', 'ompi_info-version.txt')
     mpich = _installed(tmp_path / 'mpich-4.0.2', 'mpichversion', 'mpichversion.txt')
-    stacks, named, asks = new_system.login_node_stacks([str(openmpi)])
+    stacks, named, asks = described_stacks.login_node_stacks([str(openmpi)])
     own = [s.name for s in mpi_stacks.local_stacks() if s.available()]
     assert [s.name for s in stacks] == own and named == {'openmpi': openmpi} and not asks
     assert type(stacks[0]) is mpi_stacks.InstalledMpi and stacks[0].prefix == openmpi
@@ -307,7 +310,7 @@ def test_an_mpi_named_with_its_prefix_replaces_the_login_node_s_own(root, tmp_pa
     written, _, _ = _describe(root, mpi_prefixes=named)
     described = yaml.safe_load(written[0].read_text())
     assert described['mpi_prefixes'] == {'openmpi': str(openmpi)}
-    assert new_system.stacks_of(described, written[0])[0].prefix == openmpi
+    assert described_stacks.stacks_of(described, written[0])[0].prefix == openmpi
     environment = described_site.site_configuration(written[1])['environments'][0]
     assert environment['name'] == 'openmpi'
     assert ['PATH', f'{openmpi}/bin:$PATH'] in environment['env_vars']
@@ -318,7 +321,7 @@ def test_a_login_node_without_the_suite_s_mpis_asks_for_the_cluster_s(tmp_path, 
     description keeps those it has (Intel MPI from PyPI) and the named ones, and asks."""
     monkeypatch.setattr(mpi_stacks.DebianMpi, 'available', lambda self: False)
     mpich = _installed(tmp_path / 'mpich', 'mpichversion', 'mpichversion.txt')
-    stacks, _, asks = new_system.login_node_stacks([str(mpich)])
+    stacks, _, asks = described_stacks.login_node_stacks([str(mpich)])
     assert [s.name for s in stacks][:2] == ['mpich', 'intelmpi']
     assert asks == ['mpi_stacks: no openmpi on this login node; name the cluster\'s own '
                     'installs with --mpi PREFIX (repeatable: the prefix whose bin/ holds its '
@@ -422,7 +425,7 @@ def _controller(tmp_path, nodes=None, partitions=None, facts=None):
     texts['scontrol-show-node'] = nodes or texts['scontrol-show-node']
     texts['scontrol-show-partition'] = partitions or texts['scontrol-show-partition']
     if facts is None:
-        facts = new_system.NODE_FACTS_MARK + json.dumps(_this_node_s_facts())
+        facts = node_facts.NODE_FACTS_MARK + json.dumps(_this_node_s_facts())
     texts['facts'] = facts + '\n'
     for name, text in texts.items():
         (fakes / name).write_bytes(text.encode(errors='surrogateescape'))
@@ -501,7 +504,7 @@ def test_what_a_controller_prints_beyond_any_node_is_one_message_and_nothing_wri
 def test_node_facts_that_describe_no_node_are_one_message_and_nothing_written(
         root, tmp_path, facts, said):
     done = _new_system(root, _controller(
-        tmp_path, facts=new_system.NODE_FACTS_MARK + facts))
+        tmp_path, facts=node_facts.NODE_FACTS_MARK + facts))
     assert done.returncode == 2, done.stdout + done.stderr
     line, = done.stderr.splitlines()
     assert line.startswith('error: ') and said in line, line
@@ -526,7 +529,7 @@ def test_a_node_says_what_its_gpus_are_and_how_much_memory_it_has(tmp_path, monk
             gpu['uuid'], gpu['pci_bus_id']) == (
         'NVIDIA H200', 'sm_90', 143771 << 20, 700.0,
         'GPU-e79e4d5e-3bf5-a845-d4f8-7db5988bb9fa', '00000000:00:06.0')
-    new_system.checked_facts('gpu', json.dumps(facts))
+    node_facts.checked_facts('gpu', json.dumps(facts))
     tool.write_text('#!/bin/sh\necho "NVIDIA-SMI has failed because it couldn\'t communicate '
                     'with the NVIDIA driver"; exit 9\n')
     facts = _this_node_s_facts()
@@ -578,11 +581,11 @@ def test_a_description_of_no_node_is_one_message_and_stops_no_other_system(root,
         written[0].write_text(HEADER_LINE + yaml.safe_dump(broken))
         with pytest.raises(SystemExit, match=f'^error: .*mycluster.yaml: {said}'):
             described_site.site_configuration(written[1])
-        with pytest.raises(new_system.DescriptionError):
-            new_system.load(written[0])
+        with pytest.raises(described_system.DescriptionError):
+            described_system.load(written[0])
 
 
-HEADER_LINE = new_system.HEADER + ' mycluster` (a test)\n'
+HEADER_LINE = described_system.HEADER + ' mycluster` (a test)\n'
 
 
 def test_an_mpi_whose_tool_prints_binary_is_one_message(root, tmp_path):
@@ -641,9 +644,9 @@ def test_a_node_s_facts_that_are_shell_code_never_reach_a_job(root, tmp_path, fi
     topology['gpus'][0][field] = value
     described['partitions'][1].update(gres='gpu:h100:8', gpu_topology=topology)
     written[0].write_text(yaml.safe_dump(described))
-    with pytest.raises(new_system.DescriptionError,
+    with pytest.raises(described_system.DescriptionError,
                        match=rf'partitions\[gpu\]\.gpu_topology\.gpus\[0\]\.{field}: '):
-        new_system.load(written[0])
+        described_system.load(written[0])
     done = run_reframe('--system', 'mycluster', '-n', 'BabelStreamCheck|GpuDgemmCheck',
                        '--dry-run', config=str(written[1]),
                        env={'HPCBENCH_VAR': str(tmp_path / 'var'), 'IFS': ' '})

@@ -14,6 +14,9 @@ import subprocess
 import pytest
 
 from conftest import BIN, FIXTURES, ROOT, run_reframe
+from hpcbench.machine import described_system
+from hpcbench.machine import gpus as gpus_module
+from hpcbench.machine import node_facts
 from hpcbench.core import accelerators, slurm_cluster
 from hpcbench.rfm import described_site
 from hpcbench.stack import new_system
@@ -38,9 +41,9 @@ def _partitions_of(nodes):
 def _node_facts(**over):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        new_system.print_node_facts()
+        node_facts.print_node_facts()
     line, = printed.getvalue().splitlines()
-    return {**json.loads(line[len(new_system.NODE_FACTS_MARK):]), **over}
+    return {**json.loads(line[len(node_facts.NODE_FACTS_MARK):]), **over}
 
 
 def _described(site, root, facts=None):
@@ -53,7 +56,7 @@ def _described(site, root, facts=None):
         {p.name: facts.get(p.name) or _node_facts(gpus=[], gpus_seen=0)
          for p in cluster.partitions}, 'login1', ['openmpi', 'mpich'])
     written = new_system.write(site, description, asks, root)
-    loaded = new_system.load(written[0])
+    loaded = described_system.load(written[0])
     return loaded, asks, described_site.site_configuration(written[1])
 
 
@@ -157,7 +160,7 @@ def test_an_untyped_gpu_gres_is_described_by_what_the_node_says(root, tmp_path):
     said = accelerators.from_query_csv((FIXTURES / 'gpu' / 'h100' /
                                         'nvidia-smi-query.csv').read_text())
     facts = _node_facts(gpus_seen=len(said), gpus=[
-        {f: getattr(g, f) for f in new_system.NODE_GPU_FIELDS} for g in said])
+        {f: getattr(g, f) for f in gpus_module.NODE_GPU_FIELDS} for g in said])
     described, asks, config = _described('slurm20-compute-gpu-untyped', root,
                                          {'compute': facts})
     compute = _entry(described, 'compute')
@@ -191,7 +194,7 @@ def test_a_node_of_two_gpu_models_and_nodes_of_two_shapes_are_described_and_list
         'mixed', cluster, {p.name: facts for p in cluster.partitions}, 'login1',
         ['openmpi', 'mpich'])
     written = new_system.write('mixed', description, asks, root)
-    described = new_system.load(written[0])
+    described = described_system.load(written[0])
     batch, gpu = described['partitions']
     assert batch['nodes_of_another_shape'] == {'n1': 'CPUTot=2 (not 1), RealMemory=8035 (not '
                                                '4000)', 'n3': 'CPUTot=2 (not 1), RealMemory='
@@ -279,7 +282,7 @@ def test_new_system_describes_a_real_cluster_through_its_controller(site, root, 
                           env={**env, 'HPCBENCH_PROJECT': str(root),
                                'HPCBENCH_VAR': str(root / 'var')})
     assert done.returncode == 0, done.stdout + done.stderr
-    described = new_system.load(root / 'site-configs' / 'realcluster.yaml')
+    described = described_system.load(root / 'site-configs' / 'realcluster.yaml')
     records = slurm_cluster.records(nodes, 'Node')
     assert {p['name'] for p in described['partitions']} == {
         p for r in records for p in slurm_cluster._names(r['Partitions'])}

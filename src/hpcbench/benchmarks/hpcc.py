@@ -7,7 +7,7 @@ DGEMM, STREAM, PTRANS, RandomAccess, FFT and the b_eff latency/bandwidth pattern
 import math
 import re
 
-from hpcbench.benchmarks import hpl, hpl_output
+from hpcbench.benchmarks import hpl, hpl_input_file, hpl_output
 from hpcbench.core.parsing import any_newlines
 from hpcbench.benchmarks.reports import Reports
 
@@ -57,7 +57,7 @@ def hpccinf(inputs):
     if len(inputs.ns) != 1 or len(inputs.grids) != 1 or inputs.tuning.combinations != 1:
         raise hpl.HplInputError('HPCC runs one HPL: one N, one grid, one value per setting')
 
-    return hpl.hpl_dat(inputs, device_out=8) + '\n'.join(_PTRANS_LINES) + '\n'
+    return hpl_input_file.hpl_dat(inputs, device_out=8) + '\n'.join(_PTRANS_LINES) + '\n'
 
 
 @any_newlines

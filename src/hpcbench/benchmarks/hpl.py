@@ -13,7 +13,7 @@ lines). The rules come from the papers:
   misprint of 2 N^3 / 3 + 2 N^2, the count HPL itself reports its Gflops with.
 """
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from hpcbench.benchmarks.reports import Reports
 from hpcbench.core.node import DEFAULT_OS_RESERVE_BYTES
 
@@ -124,6 +124,24 @@ class Tuning:
 
 
 # --- process grid and problem size -----------------------------------------------------------
+
+# The checks' tuning variables (one value each, -S or a paper's), each Tuning's field it
+# sets: a list field takes the one value as its list.
+TUNING_SETTINGS = {'nb': 'nbs', 'pfact': 'pfacts', 'nbmin': 'nbmins', 'ndiv': 'ndivs',
+                   'rfact': 'rfacts', 'bcast': 'bcasts', 'depth': 'depths', 'pmap': 'pmap',
+                   'swap': 'swap', 'swap_threshold': 'swap_threshold',
+                   'l1_transposed': 'l1_transposed', 'u_transposed': 'u_transposed',
+                   'equilibration': 'equilibration', 'alignment': 'alignment',
+                   'threshold': 'threshold'}
+
+
+def tuned(chosen):
+    """The Tuning of the `chosen` settings ({variable of TUNING_SETTINGS: value, or None for
+    the default}): Tuning checks every value (HplInputError) and turns lists into tuples."""
+    lists = {name for name, field_name in TUNING_SETTINGS.items() if field_name != name}
+    return replace(Tuning(), **{TUNING_SETTINGS[name]: (value,) if name in lists else value
+                                for name, value in chosen.items() if value is not None})
+
 
 def process_grids(ranks):
     """Every P x Q = ranks with P <= Q, the nearest to square first."""
@@ -322,66 +340,6 @@ class Inputs:
         return len(self.ns) * len(self.grids) * self.tuning.combinations
 
 
-def _line(value, comment):
-    # HPL reads the leading tokens; two spaces at least keep a long list apart from the
-    # comment (HPL would read '4608Ns' as 4608, but a person should not have to).
-    text = str(value)
-    return text + ' ' * max(14 - len(text), 2) + comment
-
-
-def _list(values):
-    return ' '.join(str(v) for v in values)
-
-
-def hpl_dat(inputs, device_out=6):
-    """The complete HPL.dat: every line HPL reads, in its order."""
-    t = inputs.tuning
-    ps = [p for p, _ in inputs.grids]
-    qs = [q for _, q in inputs.grids]
-    lines = [
-        'HPLinpack benchmark input file',
-        'Written by hpcbench (reframe-checks/hpl.py); defaults documented in '
-        'hpcbench.benchmarks.hpl',
-        _line('HPL.out', 'output file name (if any)'),
-        _line(device_out, 'device out (6=stdout,7=stderr,file)'),
-        _line(len(inputs.ns), '# of problems sizes (N)'),
-        _line(_list(inputs.ns), 'Ns'),
-        _line(len(t.nbs), '# of NBs'),
-        _line(_list(t.nbs), 'NBs'),
-        _line(t.pmap, 'PMAP process mapping (0=Row-,1=Column-major)'),
-        _line(len(inputs.grids), '# of process grids (P x Q)'),
-        _line(_list(ps), 'Ps'),
-        _line(_list(qs), 'Qs'),
-        _line(t.threshold, 'threshold'),
-        _line(len(t.pfacts), '# of panel fact'),
-        _line(_list(t.pfacts), 'PFACTs (0=left, 1=Crout, 2=Right)'),
-        _line(len(t.nbmins), '# of recursive stopping criterium'),
-        _line(_list(t.nbmins), 'NBMINs (>= 1)'),
-        _line(len(t.ndivs), '# of panels in recursion'),
-        _line(_list(t.ndivs), 'NDIVs'),
-        _line(len(t.rfacts), '# of recursive panel fact.'),
-        _line(_list(t.rfacts), 'RFACTs (0=left, 1=Crout, 2=Right)'),
-        _line(len(t.bcasts), '# of broadcast'),
-        _line(_list(t.bcasts), 'BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)'),
-        _line(len(t.depths), '# of lookahead depth'),
-        _line(_list(t.depths), 'DEPTHs (>=0)'),
-        _line(t.swap, 'SWAP (0=bin-exch,1=long,2=mix)'),
-        _line(t.swap_threshold, 'swapping threshold'),
-        _line(0 if t.l1_transposed else 1, 'L1 in (0=transposed,1=no-transposed) form'),
-        _line(0 if t.u_transposed else 1, 'U  in (0=transposed,1=no-transposed) form'),
-        _line(1 if t.equilibration else 0, 'Equilibration (0=no,1=yes)'),
-        _line(t.alignment, 'memory alignment in double (> 0)'),
-    ]
-    return '\n'.join(lines) + '\n'
-
-
-def with_size(hpl_dat_text, n):
-    """The HPL.dat text `hpl_dat_text` with every problem size of its Ns line set to `n`."""
-    lines = hpl_dat_text.splitlines()
-    lines[5] = _line(_list((n,) * int(lines[4].split()[0])), 'Ns')
-    return '\n'.join(lines) + '\n'
-
-
 # --- the inputs of one run -------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -443,6 +401,24 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
 
 
 # --- slow-node screening -------------------------------------------------------------------
+
+
+def run_words(plan, sizes, solve_seconds, layout_words):
+    """(what makes two runs of `plan` the same test case, in words; the largest N its job may
+    choose). Where the job sizes N itself from its DGEMM rate (`sizes`, the Ns it chooses
+    among, for `solve_seconds` a solve), the sizing rule, not an N."""
+    inputs = plan.inputs
+    (p, q), = inputs.grids
+    nbs = inputs.tuning.nbs
+    largest = max(sizes or inputs.ns)
+    if sizes:
+        size = (f'N for {solve_seconds:g} s a solve at the DGEMM ceiling ({min(sizes)} to '
+                f'{largest})')
+        memory = f'memory<={memory_needed(largest, max(nbs), p, q) / GIB:.1f}GiB'
+    else:
+        size, memory = f'N={inputs.ns[0]}', f'memory={plan.memory_bytes / GIB:.1f}GiB'
+    return (f'{size} NB={",".join(map(str, nbs))} P={p} Q={q} {layout_words} '
+            f'nodes={plan.num_nodes} {memory}'), largest
 
 
 def huge_pages_check(pages, page_kib):

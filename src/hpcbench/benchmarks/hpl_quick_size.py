@@ -7,7 +7,8 @@ import re
 import sys
 
 from hpcbench.benchmarks import dgemm
-from hpcbench.benchmarks.hpl import QUICK_SOLVE_SECONDS, flop_count, with_size
+from hpcbench.benchmarks.hpl import QUICK_SOLVE_SECONDS, flop_count
+from hpcbench.benchmarks.hpl_input_file import with_size
 
 
 def size_for_rate(sizes, rate_flops, seconds=QUICK_SOLVE_SECONDS):

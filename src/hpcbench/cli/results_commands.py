@@ -99,9 +99,9 @@ def _screen_nodes(args):
     HPL (T2K 4.2) and by their slowest GPU's DGEMM."""
     from hpcbench.benchmarks import hpl_output
     from hpcbench.results import measured, results_db
-    from hpcbench.stack import new_system
+    from hpcbench.machine import described_system
     config = results_db.site_config(args.system)
-    described_states = new_system.node_states(args.system)
+    described_states = described_system.node_states(args.system)
     slow_total, screened = 0, 0
     for check, what, variable, unit in SCREENS:
         try:

@@ -24,7 +24,7 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ElementTree
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 MIB = 1 << 20
 
@@ -250,93 +250,6 @@ def from_smi_xml(text):
 
 # The most accelerators a node has (8 to 16 today; a GRES beyond this is a broken count).
 MAX_DEVICES = 64
-# A GPU item of a GRES as Slurm prints it: `gpu:COUNT` or `gpu:TYPE:COUNT`, then what Slurm
-# adds in parentheses (the sockets it is bound to, `(S:0-1)`; with -d the indices,
-# `(IDX:0-3)`). The type is the site's own label.
-_GRES_GPU = re.compile(r'^gpu(?::(?P<type>[^:(]+))?:(?P<count>[0-9]{1,12})(?P<at>\(.*\))?$')
-# A node's GRES as Slurm prints it is a short list: far longer is no node's.
-MAX_GRES_CHARACTERS = 4096
-
-
-@dataclass(frozen=True)
-class GresGpus:
-    """GPUs of one item of a node's GRES: the site's label ('' untyped), how many, and
-    Slurm's binding as printed ('(S:0-1)', or '')."""
-    label: str
-    count: int
-    binding: str = ''
-
-
-def gres_items(gres):
-    """The comma-separated items of a GRES (`gpu:a100:1(S:0),gpu:h100:1(S:1-2)`), a comma
-    inside parentheses kept in its item; in one pass (a split that looked ahead for each
-    comma took 104 s on a long one)."""
-    items, depth, start = [], 0, 0
-    for at, char in enumerate(gres):
-        if char == '(':
-            depth += 1
-        elif char == ')':
-            depth = max(depth - 1, 0)
-        elif char == ',' and depth == 0:
-            items.append(gres[start:at])
-            start = at + 1
-    items.append(gres[start:])
-    return items
-
-
-def gres_gpus(gres):
-    """The GPU items of a node's GRES as Slurm prints it ('gpu:h200:4', 'gpu:4', 'gpu:v100:4(S:
-    0-1),nvme:3600', 'gpu:a100:1(S:0),gpu:h100:1(S:1)', '(null)'), as GresGpus, in order;
-    items of other resources (nvme, mps, shard, bandwidth, VramPerGpu) are not GPUs and are
-    left out, as are GPU items of no device (a count of 0). A GPU item that is not
-    `gpu[:TYPE]:COUNT`, or more GPUs than a node has, is an AcceleratorError."""
-    if len(gres or '') > MAX_GRES_CHARACTERS:
-        raise AcceleratorError(f'GRES of {len(gres)} characters ({gres[:40]!r}...): no node\'s '
-                               f'(at most {MAX_GRES_CHARACTERS})')
-    found, total = [], 0
-    for item in gres_items(gres or ''):
-        item = item.strip()
-        if item.split(':', 1)[0].split('(', 1)[0].lower() != 'gpu':
-            continue
-        match = _GRES_GPU.fullmatch(item)
-        if not match:
-            raise AcceleratorError(f'GRES {item!r} is not gpu[:TYPE]:COUNT')
-        count = int(match.group('count'))
-        total += count
-        if total > MAX_DEVICES:
-            raise AcceleratorError(f'GRES {item!r}: {total} GPUs are not what a node has (from '
-                                   f'1 to {MAX_DEVICES})')
-        if count:
-            found.append(GresGpus((match.group('type') or '').strip(), count,
-                                  match.group('at') or ''))
-    return tuple(found)
-
-
-def gres_gpu_count(gres):
-    """How many GPUs Slurm allocates on a node of GRES `gres` (0 without)."""
-    return sum(item.count for item in gres_gpus(gres))
-
-
-def from_gres(gres, known=None):
-    """The GPUs of a node whose Slurm GRES is `gres`, where no tool on the node describes
-    them: a label `known` names ((model as its tool prints it, vendor, kind, arch, memory)
-    or None: hpcbench.machine.datasheets.gres_model) gives that model; any other, or none, a
-    GPU of a model not known ('GPU (GRES gpu:rtx2080ti)', vendor and architecture unknown:
-    it is measured by nothing until the node's own tool names it, hpcbench.stack.
-    new_system). [] without a GPU. Power limit, clocks and ECC are not known from it
-    (0 and None)."""
-    gpus = []
-    for item in gres_gpus(gres):
-        named = known(item.label) if known and item.label else None
-        for _ in range(item.count):
-            if named:
-                model, vendor, kind, arch, memory = named
-                gpus.append(Accelerator(vendor, kind, model, arch, memory, index=len(gpus)))
-            else:
-                label = f'gpu:{item.label}' if item.label else 'gpu, untyped'
-                gpus.append(Accelerator(UNKNOWN_VENDOR, 'gpu', f'GPU (GRES {label})', '', 0,
-                                        index=len(gpus)))
-    return gpus
 
 
 # A GPU whose vendor no tool said: no vendor's programming model is assumed for it.
@@ -502,64 +415,3 @@ def cuda_arch(vendor, arch):
     return arch[len('sm_'):]
 
 
-def one_model(accelerators):
-    """(vendor, kind, model, arch) of a node's accelerators, all of one model; a node of
-    several is an AcceleratorError naming each model and its devices."""
-    models = {}
-    for a in accelerators:
-        models.setdefault((a.vendor, a.kind, a.model, a.arch), []).append(str(a.index))
-    if len(models) > 1:
-        raise AcceleratorError(
-            'a node of several accelerator models ('
-            + '; '.join(f'{model[2]} ({model[3]}): {"devices" if len(indices) > 1 else "device"}'
-                        f' {", ".join(indices)}' for model, indices in models.items())
-            + '): the checks measure one model per partition; describe each model as a '
-            'partition of its own (a site config whose partitions set CUDA_VISIBLE_DEVICES)')
-    return next(iter(models))
-
-
-def devices_entry(accelerators):
-    """ReFrame's `devices` of a partition whose nodes each have `accelerators`: [] for none."""
-    if not accelerators:
-        return []
-    _vendor, kind, model, arch = one_model(accelerators)
-    return [{'type': kind, 'arch': arch, 'model': model, 'num_devices': len(accelerators)}]
-
-
-def partition_facts(accelerators, topology=None, sheet=None):
-    """A partition's description of its nodes' accelerators: {'accelerators': {...}} with
-    what the tool reported of one device (the least of each limit over the node's), its
-    datasheet's figures (`sheet`: hpcbench.machine.datasheets.find) and the node's GPU
-    topology (hpcbench.core.gpu_topology, or None), or {} for none. A model without a
-    datasheet has `datasheet: None`; a topology of another count of GPUs is an
-    AcceleratorError."""
-    if not accelerators:
-        return {}
-    if topology is not None and len(topology.gpus) != len(accelerators):
-        raise AcceleratorError(f'nvidia-smi topo -m shows {len(topology.gpus)} GPUs, its '
-                               f'query {len(accelerators)}: not one node\'s')
-    vendor, kind, model, arch = one_model(accelerators)
-    described = {
-        'vendor': vendor, 'kind': kind, 'model': model, 'arch': arch,
-        'count': len(accelerators),
-        'memory_bytes': min(a.memory_bytes for a in accelerators),
-        'max_sm_clock_hz': min(a.max_sm_clock_hz for a in accelerators),
-        'power_limit_w': min(a.power_limit_w for a in accelerators),
-        'ecc_enabled': (None if any(a.ecc_enabled is None for a in accelerators)
-                        else all(a.ecc_enabled for a in accelerators)),
-        'driver_version': accelerators[0].driver_version,
-        'datasheet': asdict(sheet) if sheet else None,
-        **({'topology': topology.to_description()} if topology is not None else {}),
-    }
-    return {'accelerators': described}
-
-
-def features(accelerators):
-    """The partition features of its accelerators: their kind (`gpu`, `accelerator`), and
-    the vendor's programming model (`cuda` for NVIDIA's; `clearspeed` for ClearSpeed's
-    boards, driven through its BLAS)."""
-    if not accelerators:
-        return []
-    vendor, kind, _model, _arch = one_model(accelerators)
-    return [kind, *{'nvidia': ['cuda'], 'amd': ['rocm'],
-                     'clearspeed': ['clearspeed']}.get(vendor, [])]

@@ -13,6 +13,7 @@ for it fits every node it may get.
 import re
 from dataclasses import dataclass
 
+from hpcbench.core import gres
 from hpcbench.core import accelerators
 
 
@@ -298,10 +299,10 @@ class SlurmPartition:
 
     @property
     def gres_gpus(self):
-        """The GPU items of the smallest node's GRES (hpcbench.core.accelerators.GresGpus:
+        """The GPU items of the smallest node's GRES (hpcbench.core.gres.GresGpus:
         label, count, binding; () without)."""
         try:
-            return accelerators.gres_gpus(self.smallest.gres)
+            return gres.gres_gpus(self.smallest.gres)
         except accelerators.AcceleratorError as err:
             raise SlurmDescriptionError(f'partition {self.name}, node {self.smallest.name}: '
                                         f'{err}') from None
@@ -310,7 +311,7 @@ class SlurmPartition:
 def read_cluster(partition_output, node_output):
     """[SlurmPartition] from `scontrol show partition -o` and `scontrol show node -o`, in the
     controller's order. A partition without nodes, whose node records do not add up to its
-    TotalNodes, or whose GRES is no node's (hpcbench.core.accelerators.gres_gpus), is one
+    TotalNodes, or whose GRES is no node's (hpcbench.core.gres.gres_gpus), is one
     error naming it."""
     nodes = [node_from_record(r) for r in records(node_output, 'Node')]
     partitions = []

@@ -27,6 +27,7 @@ DESCRIBED = 'described'
 def _described_site_config(root):
     """A project root `root` holding a system new-system describes from the testbed's
     controller outputs and this host's facts; its site config's path."""
+    from hpcbench.machine import node_facts
     from hpcbench.stack import new_system
     config, partitions, nodes, mpi = ((TESTBED_OUTPUTS / name).read_text() for name in (
         'scontrol-show-config.txt', 'scontrol-show-partition.txt', 'scontrol-show-node.txt',
@@ -34,8 +35,8 @@ def _described_site_config(root):
     cluster = slurm_cluster.cluster_from(config, partitions, nodes, mpi)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        new_system.print_node_facts()
-    facts = json.loads(printed.getvalue().strip()[len(new_system.NODE_FACTS_MARK):])
+        node_facts.print_node_facts()
+    facts = json.loads(printed.getvalue().strip()[len(node_facts.NODE_FACTS_MARK):])
     facts['gpus_seen'] = 0
     (root / 'spack-envs' / 'testbed').mkdir(parents=True)
     shutil.copy(paths.SPACK_ENVS_DIR / 'testbed' / 'spack.yaml', root / 'spack-envs' / 'testbed')

@@ -287,7 +287,7 @@ def by_gres_label(label, entries=None):
 
 
 def gres_model(entries=None):
-    """What hpcbench.core.accelerators.from_gres asks of a GRES label: (model as its tool
+    """What hpcbench.machine.gpus.from_gres asks of a GRES label: (model as its tool
     prints it, vendor, kind, architecture, memory in bytes) of the entry the label names, or
     None."""
     def known(label):

@@ -26,7 +26,7 @@ _PAPER_SETTINGS = {'type': ['object', 'array', 'null'],
                                   "...} or a list of them (hpcbench.results.references."
                                   'paper_settings checks each against its check)'}
 
-# The nodes' accelerators, as hpcbench.core.accelerators.partition_facts describes them.
+# The nodes' accelerators, as hpcbench.machine.gpus.partition_facts describes them.
 ACCELERATORS_SCHEMA = {
     'type': 'object',
     'required': ['vendor', 'kind', 'model', 'count'],
@@ -141,7 +141,7 @@ CLUSTER_SCHEMA = {
                 'gres': {'type': 'string'},
                 # A node's GPUs, one entry per model: as its own tool named them (the
                 # facts job), else as its GRES declared them (hpcbench.stack.
-                # new_system.gpu_groups).
+                # hpcbench.machine.gpus.gpu_groups).
                 'gpus': {'type': 'array', 'items': {
                     'type': 'object',
                     'required': ['vendor', 'kind', 'model', 'arch', 'count', 'memory_bytes'],

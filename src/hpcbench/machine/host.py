@@ -11,6 +11,7 @@ from pathlib import Path
 from hpcbench.core import accelerators as accelerator_facts
 from hpcbench.core import gpu_topology as gpu_topology_facts
 from hpcbench.core import paths
+from hpcbench.machine.gpus import one_model
 
 # Double-precision flop per cycle per core from the widest FMA the ISA offers, assuming two
 # FMA pipes (true of Intel since Haswell and of AMD Zen); a nominal figure, as Rpeak is.
@@ -161,7 +162,7 @@ def accelerators():
     try:
         found = accelerator_facts.detect_any(gpu_tools())
         if found:
-            accelerator_facts.one_model(found)
+            one_model(found)
         return found
     except (accelerator_facts.AcceleratorError, OSError) as err:
         print(f'warning: this host is described without its GPUs: {err}', file=sys.stderr)

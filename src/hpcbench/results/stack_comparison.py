@@ -3,7 +3,8 @@ report's comparison tables): each figure's samples per environment, the BLAS x M
 a check's headline figure, and plain-text tables of them; withheld figures said with their
 reason."""
 
-from hpcbench.results.measured import DGEMM_FIGURES, case_figure, stack_of
+from hpcbench.results.case_builds import DGEMM_FIGURES, stack_of
+from hpcbench.results.measured import case_figure
 
 
 def side_by_side(cases):

@@ -27,7 +27,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from hpcbench.results import measured, results_db, stack_comparison
+from hpcbench.results import case_builds, measured, results_db, stack_comparison
 
 # The significance level of the test: the chance that unchanged code is called changed.
 ALPHA = 0.05
@@ -267,7 +267,7 @@ def stack_changed(variable, old, new, old_stack, new_stack):
     old, new = Sample(old.values), Sample(new.values)
     return Verdict(variable, unit, measured.better(variable, unit), old, new,
                    None, None, 'stack changed',
-                   f'stack changed: {measured.stack_change(old_stack, new_stack)} (median '
+                   f'stack changed: {case_builds.stack_change(old_stack, new_stack)} (median '
                    f'{old.median:.4g} -> {new.median:.4g}): not judged as the machine\'s '
                    'change; compare --across-stacks judges the two stacks')
 
@@ -301,7 +301,7 @@ def compare(sessions, system, new, old, threshold=THRESHOLD, alpha=ALPHA, across
                 elif across_stacks:
                     verdict = judge_figure(variable, old_figure, new_part, threshold, alpha)
                     verdict = replace(verdict, reason=f'across stacks '
-                                      f'({measured.stack_change(last_old, stack)}): '
+                                      f'({case_builds.stack_change(last_old, stack)}): '
                                       f'{verdict.reason}')
                 else:
                     verdict = stack_changed(variable, old_stacks[last_old], new_part,

@@ -13,20 +13,22 @@ corrects; this turns it into ReFrame's configuration, one partition per Slurm pa
   BLAS, as on `local`), built by the system's Spack environment.
 
 A description missing a field or holding a wrong one is one error naming the file and field
-(hpcbench.stack.new_system.load).
+(hpcbench.machine.described_system.load).
 """
 import sys
 from pathlib import Path
 
 from hpcbench.core import gpu_topology
 from hpcbench.rfm import site_config, site_environments, site_partitions
-from hpcbench.stack import blas, new_system
+from hpcbench.machine import described_system
+from hpcbench.machine.gpus import measured_gpus
+from hpcbench.stack import blas, described_stacks
 
 
 def _gpus(entry, system):
     try:
-        return new_system.measured_gpus(entry, system)
-    except new_system.DescriptionError as err:
+        return measured_gpus(entry, system)
+    except described_system.DescriptionError as err:
         sys.exit(f'error: {err}')
 
 
@@ -60,9 +62,9 @@ def site_configuration(site_config_file):
     `site_config_file` (site-configs/<name>.py: site-configs/<name>.yaml)."""
     path = Path(site_config_file).with_suffix('.yaml')
     try:
-        system = new_system.load(path)
-        stacks = new_system.stacks_of(system, path)
-    except new_system.DescriptionError as err:
+        system = described_system.load(path)
+        stacks = described_stacks.stacks_of(system, path)
+    except described_system.DescriptionError as err:
         sys.exit(f'error: {err}')
     spack_fields, _ = site_partitions.spack_partition_settings()
     environments = site_environments.stack_environments(stacks, [system['name']], spack_fields,

@@ -83,8 +83,8 @@ def execution_options(system):
     nodes_share_hosts). There ReFrame's max_jobs, per partition, let two partitions' jobs
     run at once on the same cores, the second waiting for the host's launch lock while its
     time limit ran: a 2-node HPL of the described testbed was killed at its limit so."""
-    from hpcbench.stack import new_system
-    shared = system == 'testbed' or new_system.nodes_share_hosts(system)
+    from hpcbench.machine import described_system
+    shared = system == 'testbed' or described_system.nodes_share_hosts(system)
     return ['--exec-policy=serial'] if shared else []
 
 

@@ -6,8 +6,7 @@ a system (spack_env_dir, spack_partition_settings)."""
 import sys
 
 from hpcbench.core import paths
-from hpcbench.core import accelerators as accelerator_facts
-from hpcbench.machine import datasheets, description, description_schema
+from hpcbench.machine import datasheets, description, description_schema, gpus
 from hpcbench.stack import spack
 
 
@@ -24,9 +23,9 @@ def accelerator_settings(accelerators, topology=None, system=None):
         sheet = datasheets.find(accelerators[0].model, datasheets.table(system))
     except datasheets.DatasheetError as err:
         sys.exit(f'error: {err}')
-    return ({'devices': accelerator_facts.devices_entry(accelerators),
-             'features': accelerator_facts.features(accelerators)},
-            accelerator_facts.partition_facts(accelerators, topology, sheet))
+    return ({'devices': gpus.devices_entry(accelerators),
+             'features': gpus.features(accelerators)},
+            gpus.partition_facts(accelerators, topology, sheet))
 
 
 def reframe_partition(where, system, name, fields, **reframe_fields):

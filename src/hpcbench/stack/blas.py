@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.core import paths
-from hpcbench.stack import debian, mpi_stacks
+from hpcbench.stack import debian, wheels
 
 # Intel MKL's PyPI wheels, pinned to the newest version spack-packages v2025.11.0's
 # intel-oneapi-mkl knows (2025.3.0).
@@ -137,7 +137,7 @@ class PypiMkl(BlasLibrary):
     def prepare(self):
         """pip-install the wheels into <prefix>/pip (atomically)."""
         if not (self.wheel_prefix / 'lib' / 'libmkl_core.so.2').exists():
-            mpi_stacks.install_wheels(f'Intel MKL {MKL_VERSION}', self.wheel_prefix,
+            wheels.install_wheels(f'Intel MKL {MKL_VERSION}', self.wheel_prefix,
                                       self.wheel_requirements(), *self.wheel_options)
 
     def links(self):
@@ -341,11 +341,11 @@ def suggested_default():
     if not (paths.VAR_DIR / 'results.db').exists():
         return None, None
 
-    from hpcbench.results import measured, results_db
+    from hpcbench.results import case_builds, results_db
     libraries = local_libraries()
     for session in results_db.stored_sessions(results_db.site_config('local')):
         samples = {}
-        for provider, rates in measured.dgemm_by_blas(session).items():
+        for provider, rates in case_builds.dgemm_by_blas(session).items():
             name = library_of(provider, libraries)
             if name:
                 samples[name] = rates

@@ -11,8 +11,9 @@ import yaml
 
 from hpcbench.benchmarks import babelstream, dgemm, host_device, nccl_tests, osu, stream
 from hpcbench.core import node, paths
-from hpcbench.machine import device_buffers, host
-from hpcbench.stack import (blas, cuda, debian, mpi_stacks, nccl, new_system, provenance,
+from hpcbench.machine import described_system, device_buffers, host
+from hpcbench.machine.gpus import measured_gpus
+from hpcbench.stack import (blas, cuda, debian, described_stacks, mpi_stacks, nccl, provenance,
                             testbed_system)
 
 LOCAL_SYSTEM, LOCAL_PARTITION = 'local', 'default'
@@ -33,16 +34,16 @@ class BootstrapError(RuntimeError):
 
 def machine_systems():
     """The systems whose stack this machine builds: MACHINE_SYSTEMS, then the clusters
-    described from it (hpcbench.stack.new_system)."""
-    return (*MACHINE_SYSTEMS, *new_system.described_systems())
+    described from it (hpcbench.machine.described_system)."""
+    return (*MACHINE_SYSTEMS, *described_system.described_systems())
 
 
 def described_gpus(system):
     """The GPUs of a described cluster's partitions whose drivers answer and which its GPU
-    checks measure (hpcbench.stack.new_system.measured_gpus)."""
-    description, _ = new_system.description_of(system)
+    checks measure (hpcbench.machine.gpus.measured_gpus)."""
+    description, _ = described_system.description_of(system)
     return [gpu for entry in description['partitions'] if not entry.get('gpus_stand_in')
-            for gpu in new_system.measured_gpus(entry, system)]
+            for gpu in measured_gpus(entry, system)]
 
 
 def machine_stacks(system='local'):
@@ -51,7 +52,7 @@ def machine_stacks(system='local'):
     if system == 'testbed':
         return testbed_system.mpi_stacks_launched()
     if system not in MACHINE_SYSTEMS:
-        return new_system.stacks_of(*new_system.description_of(system))
+        return described_stacks.stacks_of(*described_system.description_of(system))
     return mpi_stacks.local_stacks()
 
 
@@ -65,7 +66,7 @@ def machine_nodes(system):
     """The nodes site-configs/<system>.py describes (local: the host; testbed: one emulated
     node; a described cluster: each partition's), from the same functions."""
     if system not in MACHINE_SYSTEMS:
-        description, path = new_system.description_of(system)
+        description, path = described_system.description_of(system)
         return [node.from_partition(entry['processor'], entry, f'{path}: {entry["name"]}')
                 for entry in description['partitions']]
 
@@ -241,7 +242,7 @@ def write_host_yamls(system, tools, detected, this_host):
             config = host_config(machine_stacks(each), tools, machine_nodes(each), each,
                                  detected, machine_blas(each), cuda_archs, cuda_toolkit,
                                  nccl_library)
-        except (new_system.DescriptionError, node.NodeDescriptionError) as err:
+        except (described_system.DescriptionError, node.NodeDescriptionError) as err:
             if each == system:
                 raise BootstrapError(str(err)) from None
             say(f'skipped {each}: {err}')

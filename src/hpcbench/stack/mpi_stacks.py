@@ -12,16 +12,14 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcbench.core import child_processes, paths
+from hpcbench.core import paths
 from hpcbench.machine import device_buffers
-from hpcbench.stack import debian
+from hpcbench.stack import debian, wheels
 
 # Intel MPI's PyPI wheels, pinned to a version Spack's intel-oneapi-mpi knows (2021.17.0 is
 # the newest in spack-packages v2025.11.0; 2021.19 needs a libfabric wheel PyPI does not have).
@@ -202,28 +200,6 @@ class DebianMpich(DebianMpi):
         return links
 
 
-def install_wheels(what, target, requirements, *pip_options):
-    """pip-install `requirements` into the prefix `target`, atomically: a temporary prefix
-    beside it, renamed when pip succeeded (an interrupted install leaves no half prefix).
-    From the wheels an offline bundle brought (hpcbench.stack.bundle) when there are any: then
-    PyPI is not asked."""
-    wheels = paths.wheels_dir()
-    source = 'PyPI'
-    if wheels.is_dir():
-        pip_options = ('--no-index', '--find-links', str(wheels), *pip_options)
-        source = wheels
-    print(f'installing {what} from {source} into {target}', flush=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=target.parent))
-    try:
-        child_processes.run([sys.executable, '-m', 'pip', 'install', '--quiet',
-                             '--no-warn-script-location', *pip_options, '--prefix', str(tmp),
-                             *requirements], check=True)
-        tmp.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 class PypiIntelMpi(MpiStack):
     """Intel MPI from PyPI, laid out as Spack's intel-oneapi-mpi expects of an install:
     <prefix>/mpi/<X.Y>/{bin,include,lib,lib/release,libfabric/lib,env/vars.sh}."""
@@ -247,7 +223,7 @@ class PypiIntelMpi(MpiStack):
     def prepare(self):
         """pip-install the wheels into <prefix>/pip (atomically) and write env/vars.sh."""
         if not (self.wheel_prefix / 'bin' / 'mpicc').exists():
-            install_wheels(f'Intel MPI {self.version()}', self.wheel_prefix,
+            wheels.install_wheels(f'Intel MPI {self.version()}', self.wheel_prefix,
                            self.wheel_requirements(), *self.wheel_options)
 
         component = self.bin_dir.parent

@@ -16,261 +16,33 @@ What it cannot know it asks for, once, in its output, naming the field to set (t
 directory for IOR, a clock that is not the cores' nominal one). It writes nothing when any
 step fails, and overwrites only a system it wrote itself, and only with `--force`.
 """
-import dataclasses
 import datetime
-import json
 import re
 import socket
-import sys
 import textwrap
 from pathlib import Path
 
 import yaml
 
-from hpcbench.core import accelerators, gpu_topology, paths
-from hpcbench.core.node import NodeDescriptionError, from_partition
-from hpcbench.core import slurm_cluster
+from hpcbench.core import accelerators, paths, slurm_cluster
 from hpcbench.core.slurm_cluster import SlurmDescriptionError
-from hpcbench.machine import description_schema
 from hpcbench.machine import datasheets, host, plain_yaml, slurm_query
+from hpcbench.machine.described_system import HEADER, DescriptionError, checked
+from hpcbench.machine.gpus import gpu_groups, node_gpus, tool_of
+from hpcbench.machine.node_facts import node_facts
 from hpcbench.results import references_text
-from hpcbench.stack import mpi_stacks, slurm_run_env
+from hpcbench.stack import slurm_run_env
+from hpcbench.stack.described_stacks import NewSystemError, login_node_stacks
 
-# The first line of every description this command writes: what --force may overwrite.
-HEADER = '# Written by `hpcbench new-system'
 NAME = re.compile(r'^[a-z][a-z0-9-]{0,30}$')
 # Clock sources that are the cores' nominal clock (host.clock); any other is asked about.
 NOMINAL_CLOCK_SOURCES = ('cpufreq maximum', host.CLOCK_VARIABLE)
-# What a node of the partition prints about itself (print_node_facts), as one JSON line.
-NODE_FACTS_CODE = ('from hpcbench.stack import new_system; '
-                   'new_system.print_node_facts()')
-NODE_FACTS_MARK = 'hpcbench-node-facts: '
-
-
-class NewSystemError(RuntimeError):
-    pass
-
-
-# A description that is not one: hpcbench.machine.description's, one message naming its
-# file and field.
-DescriptionError = description_schema.DescriptionError
 
 
 class _Dumper(yaml.SafeDumper):
     # Each partition's processor written out in full, not as an alias of another's.
     def ignore_aliases(self, data):
         return True
-
-
-def load(path):
-    """The description in `path`, its fields checked."""
-    path = Path(path)
-    try:
-        description = plain_yaml.load(path)
-    except plain_yaml.PlainYamlError as err:
-        raise DescriptionError(str(err)) from None
-    return checked(description, str(path))
-
-
-def checked(description, where_file):
-    """`description` (of file `where_file`), refused in one DescriptionError naming the file
-    and the field unless every later command can read it: the schema every reader uses,
-    each partition's name, node count, processor, and GPUs (their count where the node's
-    topology names them)."""
-    description_schema.cluster(description, where_file)
-    for entry in description['partitions']:
-        where = f'{where_file}: partitions[{entry["name"]}]'
-        if not slurm_cluster.PARTITION_NAME.fullmatch(entry['name']):
-            raise DescriptionError(f'{where}.name: a partition name has letters, digits, _ and '
-                                   '- only (starting with a letter or _, at most 64)')
-        if not 1 <= entry['num_nodes'] <= slurm_cluster.NODE_LIMITS['TotalNodes']:
-            raise DescriptionError(f'{where}.num_nodes: {entry["num_nodes"]} is no count of '
-                                   'nodes')
-        try:
-            from_partition(entry['processor'], entry, where)
-            accelerators.gres_gpus(entry.get('gres', ''))
-            gpus = gpus_of(entry)
-        except NodeDescriptionError as err:
-            raise DescriptionError(str(err)) from None
-        except accelerators.AcceleratorError as err:
-            raise DescriptionError(f'{where}.gres: {err}') from None
-        linked = len((entry.get('gpu_topology') or {}).get('gpus', []))
-        if entry.get('gpu_topology') and linked != len(gpus):
-            raise DescriptionError(f'{where}.gpu_topology: {linked} GPUs, its GPUs '
-                                   f'({entry.get("gres") or "none"}) are {len(gpus)}')
-    return description
-
-
-def stacks_of(system, path):
-    """The MPI stacks (hpcbench.stack.mpi_stacks) the description names, in its order: the
-    login node's own, or the install its `mpi_prefixes` names; one that is not there is an
-    error."""
-    known = {s.name: s for s in mpi_stacks.local_stacks()}
-    for name, prefix in (system.get('mpi_prefixes') or {}).items():
-        try:
-            known[name] = mpi_stacks.installed_mpi(prefix)
-        except mpi_stacks.InstalledMpiError as err:
-            raise DescriptionError(f'{path}: mpi_prefixes.{name}: {err}') from None
-        if known[name].name != name:
-            raise DescriptionError(f'{path}: mpi_prefixes.{name}: {prefix} holds '
-                                   f'{known[name].name}, not {name}')
-    missing = [name for name in system['mpi_stacks'] if name not in known]
-    if missing:
-        raise DescriptionError(f'{path}: mpi_stacks: {", ".join(missing)} not found on this '
-                               f'node (it has {", ".join(known) or "none"}; an install of '
-                               'its own goes in mpi_prefixes)')
-    return [known[name] for name in system['mpi_stacks']]
-
-
-def login_node_stacks(prefixes=(), environ=None):
-    """(the MPI stacks, {name: prefix} of those named, what to ask): those of this login node
-    (mpi_stacks.local_stacks) it has or the set-up installs, each replaced by the install of
-    the same MPI at one of `prefixes` (the user's `--mpi`); the others named last."""
-    named = {}
-    for prefix in prefixes:
-        try:
-            stack = mpi_stacks.installed_mpi(prefix)
-        except mpi_stacks.InstalledMpiError as err:
-            raise NewSystemError(f'--mpi {err}') from None
-        if stack.name in named:
-            raise NewSystemError(
-                f'--mpi {named[stack.name].prefix} and --mpi {stack.prefix} are both '
-                f'{stack.name}: a system builds each benchmark once per MPI package; name one')
-        named[stack.name] = stack
-    stacks, absent, others = [], [], dict(named)
-    for stack in mpi_stacks.local_stacks(*([environ] if environ is not None else [])):
-        if stack.name in others:
-            stacks.append(others.pop(stack.name))
-        elif stack.available():
-            stacks.append(stack)
-        else:
-            absent.append(stack.name)
-    asks = [f'mpi_stacks: no {", ".join(absent)} on this login node; name the cluster\'s '
-            'own installs with --mpi PREFIX (repeatable: the prefix whose bin/ holds its '
-            'mpicc; Open MPI, MPICH, MVAPICH2)'] if absent else []
-    return stacks + list(others.values()), {n: s.prefix for n, s in named.items()}, asks
-
-
-def description_of(system):
-    """(the description, its path) of described system `system`."""
-    path = paths.SITE_CONFIGS_DIR / f'{system}.yaml'
-    return load(path), path
-
-
-def node_states(system):
-    """{partition: (its nodes' states, {node: why it cannot run})} of described system
-    `system`, as its controller printed them when it was described; {} for a system this
-    command did not describe (or described before node states were kept)."""
-    if system not in described_systems():
-        return {}
-    return {entry['name']: (entry.get('node_states') or {}, entry.get('nodes_out_of_service')
-                            or {})
-            for entry in description_of(system)[0]['partitions']}
-
-
-def nodes_share_hosts(system):
-    """Whether the Slurm nodes of described system `system` are processes of shared hosts."""
-    return system in described_systems() and \
-        bool(description_of(system)[0].get('nodes_share_hosts'))
-
-
-def described_systems(site_configs=None):
-    """The systems this command described (site-configs/<name>.yaml it wrote), by name."""
-    return sorted(p.stem for p in Path(site_configs or paths.SITE_CONFIGS_DIR).glob('*.yaml')
-                  if p.read_text().startswith(HEADER))
-
-
-def print_node_facts():
-    """Run on a compute node: its processor (ReFrame's detector, as ReFrame's own remote
-    detection runs it), memory, clock, double-precision flop per cycle, each GPU as its
-    vendor's tool describes it (nvidia-smi, else rocm-smi, else xpu-smi: model,
-    architecture, memory, UUID, PCI bus, power limit where the tool says them: the node's
-    own word, whatever label Slurm's GRES gives them) and how they are linked
-    (`nvidia-smi topo -m`: hpcbench.core.gpu_topology), as one JSON line. A GPU tool that
-    fails is said in `gpu_tool_error`, the rest still printed."""
-    from reframe.utility.cpuinfo import cpuinfo
-    hz, source = host.clock()
-    try:
-        gpus, said = accelerators.detect_any(host.gpu_tools()), ''
-    except (accelerators.AcceleratorError, OSError) as err:
-        gpus, said = [], str(err)
-    models = {gpu.model for gpu in gpus}
-    topology = host.gpu_topology(gpus) if len(models) == 1 else None
-    print(NODE_FACTS_MARK + json.dumps({
-        'hostname': socket.gethostname(), 'processor': cpuinfo(),
-        'memory_bytes': host.memory_bytes(), 'clock_hz': hz,
-        'clock_source': source, 'flops_per_cycle': host.flops_per_cycle(),
-        'gpus_seen': len(gpus),
-        'gpus': [{field: getattr(gpu, field) for field in NODE_GPU_FIELDS} for gpu in gpus],
-        **({'gpu_tool_error': said} if said else {}),
-        **({'gpu_topology': topology.to_description()} if topology else {})}))
-
-
-# What the facts job says of each GPU (fields of hpcbench.core.accelerators.Accelerator).
-NODE_GPU_FIELDS = ('vendor', 'kind', 'model', 'arch', 'memory_bytes', 'index', 'uuid',
-                   'pci_bus_id', 'max_sm_clock_hz', 'power_limit_w', 'driver_version')
-
-
-def node_facts(partition, access=(), env=None, timeout=600):
-    """What one node of `partition` says of itself, from a job of one task there."""
-    command = ('srun', f'--partition={partition}', '--nodes=1', '--ntasks=1', '--time=5',
-               '--job-name=hpcbench-describe', *access, sys.executable, '-c', NODE_FACTS_CODE)
-    output = slurm_query.ask(command, env, timeout)
-    for line in output.splitlines():
-        if line.startswith(NODE_FACTS_MARK):
-            return checked_facts(partition, line[len(NODE_FACTS_MARK):])
-    raise SlurmDescriptionError(f'the job on partition {partition} printed no node facts: '
-                                f'{output.strip()[-300:]!r}')
-
-
-# The fields of a node's facts (print_node_facts) and their types.
-# What a compute node prints about itself (print_node_facts), checked by its schema.
-FACTS_SCHEMA = {
-    'type': 'object',
-    'required': ['hostname', 'processor', 'clock_hz', 'clock_source', 'flops_per_cycle',
-                 'gpus_seen'],
-    'properties': {
-        'hostname': {'type': 'string'}, 'processor': {'type': 'object'},
-        'memory_bytes': description_schema.SCHEMA['properties']['memory_bytes'],
-        'clock_hz': description_schema.SCHEMA['properties']['clock_hz'],
-        'clock_source': {'type': 'string'},
-        'flops_per_cycle': description_schema.SCHEMA['properties']['flops_per_cycle'],
-        'gpus_seen': {'type': 'integer', 'minimum': 0},
-        'gpus': {'type': 'array', 'maxItems': accelerators.MAX_DEVICES, 'items': {
-            'type': 'object', 'required': ['vendor', 'kind', 'model', 'arch', 'memory_bytes'],
-            'properties': {
-                'vendor': {'type': 'string', 'minLength': 1, 'maxLength': 64},
-                'kind': {'type': 'string', 'minLength': 1, 'maxLength': 64},
-                'model': {'type': 'string', 'minLength': 1, 'maxLength': 200},
-                'arch': {'type': 'string', 'maxLength': 64},
-                'memory_bytes': {'type': 'integer', 'minimum': 0},
-                'index': {'type': 'integer', 'minimum': 0},
-                'uuid': {'type': 'string', 'maxLength': 200},
-                'pci_bus_id': {'type': 'string', 'maxLength': 64},
-                'max_sm_clock_hz': {'type': 'number', 'minimum': 0},
-                'power_limit_w': {'type': 'number', 'minimum': 0},
-                'driver_version': {'type': 'string', 'maxLength': 64}}}},
-        'gpu_tool_error': {'type': 'string'},
-        'gpu_topology': gpu_topology.SCHEMA,
-    },
-}
-
-
-def checked_facts(partition, text):
-    """The node facts a job on `partition` printed (one JSON line), refused in one message
-    (SlurmDescriptionError) unless they describe a node: JSON, each field of its type, a
-    processor ReFrame describes, a clock and a flop count that are positive."""
-    where = f'the node facts of partition {partition}'
-    try:
-        facts = json.loads(text)
-    except ValueError as err:
-        raise SlurmDescriptionError(f'{where} are not JSON ({err}): {text[:200]!r}') from None
-    try:
-        description_schema.validated(facts, FACTS_SCHEMA, f'{where}:')
-        from_partition(facts['processor'], {'memory_bytes': 1, **facts}, where)
-    except (DescriptionError, NodeDescriptionError) as err:
-        raise SlurmDescriptionError(str(err)) from None
-    return facts
 
 
 def _launcher(cluster):
@@ -281,98 +53,6 @@ def _launcher(cluster):
 # RealMemory below this is no node's memory: Slurm's placeholder for a node never booted
 # (RealMemory=1, cloud nodes) or gigabytes typed into the megabyte field.
 LEAST_REAL_MEMORY_MB = 1024
-
-
-# The tool that names a vendor's GPUs on a node (print_node_facts asks the first it finds).
-TOOL_OF_VENDOR = {'nvidia': 'nvidia-smi', 'amd': 'rocm-smi', 'intel': 'xpu-smi'}
-
-
-def tool_of(gpus):
-    """The tool that named `gpus` (nvidia-smi for a node without any: the first asked)."""
-    return TOOL_OF_VENDOR.get(gpus[0].vendor if gpus else 'nvidia', 'the GPU tool')
-
-
-def _completed(gpu, entries):
-    """A GPU as its node's tool named it, its architecture and memory from its model's
-    datasheet where the tool does not print them (rocm-smi -a prints no GFX version on some
-    releases, xpu-smi's discovery no memory)."""
-    sheet = datasheets.find(gpu.model, entries) if entries is not None else None
-    if sheet is None:
-        return gpu
-    return dataclasses.replace(gpu, arch=gpu.arch or sheet.arch or '',
-                               memory_bytes=gpu.memory_bytes or int(sheet.memory_bytes or 0))
-
-
-def node_gpus(partition, facts, known=None, entries=None):
-    """(the GPUs a node of `partition` is described with, [what to ask]): those its own tool
-    named (the facts job's `gpus`: model, memory, power limit as the node says), else those
-    its GRES declares (a label the datasheets `entries` know, or a GPU of unknown model).
-    Slurm's count and the node's that differ are asked about; Slurm's count is what a job
-    gets."""
-    node, asks = partition.smallest, []
-    where = f'partitions[{partition.name}]'
-    declared = accelerators.from_gres(node.gres, known)
-    said = [_completed(accelerators.Accelerator(**{k: v for k, v in gpu.items()
-                                                   if k in NODE_GPU_FIELDS}), entries)
-            for gpu in facts.get('gpus') or []]
-    if facts.get('gpu_tool_error'):
-        asks.append(f'{where}: the GPU tool on {facts["hostname"]} failed: '
-                    f'{facts["gpu_tool_error"]}')
-    if said and not declared:
-        asks.append(f'{where}: {tool_of(said)} on {facts["hostname"]} shows {len(said)} GPU(s) '
-                    f'({said[0].model}) that Slurm does not schedule (no GPU in its GRES '
-                    f'{node.gres or "(null)"}): described without GPUs; declare them in '
-                    'slurm.conf and gres.conf to measure them')
-        return [], asks
-    if said and len(said) != len(declared):
-        asks.append(f'{where}: Slurm\'s GRES {node.gres} gives a job {len(declared)} GPU(s), '
-                    f'{tool_of(said)} on {facts["hostname"]} shows {len(said)}: described with '
-                    'the node\'s; check gres.conf')
-    return said or declared, asks
-
-
-def gpu_groups(gpus, source):
-    """The description's `gpus` of a node's GPUs: one entry per model, with its count."""
-    groups = {}
-    for gpu in gpus:
-        key = (gpu.vendor, gpu.kind, gpu.model, gpu.arch)
-        if key not in groups:
-            groups[key] = {'vendor': gpu.vendor, 'kind': gpu.kind, 'model': gpu.model,
-                           'arch': gpu.arch, 'count': 0, 'memory_bytes': gpu.memory_bytes,
-                           'power_limit_w': gpu.power_limit_w,
-                           'max_sm_clock_hz': gpu.max_sm_clock_hz,
-                           'driver_version': gpu.driver_version, 'source': source}
-        group = groups[key]
-        group['count'] += 1
-        for field in ('memory_bytes', 'power_limit_w', 'max_sm_clock_hz'):
-            group[field] = min(group[field], getattr(gpu, field))
-    return list(groups.values())
-
-
-def gpus_of(entry, known=None):
-    """The GPUs of one node of a described partition (its `gpus`, else its GRES: a
-    description written before `gpus`, its labels named by `known`: hpcbench.machine.
-    datasheets.gres_model), as hpcbench.core.accelerators.Accelerator."""
-    if entry.get('gpus') is None:
-        return accelerators.from_gres(entry.get('gres', ''), known)
-    found = []
-    for group in entry['gpus']:
-        fields = {k: v for k, v in group.items() if k not in ('count', 'source')}
-        found += [accelerators.Accelerator(**fields, index=len(found) + i)
-                  for i in range(group['count'])]
-    return found
-
-
-def measured_gpus(entry, system):
-    """The GPUs of a node of described partition `entry` the GPU checks measure: its GPUs
-    (gpus_of, GRES labels named by `system`'s datasheets), none where they are of several
-    models (`gpus_mixed`: one model per partition) or of a model no tool named. A datasheets
-    file that is not one is a DescriptionError."""
-    gpus = gpus_of(entry, datasheets.gres_model(datasheets.table(system)))
-    if entry.get('gpus_mixed') or len({g.model for g in gpus}) > 1 or \
-            any(g.vendor == accelerators.UNKNOWN_VENDOR for g in gpus):
-        return []
-    return gpus
 
 
 def _processor_asks(partition, facts, shares_hosts):

@@ -17,7 +17,7 @@ from hpcbench.machine import host
 from hpcbench.stack import blas, mpi_stacks
 DEFAULT_NODES = 3
 # GPU nodes g1..gG beside n1..nN, Slurm's partition `gpu`: each declares its GPUs as a typed
-# GRES (what a site's nodes declare, hpcbench.core.accelerators.from_gres) whose device files
+# GRES (what a site's nodes declare, hpcbench.machine.gpus.from_gres) whose device files
 # are stand-ins: character devices of NVIDIA's numbers (major 195) under <state>/dev, which
 # no driver answers here. Slurm allocates them by --gres=gpu:N, refuses a request beyond
 # them ("Requested node configuration is not available"), and sets CUDA_VISIBLE_DEVICES to

@@ -11,14 +11,20 @@ keeps read, write and execute bits only (no setuid, setgid or sticky bit), and t
 unpack to at most MAX_RATIO times the wheel's size (SMALL_WHEEL_BYTES for a small one) and
 MAX_BYTES in all (a 306 KB wheel held a 300 MiB library of zeros). A wheel that breaks any of these is refused whole, in one
 message naming it and the member; nothing of it is left.
+
+Wheels of Python's own kind (Intel MPI's, MKL's) are pip-installed into a prefix
+(install_wheels), from an offline bundle's wheels where there are any.
 """
 import os
 import posixpath
 import shutil
 import stat
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from hpcbench.core import child_processes, paths
 
 # What a wheel's files may unpack to: MAX_RATIO times the wheel, or SMALL_WHEEL_BYTES for a
 # small wheel of text, and MAX_BYTES in all. The pinned wheels unpack to 1.18 (NCCL, 290 MiB),
@@ -111,5 +117,27 @@ def lay_out(wheels, tree, prefix, complete):
                 unversioned.symlink_to(library.name)
         tmp.chmod(0o755)
         tmp.rename(prefix)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def install_wheels(what, target, requirements, *pip_options):
+    """pip-install `requirements` into the prefix `target`, atomically: a temporary prefix
+    beside it, renamed when pip succeeded (an interrupted install leaves no half prefix).
+    From the wheels an offline bundle brought (hpcbench.stack.bundle) when there are any: then
+    PyPI is not asked."""
+    wheels = paths.wheels_dir()
+    source = 'PyPI'
+    if wheels.is_dir():
+        pip_options = ('--no-index', '--find-links', str(wheels), *pip_options)
+        source = wheels
+    print(f'installing {what} from {source} into {target}', flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix='.pip-', dir=target.parent))
+    try:
+        child_processes.run([sys.executable, '-m', 'pip', 'install', '--quiet',
+                             '--no-warn-script-location', *pip_options, '--prefix', str(tmp),
+                             *requirements], check=True)
+        tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
