@@ -122,3 +122,26 @@ def test_every_test_module_has_a_name_of_its_own():
         if 'fixtures' not in path.parts:
             names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     assert {n: p for n, p in names.items() if len(p) > 1} == {}
+
+
+# How large a room may grow before it is divided (issue 71): a module's lines, the lines a
+# function may take, and how many functions may take more.
+MAX_MODULE_LINES = 470
+LONG_FUNCTION_LINES = 50
+MAX_LONG_FUNCTIONS = 15
+
+
+def test_the_rooms_stay_divided():
+    """No module of src/ or reframe-checks/ over MAX_MODULE_LINES lines, and at most
+    MAX_LONG_FUNCTIONS functions over LONG_FUNCTION_LINES: a room that holds two things is
+    divided by what it holds before it grows further."""
+    modules = sorted([*PACKAGE.rglob('*.py'), *(ROOT / 'reframe-checks').glob('*.py')])
+    large = [f'{p.relative_to(ROOT)}: {n} lines' for p in modules
+             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert large == []
+    long_functions = sorted(
+        (node.end_lineno - node.lineno + 1, f'{p.relative_to(ROOT)}:{node.lineno} {node.name}')
+        for p in modules for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > LONG_FUNCTION_LINES)
+    assert len(long_functions) <= MAX_LONG_FUNCTIONS, long_functions

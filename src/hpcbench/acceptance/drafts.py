@@ -221,6 +221,22 @@ def _gpu_entry(check, figure, params, settings, scope, partition, value, source,
     }
 
 
+def _datasheet_figures(sheet, pair_rate, pair_what):
+    """[(check, figure, scope, rate, what, fault code)] a GPU's datasheet commits to: its
+    memory bandwidth, FP64 peak, host link each way, and the slowest link of a pair."""
+    return [
+        ('BabelStreamCheck', 'triad_bandwidth', 'gpu', sheet.get('memory_bandwidth'),
+         'memory bandwidth', 'GPU-MEMORY'),
+        ('GpuDgemmCheck', 'tflops', 'gpu',
+         sheet.get('fp64_tensor_flops') or sheet.get('fp64_flops'), 'FP64 peak', 'GPU-DGEMM'),
+        *[('HostDeviceBandwidthCheck', figure, 'gpu', sheet.get('host_link_bandwidth'),
+           f'{sheet.get("host_link") or "host link"}, each direction', 'GPU-HOST-LINK')
+          for figure in ('host_to_device_pinned', 'device_to_host_pinned')],
+        ('DeviceBufferPairCheck', 'bandwidth', 'gpu_pair', pair_rate,
+         f'slowest GPU-to-GPU link ({pair_what}), each way', 'GPU-PAIR-LINK'),
+    ]
+
+
 def from_gpus(configured):
     """Entries of each GPU partition's nodes, GPUs and GPU pairs from what is published of
     its GPUs' model (`configured`: the partitions as ReFrame shows them, reframe_port.
@@ -247,19 +263,8 @@ def from_gpus(configured):
                  'figure': value, 'factor': 1.0}, fault)
         pair_rate, pair_what = _min_pair_bandwidth(accelerators, sheet) if gpus > 1 else \
             (None, '')
-        drawn = [
-            ('BabelStreamCheck', 'triad_bandwidth', 'gpu', sheet.get('memory_bandwidth'),
-             'memory bandwidth', 'GPU-MEMORY'),
-            ('GpuDgemmCheck', 'tflops', 'gpu',
-             sheet.get('fp64_tensor_flops') or sheet.get('fp64_flops'), 'FP64 peak',
-             'GPU-DGEMM'),
-            *[('HostDeviceBandwidthCheck', figure, 'gpu', sheet.get('host_link_bandwidth'),
-               f'{sheet.get("host_link") or "host link"}, each direction', 'GPU-HOST-LINK')
-              for figure in ('host_to_device_pinned', 'device_to_host_pinned')],
-            ('DeviceBufferPairCheck', 'bandwidth', 'gpu_pair', pair_rate,
-             f'slowest GPU-to-GPU link ({pair_what}), each way', 'GPU-PAIR-LINK'),
-        ]
-        for check, figure, scope, rate, what, fault in drawn:
+        for check, figure, scope, rate, what, fault in _datasheet_figures(sheet, pair_rate,
+                                                                          pair_what):
             if (check, figure) in published or not rate:
                 continue
             params = {'path': 'intra-node'} if check == 'DeviceBufferPairCheck' else {}
@@ -274,12 +279,10 @@ def from_gpus(configured):
     return _unique(entries)
 
 
-def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
-    """Entries of each figure of stored sessions (a baseline: one session's record, or a
-    list of them), at `factor` times the median over the nodes (the GPUs, the pairs) of all
-    of them."""
-    sessions = session_data if isinstance(session_data, list) else [session_data]
-    uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
+def _figure_groups(sessions, checks):
+    """{(check, parameters, partition, environ, figure, scope): (unit, [values])} of the
+    sessions' runs, each figure by the scope a draft takes it for (hpcbench.acceptance.
+    scopes)."""
     groups = {}
     for case in (c for s in sessions for c in measured.measured_runs(s)):
         if checks and case.check not in checks:
@@ -303,8 +306,18 @@ def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
                 key = (case.check, tuple(params.items()), case.partition, case.environ, name,
                        device_scope)
                 groups.setdefault(key, (unit, []))[1].append(value)
+    return groups
+
+
+def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
+    """Entries of each figure of stored sessions (a baseline: one session's record, or a
+    list of them), at `factor` times the median over the nodes (the GPUs, the pairs) of all
+    of them."""
+    sessions = session_data if isinstance(session_data, list) else [session_data]
+    uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
     entries = []
-    for (check, params, partition, environ, name, scope), (unit, values) in groups.items():
+    for (check, params, partition, environ, name, scope), (unit, values) in \
+            _figure_groups(sessions, checks).items():
         median = statistics.median(values)
         if not median or median <= 0:
             continue
@@ -332,67 +345,82 @@ def draft(system, baseline=None, factor=DEFAULT_FACTOR, checks=None, settings=()
     (a list) to draw from, else the newest. `settings`: `Check.variable=value` the baseline
     ran with (its sizes), the run rules of each entry of that check."""
     if system in references.systems_with_references():
-        entries = from_paper(system)
-        about = (f'What {system}\'s paper measured at installation, as the contract a re-run '
-                 'is judged against (hpcbench contract init): edit to what was committed.')
-        if not entries:
-            entries = from_peaks(system, reframe_port.ReFrame(system).partitions())
-            about = (f'{system}\'s paper measured no figure as a number (its IMB results are '
-                     'plots); it publishes its nodes\' peak: single-node HPL on every node at '
-                     'the share of its peak the papers\' systems reached on one node '
-                     '(hpcbench contract init): edit to what was committed.')
+        entries, about = _from_papers(system)
     else:
-        published = [e for e in from_gpus(reframe_port.ReFrame(system).partitions())
-                     if not checks or e['check'] in checks]
-        config = results_db.site_config(system)
-        if not baseline:
-            stored = results_db.latest_session(config)
-            if stored is None and not published:
-                raise RuntimeError(f'{system} has no paper\'s figures, no GPU of a published '
-                                   'model and no stored session to draw a contract from: run '
-                                   f'it first (make run SYSTEM={system}), or write '
-                                   f'contracts/{system}.yaml by hand')
-            baseline = [results_db.uuid_of(stored)] if stored is not None else []
-        sessions = []
-        for uuid in baseline:
-            data = results_db.session(config, uuid)
-            if not isinstance(data, dict):
-                data = results_db.Store(config).decoded(results_db.uuid_of(data))
-            sessions.append(data)
-        entries = from_session(system, sessions, factor, checks) if sessions else []
-        # What the GPUs' vendor and a cloud publish, for what the baseline did not measure.
-        measured_already = {(e['check'], e['figure'], e['scope'], tuple(e['partitions']))
-                            for e in entries}
-        entries += [e for e in published if (e['check'], e['figure'], e['scope'],
-                                              tuple(e['partitions'])) not in measured_already]
-        entries = _unique(entries)
-        about = ' '.join(filter(None, [
-            sessions and f'Drawn from a stored session of {system} at {factor:g} x its '
-                         'medians.',
-            published and f'Its GPUs: what Azure\'s health checks commit a node of their '
-                          f'model to, else {DATASHEET_SHARE:g} x their datasheet.',
-            '(hpcbench contract init): edit to what was committed.']))
+        entries, about = _from_sessions_and_gpus(system, baseline, factor, checks)
     if not entries:
         raise RuntimeError(f'nothing of {system} to draw a contract from')
     for setting in settings:
-        check, _, assignment = setting.partition('.')
-        name, _, value = assignment.partition('=')
-        if not (check and name and value):
-            raise RuntimeError(f'--setting {setting!r}: give Check.variable=value')
-        if not any(entry['check'] == check for entry in entries):
-            raise RuntimeError(f'--setting {setting!r}: the draft has no entry of {check} '
-                               f'(its checks: {", ".join(sorted({e["check"] for e in entries}))})')
-        for entry in entries:
-            if entry['check'] == check:
-                rules = entry.setdefault('run_rules', {}).setdefault('settings', {})
-                # Read as a contract's values are (a number, a word): plain, finite.
-                try:
-                    rules[name] = plain_yaml.loads(value, f'--setting {setting!r}')
-                except plain_yaml.PlainYamlError as err:
-                    raise contracts.ContractError(str(err)) from None
+        _with_setting(entries, setting)
     data = {'system': system, 'about': about, 'entries': entries}
     contracts.from_data(data, f'the draft of contracts/{system}.yaml', system)
     return data
+
+
+def _from_papers(system):
+    """(entries, about) of a paper's system: its paper's figures, else its nodes' peak."""
+    entries = from_paper(system)
+    if entries:
+        return entries, (f'What {system}\'s paper measured at installation, as the contract a '
+                         're-run is judged against (hpcbench contract init): edit to what was '
+                         'committed.')
+    return from_peaks(system, reframe_port.ReFrame(system).partitions()), (
+        f'{system}\'s paper measured no figure as a number (its IMB results are plots); it '
+        'publishes its nodes\' peak: single-node HPL on every node at the share of its peak '
+        'the papers\' systems reached on one node (hpcbench contract init): edit to what was '
+        'committed.')
+
+
+def _from_sessions_and_gpus(system, baseline, factor, checks):
+    """(entries, about) of a system measured here: its stored sessions' medians at `factor`
+    and, for what they did not measure, what is published of its GPUs."""
+    published = [e for e in from_gpus(reframe_port.ReFrame(system).partitions())
+                 if not checks or e['check'] in checks]
+    config = results_db.site_config(system)
+    if not baseline:
+        stored = results_db.latest_session(config)
+        if stored is None and not published:
+            raise RuntimeError(f'{system} has no paper\'s figures, no GPU of a published '
+                               'model and no stored session to draw a contract from: run '
+                               f'it first (make run SYSTEM={system}), or write '
+                               f'contracts/{system}.yaml by hand')
+        baseline = [results_db.uuid_of(stored)] if stored is not None else []
+    sessions = []
+    for uuid in baseline:
+        data = results_db.session(config, uuid)
+        if not isinstance(data, dict):
+            data = results_db.Store(config).decoded(results_db.uuid_of(data))
+        sessions.append(data)
+    entries = from_session(system, sessions, factor, checks) if sessions else []
+    # What the GPUs' vendor and a cloud publish, for what the baseline did not measure.
+    measured_already = {(e['check'], e['figure'], e['scope'], tuple(e['partitions']))
+                        for e in entries}
+    entries += [e for e in published if (e['check'], e['figure'], e['scope'],
+                                          tuple(e['partitions'])) not in measured_already]
+    return _unique(entries), ' '.join(filter(None, [
+        sessions and f'Drawn from a stored session of {system} at {factor:g} x its medians.',
+        published and f'Its GPUs: what Azure\'s health checks commit a node of their model '
+                      f'to, else {DATASHEET_SHARE:g} x their datasheet.',
+        '(hpcbench contract init): edit to what was committed.']))
+
+
+def _with_setting(entries, setting):
+    """`Check.variable=value` into the run rules of each entry of that check."""
+    check, _, assignment = setting.partition('.')
+    name, _, value = assignment.partition('=')
+    if not (check and name and value):
+        raise RuntimeError(f'--setting {setting!r}: give Check.variable=value')
+    if not any(entry['check'] == check for entry in entries):
+        raise RuntimeError(f'--setting {setting!r}: the draft has no entry of {check} '
+                           f'(its checks: {", ".join(sorted({e["check"] for e in entries}))})')
+    for entry in entries:
+        if entry['check'] == check:
+            rules = entry.setdefault('run_rules', {}).setdefault('settings', {})
+            # Read as a contract's values are (a number, a word): plain, finite.
+            try:
+                rules[name] = plain_yaml.loads(value, f'--setting {setting!r}')
+            except plain_yaml.PlainYamlError as err:
+                raise contracts.ContractError(str(err)) from None
 
 
 def draft_text(system, baseline=None, factor=DEFAULT_FACTOR, checks=None, settings=()):

@@ -147,19 +147,7 @@ def verify(directory, allowed_signers=None, identity=None):
         return Verification([f'{manifest}: ' + ('no manifest' if mode is None else
                                                 f'{_kind(mode)}, not a manifest')],
                             found.signature)
-    listed = {}
-    from hpcbench.core import paths
-    text = paths.read_regular(manifest, MAX_MANIFEST_BYTES, 'a manifest').decode(
-        errors='replace')
-    for number, line in enumerate(text.splitlines(), 1):
-        match = _LINE.fullmatch(line)
-        if not match:
-            problems.append(f'{manifest}:{number}: not a manifest line')
-        elif not _plain(match.group(2)):
-            problems.append(f'{manifest}:{number}: {match.group(2)[:200]!r} is no path inside '
-                            'the directory: not hashed')
-        else:
-            listed[match.group(2)] = match.group(1)
+    listed = _listed(manifest, problems)
     files, others = _entries(directory)
     others = dict(others)
     for name, digest in sorted(listed.items()):
@@ -176,6 +164,25 @@ def verify(directory, allowed_signers=None, identity=None):
                  for name, kind in sorted(others.items()) if name not in listed]
     found.signature = _signature(directory, manifest, allowed_signers, identity, problems)
     return found
+
+
+def _listed(manifest, problems):
+    """{path: sha256} the manifest lists; each line that is none, or names a path outside
+    the directory, into `problems` (never hashed)."""
+    from hpcbench.core import paths
+    listed = {}
+    text = paths.read_regular(manifest, MAX_MANIFEST_BYTES, 'a manifest').decode(
+        errors='replace')
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _LINE.fullmatch(line)
+        if not match:
+            problems.append(f'{manifest}:{number}: not a manifest line')
+        elif not _plain(match.group(2)):
+            problems.append(f'{manifest}:{number}: {match.group(2)[:200]!r} is no path inside '
+                            'the directory: not hashed')
+        else:
+            listed[match.group(2)] = match.group(1)
+    return listed
 
 
 def _signature(directory, manifest, allowed_signers, identity, problems):

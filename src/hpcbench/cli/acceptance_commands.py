@@ -12,25 +12,31 @@ def _contract_path(args):
     return Path(args.contract) if args.contract else paths.CONTRACTS_DIR / f'{args.system}.yaml'
 
 
+def _verify(args):
+    """`hpcbench accept --verify DIR`: what does not hold, one line each, and exit 1; else
+    what was checked (hpcbench.acceptance.directory.verify)."""
+    from hpcbench.acceptance import directory as directories, manifest
+    try:
+        checked = directories.verify(args.verify, args.allowed_signers, args.identity)
+    except manifest.ManifestError as err:
+        raise RuntimeError(str(err)) from None
+    for line in checked.problems:
+        print(line)
+    if checked.problems:
+        raise Worse(f'{args.verify}: {len(checked.problems)} thing(s) do not hold: the '
+                    'report is not the one its runs produced, or its files changed since '
+                    f'(signature: {checked.signature})')
+    print(f'{args.verify}: every file as the manifest says; {checked.signature}; the '
+          'verdicts are what its sessions give')
+
+
 def _accept(args):
     from hpcbench.acceptance import contract, directory as directories, manifest, use_case
     from hpcbench.acceptance.state import DRAIN_LIST, JUNIT_XML
     from hpcbench.core import paths
     from hpcbench.report import acceptance_page
     if args.verify:
-        try:
-            checked = directories.verify(args.verify, args.allowed_signers, args.identity)
-        except manifest.ManifestError as err:
-            raise RuntimeError(str(err)) from None
-        for line in checked.problems:
-            print(line)
-        if checked.problems:
-            raise Worse(f'{args.verify}: {len(checked.problems)} thing(s) do not hold: the '
-                        'report is not the one its runs produced, or its files changed since '
-                        f'(signature: {checked.signature})')
-        print(f'{args.verify}: every file as the manifest says; {checked.signature}; the '
-              'verdicts are what its sessions give')
-        return
+        return _verify(args)
     if not args.system:
         raise RuntimeError('give --system SYSTEM (or --verify DIR)')
     path = _contract_path(args)

@@ -294,6 +294,12 @@ def _compare(args):
 
 def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
+    _register_baseline(sub)
+    _register_readers(sub)
+    _register_compare(sub)
+
+
+def _register_baseline(sub):
     from hpcbench.results import baselines     # the baseline's defaults
     base = sub.add_parser('baseline', help='record stored results as the references of a '
                                            'system, so that later runs flag regressions')
@@ -313,6 +319,10 @@ def register(sub):
                            f'fewer than {baselines.BASELINE_SESSIONS} sessions, whose spread is '
                            f'a guess (default {baselines.GUESS:g})')
     base.set_defaults(func=_baseline)
+
+
+def _register_readers(sub):
+    """The commands that read stored results: tuning, screening, stacks, references."""
     tuning = sub.add_parser('hpl-tuning', help="print the HPL tuning sweep's best values")
     tuning.add_argument('--system', type=system_name, default='local')
     tuning.add_argument('--session', help='session UUID (default: the newest with a sweep)')
@@ -339,6 +349,9 @@ def register(sub):
                         help='write each file in its one form (key order, one-line match and '
                              'tolerance, folded strings) after a hand edit')
     counts.set_defaults(func=_reference_counts)
+
+
+def _register_compare(sub):
     judge = sub.add_parser('compare', help='judge stored sessions against earlier ones: '
                                            'regression, improvement, no change or '
                                            'inconclusive per figure (exit 0: none regressed, '

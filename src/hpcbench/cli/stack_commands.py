@@ -107,6 +107,23 @@ def _push_buildcache(args):
     bootstrap.push_buildcache(spack.locate_or_clone(), args.system)
 
 
+def _register_bundles(sub, systems):
+    """The build cache's and the offline bundle's parsers."""
+    cache = sub.add_parser('buildcache', help="push an environment's builds to the Spack "
+                                              'build cache directory (kept between pipelines)')
+    cache.add_argument('--system', default='local', choices=systems)
+    cache.set_defaults(func=_push_buildcache)
+    offline = sub.add_parser('bundle', help="write one archive with all a machine without "
+                                            "internet needs for a system's Spack stack "
+                                            '(make run BUNDLE=<it> there)')
+    offline.add_argument('--system', default='local', choices=systems)
+    offline.add_argument('--output', help='directory (default: var/bundles)')
+    offline.add_argument('--sources-only', action='store_true',
+                         help='no build cache: the receiving machine builds everything from '
+                              "the mirror's sources (binaries that do not fit its CPUs)")
+    offline.set_defaults(func=_bundle)
+
+
 def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
     systems = machine_systems()
@@ -129,19 +146,7 @@ def register(sub):
                                   'per-user cache: Spack, sources, build cache, wheels')
         cmd.set_defaults(func=_bootstrap)
 
-    cache = sub.add_parser('buildcache', help="push an environment's builds to the Spack "
-                                              'build cache directory (kept between pipelines)')
-    cache.add_argument('--system', default='local', choices=systems)
-    cache.set_defaults(func=_push_buildcache)
-    offline = sub.add_parser('bundle', help="write one archive with all a machine without "
-                                            "internet needs for a system's Spack stack "
-                                            '(make run BUNDLE=<it> there)')
-    offline.add_argument('--system', default='local', choices=systems)
-    offline.add_argument('--output', help='directory (default: var/bundles)')
-    offline.add_argument('--sources-only', action='store_true',
-                         help='no build cache: the receiving machine builds everything from '
-                              "the mirror's sources (binaries that do not fit its CPUs)")
-    offline.set_defaults(func=_bundle)
+    _register_bundles(sub, systems)
     choose = sub.add_parser('blas', help="show HPL's default BLAS on this machine, or change "
                                          'it (--default): the one way the stack changes')
     choose.add_argument('--default', metavar='NAME',
@@ -162,6 +167,11 @@ def register(sub):
                                               'reframe --session-extras')
     facts.add_argument('--system', type=system_name, default='local')
     facts.set_defaults(func=_provenance)
+    _register_new_system(sub)
+
+
+def _register_new_system(sub):
+    """`hpcbench new-system`'s parser."""
     describe = sub.add_parser('new-system', help="describe the Slurm cluster this login node "
                                                  'reaches as a system of the suite: '
                                                  'site-configs/NAME.yaml and .py, '

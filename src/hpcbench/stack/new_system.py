@@ -103,6 +103,85 @@ def _memory(partition, facts, shares_hosts):
     return slurm_bytes, []
 
 
+def _node_states(partition, entry, shares_hosts):
+    """Each node's state as the controller printed it into `entry`, the nodes out of
+    service and a host's shared nodes; what to ask about them."""
+    asks = []
+    entry['node_states'] = {n.name: n.state + (f' ({n.reason})' if n.reason else '')
+                            for n in partition.nodes}
+    powered_down = [n.name for n in partition.in_service if n.powered_down]
+    if powered_down:
+        asks.append(f'partitions[{partition.name}]: {len(powered_down)} of its nodes are '
+                    f'powered down ({", ".join(powered_down[:8])}'
+                    f'{", ..." if len(powered_down) > 8 else ""}): Slurm boots them for a job, '
+                    'whose start then waits for the boot')
+    out = partition.out_of_service
+    if out:
+        # Nodes Slurm will not give a job now: a run and a screen expect the others only.
+        entry['nodes_out_of_service'] = dict(out)
+        asks.append(f'partitions[{partition.name}]: {len(out)} of its {len(partition.nodes)} '
+                    'nodes cannot run now, ' + '; '.join(f'{n}: {why}' for n, why in out.items())
+                    + (f'; a run expects the other {len(partition.in_service)}'
+                       if partition.in_service else
+                       '; none can: it is described as if they could, run it when they are back'))
+    if shares_hosts:
+        # Nodes that are one host (the testbed's): the others' jobs and daemons always
+        # load it, so no quiet-node check; the node's launch lock still runs one at a time.
+        entry['quiet_node'] = {'action': 'off'}
+    return asks
+
+
+def _gpus(partition, facts, entry, known, entries):
+    """(the node's GPUs, what to ask): their groups into `entry`, a mix of models or GPUs
+    no tool named or no driver answers for said."""
+    node, asks = partition.smallest, []
+    gpus, gpu_asks = node_gpus(partition, facts, known, entries)
+    asks += gpu_asks
+    if gpus:
+        entry['gpus'] = gpu_groups(gpus, f'{tool_of(gpus)} on {facts["hostname"]}'
+                                   if facts.get('gpus') else f'GRES {node.gres}')
+        if len(entry['gpus']) > 1:
+            entry['gpus_mixed'] = (
+                'one node has ' + ', '.join(f'{g["count"]} x {g["model"]}' for g in entry['gpus'])
+                + ': the GPU checks measure one model per partition')
+            asks.append(f'partitions[{partition.name}].gpus_mixed: {entry["gpus_mixed"]}; its '
+                        'GPU checks are not run: describe each model as a partition of its own '
+                        '(a copy of this entry with that model\'s gpus and CUDA_VISIBLE_DEVICES)')
+        elif gpus[0].vendor == accelerators.UNKNOWN_VENDOR:
+            asks.append(f'partitions[{partition.name}].gpus: {gpus[0].model}: no tool on '
+                        f'{facts["hostname"]} named its model; its GPU checks are not run until '
+                        'one does (or set the model, vendor and arch here)')
+    if gpus and not facts.get('gpus_seen'):
+        # GPUs Slurm allocates but no driver answers for (the testbed's stand-in devices, a
+        # node whose driver is not loaded): the GPU checks write their jobs, a run skips them.
+        entry['gpus_stand_in'] = (f'its GRES declares {len(gpus)} GPU(s) but nvidia-smi on '
+                                  f'{facts["hostname"]} shows none')
+        asks.append(f'partitions[{partition.name}].gpus_stand_in: {entry["gpus_stand_in"]}; '
+                    'the GPU checks skip it until the nodes\' GPUs answer (then remove it)')
+    return gpus, asks
+
+
+def _topology_and_shape(partition, facts, entry, gpus):
+    """How the node's GPUs are linked, and the nodes of another shape than the smallest,
+    into `entry`; what to ask about them."""
+    node, asks = partition.smallest, []
+    linked = len((facts.get('gpu_topology') or {}).get('gpus', []))
+    if linked and len(entry.get('gpus', [])) == 1 and linked == len(gpus):
+        # How the node's GPUs are linked, as its nvidia-smi said: the ranks are placed by it.
+        entry['gpu_topology'] = facts['gpu_topology']
+    elif linked:
+        asks.append(f'partitions[{partition.name}].gpu_topology: nvidia-smi topo -m on '
+                    f'{facts["hostname"]} links {linked} GPU(s), the partition is described '
+                    f'with {len(gpus)}: left out, ranks are not placed by it')
+    if partition.differing:
+        entry['nodes_of_another_shape'] = {name: ', '.join(how)
+                                           for name, how in partition.differing.items()}
+        asks.append(f'partitions[{partition.name}]: its nodes differ; it is described by its '
+                    f'smallest, {node.name}: ' + '; '.join(
+                        f'{name}: {", ".join(how)}' for name, how in partition.differing.items()))
+    return asks
+
+
 def partition_description(partition, facts, io_directory, shares_hosts, known=None,
                           entries=None):
     """One partition's entry, and what to ask about it ([str]); `known` names GRES labels
@@ -132,66 +211,11 @@ def partition_description(partition, facts, io_directory, shares_hosts, known=No
         'processor': facts['processor'],
     }
     asks += memory_asks
-    # Each node's state as the controller printed it when the system was described.
-    entry['node_states'] = {n.name: n.state + (f' ({n.reason})' if n.reason else '')
-                            for n in partition.nodes}
-    powered_down = [n.name for n in partition.in_service if n.powered_down]
-    if powered_down:
-        asks.append(f'partitions[{partition.name}]: {len(powered_down)} of its nodes are '
-                    f'powered down ({", ".join(powered_down[:8])}'
-                    f'{", ..." if len(powered_down) > 8 else ""}): Slurm boots them for a job, '
-                    'whose start then waits for the boot')
-    out = partition.out_of_service
-    if out:
-        # Nodes Slurm will not give a job now: a run and a screen expect the others only.
-        entry['nodes_out_of_service'] = dict(out)
-        asks.append(f'partitions[{partition.name}]: {len(out)} of its {len(partition.nodes)} '
-                    'nodes cannot run now, ' + '; '.join(f'{n}: {why}' for n, why in out.items())
-                    + (f'; a run expects the other {len(partition.in_service)}'
-                       if partition.in_service else
-                       '; none can: it is described as if they could, run it when they are back'))
-    if shares_hosts:
-        # Nodes that are one host (the testbed's): the others' jobs and daemons always
-        # load it, so no quiet-node check; the node's launch lock still runs one at a time.
-        entry['quiet_node'] = {'action': 'off'}
-    gpus, gpu_asks = node_gpus(partition, facts, known, entries)
+    asks += _node_states(partition, entry, shares_hosts)
+    gpus, gpu_asks = _gpus(partition, facts, entry, known, entries)
     asks += gpu_asks
-    if gpus:
-        entry['gpus'] = gpu_groups(gpus, f'{tool_of(gpus)} on {facts["hostname"]}'
-                                   if facts.get('gpus') else f'GRES {node.gres}')
-        if len(entry['gpus']) > 1:
-            entry['gpus_mixed'] = (
-                'one node has ' + ', '.join(f'{g["count"]} x {g["model"]}' for g in entry['gpus'])
-                + ': the GPU checks measure one model per partition')
-            asks.append(f'partitions[{partition.name}].gpus_mixed: {entry["gpus_mixed"]}; its '
-                        'GPU checks are not run: describe each model as a partition of its own '
-                        '(a copy of this entry with that model\'s gpus and CUDA_VISIBLE_DEVICES)')
-        elif gpus[0].vendor == accelerators.UNKNOWN_VENDOR:
-            asks.append(f'partitions[{partition.name}].gpus: {gpus[0].model}: no tool on '
-                        f'{facts["hostname"]} named its model; its GPU checks are not run until '
-                        'one does (or set the model, vendor and arch here)')
-    if gpus and not facts.get('gpus_seen'):
-        # GPUs Slurm allocates but no driver answers for (the testbed's stand-in devices, a
-        # node whose driver is not loaded): the GPU checks write their jobs, a run skips them.
-        entry['gpus_stand_in'] = (f'its GRES declares {len(gpus)} GPU(s) but nvidia-smi on '
-                                  f'{facts["hostname"]} shows none')
-        asks.append(f'partitions[{partition.name}].gpus_stand_in: {entry["gpus_stand_in"]}; '
-                    'the GPU checks skip it until the nodes\' GPUs answer (then remove it)')
     asks += _processor_asks(partition, facts, shares_hosts)
-    linked = len((facts.get('gpu_topology') or {}).get('gpus', []))
-    if linked and len(entry.get('gpus', [])) == 1 and linked == len(gpus):
-        # How the node's GPUs are linked, as its nvidia-smi said: the ranks are placed by it.
-        entry['gpu_topology'] = facts['gpu_topology']
-    elif linked:
-        asks.append(f'partitions[{partition.name}].gpu_topology: nvidia-smi topo -m on '
-                    f'{facts["hostname"]} links {linked} GPU(s), the partition is described '
-                    f'with {len(gpus)}: left out, ranks are not placed by it')
-    if partition.differing:
-        entry['nodes_of_another_shape'] = {name: ', '.join(how)
-                                           for name, how in partition.differing.items()}
-        asks.append(f'partitions[{partition.name}]: its nodes differ; it is described by its '
-                    f'smallest, {node.name}: ' + '; '.join(
-                        f'{name}: {", ".join(how)}' for name, how in partition.differing.items()))
+    asks += _topology_and_shape(partition, facts, entry, gpus)
     if not clock_source.startswith(NOMINAL_CLOCK_SOURCES):
         asks.append(f'partitions[{partition.name}].clock_hz: {facts["clock_hz"] / 1e9:.3f} GHz '
                     f'comes from {clock_source}; set the cores\' nominal clock (the peak the '
