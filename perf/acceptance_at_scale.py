@@ -84,7 +84,7 @@ def build(directory, nodes, slow, drained):
     uuid = session['session_info']['uuid']
     (directory / states.SESSIONS).mkdir()
     (directory / states.SESSIONS / f'{uuid}.json').write_text(json.dumps(session))
-    states.State('testbed', 'simulated', [plan.Partition('batch', tuple(names))], [uuid],
+    states.State('testbed', 'simulated', [plan.PartitionNodes('batch', tuple(names))], [uuid],
                  {n: 'IDLE+DRAIN: drained (simulated)' for n in out}).save(directory)
     return slowed, out
 

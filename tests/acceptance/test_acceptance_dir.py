@@ -42,7 +42,7 @@ def _acceptance(directory, slow_node='n2'):
                     values[0] *= 0.5
     directory.mkdir()
     (directory / states.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
-    state = states.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3', 'n4'))],
+    state = states.State('mycluster', 'sha', [plan.PartitionNodes('batch', ('n1', 'n2', 'n3', 'n4'))],
                          [data['session_info']['uuid']],
                          {'n4': 'IDLE+DRAIN: drained (bad DIMM in slot 3 [root@2026-11-29])'})
     state.save(directory)
@@ -162,7 +162,7 @@ def test_node_pairs_blame_the_node_that_fails_beside_good_ones_and_never_a_drain
                 ('n1', 'n19'): 'PASS', ('n10', 'n20'): 'NOT_RUN'}
     units = tuple(UnitVerdict(Unit('node_pair', 'srun', pair), verdict)
                   for pair, verdict in verdicts.items())
-    state = states.State('testbed', 'sha', [plan.Partition('srun', ())],
+    state = states.State('testbed', 'sha', [plan.PartitionNodes('srun', ())],
                          second_pairs={'srun': [['n13', 'n7'], ['n14', 'n8'], ['n1', 'n19'],
                                                 ['n10', 'n20']]},
                          out_of_service={'n20': 'IDLE+DRAIN: drained (fan failure)'})
@@ -300,7 +300,7 @@ def test_a_stored_node_name_slurm_refuses_is_one_line_before_any_output(tmp_path
     directory = tmp_path / 'a'
     directory.mkdir()
     (directory / states.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
-    states.State('mycluster', 'sha', [plan.Partition('batch', ('n1', 'n2', 'n3'))],
+    states.State('mycluster', 'sha', [plan.PartitionNodes('batch', ('n1', 'n2', 'n3'))],
                  [data['session_info']['uuid']]).save(directory)
     acceptance = use_case.Acceptance('mycluster', directory / states.CONTRACT_COPY, directory)
     acceptance.contract, acceptance.state = _contract_and_state(directory)

@@ -233,7 +233,7 @@ def test_on_32_real_nodes_node_pairs_blame_the_slow_node_and_not_its_partners():
     names its two nodes, in words and as data (verdicts.json's `nodes`)."""
     data = json.loads((FIXTURES / 'acceptance' / 'testbed-32-nodes-pairs.json').read_text())
     nodes = tuple(f'n{i}' for i in range(1, 33))
-    state = states.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
+    state = states.State('testbed', '', [plan.PartitionNodes('srun', nodes, 0, True)],
                          [s['session_info']['uuid'] for s in data['sessions']],
                          **{k: v for k, v in data['state'].items() if k != 'system'})
     records = {s['session_info']['uuid']: s for s in data['sessions']}
@@ -281,7 +281,7 @@ def _pairs_with_snapshots(job_said, cut_to=5):
                     cut += 1
     assert cut == cut_to
     nodes = tuple(f'n{i}' for i in range(1, 33))
-    state = states.State('testbed', '', [plan.Partition('srun', nodes, 0, True)],
+    state = states.State('testbed', '', [plan.PartitionNodes('srun', nodes, 0, True)],
                          [s['session_info']['uuid'] for s in data['sessions']],
                          **{k: v for k, v in data['state'].items() if k != 'system'})
     records = {s['session_info']['uuid']: s for s in data['sessions']}

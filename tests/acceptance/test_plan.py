@@ -28,8 +28,8 @@ CONTRACT = contract.from_data({'system': 'testbed', 'entries': [
     _entry('pairs', 'DeviceBufferPairCheck', 'bandwidth', 'gpu_pair', 'GB/s',
            partitions=['gpu']),
 ]}, 'contracts/testbed.yaml', 'testbed', {'srun': False, 'gpu': True})
-PARTITIONS = [plan.Partition('srun', tuple(f'n{i}' for i in range(1, 8))),
-              plan.Partition('gpu', ('g1', 'g2'), 8)]
+PARTITIONS = [plan.PartitionNodes('srun', tuple(f'n{i}' for i in range(1, 8))),
+              plan.PartitionNodes('gpu', ('g1', 'g2'), 8)]
 
 
 def test_entries_of_one_check_and_case_run_together_with_the_repeats_the_most_needs():
@@ -71,7 +71,7 @@ def test_per_node_runs_are_batches_of_the_nodes_in_service_that_lack_runs():
     assert options[-2:] == ['--distribute=all', '-J--nodelist=n1,n3,n4']
     # A partition whose nodes are unknown (a paper's system here): the check once, so that
     # its dry run writes the job.
-    unknown = [plan.Partition('srun', ())]
+    unknown = [plan.PartitionNodes('srun', ())]
     assert [(b.nodes, b.distribute) for b in plan.batches(hpcc, unknown, lambda p, u: 0)] == [
         ((), False)]
 
@@ -146,6 +146,6 @@ def test_a_case_s_variables_are_set_and_its_parameters_named_and_conflicts_run_a
         (('ranks_per_node', 32),)]
     options = plan.Batch(groups[0], 'knl').reframe_options()
     assert '-SMpiStartupCheck.ranks_per_node=64' in options
-    runs = plan.dry_runs(groups, [plan.Partition('knl', ())])
+    runs = plan.dry_runs(groups, [plan.PartitionNodes('knl', ())])
     assert [[g.entries for g in run.groups] for run in runs] == [
         [('startup-128-64',), ('startup-256-64',)], [('startup-128-32',)]]

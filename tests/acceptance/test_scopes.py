@@ -58,7 +58,7 @@ def test_a_new_scope_is_one_object_that_plan_judgement_page_and_drafts_handle(wi
     assert entry.scope is RACK
     (group,) = plan.run_groups(contract.Contract('x', (entry,)))
     assert group.kind == 'per_node'         # reached by a run on each node
-    batch = plan.Partition('batch', ('n1', 'n2', 'n3', 'n4'))
+    batch = plan.PartitionNodes('batch', ('n1', 'n2', 'n3', 'n4'))
     expected = plan.expected_units(entry, [batch], 'x')
     assert expected == {scopes.Unit('rack', 'batch', 'r1'), scopes.Unit('rack', 'batch', 'r2')}
 

@@ -12,7 +12,7 @@ from conftest import FIXTURES
 from hpcbench.core import paths
 from hpcbench.devtools import history
 from hpcbench.report import pages
-from hpcbench.results import results_db, verdicts
+from hpcbench.results import changes, results_db
 
 
 def _real_sessions():
@@ -46,11 +46,11 @@ def test_a_verdict_reads_the_sessions_of_its_window_and_no_older_one(year):
     stored = results_db.stored_sessions(results_db.site_config('local'))
     assert [results_db.uuid_of(s) for s in stored] == made[::-1]
     assert not decoded, 'listing the sessions decoded some'
-    new, old = verdicts.sessions_to_judge(stored, 'local')
+    new, old = changes.sessions_to_judge(stored, 'local')
     # The newest night against the 30 before it: one a day.
     assert new == [made[-1]] and sorted(old) == sorted(made[-31:-1])
-    rows = verdicts.compare(stored, 'local', new, old)
-    assert rows and verdicts.counts(rows)['no change'] > 0
+    rows = changes.compare(stored, 'local', new, old)
+    assert rows and changes.counts(rows)['no change'] > 0
     assert set(decoded) == set(made[-31:]), 'a session outside the window was read'
 
 

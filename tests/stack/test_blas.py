@@ -14,7 +14,7 @@ import pytest
 from conftest import BIN, FIXTURES, ROOT, run_reframe
 from hpcbench.core import layout, node, paths
 from hpcbench.report import contents
-from hpcbench.results import case_builds, measured, stack_comparison, verdicts
+from hpcbench.results import case_builds, changes, measured, stack_comparison
 from hpcbench.rfm import site_environments, site_partitions
 from hpcbench.machine import host
 from hpcbench.stack import blas, machine_systems
@@ -294,7 +294,7 @@ def test_which_blas_is_fastest_is_said_with_a_statistic():
     data = json.loads((FIXTURES / 'reframe' / 'blas-hpl-n20000-session.json').read_text())
     groups = dict(stack_comparison.side_by_side(measured.measured_cases(data, fixtures=True)))
     dgemm = groups['DgemmCeiling on local:default']
-    ranks = verdicts.rank_environments(dgemm, 'gflops')
+    ranks = changes.rank_environments(dgemm, 'gflops')
     assert [r.environ for r in ranks] == ['openmpi', 'openmpi-openblas',
                                           'openmpi-openblas-spack', 'openmpi-blis']
     assert case_builds.stack_of(dgemm['openmpi'])['blas'] == 'intel-oneapi-mkl@2025.3.0'
@@ -302,13 +302,13 @@ def test_which_blas_is_fastest_is_said_with_a_statistic():
     assert [r.ahead.verdict for r in ranks[:3]] == ['improvement', 'no change', 'improvement']
     assert ranks[0].ahead.p_value == pytest.approx(1 / 252) and ranks[-1].ahead is None
     hpl = groups['HplCheck layout_name=per-socket num_nodes=1 on local:default']
-    lines = verdicts.ranking_lines(hpl, 'gflops')
+    lines = changes.ranking_lines(hpl, 'gflops')
     assert lines[0].startswith('1. openmpi: median 134.8 GFLOP/s (its job\'s 3 repeats, '
                                '111.2 to 136.7); not told apart from openmpi-openblas-spack')
     assert 'ahead of openmpi-blis by 121.0 %, p = 0.05' in lines[2]
     # No better direction (a count), or one value each: no ranking.
-    assert verdicts.rank_environments(hpl, 'time') != [] and \
-        verdicts.rank_environments({e: dataclasses.replace(c, figures={
+    assert changes.rank_environments(hpl, 'time') != [] and \
+        changes.rank_environments({e: dataclasses.replace(c, figures={
             n: dataclasses.replace(f, runs=(), samples=()) for n, f in c.figures.items()})
             for e, c in hpl.items()}, 'gflops') == []
 

@@ -428,7 +428,7 @@ def _venv_with_no_network(wheels, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     proc = subprocess.run([*clean_root.OFFLINE, str(venv / 'bin' / 'python'), '-c',
                            'import clingo, matplotlib, reframe, scipy, selenium, yaml\n'
-                           'from hpcbench.results import verdicts\n'
+                           'from hpcbench.results import changes\n'
                            'from hpcbench.stack import bootstrap; print(reframe.VERSION)'],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

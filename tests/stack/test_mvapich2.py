@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import BIN, FIXTURES, ROOT, run_reframe
-from hpcbench.results import case_builds, measured, stack_comparison, verdicts
+from hpcbench.results import case_builds, changes, measured, stack_comparison
 from hpcbench.stack import mpi_stacks, spack
 
 INSTALLED = mpi_stacks.site_mvapich2()
@@ -193,7 +193,7 @@ def test_four_mpis_side_by_side_with_repeats():
     assert all(len(c.figures['latency'].runs) == 3 for c in group.values())
     assert re.search(r'^peak_bandwidth \[MB/s\] +23470 \(median of 3\) +23261 \(median of 3\) '
                      r'+20462 \(median of 3\) +16095 \(median of 3\)$', table, re.M), table
-    ranks = verdicts.rank_environments(group, 'latency')
+    ranks = changes.rank_environments(group, 'latency')
     assert [r.sample.n for r in ranks] == [3, 3, 3, 3] and ranks[0].what == '3 runs'
     # Open MPI's 0.25 us first, MPICH's 0.36 last; three runs each tell none apart (within
     # 5 %, or MPICH's runs spread from 0.10 to 0.36 us).

@@ -92,7 +92,7 @@ def run_groups(contract, kinds=None):
 
 
 @dataclass(frozen=True)
-class Partition:
+class PartitionNodes:
     """What an acceptance knows of a partition of the system: its nodes (() where its
     scheduler cannot be asked: a dry run of a paper's system) and each node's GPUs."""
     name: str
@@ -234,7 +234,7 @@ def blamed(first_round, second_round):
 
 def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
             size=DEFAULT_BATCH_NODES):
-    """The runs left of `group` on `partitions` (Partition), one pass: each unit that lacks
+    """The runs left of `group` on `partitions` (PartitionNodes), one pass: each unit that lacks
     runs once (the acceptance runs passes until each has the group's repeats: a unit's runs
     are then a pass apart, not back to back, where a load on the host that lasts a minute
     hit all three runs of a healthy node pair, which FAILed). Per node, its nodes in
@@ -269,7 +269,7 @@ def batches(group, partitions, runs_done, out_of_service=(), node_pairs=(),
 
 
 def expected_units(entry, partitions, system, node_pairs=()):
-    """The units `entry` must have a verdict of on `partitions` (Partition; those of its
+    """The units `entry` must have a verdict of on `partitions` (PartitionNodes; those of its
     scope, hpcbench.acceptance.scopes): every node; each GPU and each pair of GPUs of every
     node; each pair of nodes paired (`node_pairs`: {partition: [(a, b), ...]}); the
     partition; the system. A unit expected and never measured is NOT_RUN

@@ -80,7 +80,7 @@ class Scope:
         return None
 
     def expected(self, partition, system, node_pairs):
-        """The units expected on `partition` (hpcbench.acceptance.plan.Partition)."""
+        """The units expected on `partition` (hpcbench.acceptance.plan.PartitionNodes)."""
         raise NotImplementedError
 
     def nodes(self, key):

@@ -27,7 +27,7 @@ class State:
     """What an acceptance has done so far (state.json in its directory)."""
     system: str
     contract_sha256: str
-    partitions: list                            # plan.Partition, as seen when it began
+    partitions: list                            # plan.PartitionNodes, as seen when it began
     sessions: list = field(default_factory=list)        # stored sessions' UUIDs, in order
     out_of_service: dict = field(default_factory=dict)  # {node: why}, as first seen
     node_pairs: dict = field(default_factory=dict)      # {partition: [[a, b], ...]}
@@ -46,7 +46,7 @@ class State:
         try:
             data = json_data(paths.read_regular(path, MAX_SESSION_BYTES, 'a state'),
                              str(path))
-            data['partitions'] = [plan.Partition(str(p['name']), tuple(map(str, p['nodes'])),
+            data['partitions'] = [plan.PartitionNodes(str(p['name']), tuple(map(str, p['nodes'])),
                                                  int(p['gpus_per_node']),
                                                  bool(p['distributes']))
                                   for p in data['partitions']]

@@ -105,8 +105,8 @@ class Acceptance:
     # --- planning ------------------------------------------------------------------------
 
     def _partitions(self):
-        """The system's partitions as the acceptance plans them (plan.Partition)."""
-        return [plan.Partition(p.name, (p.host,) if p.host else (), p.gpus_per_node,
+        """The system's partitions as the acceptance plans them (plan.PartitionNodes)."""
+        return [plan.PartitionNodes(p.name, (p.host,) if p.host else (), p.gpus_per_node,
                                p.distributes) for p in self.reframe.partitions()]
 
     def _begin(self, dry_run):
@@ -153,7 +153,7 @@ class Acceptance:
         nodes = sorted({n for check in checks
                         for n in self.reframe.distributed_nodes(partition.name, check)},
                        key=slurm_cluster.natural_key)
-        return plan.Partition(partition.name, tuple(nodes), partition.gpus_per_node,
+        return plan.PartitionNodes(partition.name, tuple(nodes), partition.gpus_per_node,
                               bool(nodes) and not dry_run)
 
     def _note_out_of_service(self):

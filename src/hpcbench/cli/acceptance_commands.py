@@ -114,6 +114,7 @@ def _share(text):
 
 def register(sub):
     """Add this group's commands to the `hpcbench` parser's subparsers."""
+    from hpcbench.acceptance import drafts, plan    # the defaults, where they are kept
     accept = sub.add_parser('accept', help="run a system's acceptance against its contract "
                             '(contracts/SYSTEM.yaml): every node, GPU and pair judged; or '
                             '--verify an acceptance directory')
@@ -124,7 +125,7 @@ def register(sub):
     accept.add_argument('--dry-run', action='store_true',
                         help='write every job the acceptance runs, run none')
     accept.add_argument('--batch-nodes', type=int, default=None,
-                        help='nodes per ReFrame run (default 32)')
+                        help=f'nodes per ReFrame run (default {plan.DEFAULT_BATCH_NODES})')
     accept.add_argument('--mode', choices=('quick', 'full'),
                         help="the run's sizes (default: quick here, full on a paper's system)")
     accept.add_argument('--key', help='an SSH private key to sign the manifest with '
@@ -146,8 +147,11 @@ def register(sub):
     init.add_argument('--output', help='where (default: contracts/SYSTEM.yaml)')
     init.add_argument('--baseline', action='append', help='a stored session UUID to draw '
                       'from, given once per session (default: the newest stored session)')
-    init.add_argument('--factor', type=_share, default=0.9,
-                      help='the share of a baseline or datasheet figure committed (0.9)')
+    init.add_argument('--factor', type=_share, default=drafts.DEFAULT_FACTOR,
+                      help='the share of a stored baseline\'s medians committed (default '
+                           f'{drafts.DEFAULT_FACTOR:g}; a GPU datasheet\'s figures are '
+                           f'committed at {drafts.DATASHEET_SHARE:g} of them, Azure\'s '
+                           'published ones whole)')
     init.add_argument('--checks', help='from a stored session: these checks only '
                       '(comma-separated, e.g. HpccCheck)')
     init.add_argument('--setting', action='append', metavar='CHECK.VARIABLE=VALUE',

@@ -187,14 +187,14 @@ def _print_rankings(groups):
     """Each case's environments ranked by its compared figures (its headline, HPL's DGEMM
     ceiling), where they have samples (--repeat, or a job's own repeats), each against the
     next with a statistic."""
-    from hpcbench.results import stack_comparison, verdicts
-    ranked = [(heading, variable, verdicts.ranking_lines(group, variable))
+    from hpcbench.results import changes, stack_comparison
+    ranked = [(heading, variable, changes.ranking_lines(group, variable))
               for heading, group in groups
               for variable in stack_comparison.compared_variables(group)]
     ranked = [entry for entry in ranked if entry[2]]
     if ranked:
         print(f'\nRanked (a one-sided Mann-Whitney U test of each against the next, at '
-              f'p <= {verdicts.ALPHA:g} and more than {verdicts.THRESHOLD:g} % apart)')
+              f'p <= {changes.ALPHA:g} and more than {changes.THRESHOLD:g} % apart)')
     for heading, variable, lines in ranked:
         print(f'\n{heading}: {variable}')
         for line in lines:
@@ -227,13 +227,13 @@ def _reference_counts(args):
 
 
 def judging_options(parser):
-    from hpcbench.results import verdicts
-    parser.add_argument('--threshold', type=_threshold, default=verdicts.THRESHOLD,
+    from hpcbench.results import changes
+    parser.add_argument('--threshold', type=_threshold, default=changes.THRESHOLD,
                         help='percent a median must get worse by to count as a regression '
-                             f'(default {verdicts.THRESHOLD:g})')
-    parser.add_argument('--days', type=_days, default=verdicts.DAYS,
+                             f'(default {changes.THRESHOLD:g})')
+    parser.add_argument('--days', type=_days, default=changes.DAYS,
                         help='judge against the sessions of this many days before '
-                             f'(default {verdicts.DAYS})')
+                             f'(default {changes.DAYS})')
 
 
 def _days(text):
@@ -247,9 +247,9 @@ def _days(text):
 
 
 def _threshold(text):
-    from hpcbench.results import verdicts
+    from hpcbench.results import changes
     try:
-        return verdicts.check_threshold(float(text))
+        return changes.check_threshold(float(text))
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 

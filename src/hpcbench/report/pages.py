@@ -5,7 +5,7 @@ and a Markdown summary built from ReFrame's results database.
   them, and the margin to the reference;
 - plots of the results beside the papers' figures (hpcbench.report.plots);
 - the newest session judged against the sessions before it, figure by figure, with
-  a significance test (hpcbench.results.verdicts): regressions highlighted;
+  a significance test (hpcbench.results.changes): regressions highlighted;
 - the provenance each result carries (hpcbench.stack.provenance): session extras and the
   build, inputs and node of every test case.
 
@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 
 from hpcbench.report import plots, sections, trend_plots
-from hpcbench.results import picture, references, verdicts
+from hpcbench.results import changes, picture, references
 from hpcbench.report.markdown_summary import markdown
 from hpcbench.report.html_page import render_html
 
@@ -73,7 +73,7 @@ def write(directory, picture):
 
 
 def from_database(system, directory, session=None, against=None,
-                  threshold=verdicts.THRESHOLD, days=verdicts.DAYS):
+                  threshold=changes.THRESHOLD, days=changes.DAYS):
     """The report of `system` from its results database (hpcbench.results.picture.
     from_database: the window it judges, and no older session, is read)."""
     if Path(directory).exists():

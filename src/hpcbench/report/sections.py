@@ -74,7 +74,7 @@ RESULT_CLASSES = {'pass': 'pass', 'fail': 'fail', 'withheld': 'fail'}
 
 
 def comparison_cells(row):
-    """A judged figure (hpcbench.results.verdicts.Row) as the report's and compare's cells."""
+    """A judged figure (hpcbench.results.changes.Row) as the report's and compare's cells."""
     v = row.verdict
     return [title(row.check, row.parameters), row.environ, v.variable,
             distribution(v.old.values + v.old.not_finite),

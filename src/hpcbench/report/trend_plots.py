@@ -4,7 +4,7 @@ software stack drawn as a break (a trend never runs across two stacks)."""
 import matplotlib.dates
 
 from hpcbench.report.plots import Plot, no_measurements, plt     # plots chose the backend
-from hpcbench.results import trends, verdicts
+from hpcbench.results import changes, trends
 
 
 # The headline figures whose trend the report plots: (check, variable, the test cases, title).
@@ -23,7 +23,7 @@ TRENDS = (
 
 
 def trend(samples, baseline, system, check, variable, wanted, title,
-          threshold=verdicts.THRESHOLD):
+          threshold=changes.THRESHOLD):
     """One headline figure per session over time, as the results layer judged it
     (hpcbench.results.trends): a line per MPI stack and test case (the session's median,
     bars from its lowest to its highest run), its baseline's accepted range as a band, a
@@ -56,7 +56,7 @@ def trend(samples, baseline, system, check, variable, wanted, title,
             ax.axvline(change.at.started, color=colour, linestyle='--', linewidth=1)
             ax.annotate(change.kind, (change.at.started, change.at.median), fontsize=7,
                         color=colour, xytext=(3, 3), textcoords='offset points')
-    changes = sum(len(part.changes) for line in lines for part in line.parts)
+    found = sum(len(part.changes) for line in lines for part in line.parts)
     stack_changes = sum(line.stack_changes for line in lines)
 
     if not lines:
@@ -79,12 +79,12 @@ def trend(samples, baseline, system, check, variable, wanted, title,
                 f'accepted range (make baseline), dotted line its median. Dashed vertical '
                 f'lines: change points, where the sessions before and after differ by more '
                 f'than {threshold:g} % with a one-sided Mann-Whitney U p <= '
-                f'{verdicts.ALPHA:g} ({changes} found), sought within one software stack '
+                f'{changes.ALPHA:g} ({found} found), sought within one software stack '
                 f'only. Dotted vertical lines: the stack changed (another build, BLAS or '
                 f'MPI: {stack_changes} found), a change of the software, not of the machine.')
 
 
-def all_trends(samples, baseline, system, threshold=verdicts.THRESHOLD):
+def all_trends(samples, baseline, system, threshold=changes.THRESHOLD):
     """The trend plot of every headline figure (TRENDS), one at a time (each is saved and
     closed before the next is drawn)."""
     for spec in TRENDS:

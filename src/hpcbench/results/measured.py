@@ -292,7 +292,7 @@ def _decoded(tc):
     for name, figure in list(figures.items()):
         why = no_result(figure)
         # One that is no number (NaN, infinite) stays a figure: compare and the report show
-        # it as it is, unjudged (hpcbench.results.verdicts); an acceptance holds its unit
+        # it as it is, unjudged (hpcbench.results.changes); an acceptance holds its unit
         # INVALID all the same (MeasuredCase.why_no_result).
         if why and math.isfinite(figure.value) and name not in withheld:
             withheld[name] = why

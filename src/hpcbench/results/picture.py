@@ -2,7 +2,7 @@
 sessions it needs, for the report to render (hpcbench.report.pages) and `hpcbench compare`
 to print: each test case's latest figures, marked with their session (latest_cases); the
 sessions those come from; the system's references; the newest sessions judged against
-earlier ones (Comparison, hpcbench.results.verdicts); every figure's samples over the
+earlier ones (Comparison, hpcbench.results.changes); every figure's samples over the
 window (its trends, each case's figures over the stored runs of its stack); the node's
 ceilings measured in those sessions.
 
@@ -11,15 +11,15 @@ ceilings measured in those sessions.
 `of_sessions` builds the same picture from sessions as data (tests, fixtures)."""
 from dataclasses import dataclass, field, replace
 
-from hpcbench.results import measured, references, results_db, verdicts
+from hpcbench.results import changes, measured, references, results_db
 
 
 @dataclass
 class Comparison:
     new: list                    # session UUIDs
     old: list
-    rows: list = field(default_factory=list)   # hpcbench.results.verdicts.Row
-    threshold: float = verdicts.THRESHOLD
+    rows: list = field(default_factory=list)   # hpcbench.results.changes.Row
+    threshold: float = changes.THRESHOLD
 
     @property
     def regressions(self):
@@ -27,14 +27,14 @@ class Comparison:
 
     def describe(self):
         """One sentence: what was compared, how, and how it came out."""
-        tally = ', '.join(f'{n} {name}' for name, n in verdicts.counts(self.rows).items() if n)
+        tally = ', '.join(f'{n} {name}' for name, n in changes.counts(self.rows).items() if n)
         return (f'{len(self.new)} new session(s) ({", ".join(u[:8] for u in self.new)}) '
                 f'against {len(self.old)} earlier one(s); a figure regressed when its median '
                 f'got worse by more than {self.threshold:g} % and a one-sided Mann-Whitney '
-                f'U test gives p <= {verdicts.ALPHA:g}, over the sessions\' medians where '
-                f'each side has {verdicts.MIN_SESSIONS} sessions, else over the runs (and '
+                f'U test gives p <= {changes.ALPHA:g}, over the sessions\' medians where '
+                f'each side has {changes.MIN_SESSIONS} sessions, else over the runs (and '
                 f'then outside the earlier sessions\' medians when there are '
-                f'{verdicts.MIN_SESSIONS}); the runs of a build only against runs of the same '
+                f'{changes.MIN_SESSIONS}); the runs of a build only against runs of the same '
                 f'build (another BLAS, MPI or recipe: \'stack changed\', not judged). '
                 f'{tally or "no figure in common"}.')
 
@@ -93,24 +93,24 @@ class Picture:
     comparison: object = None   # Comparison, or None where nothing was judged
     history: dict = field(default_factory=dict)     # measured.figure_samples of the window
     ceilings: list = field(default_factory=list)    # ceiling cases of `sessions`
-    threshold: float = verdicts.THRESHOLD   # percent: what a verdict and a trend call a change
+    threshold: float = changes.THRESHOLD   # percent: what a verdict and a trend call a change
 
 
-def judged(stored, system, new=None, old=None, days=verdicts.DAYS,
-           threshold=verdicts.THRESHOLD, across_stacks=False):
+def judged(stored, system, new=None, old=None, days=changes.DAYS,
+           threshold=changes.THRESHOLD, across_stacks=False):
     """The sessions `new` (default: the newest) judged against `old` (default: those of the
     `days` before), among `stored`: a Comparison, or None where there is nothing to judge
     against."""
-    compared = verdicts.sessions_to_judge(stored, system, new, old, days)
+    compared = changes.sessions_to_judge(stored, system, new, old, days)
     if not compared:
         return None
-    rows = verdicts.compare(stored, system, *compared, threshold=threshold,
+    rows = changes.compare(stored, system, *compared, threshold=threshold,
                             across_stacks=across_stacks)
     return Comparison(*compared, rows, threshold)
 
 
 def of_sessions(system, sessions, comparison=None, stored=None,
-                threshold=verdicts.THRESHOLD):
+                threshold=changes.THRESHOLD):
     """The picture of `system` from `sessions` (newest first): their latest figures, and
     `comparison` with the figures' samples over `stored` (default: `sessions`)."""
     cases, used = latest_cases(sessions, system)
@@ -123,8 +123,8 @@ def of_sessions(system, sessions, comparison=None, stored=None,
                    ceiling_cases(used, system), threshold)
 
 
-def from_database(system, session=None, against=None, threshold=verdicts.THRESHOLD,
-                  days=verdicts.DAYS):
+def from_database(system, session=None, against=None, threshold=changes.THRESHOLD,
+                  days=changes.DAYS):
     """The picture of `system` from its results database, reading the window it judges:
     the latest figures of every case measured there (or those of `session`), and that
     session (default: the newest) judged against `against` (default: the sessions of the
@@ -143,7 +143,7 @@ def from_database(system, session=None, against=None, threshold=verdicts.THRESHO
                  if results_db.uuid_of(s) in {*comparison.new, *comparison.old}]
     else:
         # Nothing to judge against: the newest session with results of the system.
-        shown = [next((s for s in stored if verdicts.measures(s, system)), stored[0])
+        shown = [next((s for s in stored if changes.measures(s, system)), stored[0])
                  ] if stored else []
     window = [s for s in stored if results_db.uuid_of(s) in
               {*(comparison.new + comparison.old if comparison else ()),

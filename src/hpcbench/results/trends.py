@@ -1,13 +1,13 @@
 """A headline figure over sessions, judged (the report's trend plots draw it): per test case
 and MPI stack a line of session medians with each session's lowest and highest run, split
 where the software changed (another build, BLAS or MPI: a trend never runs across two
-stacks), the change points of each part (hpcbench.results.verdicts.change_points) and the
+stacks), the change points of each part (hpcbench.results.changes.change_points) and the
 baseline's accepted band where one is recorded."""
 import datetime
 import statistics
 from dataclasses import dataclass
 
-from hpcbench.results import measured, references, verdicts
+from hpcbench.results import changes, measured, references
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def baseline_band(baseline, check, partition, environ, match):
                  for f in found.values() if f.source == 'baseline'), None)
 
 
-def trend_lines(samples, baseline, check, variable, wanted, threshold=verdicts.THRESHOLD):
+def trend_lines(samples, baseline, check, variable, wanted, threshold=changes.THRESHOLD):
     """[TrendLine] of `check`'s `variable` in every test case whose parameters hold `wanted`
     (samples: measured.figure_samples), each stack's sessions searched for change points
     on their own."""
@@ -84,10 +84,10 @@ def trend_lines(samples, baseline, check, variable, wanted, threshold=verdicts.T
         parts = []
         for stack, part in stacks.items():
             points = session_points(part)
-            changes = [ChangePoint(points[index], kind) for index, kind in
-                       verdicts.change_points(variable, series.unit,
-                                              [p.median for p in points], threshold)]
-            parts.append(StackPart(stack, tuple(points), tuple(changes)))
+            found = [ChangePoint(points[index], kind) for index, kind in
+                     changes.change_points(variable, series.unit,
+                                           [p.median for p in points], threshold)]
+            parts.append(StackPart(stack, tuple(points), tuple(found)))
         lines.append(TrendLine(environ, parameters, series.unit,
                                tuple(session_points(series)), tuple(parts), band))
     return lines

@@ -14,7 +14,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from hpcbench.rfm.contract import SubclassContract
+from hpcbench.rfm.required_attributes import SubclassContract
 from hpcbench.machine.from_reframe import partition_description, stack_description
 from hpcbench.stack import provenance, spack
 

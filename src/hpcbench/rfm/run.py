@@ -12,7 +12,7 @@ from reframe.core.exceptions import SanityError
 
 from hpcbench.benchmarks import ceilings
 from hpcbench.stack import debian
-from hpcbench.rfm.contract import SubclassContract
+from hpcbench.rfm.required_attributes import SubclassContract
 from hpcbench.rfm.partition import job_output, partition_node, run_script
 from hpcbench.rfm.plugins import (CheckedInputs, JobNodes, PinnedNodes, Provenance, QuietNode,
                                   Samples, StackCoverage)
@@ -23,7 +23,7 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, Quie
     """What every benchmark check is. A check deriving from it defines:
 
     - in its class body: what its base requires (`required_attributes`, refused at init
-      when left out: hpcbench.rfm.contract), `build`, a fixture of a BenchmarkBuild
+      when left out: hpcbench.rfm.required_attributes), `build`, a fixture of a BenchmarkBuild
       (hpcbench.rfm.build: Spack's build or a registry's program), `valid_systems`,
       `valid_prog_environs`, and in
       `input_kinds` the numeric inputs a user may set with -S ({name: 'positive', ...});

@@ -293,9 +293,9 @@ def choose_default(samples, order):
     {library name: [GFLOP/s, ...]}, `order` the current order (its first: the default). It
     is never applied by itself (set_default is the user's). Another is suggested only when
     the library with the best median is ahead of it by compare's rule
-    (hpcbench.results.verdicts.judge: more than 5 % and a one-sided Mann-Whitney U test at
+    (hpcbench.results.changes.judge: more than 5 % and a one-sided Mann-Whitney U test at
     p <= 0.05), so that two libraries a run cannot tell apart are not suggested in turn."""
-    from hpcbench.results import verdicts
+    from hpcbench.results import changes
     medians = {name: statistics.median(values) for name, values in samples.items() if values}
     current = order[0]
     by_median = sorted(medians, key=medians.get, reverse=True)
@@ -315,7 +315,7 @@ def choose_default(samples, order):
         default, changed = best, True
         reason = f'{best}: the best DGEMM, {figure(best)}; {current} was not measured'
     else:
-        verdict = verdicts.judge('gflops', 'GFLOP/s', samples[current], samples[best])
+        verdict = changes.judge('gflops', 'GFLOP/s', samples[current], samples[best])
         changed = verdict.verdict == 'improvement'
         default = best if changed else current
         reason = (f'{best}: the best DGEMM, {figure(best)}, ahead of {figure(current)}: '

@@ -1,4 +1,4 @@
-"""Regression verdicts (hpcbench.results.verdicts): the rule on small samples, and on the
+"""Regression verdicts (hpcbench.results.changes): the rule on small samples, and on the
 two real stored sessions of the whole suite in tests/fixtures/report (one run each, this
 machine)."""
 import json
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hpcbench.results import baselines, case_builds, measured, references, results_db, verdicts
+from hpcbench.results import baselines, case_builds, changes, measured, references, results_db
 from conftest import BIN, FIXTURES, ROOT, load_on_every_core, run_reframe
 
 
@@ -39,31 +39,31 @@ def _uuid(data):
 ])
 def test_a_verdict_needs_a_change_beyond_the_threshold_and_a_significant_test(
         variable, unit, old, new, expected):
-    judged = verdicts.judge(variable, unit, old, new, threshold=5)
+    judged = changes.judge(variable, unit, old, new, threshold=5)
     assert judged.verdict == expected, judged.reason
     assert judged.better == baselines.better(variable, unit)
 
 
 def test_verdicts_say_why():
-    few = verdicts.judge('triad', 'MB/s', [100, 101], [80, 81])
+    few = changes.judge('triad', 'MB/s', [100, 101], [80, 81])
     assert few.verdict == 'inconclusive' and 'smallest p 0.167' in few.reason and 'run more' \
         in few.reason
-    apart = verdicts.judge('triad', 'MB/s', [100, 101, 99], [80, 81, 79])
+    apart = changes.judge('triad', 'MB/s', [100, 101, 99], [80, 81, 79])
     assert apart.p_value == pytest.approx(0.05) and apart.change_percent == pytest.approx(-20)
     assert 'median -20.0 %' in apart.reason
     # The threshold is the user's: at 25 % the same drop does not count.
-    assert verdicts.judge('triad', 'MB/s', [100, 101, 99], [80, 81, 79],
+    assert changes.judge('triad', 'MB/s', [100, 101, 99], [80, 81, 79],
                           threshold=25).verdict == 'no change'
 
 
 def test_a_sample_of_no_values_is_refused():
     with pytest.raises(ValueError, match='a sample needs values'):
-        verdicts.Sample(())
+        changes.Sample(())
 
 
 def test_a_negative_threshold_is_refused():
     with pytest.raises(ValueError, match='threshold -1'):
-        verdicts.judge('triad', 'MB/s', [1], [1], threshold=-1)
+        changes.judge('triad', 'MB/s', [1], [1], threshold=-1)
 
 
 def test_figure_samples_keep_every_run_and_apart_by_inputs():
@@ -111,27 +111,27 @@ def test_a_session_stored_before_stream_had_its_stores_parameter_is_the_compiled
 
 def test_the_newest_session_is_judged_against_those_of_the_days_before():
     new, old = _sessions()
-    assert verdicts.sessions_to_judge([new, old], 'local') == ([_uuid(new)], [_uuid(old)])
+    assert changes.sessions_to_judge([new, old], 'local') == ([_uuid(new)], [_uuid(old)])
     # No earlier session within the window: nothing to judge against.
-    assert verdicts.sessions_to_judge([new, old], 'local', days=0) is None
-    assert verdicts.sessions_to_judge([new], 'local') is None
-    assert verdicts.sessions_to_judge([new, old], 'local', new=[_uuid(old)]) is None
-    assert verdicts.sessions_to_judge([new, old], 'local', old=['x']) == ([_uuid(new)], ['x'])
+    assert changes.sessions_to_judge([new, old], 'local', days=0) is None
+    assert changes.sessions_to_judge([new], 'local') is None
+    assert changes.sessions_to_judge([new, old], 'local', new=[_uuid(old)]) is None
+    assert changes.sessions_to_judge([new, old], 'local', old=['x']) == ([_uuid(new)], ['x'])
     with pytest.raises(ValueError, match='no stored session x'):
-        verdicts.compare([new, old], 'local', [_uuid(new)], ['x'])
+        changes.compare([new, old], 'local', [_uuid(new)], ['x'])
 
 
 def test_two_real_sessions_of_unchanged_code_give_no_regression(capsys):
     """The same code run twice here: the old rule (one value each, 5 % worse) called many
     figures regressions; the verdict calls none, and says which ones it cannot tell."""
     new, old = _sessions()
-    rows = verdicts.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
+    rows = changes.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
     assert rows
     old_rule = sum(r.verdict.better is not None and r.verdict.change_percent is not None
-                   and abs(r.verdict.change_percent) > verdicts.THRESHOLD
+                   and abs(r.verdict.change_percent) > changes.THRESHOLD
                    and (r.verdict.change_percent < 0) == (r.verdict.better == 'higher')
                    for r in rows)
-    tally = verdicts.counts(rows)
+    tally = changes.counts(rows)
     with capsys.disabled():
         print(f'\n{len(rows)} figures: the old rule gave {old_rule} regression(s); '
               f'the verdicts: {tally}')
@@ -155,7 +155,7 @@ def test_figures_of_another_stack_are_never_judged_as_the_machines():
     figures of builds without a BLAS are judged as ever; --across-stacks judges them."""
     new, old = _sessions()
     old = _built_with(old, 'intel-oneapi-mkl@2025.3.0')
-    rows = verdicts.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
+    rows = changes.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
     blas_rows = [r for r in rows if '^blas=' in r.stack]
     assert {r.check for r in blas_rows} >= {'HplCheck', 'HpccCheck'}
     for row in blas_rows:
@@ -165,9 +165,9 @@ def test_figures_of_another_stack_are_never_judged_as_the_machines():
                                    'openblas@0.3.21 (median '), v.reason
     others = [r for r in rows if '^blas=' not in r.stack]
     assert others and not any(r.verdict.verdict == 'stack changed' for r in others)
-    assert verdicts.counts(rows)['stack changed'] == len(blas_rows)
+    assert changes.counts(rows)['stack changed'] == len(blas_rows)
 
-    across = verdicts.compare([new, old], 'local', [_uuid(new)], [_uuid(old)],
+    across = changes.compare([new, old], 'local', [_uuid(new)], [_uuid(old)],
                               across_stacks=True)
     judged = [r for r in across if '^blas=' in r.stack]
     assert len(judged) == len(blas_rows)
@@ -211,7 +211,7 @@ def _compare(var, new, old, threshold=5):
                           env={**os.environ, 'HPCBENCH_VAR': str(var)})
     verdict_of = {}
     for line in proc.stdout.splitlines():
-        for name in verdicts.VERDICTS:
+        for name in changes.VERDICTS:
             match = re.match(r'ImbPairCheck benchmark=PingPong\s+intelmpi\s+(\w+)\s.*?'
                              rf'\s{name}\s', line)
             if match:
@@ -243,7 +243,7 @@ def test_a_busy_node_is_a_regression_and_an_unchanged_run_is_not(tmp_path, monke
     var = tmp_path / 'var'
     monkeypatch.setenv('HPCBENCH_VAR', str(var))
     quiet, loaded = [], []
-    for _ in range(2 * verdicts.MIN_SESSIONS):
+    for _ in range(2 * changes.MIN_SESSIONS):
         quiet.append(_imb_pingpong())
         with load_on_every_core():
             loaded.append(_imb_pingpong('-S', 'quiet_node_action=off'))
@@ -337,7 +337,7 @@ def test_the_session_is_the_unit_once_each_side_has_three():
     # Three runs each in three sessions per side: the session medians are tested.
     old = _figure({f'o{i}': [100 + i, 101 + i, 99 + i] for i in range(3)})
     new = _figure({f'n{i}': [80 + i, 81 + i, 79 + i] for i in range(3)})
-    verdict = verdicts.judge_figure('triad', old, new)
+    verdict = changes.judge_figure('triad', old, new)
     assert verdict.basis == 'session medians' and verdict.new.n == verdict.old.n == 3
     assert verdict.verdict == 'regression'
     # One new session of three runs, within the old sessions' medians (one phase of a
@@ -345,26 +345,26 @@ def test_the_session_is_the_unit_once_each_side_has_three():
     old = _figure({'o1': [100, 101, 102, 100, 101], 'o2': [98, 99, 100, 99, 98],
                    'o3': [75, 76]})
     new = _figure({'n1': [80, 81, 82, 80.5]})
-    verdict = verdicts.judge_figure('triad', old, new)
+    verdict = changes.judge_figure('triad', old, new)
     assert verdict.basis == 'runs' and verdict.verdict == 'inconclusive'
-    assert verdict.p_value < verdicts.ALPHA       # the runs alone would say regression
+    assert verdict.p_value < changes.ALPHA       # the runs alone would say regression
     assert "within the earlier sessions' medians (75.5 to 101)" in verdict.reason
     # Below every earlier session: a regression.
-    verdict = verdicts.judge_figure('triad', old, _figure({'n1': [50, 51, 52]}))
+    verdict = changes.judge_figure('triad', old, _figure({'n1': [50, 51, 52]}))
     assert verdict.verdict == 'regression'
 
 
 def test_change_points_mark_a_change_of_level_not_noise():
     steady = [100, 103, 98, 101, 99, 102, 100, 97, 101]
-    assert verdicts.change_points('triad', 'MB/s', steady) == []
+    assert changes.change_points('triad', 'MB/s', steady) == []
     stepped = [100, 103, 98, 101, 70, 72, 69, 71, 70]
-    assert verdicts.change_points('triad', 'MB/s', stepped) == [(4, 'regression')]
+    assert changes.change_points('triad', 'MB/s', stepped) == [(4, 'regression')]
     # Two steps: both found, the second an improvement of the time.
     times = [1.0, 1.02, 0.98, 2.0, 2.1, 1.9, 2.05, 1.2, 1.21, 1.19]
-    assert verdicts.change_points('mpi_init', 's', times) == [(3, 'regression'),
+    assert changes.change_points('mpi_init', 's', times) == [(3, 'regression'),
                                                              (7, 'improvement')]
     # Fewer than 3 values on a side: no test can tell.
-    assert verdicts.change_points('triad', 'MB/s', [100, 100, 50, 50]) == []
+    assert changes.change_points('triad', 'MB/s', [100, 100, 50, 50]) == []
 
 
 def test_two_real_sessions_across_a_change_of_the_default_blas_judge_no_hpl_figure():
@@ -378,7 +378,7 @@ def test_two_real_sessions_across_a_change_of_the_default_blas_judge_no_hpl_figu
     assert (old['session_info']['blas_default'], new['session_info']['blas_default']) == (
         'mkl', 'openblas-spack')
     assert new['session_info']['blas_default_from'].endswith(' in place of mkl')
-    rows = verdicts.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
+    rows = changes.compare([new, old], 'local', [_uuid(new)], [_uuid(old)])
     mkl_to_openblas = [r for r in rows if r.environ in ('openmpi', 'mpich', 'intelmpi')]
     assert {r.environ for r in mkl_to_openblas} == {'openmpi', 'mpich', 'intelmpi'}
     for row in mkl_to_openblas:
@@ -386,16 +386,16 @@ def test_two_real_sessions_across_a_change_of_the_default_blas_judge_no_hpl_figu
         assert 'blas intel-oneapi-mkl@2025.3.0 -> openblas@0.3.28' in row.verdict.reason
     same = [r for r in rows if r.environ in ('openmpi-blis', 'openmpi-openblas')]
     assert same and not any(r.verdict.verdict == 'stack changed' for r in same)
-    assert verdicts.counts(rows)['stack changed'] == len(mkl_to_openblas)
+    assert changes.counts(rows)['stack changed'] == len(mkl_to_openblas)
 
 
 # --- A figure that is no number, stored (issue 38) -----------------------------------------
 
 def test_a_sample_keeps_what_is_no_number_apart_and_judges_nothing_with_it():
-    sample = verdicts.Sample((10.0, float('nan'), 12.0))
+    sample = changes.Sample((10.0, float('nan'), 12.0))
     assert sample.values == (10.0, 12.0) and sample.n == 2 and sample.median == 11.0
     assert str(sample.not_finite) == '(nan,)'
-    verdict = verdicts.judge('triad', 'MB/s', [10.0, 11.0], [float('inf')])
+    verdict = changes.judge('triad', 'MB/s', [10.0, 11.0], [float('inf')])
     assert verdict.verdict == 'not judged' and verdict.change_percent is None
     assert verdict.reason == 'a figure that is no number (new: inf) is not judged'
 

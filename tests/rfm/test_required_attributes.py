@@ -1,5 +1,5 @@
 """A base check's contract with the checks deriving from it is enforced when a test is made
-(hpcbench.rfm.contract), not stated in a comment: a check that forgets what its base
+(hpcbench.rfm.required_attributes), not stated in a comment: a check that forgets what its base
 requires is refused by ReFrame, naming the check, the attribute and the base, and the
 checks beside it in the file are still made."""
 import textwrap
