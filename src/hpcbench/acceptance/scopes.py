@@ -190,29 +190,33 @@ class _NodePair(Scope):
         return len(case.nodes) == 2
 
 
-class _Partition(Scope):
+class _Whole(Scope):
+    """A partition's or the system's: one unit, keyed by its name, from any run on it."""
+
+    def key(self, partition, system):
+        raise NotImplementedError
+
     def case_unit(self, case):
-        return self.unit(case.partition, case.partition)
+        return self.unit(case.partition, self.key(case.partition, case.system))
 
     def failed_unit(self, run):
-        return self.unit(run.partition, run.partition)
+        return self.case_unit(run)
 
     def expected(self, partition, system, node_pairs):
-        return {self.unit(partition.name, partition.name)}
+        return {self.unit(partition.name, self.key(partition.name, system))}
+
+
+class _Partition(_Whole):
+    def key(self, partition, system):
+        return partition
 
     def recognises(self, case):
         return True
 
 
-class _System(Scope):
-    def case_unit(self, case):
-        return self.unit(case.partition, case.system)
-
-    def failed_unit(self, run):
-        return self.unit(run.partition, run.system)
-
-    def expected(self, partition, system, node_pairs):
-        return {self.unit(partition.name, system)}
+class _System(_Whole):
+    def key(self, partition, system):
+        return system
 
 
 NODE = _Node('node', 'per_node', 'node')
