@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from hpcbench.core import paths, slurm_cluster
+from hpcbench.rfm import reframe_port
 
 TESTBED_OUTPUTS = paths.PROJECT_ROOT / 'tests' / 'fixtures' / 'slurm' / 'testbed'
 DESCRIBED = 'described'
@@ -48,10 +49,9 @@ def _described_site_config(root):
 
 
 def _reframe(config, system, var, option):
-    reframe = Path(sys.executable).parent / 'reframe'
     done = subprocess.run(
-        [str(reframe), '-C', str(config), '--system', system, '-c', str(paths.CHECKS_DIR),
-         option], capture_output=True, text=True, cwd=paths.PROJECT_ROOT,
+        reframe_port.command_line(system, options=[option], config=config),
+        capture_output=True, text=True, cwd=paths.PROJECT_ROOT,
         env=dict(os.environ, HPCBENCH_VAR=str(var)))
     if done.returncode:
         raise SystemExit(f'{system}: reframe {option} exited {done.returncode}:\n'

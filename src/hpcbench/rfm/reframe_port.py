@@ -31,17 +31,18 @@ class ReFrameError(RuntimeError):
     """ReFrame did not answer what it was asked: one sentence saying what and why."""
 
 
-def command_line(system, partition=None, options=(), root=None):
-    """`reframe` of this venv on `system`'s site config and the suite's checks, on the system
-    (or one of its partitions), with `options`: the command `make run` runs and the
-    acceptance runs. Its paths relative to `root` where given (make runs in the project's
-    root: `.venv/bin/reframe -C site-configs/local.py ...`)."""
+def command_line(system, partition=None, options=(), root=None, config=None):
+    """`reframe` of this venv on `system`'s site config (or `config`, a site config file
+    elsewhere) and the suite's checks, on the system (or one of its partitions), with
+    `options`: the command `make run` runs and the acceptance runs. Its paths relative to
+    `root` where given (make runs in the project's root: `.venv/bin/reframe -C
+    site-configs/local.py ...`)."""
     def shown(path):
         path = Path(path)
         return str(path.relative_to(root) if root and path.is_relative_to(root) else path)
     where = f'{system}:{partition}' if partition else system
     return [shown(Path(sys.executable).parent / 'reframe'), '-C',
-            shown(paths.SITE_CONFIGS_DIR / f'{system}.py'), '--system', where, '-c',
+            shown(config or paths.SITE_CONFIGS_DIR / f'{system}.py'), '--system', where, '-c',
             shown(paths.CHECKS_DIR), *options]
 
 
