@@ -176,3 +176,17 @@ def test_a_state_cut_mid_string_is_one_line_and_a_state_is_written_whole(tmp_pat
                                               r'\(ValueError: .*not JSON .*\): give '
                                               r'another --output$'):
         _acceptance(port, contract, directory, batch_nodes=2).run()
+
+
+def test_a_reframe_that_does_not_answer_stops_the_acceptance_before_it_writes(tmp_path, port):
+    """ReFrame that shows no partitions (a site config it cannot read): one sentence
+    (reframe_port.ReFrameError), and no directory is made."""
+    def broken():
+        raise reframe_port.ReFrameError('ReFrame does not show the partitions of testbed '
+                                        '(exit 1): a site config it cannot read')
+    port.partitions = broken
+    contract = tmp_path / 'testbed.yaml'
+    contract.write_text(yaml.safe_dump(CONTRACT))
+    with pytest.raises(reframe_port.ReFrameError, match='does not show the partitions'):
+        _acceptance(port, contract, tmp_path / 'acceptance').run()
+    assert not (tmp_path / 'acceptance').exists() and port.ran == []
