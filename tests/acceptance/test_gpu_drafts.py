@@ -126,3 +126,26 @@ def test_a_real_a100_node_s_pairs_pass_their_drafted_link_and_the_cut_pair_is_na
     assert [(str(u.unit), u.verdict) for u in short] == [('GPUs 2 and 5 of a100-node', 'WARN')]
     assert 'in one run: no test tells a slow unit from a slow run' in short[0].reason
     assert judged.verdict == 'WARN'
+
+
+@pytest.mark.parametrize('stored', [float('nan'), 0.0, -268.9, float('inf')])
+def test_a_gpu_pair_s_stored_figure_no_run_can_have_is_invalid_not_missing(tmp_path, stored):
+    """A GPU's or a pair's own figure is judged by the rule a node's figure is (a value no
+    run can have, hpcbench.benchmarks.reports.impossible): the real A100 node's pair of
+    GPUs 2 and 5 made NaN, nothing, negative or infinite in the stored record is INVALID,
+    saying why (NaN was dropped and the pair said 'no figure measured'; 0 and a negative
+    bandwidth were judged as figures), every other pair passes."""
+    entries = _entries(_partition('NVIDIA A100-SXM4-80GB', 8,
+                                  'pairs/a100-sxm4-80gb-8gpu-topology.txt'))
+    entry = contract.from_data({'system': 'a100', 'entries': [
+        {**entries['DeviceBufferPairCheck', 'bandwidth'], 'statistic': {'median_of': 1}}]},
+        'draft').entries[0]
+    record = a100_node_pair_record(tmp_path)
+    (case,) = record['runs'][0]['testcases']
+    case['device_figures']['a100-node:gpu2-gpu5']['bandwidth'] = stored
+    judged = judgement.judge_entry(entry, list(measured.measured_runs(record)))
+    bad = [u for u in judged.units if u.verdict != 'PASS']
+    assert [(str(u.unit), u.verdict) for u in bad] == [('GPUs 2 and 5 of a100-node',
+                                                        'INVALID')]
+    assert bad[0].reason.startswith(f'bandwidth withheld: {stored:g} GB/s as stored: ')
+    assert len(judged.units) == 28 and judged.verdict == 'FAIL'

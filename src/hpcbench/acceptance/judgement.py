@@ -34,6 +34,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from hpcbench.acceptance.scopes import Unit
+from hpcbench.benchmarks.reports import impossible
 
 VERDICTS = ('PASS', 'WARN', 'FAIL', 'INVALID', 'NOT_RUN')
 FAILING = ('FAIL', 'INVALID', 'NOT_RUN')
@@ -95,14 +96,22 @@ def units_of(entry, case):
 
 
 def withheld_units(entry, cases):
-    """{Unit: why} of the measured runs whose figure of `entry` is withheld as no result
-    (hpcbench.results.measured: a ratio above its ceiling, a figure no run can have)."""
+    """{Unit: why} of the measured runs whose figure of `entry` is no result: withheld where
+    the record was read (hpcbench.results.measured: a ratio above its ceiling, a figure no
+    run can have), or, of any unit of the scope (a node's, a GPU's, a pair's), a value no run
+    can have (not finite; nothing or less of a rate or a time: hpcbench.benchmarks.reports.
+    impossible, in the unit the contract commits it in, the check's)."""
     withheld = {}
-    for case in cases:
-        unit = entry.scope.case_unit(case) if _of_entry(entry, case) else None
-        why = unit is not None and case.why_no_result(entry.figure)
-        if why:
-            withheld[unit] = f'{entry.figure} withheld: {why[:300]}'
+    for case in (c for c in cases if _of_entry(entry, c)):
+        unit = entry.scope.case_unit(case)
+        if unit is not None and entry.figure in case.withheld:
+            withheld[unit] = f'{entry.figure} withheld: {case.withheld[entry.figure][:300]}'
+        for unit, value in entry.scope.case_units(case, entry.figure).items():
+            why = impossible(float(value), entry.committed.unit)
+            if why:
+                withheld[unit] = (f'{entry.figure} withheld: {float(value):g} '
+                                  f'{entry.committed.unit} as stored: {why}, so it is no '
+                                  'result')
     return withheld
 
 
@@ -139,12 +148,13 @@ def elsewhere_units(entry, cases):
 
 
 def unit_values(entry, cases):
-    """{Unit: [values, one per run]} of `entry` over the measured runs `cases`; a value
-    that is no number (NaN, infinite) is no run's figure (withheld_units says so)."""
+    """{Unit: [values, one per run]} of `entry` over the measured runs `cases`; a value no
+    run can have (NaN, infinite, nothing or less of a rate) is no run's figure
+    (withheld_units says so)."""
     values = {}
     for case in cases:
         for unit, value in units_of(entry, case).items():
-            if math.isfinite(float(value)):
+            if not impossible(float(value), entry.committed.unit):
                 values.setdefault(unit, []).append(float(value))
     return values
 

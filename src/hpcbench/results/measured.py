@@ -153,12 +153,6 @@ class MeasuredCase:
         params = ' '.join(f'{k}={v}' for k, v in sorted(self.parameters.items()))
         return f'{self.check} {params}'.strip()
 
-    def why_no_result(self, variable):
-        """Why this case's `variable` is no result ('' where it is one, or is not here):
-        withheld by the check or where the record was read, or a number no run has."""
-        figure = self.figures.get(variable)
-        return self.withheld.get(variable) or (no_result(figure) if figure else '')
-
     def value(self, variable, default=None):
         """A figure's value as reported, or `default` where the case has no such figure."""
         figure = self.figures.get(variable)
@@ -293,7 +287,7 @@ def _decoded(tc):
         why = no_result(figure)
         # One that is no number (NaN, infinite) stays a figure: compare and the report show
         # it as it is, unjudged (hpcbench.results.changes); an acceptance holds its unit
-        # INVALID all the same (MeasuredCase.why_no_result).
+        # INVALID all the same (hpcbench.acceptance.judgement.withheld_units).
         if why and math.isfinite(figure.value) and name not in withheld:
             withheld[name] = why
             del figures[name]
