@@ -3,6 +3,8 @@ what the real ReFrame of this venv says of the suite's systems through it."""
 import shlex
 import subprocess
 
+import pytest
+
 from conftest import BIN, ROOT
 from hpcbench.core import paths
 from hpcbench.rfm import reframe_port
@@ -45,3 +47,14 @@ def test_a_partition_a_scheduler_cannot_be_asked_of_has_no_nodes():
     """A paper's system here: its scheduler (SGE) is not on this machine."""
     (first, *_) = reframe_port.ReFrame('tsubame').partitions()
     assert reframe_port.ReFrame('tsubame').distributed_nodes(first.name, 'HpccCheck') == ()
+
+
+def test_what_reframe_prints_before_its_json_is_not_taken_for_it():
+    """A warning before the list (`WARNING: ... [x]`) was parsed from its '[' on."""
+    shown = subprocess.run(reframe_port.command_line(
+        'local', options=['--show-config=systems/0/partitions']), capture_output=True,
+        text=True, timeout=300).stdout
+    done = reframe_port.Finished(0, "WARNING: a setting [ignored] here\n" + shown, '')
+    assert [p['name'] for p in reframe_port.ReFrame._json_list(done)] == ['default']
+    with pytest.raises(ValueError, match='no JSON list'):
+        reframe_port.ReFrame._json_list(reframe_port.Finished(1, 'ERROR: [x] no config', ''))

@@ -103,8 +103,13 @@ class ReFrame:
 
     @staticmethod
     def _json_list(done):
-        """The JSON list ReFrame printed after its banner; ValueError where it printed none."""
-        return json.loads(done.stdout[done.stdout.index('['):])
+        """The JSON list ReFrame printed (indented: it opens on a line of its own), whatever
+        it printed before it (a warning may hold a '['); ValueError where it printed none."""
+        lines = done.stdout.splitlines(keepends=True)
+        start = next((i for i, line in enumerate(lines) if line.strip() == '['), None)
+        if start is None:
+            raise ValueError('no JSON list in what ReFrame printed')
+        return json.loads(''.join(lines[start:]))
 
     def partitions(self):
         """The system's partitions (SeenPartition) as ReFrame configures them (its
