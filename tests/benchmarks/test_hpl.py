@@ -380,3 +380,15 @@ def test_quick_sizes_avoid_a_leading_dimension_of_a_multiple_of_4_kib(p, q):
     for n in (13824, 13632, 1508000, 1000):
         rows = hpl.local_rows(n, 232, p)
         assert sum(rows) == n and max(rows) - min(rows) <= 232
+
+
+def test_a_check_s_tuning_variables_set_tuning_s_lists_and_fields():
+    """One value of each variable (-S HplCheck.nb=192, a paper's): a list field takes it as
+    its list, the others as themselves, None keeps Tuning's default; a value out of
+    Tuning's range is its HplInputError."""
+    tuned = hpl.tuned({'nb': 192, 'depth': 0, 'swap': 1, 'pmap': None})
+    assert (tuned.nbs, tuned.depths, tuned.swap) == ((192,), (0,), 1)
+    assert tuned.pmap == hpl.Tuning().pmap
+    assert set(hpl.TUNING_SETTINGS) == {*hpl.TUNING_LISTS, *hpl.TUNING_SCALARS}
+    with pytest.raises(hpl.HplInputError):
+        hpl.tuned({'nb': 0})

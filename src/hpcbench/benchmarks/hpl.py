@@ -125,21 +125,21 @@ class Tuning:
 
 # --- process grid and problem size -----------------------------------------------------------
 
-# The checks' tuning variables (one value each, -S or a paper's), each Tuning's field it
-# sets: a list field takes the one value as its list.
-TUNING_SETTINGS = {'nb': 'nbs', 'pfact': 'pfacts', 'nbmin': 'nbmins', 'ndiv': 'ndivs',
-                   'rfact': 'rfacts', 'bcast': 'bcasts', 'depth': 'depths', 'pmap': 'pmap',
-                   'swap': 'swap', 'swap_threshold': 'swap_threshold',
-                   'l1_transposed': 'l1_transposed', 'u_transposed': 'u_transposed',
-                   'equilibration': 'equilibration', 'alignment': 'alignment',
-                   'threshold': 'threshold'}
+# The checks' tuning variables (one value each, -S or a paper's): those that set a list of
+# Tuning (the one value as its list), by the field they set, and those that set a field of
+# their own name.
+TUNING_LISTS = {'nb': 'nbs', 'pfact': 'pfacts', 'nbmin': 'nbmins', 'ndiv': 'ndivs',
+                'rfact': 'rfacts', 'bcast': 'bcasts', 'depth': 'depths'}
+TUNING_SCALARS = ('pmap', 'swap', 'swap_threshold', 'l1_transposed', 'u_transposed',
+                  'equilibration', 'alignment', 'threshold')
+TUNING_SETTINGS = (*TUNING_LISTS, *TUNING_SCALARS)
 
 
 def tuned(chosen):
     """The Tuning of the `chosen` settings ({variable of TUNING_SETTINGS: value, or None for
     the default}): Tuning checks every value (HplInputError) and turns lists into tuples."""
-    lists = {name for name, field_name in TUNING_SETTINGS.items() if field_name != name}
-    return replace(Tuning(), **{TUNING_SETTINGS[name]: (value,) if name in lists else value
+    return replace(Tuning(), **{TUNING_LISTS.get(name, name):
+                                (value,) if name in TUNING_LISTS else value
                                 for name, value in chosen.items() if value is not None})
 
 
