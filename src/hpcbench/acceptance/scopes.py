@@ -109,7 +109,7 @@ class _Node(Scope):
         return self.unit(case.partition, case.nodes[0]) if len(case.nodes) == 1 else None
 
     def failed_unit(self, run):
-        return self.unit(run.partition, run.nodes[0]) if len(run.nodes) == 1 else None
+        return self.case_unit(run)
 
     def expected(self, partition, system, node_pairs):
         return {self.unit(partition.name, node) for node in partition.nodes}
