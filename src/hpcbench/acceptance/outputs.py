@@ -60,14 +60,6 @@ JSON_SCHEMA = {
                'verdict': {'enum': ['PASS', 'WARN', 'FAIL']},
                'entries': {'type': 'array', 'items': _ENTRY}}),
 }
-# What an acceptance written before FORMAT 2 holds (hpcbench accept --verify reads it).
-JSON_SCHEMA_V1 = {
-    '$schema': 'https://json-schema.org/draft/2020-12/schema',
-    **_object({'system': _TEXT, 'verdict': {'enum': ['PASS', 'WARN', 'FAIL']},
-               'entries': {'type': 'array', 'items': _object({
-                   **_V1_ENTRY_FIELDS, 'units': {'type': 'array', 'items': _object(
-                       _UNIT_FIELDS)}})}}),
-}
 
 
 def _key(unit):
@@ -83,7 +75,8 @@ def as_json(system, entry_verdicts, version=FORMAT):
     """The acceptance's verdicts as data (JSON_SCHEMA): each entry's committed value, unit,
     direction and tolerance, statistic, rule, source and fault as fields; each unit's
     scope, key, runs, median and p-value. `version` 1: as acceptances written before FORMAT
-    2 hold them (JSON_SCHEMA_V1), for --verify of those."""
+    2 hold them (the committed value, source and fault as sentences), for --verify of
+    those."""
     if version == 1:
         return _as_json_v1(system, entry_verdicts)
     entries = []
