@@ -42,7 +42,8 @@ def _acceptance(directory, slow_node='n2'):
                     values[0] *= 0.5
     directory.mkdir()
     (directory / states.CONTRACT_COPY).write_text(yaml.safe_dump(CONTRACT))
-    state = states.State('mycluster', 'sha', [plan.PartitionNodes('batch', ('n1', 'n2', 'n3', 'n4'))],
+    state = states.State('mycluster', 'sha',
+                         [plan.PartitionNodes('batch', ('n1', 'n2', 'n3', 'n4'))],
                          [data['session_info']['uuid']],
                          {'n4': 'IDLE+DRAIN: drained (bad DIMM in slot 3 [root@2026-11-29])'})
     state.save(directory)

@@ -238,7 +238,8 @@ def test_on_32_real_nodes_node_pairs_blame_the_slow_node_and_not_its_partners():
                          **{k: v for k, v in data['state'].items() if k != 'system'})
     records = {s['session_info']['uuid']: s for s in data['sessions']}
     read = contract.load(ROOT / 'contracts' / 'testbed.yaml', 'testbed')
-    verdicts = [e for e in assessment.judge(read, state, records) if str(e.entry.scope) == 'node_pair']
+    verdicts = [e for e in assessment.judge(read, state, records)
+                if str(e.entry.scope) == 'node_pair']
     assert [e.entry.figure for e in verdicts] == ['bandwidth_4MiB', 'latency', 'peak_bandwidth']
     for e in verdicts:
         units = {u.unit.key: u for u in e.units}

@@ -240,8 +240,8 @@ def _datasheet_figures(sheet, pair_rate, pair_what):
 def from_gpus(configured):
     """Entries of each GPU partition's nodes, GPUs and GPU pairs from what is published of
     its GPUs' model (`configured`: the partitions as ReFrame shows them, reframe_port.
-    SeenPartition, each GPU's datasheet in its description): Azure's health checks' figures for a node of eight of the model
-    (PUBLISHED_NODE_FIGURES), and DATASHEET_SHARE of the datasheet's memory bandwidth
+    SeenPartition, each GPU's datasheet in its description): Azure's health checks'
+    figures for a node of eight of the model (PUBLISHED_NODE_FIGURES), and DATASHEET_SHARE of the datasheet's memory bandwidth
     (BabelStream's triad), FP64 matrix peak (the DGEMM), host link (pinned copies) and
     slowest GPU-to-GPU link (a pair's device-buffer copy) where nothing is published."""
     entries = []

@@ -46,9 +46,10 @@ class State:
         try:
             data = json_data(paths.read_regular(path, MAX_SESSION_BYTES, 'a state'),
                              str(path))
-            data['partitions'] = [plan.PartitionNodes(str(p['name']), tuple(map(str, p['nodes'])),
-                                                 int(p['gpus_per_node']),
-                                                 bool(p['distributes']))
+            data['partitions'] = [plan.PartitionNodes(str(p['name']),
+                                                      tuple(map(str, p['nodes'])),
+                                                      int(p['gpus_per_node']),
+                                                      bool(p['distributes']))
                                   for p in data['partitions']]
             state = cls(**data)
         except (ValueError, KeyError, TypeError) as err:

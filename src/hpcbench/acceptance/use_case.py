@@ -107,7 +107,7 @@ class Acceptance:
     def _partitions(self):
         """The system's partitions as the acceptance plans them (plan.PartitionNodes)."""
         return [plan.PartitionNodes(p.name, (p.host,) if p.host else (), p.gpus_per_node,
-                               p.distributes) for p in self.reframe.partitions()]
+                                    p.distributes) for p in self.reframe.partitions()]
 
     def _begin(self, dry_run):
         """The contract read, the groups planned and the state begun or resumed: groups."""
@@ -154,7 +154,7 @@ class Acceptance:
                         for n in self.reframe.distributed_nodes(partition.name, check)},
                        key=slurm_cluster.natural_key)
         return plan.PartitionNodes(partition.name, tuple(nodes), partition.gpus_per_node,
-                              bool(nodes) and not dry_run)
+                                   bool(nodes) and not dry_run)
 
     def _note_out_of_service(self):
         """The nodes the controller says cannot run now into the state, as first seen."""
@@ -189,8 +189,7 @@ class Acceptance:
         for name, why in sorted(self.state.out_of_service.items()):
             self.say(f'{name}: out of service ({why}): not run, NOT_RUN in the verdicts')
         for group in groups:
-            if group.kind in ('per_node', 'once', 'node_pair'):
-                self._run_passes(group, self.state.node_pairs)
+            self._run_passes(group, self.state.node_pairs)
         self._stored_runs()
         # A node drained or down while the acceptance ran: named, where it has no figure.
         self._note_out_of_service()

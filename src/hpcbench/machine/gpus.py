@@ -112,20 +112,21 @@ def from_gres(gres, known=None):
     them: a label `known` names ((model as its tool prints it, vendor, kind, arch, memory)
     or None: hpcbench.machine.datasheets.gres_model) gives that model; any other, or none, a
     GPU of a model not known ('GPU (GRES gpu:rtx2080ti)', vendor and architecture unknown:
-    it is measured by nothing until the node's own tool names it, hpcbench.machine.gpus).
-    [] without a GPU. Power limit, clocks and ECC are not known from it
-    (0 and None)."""
+    it is measured by nothing until the node's own tool names it). [] without a GPU. Power
+    limit, clocks and ECC are not known from it (0 and None)."""
     gpus = []
     for item in gres_gpus(gres):
         named = known(item.label) if known and item.label else None
         for _ in range(item.count):
             if named:
                 model, vendor, kind, arch, memory = named
-                gpus.append(accelerators.Accelerator(vendor, kind, model, arch, memory, index=len(gpus)))
+                gpus.append(accelerators.Accelerator(vendor, kind, model, arch, memory,
+                                                     index=len(gpus)))
             else:
                 label = f'gpu:{item.label}' if item.label else 'gpu, untyped'
-                gpus.append(accelerators.Accelerator(accelerators.UNKNOWN_VENDOR, 'gpu', f'GPU (GRES {label})', '', 0,
-                                        index=len(gpus)))
+                gpus.append(accelerators.Accelerator(accelerators.UNKNOWN_VENDOR, 'gpu',
+                                                     f'GPU (GRES {label})', '', 0,
+                                                     index=len(gpus)))
     return gpus
 
 
