@@ -17,7 +17,11 @@ short of the value by no more than it is a warning, not a failure); the `statist
 unit's repeats (the median of at least N); the `rule` over the scope (every unit; a
 fraction of them; the minimum over them; their median); the run rules it needs; its
 `source` (a procurement document and clause, a datasheet or published figure times a
-factor, a baseline session times a factor, a paper); a `fault` code and what to do.
+factor, a baseline session times a factor, a paper); a `fault` code and what to do; and
+`watch`, where the entry is re-judged on each node after the acceptance (`hpcbench watch`:
+hpcbench.acceptance.watch): how often (`period`), what a failing node gets (`action`: drain,
+comment or none), after how many failing cycles in a row (`streak`), and the least worsening
+beside the node's own accepted figures that is drift (`min_effect`, a fraction).
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,13 @@ MAX_RUNS = 100
 # The longest a run rule may ask a run to last, and the most bytes of a node it may ask for.
 MAX_RUN_SECONDS = 7 * 86400
 MAX_BYTES_PER_NODE = 1 << 50
+# A watch's period: a count and its unit (30m, 24h, 7d); the units in seconds.
+PERIOD_UNITS = {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 7 * 86400}
+WATCH_ACTIONS = ('drain', 'comment', 'none')
+# A watched entry's defaults: two failing cycles in a row act; 5 % worse than the node's
+# accepted figures is drift (SuperBench calls a node 5 % below its fleet's baseline defective).
+DEFAULT_STREAK = 2
+DEFAULT_MIN_EFFECT = 0.05
 
 _TEXT = {'type': 'string', 'minLength': 1}
 _ID = {'type': 'string', 'pattern': r'^[A-Za-z0-9][A-Za-z0-9_.-]*$'}
@@ -97,6 +108,15 @@ ENTRY_SCHEMA = {
                                                         'exclusiveMinimum': 0},
                            'factor': {'type': 'number', 'exclusiveMinimum': 0,
                                       'maximum': 1}},
+            'additionalProperties': False},
+        'watch': {
+            'type': 'object', 'required': ['period'],
+            'properties': {
+                'period': {'type': 'string',
+                           'pattern': f'^[1-9][0-9]{{0,5}}[{"".join(PERIOD_UNITS)}]$'},
+                'action': {'enum': list(WATCH_ACTIONS)},
+                'streak': {'type': 'integer', 'minimum': 1, 'maximum': 100},
+                'min_effect': {'type': 'number', 'exclusiveMinimum': 0, 'maximum': 0.9}},
             'additionalProperties': False},
         'fault': {
             'type': 'object', 'required': ['code', 'action'],
@@ -159,6 +179,40 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Watched:
+    """How an entry is watched after the acceptance: each node judged at least once a
+    `period` (seconds); a node failing it `streak` cycles in a row gets the `action` (drain,
+    comment, none); drift is its runs significantly worse than its accepted ones, by at
+    least `min_effect` (a fraction of its accepted median)."""
+    period: float
+    action: str = 'drain'
+    streak: int = DEFAULT_STREAK
+    min_effect: float = DEFAULT_MIN_EFFECT
+
+    def words(self):
+        return (f'every {period_words(self.period)}; {self.action} after {self.streak} '
+                f'failing cycle(s); drift from {100 * self.min_effect:g} % worse')
+
+
+def period_seconds(text):
+    """Seconds of a period as a contract writes it ('24h'); ValueError where it is none."""
+    text = str(text)
+    if len(text) < 2 or text[-1] not in PERIOD_UNITS or not text[:-1].isdigit() \
+            or int(text[:-1]) < 1:
+        raise ValueError(f'{text!r} is no period (a whole count and a unit of '
+                         f'{", ".join(PERIOD_UNITS)}: 30m, 24h, 7d)')
+    return int(text[:-1]) * PERIOD_UNITS[text[-1]]
+
+
+def period_words(seconds):
+    """A period in its largest whole unit: 86400 -> '1d', 5400 -> '90m'."""
+    for unit, size in sorted(PERIOD_UNITS.items(), key=lambda item: -item[1]):
+        if seconds >= size and seconds % size == 0:
+            return f'{int(seconds // size)}{unit}'
+    return f'{seconds:g}s'
+
+
+@dataclass(frozen=True)
 class Entry:
     id: str
     check: str
@@ -174,6 +228,7 @@ class Entry:
     median_of: int = 3          # runs a unit's statistic needs
     rule: tuple = ('every', True)
     run_rules: dict = None
+    watch: Watched = None       # None: not re-judged after the acceptance
 
 
 @dataclass(frozen=True)
@@ -204,7 +259,16 @@ def _entry(data):
         environ=data.get('environ', ''), parameters=dict(data.get('parameters') or {}),
         median_of=(data.get('statistic') or {}).get('median_of', DEFAULT_MEDIAN_OF),
         rule=next(iter((data.get('rule') or {'every': True}).items())),
-        run_rules=dict(data.get('run_rules') or {}))
+        run_rules=dict(data.get('run_rules') or {}),
+        watch=_watched(data.get('watch')))
+
+
+def _watched(data):
+    if not data:
+        return None
+    return Watched(float(period_seconds(data['period'])), data.get('action', 'drain'),
+                   int(data.get('streak', DEFAULT_STREAK)),
+                   float(data.get('min_effect', DEFAULT_MIN_EFFECT)))
 
 
 def from_data(data, where, system=None, partitions=None):
@@ -239,6 +303,10 @@ def from_data(data, where, system=None, partitions=None):
             raise ContractError(f'{at}.committed.unit: {entry.committed.unit!r} is not the unit '
                                 f'of {entry.check} {entry.figure}, {unit!r}: commit the value '
                                 'in the unit the check reports')
+        if entry.watch and entry.scope.runs != 'per_node':
+            raise ContractError(f'{at}.watch: a {entry.scope} entry is not measured on one '
+                                'node at a time, and the watch re-judges node by node: watch '
+                                'entries of a node, GPU or GPU pair scope')
         if partitions is not None:
             unknown = [p for p in entry.partitions if p not in partitions]
             if unknown:

@@ -200,7 +200,7 @@ def judge_unit(entry, unit, values, alpha=ALPHA):
         'run more'))
 
 
-def _p_worse(values, peer_values, direction):
+def p_worse(values, peer_values, direction):
     """One-sided Mann-Whitney U test, exact: p of a unit's runs `values` this far on the
     worse side of its peers' runs `peer_values` by chance, whatever the shape of the runs'
     noise; None for one run (no test)."""
@@ -232,7 +232,7 @@ def slow_beside_peers(verdicts, direction):
         deviations = worse / spread if spread else math.inf
         far = centre and worse > SLOW_FRACTION * abs(centre) and deviations > SLOW_DEVIATIONS
         peer_runs = [x for u in others for x in u.values]
-        p = _p_worse(v.values, peer_runs, direction) if far else None
+        p = p_worse(v.values, peer_runs, direction) if far else None
         if far and (p is None or p <= ALPHA / len(peers)):
             why = (f'{100 * worse / abs(centre):.1f} % worse than the median of the '
                    f'{len(peers)} other units of partition {v.unit.partition} ({centre:.4g})'

@@ -78,16 +78,20 @@ class Acceptance:
     `reframe` and `node_states`: the ports (default: ReFrame's command on the system, Slurm's
     word); `page`: what renders the page's files from (contract, Assessment, nodes out of
     service, the contract's path) (hpcbench.report.acceptance_page.files), none without;
-    `say`: where progress goes."""
+    `say`: where progress goes. `nodes`: the only nodes of its Slurm partitions it runs on
+    (a watch cycle's: hpcbench.acceptance.watch; None: every one); `job_options`: options
+    every job gets (-J: a reservation)."""
 
     def __init__(self, system, contract_path, directory, *, reframe=None, node_states=None,
-                 batch_nodes=None, mode=None, page=None, say=print):
+                 batch_nodes=None, mode=None, page=None, say=print, nodes=None,
+                 job_options=()):
         self.system, self.contract_path = system, Path(contract_path)
         self.directory = Path(directory)
         self.reframe = reframe or reframe_port.ReFrame(system)
         self.node_states = node_states or NodeStates(system)
         self.batch_nodes = batch_nodes or plan.DEFAULT_BATCH_NODES
         self.mode, self.page, self.say = mode, page, say
+        self.nodes, self.job_options = nodes, tuple(job_options)
         self.contract = self.state = None
         self.records = {}
 
@@ -153,6 +157,8 @@ class Acceptance:
         nodes = sorted({n for check in checks
                         for n in self.reframe.distributed_nodes(partition.name, check)},
                        key=slurm_cluster.natural_key)
+        if self.nodes is not None:
+            nodes = [n for n in nodes if n in self.nodes]
         return plan.PartitionNodes(partition.name, tuple(nodes), partition.gpus_per_node,
                                    bool(nodes) and not dry_run)
 
@@ -229,7 +235,8 @@ class Acceptance:
         sizes = {m['name']: m['options'] for m in run_modes.MODES}[
             self.mode or run_modes.default_mode(self.system)]
         options = [*run_modes.execution_options(self.system), *sizes,
-                   *batch.reframe_options(), '--report-file', str(report)]
+                   *batch.reframe_options(), *(f'-J{o}' for o in self.job_options),
+                   '--report-file', str(report)]
         if dry_run:
             return [*options, '--dry-run']
         from hpcbench.stack.machine_systems import session_extras

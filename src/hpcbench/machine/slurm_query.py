@@ -50,6 +50,12 @@ def running_cluster(env=None):
 def nodes_out_of_service(names, env=None, timeout=60):
     """{node: why it cannot run now} of the nodes `names` that cannot (down, drained, not
     responding, ...: hpcbench.core.slurm_cluster.why_out), as the controller says now."""
+    return {node.name: node.out_of_service for node in shown_nodes(names, env, timeout)
+            if node.out_of_service}
+
+
+def shown_nodes(names, env=None, timeout=60):
+    """The SlurmNodes (hpcbench.core.slurm_cluster) of the nodes `names` as the controller
+    shows them now (a name it does not know is left out)."""
     said = ask(('scontrol', 'show', 'node', '-o', ','.join(names)), env, timeout)
-    nodes = [node_from_record(record) for record in records(said, 'Node')]
-    return {node.name: node.out_of_service for node in nodes if node.out_of_service}
+    return [node_from_record(record) for record in records(said, 'Node')]

@@ -1,0 +1,107 @@
+"""Drift: a unit's runs of a watch cycle judged against its own accepted runs (the runs of
+the same unit in the signed acceptance, or in the cycle that returned it to service after a
+repair), not against the contract and not against its peers. A unit has drifted where its
+runs are worse than its accepted ones significantly, by a one-sided Mann-Whitney U test,
+exact, at ALPHA (a rank test: the runs' noise has any shape, and this VM's latencies are
+bimodal: hpcbench.acceptance.judgement), AND by at least the entry's `min_effect`, a fraction
+of the accepted median: a difference the test finds but no user feels is not drift. Three
+runs beside three accepted ones give p = 0.05 at best (every run worse than every accepted
+one), so one cycle is evidence, and the entry's streak of cycles decides
+(hpcbench.acceptance.watch_rules).
+
+A unit without accepted runs is NOT_RUN, never judged: "never accepted" (a node added or
+renamed after the acceptance), until an acceptance covers it."""
+import statistics
+from dataclasses import dataclass
+
+from hpcbench.acceptance.judgement import ALPHA, p_worse
+
+DRIFT_VERDICTS = ('OK', 'DRIFT', 'NOT_RUN')
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A unit's runs of a cycle beside its accepted runs: OK, DRIFT or NOT_RUN, the medians,
+    the effect (a fraction of the accepted median: positive is worse), the test's p and
+    why, in words."""
+    unit: object                # hpcbench.acceptance.scopes.Unit
+    verdict: str
+    runs: tuple = ()
+    accepted: tuple = ()
+    median: float = None
+    accepted_median: float = None
+    effect: float = None
+    p_value: float = None
+    reason: str = ''
+
+
+def worsening(median, accepted_median, direction):
+    """How much worse `median` is than `accepted_median`, as a fraction of the latter
+    (negative: better), in the entry's direction (at_least: lower is worse)."""
+    if not accepted_median:
+        return 0.0
+    change = (median - accepted_median) / abs(accepted_median)
+    return -change if direction == 'at_least' else change
+
+
+def judge_drift(entry, unit, runs, accepted, alpha=ALPHA):
+    """The Drift of `unit` of the watched `entry` from this cycle's `runs` and its
+    `accepted` runs (values of its figure, in the unit the contract commits)."""
+    runs, accepted = tuple(runs), tuple(accepted)
+    unit_of = entry.committed.unit
+    if not accepted:
+        return Drift(unit, 'NOT_RUN', runs, reason='never accepted: no run of it in the '
+                     'acceptance (a node added or renamed since): judged once an acceptance '
+                     'covers it')
+    accepted_median = statistics.median(accepted)
+    if not runs:
+        return Drift(unit, 'NOT_RUN', runs, accepted, accepted_median=accepted_median,
+                     reason='no run of this cycle to judge')
+    median = statistics.median(runs)
+    effect = worsening(median, accepted_median, entry.committed.direction)
+    p = p_worse(list(runs), list(accepted), entry.committed.direction)
+    said = (f'median {median:.4g} {unit_of} of {len(runs)} run(s), accepted '
+            f'{accepted_median:.4g} {unit_of} of {len(accepted)}: '
+            f'{100 * abs(effect):.1f} % {"worse" if effect > 0 else "better"}')
+    tested = '' if p is None else f', one-sided Mann-Whitney U p = {p:.3g}'
+    least = entry.watch.min_effect if entry.watch else 0.0
+    if effect >= least and p is not None and p <= alpha:
+        return Drift(unit, 'DRIFT', runs, accepted, median, accepted_median, effect, p,
+                     f'{said}{tested} <= {alpha:g}, at least the {100 * least:g} % that is '
+                     'drift')
+    why = ('one run is no test' if p is None else
+           f'not significantly (p > {alpha:g})' if p > alpha else
+           f'less than the {100 * least:g} % that is drift')
+    return Drift(unit, 'OK', runs, accepted, median, accepted_median, effect, p,
+                 f'{said}{tested}: {why}' if effect > 0 else f'{said}{tested}')
+
+
+# A unit's runs pooled (its runs of a cycle are few, three, and a shared VM's HPL spreads
+# by a fifth between runs of one node: three runs 20 % slower beside three accepted ones
+# drifted on 18 of the 29 accepted nodes of the 32-node testbed's acceptance, six beside
+# nine on all 29): beside its accepted runs, its runs of the last STEADY_CYCLES cycles that
+# were not worse by the least effect; with this cycle's, its runs of the cycles in a row
+# before it that were (at most WORSE_CYCLES in all). A slow cycle never joins the accepted
+# runs, so a unit cannot drift into its own baseline.
+STEADY_CYCLES = 2
+WORSE_CYCLES = 3
+
+
+def pooled(runs, accepted, steady, worse):
+    """(this cycle's runs with those of the worse cycles before it, the accepted runs with
+    those of the steady cycles): what judge_drift compares."""
+    return (tuple(runs) + tuple(v for cycle in worse for v in cycle),
+            tuple(accepted) + tuple(v for cycle in steady for v in cycle))
+
+
+def kept_after(entry, runs, accepted_median, steady, worse):
+    """(steady, worse) of a unit after a cycle of `runs`: a cycle worse than the accepted
+    median by the entry's least effect joins the worse cycles in a row; one that is not
+    joins the steady ones and ends the row."""
+    if not runs or accepted_median is None:
+        return steady, worse
+    effect = worsening(statistics.median(runs), accepted_median, entry.committed.direction)
+    least = entry.watch.min_effect if entry.watch else 0.0
+    if effect >= least:
+        return steady, (list(worse) + [list(runs)])[-(WORSE_CYCLES - 1):]
+    return (list(steady) + [list(runs)])[-STEADY_CYCLES:], []
