@@ -178,13 +178,14 @@ class Cycle:
     verdicts: tuple = ()                             # judgement.EntryVerdict
     run: object = None                               # the cycle's Acceptance, where it ran
     assessed: object = None                          # its assessment.Assessment
+    record: dict = None                              # cycle.json's data, once written
 
 
 class Watch:
     """The watch of `system` against the contract at `contract_path`, judged against the
     acceptance in `acceptance_dir`, kept in `directory`. Ports: `reframe` (as the
     acceptance's), `slurm` (hpcbench.acceptance.slurm_actions.SlurmNodes), `store` (where
-    metrics go: an object with deliver(system, cycle, memory), or None). `act`: run the
+    metrics go: an object with deliver(record, {node: its memory as data}), or None). `act`: run the
     actions' scontrol lines (else they are printed); `clock`: the time now."""
 
     def __init__(self, system, contract_path, acceptance_dir, directory, *, reframe=None,
@@ -240,7 +241,8 @@ class Watch:
             self._write(cycle, cycle_dir, partition_of)
             memory.save(self.directory)
             if self.store is not None:
-                self.store.deliver(self.system, cycle, memory)
+                self.store.deliver(cycle.record, {n: asdict(kept)
+                                                  for n, kept in memory.nodes.items()})
             return cycle
 
     def _memory(self, digest):
@@ -361,8 +363,8 @@ class Watch:
         if cycle.run is not None:
             files = directories.record_files(cycle.run.contract, cycle.run.state,
                                              cycle.run.records, cycle.assessed)
-        record = cycle_record(self.system, cycle, self.acceptance_dir, partition_of)
-        files[CYCLE_RECORD] = json.dumps(record, indent=1) + '\n'
+        cycle.record = cycle_record(self.system, cycle, self.acceptance_dir, partition_of)
+        files[CYCLE_RECORD] = json.dumps(cycle.record, indent=1) + '\n'
         cycle_dir.mkdir(parents=True, exist_ok=True)
         directories.write(cycle_dir, files, self.key)
 

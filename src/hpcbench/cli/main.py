@@ -10,10 +10,10 @@ import sys
 
 from hpcbench.cli import (EXIT_ERROR, EXIT_OK, EXIT_WORSE, Worse, acceptance_commands,
                           ci_commands, report_commands, results_commands, run_commands,
-                          stack_commands)
+                          stack_commands, watch_commands)
 
 GROUPS = (stack_commands, run_commands, results_commands, acceptance_commands,
-          report_commands, ci_commands)
+          watch_commands, report_commands, ci_commands)
 # Commands that neither read nor write the results directory (make expands them before
 # its recipes run): every other one claims it first (hpcbench.core.paths.claim_var_dir).
 WITHOUT_RESULTS = ('default-mode', 'mode-options', 'exec-options', 'reframe-command',

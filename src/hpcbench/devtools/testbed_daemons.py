@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from hpcbench.devtools import testbed_slowdown
+from hpcbench.devtools import testbed_metrics, testbed_slowdown
 from hpcbench.machine import host
 from hpcbench.stack import debian
 from hpcbench.devtools.testbed import (APT_PACKAGES, gres_conf, slurm_conf, slurmdbd_conf,
@@ -189,7 +189,9 @@ def start(nodes=DEFAULT_NODES, root=None):
 
 
 def _start(layout, nodes):
-    running = recorded(layout)
+    # The metrics store's daemons (hpcbench.devtools.testbed_metrics) are not the cluster's.
+    running = {name: pid for name, pid in recorded(layout).items()
+               if name not in testbed_metrics.DAEMONS}
     if running:
         configured = configured_node_count(layout)
         if configured != nodes:
@@ -279,7 +281,8 @@ def _stop_rank(name):
 def is_running(root=None):
     """True when every daemon of the testbed in `root` runs."""
     layout = Layout(Path(root or state_dir()))
-    return set(recorded(layout)) == expected_daemons(configured_nodes(layout.root))
+    return set(recorded(layout)) - set(testbed_metrics.DAEMONS) == \
+        expected_daemons(configured_nodes(layout.root))
 
 
 def status(root=None):
@@ -302,6 +305,9 @@ def main(argv=None):
     sub = parser.add_subparsers(dest='command', required=True)
     begin = sub.add_parser('start', help='start the cluster (nothing when it runs)')
     begin.add_argument('--nodes', type=int, default=DEFAULT_NODES)
+    begin.add_argument('--no-metrics', action='store_true',
+                       help='without the metrics store (Prometheus, Pushgateway, '
+                       'VictoriaMetrics)')
     sub.add_parser('stop', help='stop the processes start recorded')
     sub.add_parser('status', help='the recorded processes and sinfo')
     sub.add_parser('env', help='print the SLURM_CONF to export')
@@ -316,6 +322,9 @@ def main(argv=None):
     try:
         if args.command == 'start':
             layout = start(args.nodes)
+            if not args.no_metrics:
+                for name, url in testbed_metrics.start(layout).items():
+                    print(f'{name}: {url}')
             print(status(layout.root))
         elif args.command == 'stop':
             stopped = stop()

@@ -84,7 +84,8 @@ def parent_pid(pid):
 # What the testbed's daemons are, by executable: a process found by its environment or
 # command line is one of them only if it runs one of these (its caller's shell, make, srun
 # or a user's job carry the testbed's SLURM_CONF too: `eval "$(ci/testbed/testbed env)"`).
-DAEMONS = ('slurmd', 'slurmctld', 'slurmdbd', 'mariadbd', 'mysqld', 'munged')
+DAEMONS = ('slurmd', 'slurmctld', 'slurmdbd', 'mariadbd', 'mysqld', 'munged', 'prometheus',
+           'prometheus-pushgateway', 'victoria-metrics')
 
 
 def executable(pid):
