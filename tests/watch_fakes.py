@@ -57,6 +57,7 @@ class FakeReFrame:
 
     def __init__(self, nodes=NODES):
         self.nodes, self.slow, self.stored, self.ran, self.served = nodes, {}, {}, [], {}
+        self.reservations = []          # each run's -J--reservation, None without
 
     def partitions(self):
         return [reframe_port.SeenPartition('srun', 'slurm')]
@@ -71,6 +72,8 @@ class FakeReFrame:
         nodes = next(o for o in options if o.startswith('-J--nodelist=')).split('=', 1)[1]
         nodes = nodes.split(',')
         self.ran.append(nodes)
+        self.reservations.append(next((o.split('=', 1)[1] for o in options
+                                       if o.startswith('-J--reservation=')), None))
         cases = []
         for node in nodes:
             turn = self.served.get(node, 0)
@@ -95,7 +98,7 @@ class FakeSlurm:
 
     def __init__(self, nodes=NODES):
         self.states = {n: ('IDLE', '') for n in nodes}
-        self.acted = []
+        self.acted, self.reservations = [], {}
 
     def out_of_service(self, nodes):
         return {n: slurm_cluster.why_out(*self.states[n]) for n in nodes
@@ -110,6 +113,15 @@ class FakeSlurm:
         fields = dict(a.split('=', 1) for a in argv[2:] if '=' in a)
         if fields.get('State') == 'DRAIN':
             self.states[fields['NodeName']] = ('IDLE+DRAIN', fields['Reason'])
+        elif fields.get('State') == 'RESUME':
+            self.states[fields['NodeName']] = ('IDLE', '')
+        elif argv[1:3] == ['create', 'reservation']:
+            self.reservations[fields['ReservationName']] = fields['Nodes'].split(',')
+        elif argv[1] == 'delete':
+            del self.reservations[fields['ReservationName']]
+
+    def wait_in_service(self, nodes, timeout=120):
+        assert not self.out_of_service(nodes)
 
 
 class Clock:

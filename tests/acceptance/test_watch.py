@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from hpcbench.acceptance import directory as directories, drift, watch, watch_rules
+from hpcbench.acceptance import directory as directories, drift, watch, watch_record, watch_rules
 from hpcbench.acceptance.watch_rules import SeenNode
 from hpcbench.core import slurm_cluster
 from watch_fakes import ACCEPTED, CONTRACT, NODES, Clock, FakeReFrame, FakeSlurm, accept
@@ -67,7 +67,7 @@ def test_a_node_20_percent_slower_drifts_and_is_drained_after_its_streak_healthy
     assert 'n3' not in cycles[3].due
     drained = [argv for argv in slurm.acted if 'State=DRAIN' in argv]
     assert [a[2] for a in drained] == ['NodeName=n3']
-    memory = watch.Memory.load(tmp_path / 'watch')
+    memory = watch_record.Memory.load(tmp_path / 'watch')
     assert memory.nodes['n3'].drained and memory.nodes['n3'].streak == 2
     assert all(memory.nodes[n].streak == 0 for n in ACCEPTED if n != 'n3')
     assert 'n7' not in memory.nodes
@@ -97,7 +97,7 @@ def test_without_act_the_lines_are_printed_and_nothing_is_done(tmp_path, accepte
                 slurm=slurm, clock=clock, say=printed.append, max_drain=0.25).cycle()
     assert any(re.match(r"# to run \(give --act\): scontrol update NodeName=n5 State=DRAIN "
                         r"'Reason=hpcbench watch: HPCC-NODE", line) for line in printed), printed
-    assert not watch.Memory.load(tmp_path / 'watch').nodes['n5'].drained
+    assert not watch_record.Memory.load(tmp_path / 'watch').nodes['n5'].drained
     del said
 
 
@@ -148,36 +148,36 @@ def test_a_cycle_s_directory_verifies_as_an_acceptance_s_and_holds_its_record(
     port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
     port.slow['n5'] = 0.7
     cycle = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
-    directory = tmp_path / 'watch' / watch.CYCLES / cycle.name
+    directory = tmp_path / 'watch' / watch_record.CYCLES / cycle.name
     assert directories.verify(directory).problems == []
-    record = json.loads((directory / watch.CYCLE_RECORD).read_text())
+    record = json.loads((directory / watch_record.CYCLE_RECORD).read_text())
     n5 = next(d for d in record['drifts'] if d['node'] == 'n5')
     assert n5['verdict'] == 'DRIFT' and len(n5['runs']) == len(n5['accepted']) == 3
     assert record['nodes']['n5']['outcome'] == 'FAIL'
     assert record['actions'][0]['node'] == 'n5' and record['actions'][0]['run']
-    (directory / watch.CYCLE_RECORD).write_text(json.dumps({**record, 'nodes': {}}))
-    assert any(watch.CYCLE_RECORD in p for p in directories.verify(directory).problems)
+    (directory / watch_record.CYCLE_RECORD).write_text(json.dumps({**record, 'nodes': {}}))
+    assert any(watch_record.CYCLE_RECORD in p for p in directories.verify(directory).problems)
 
 
 def test_bad_input_is_one_message_and_nothing_is_drained(tmp_path, accepted):
     port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
     port.slow['n5'] = 0.7
-    with pytest.raises(watch.WatchError, match='a budget of 0 node'):
+    with pytest.raises(watch_record.WatchError, match='a budget of 0 node'):
         _watch(tmp_path, accepted, port, slurm, clock, budget=0)
     contract, acceptance = accepted
     unwatched = tmp_path / 'unwatched.yaml'
     unwatched.write_text(yaml.safe_dump(json.loads(json.dumps({**CONTRACT, "entries": CONTRACT["entries"][1:]}))))
-    with pytest.raises(watch.WatchError, match='no entry has a watch: clause'):
+    with pytest.raises(watch_record.WatchError, match='no entry has a watch: clause'):
         _watch(tmp_path, (unwatched, acceptance), port, slurm, clock).cycle()
     others = tmp_path / 'others'
     others.mkdir()
     os.chown(others, 65534, 65534)
-    with pytest.raises(watch.WatchError, match='belongs to another user'):
+    with pytest.raises(watch_record.WatchError, match='belongs to another user'):
         watch.Watch('testbed', contract, acceptance, others, reframe=port, slurm=slurm,
                     clock=clock, act=True).cycle()
     verdicts = acceptance / 'verdicts.json'
     verdicts.write_text(verdicts.read_text().replace('"PASS"', '"FAIL"'))
-    with pytest.raises(watch.WatchError, match='the accepted figures do not hold: '
+    with pytest.raises(watch_record.WatchError, match='the accepted figures do not hold: '
                                                'verdicts.json'):
         _watch(tmp_path, accepted, port, slurm, clock).cycle()
     assert slurm.acted == []
@@ -210,3 +210,56 @@ def test_due_leaves_busy_and_out_of_service_nodes_and_takes_idle_before_powered_
              SeenNode('c', 'p', 'IDLE'), SeenNode('d', 'p', 'IDLE+DRAIN', 'x'),
              SeenNode('e', 'p', 'ALLOCATED')]
     assert watch_rules.due(nodes, {}, 3600, 10, 0) == ['c', 'b']
+
+
+def test_a_repaired_node_is_re_tested_in_a_reservation_and_resumed_the_unrepaired_stays(
+        tmp_path, accepted):
+    """n5 and n6 drained at once (75 % slower); the site repairs n5 and marks both
+    repaired (its own reason). The next cycle reserves both, resumes them, runs their
+    watched entries inside the reservation, resumes n5 (as accepted again) and drains n6
+    again with the new evidence before the reservation is deleted; then n5's re-test is its
+    accepted runs and n6 is drained by the watch."""
+    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    port.slow.update({'n5': 0.75, 'n6': 0.75})
+    first = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert sorted(a.node for a in first.actions if not a.held) == ['n5', 'n6']
+    del port.slow['n5']
+    for node in ('n5', 'n6'):
+        slurm.states[node] = ('IDLE+DRAIN', 'hpcbench: repaired [admin@2027-01-15T09:00:00]')
+    slurm.acted.clear()
+    second = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert second.returned['n5'].startswith('resumed: n5: every watched entry met')
+    assert second.returned['n6'].startswith('drained again: n6: FAIL: hpl contract')
+    steps = [' '.join(argv[:3] + [a for a in argv[3:] if a.startswith(('State', 'Nodes'))])
+             for argv in slurm.acted]
+    assert steps == ['scontrol create reservation Nodes=n5,n6',
+                     'scontrol update NodeName=n5 State=RESUME',
+                     'scontrol update NodeName=n6 State=RESUME',
+                     'scontrol update NodeName=n6 State=DRAIN',
+                     f'scontrol delete ReservationName=hpcbench-watch-{second.name}-return']
+    retest = port.ran.index(['n5', 'n6'])
+    assert port.reservations[retest] == f'hpcbench-watch-{second.name}-return'
+    assert slurm.reservations == {}
+    assert slurm.states['n5'] == ('IDLE', '')
+    assert slurm.states['n6'][1].startswith('hpcbench watch: still failing after its repair')
+    assert 'n5' not in second.due and second.not_run['n6'].startswith('drained by the watch')
+    memory = watch_record.Memory.load(tmp_path / 'watch')
+    assert memory.nodes['n5'].baseline_cycle == f'{second.name}-return'
+    assert not memory.nodes['n5'].drained and memory.nodes['n6'].drained
+    returned = tmp_path / 'watch' / watch_record.CYCLES / f'{second.name}-return'
+    assert directories.verify(returned).problems == []
+    # Two hours on, n5 is judged against its re-test's runs, and passes.
+    clock.now += 3600
+    third = _watch(tmp_path, accepted, port, slurm, clock).cycle()
+    assert 'n5' in third.due and third.outcomes['n5'].outcome == 'PASS'
+
+
+def test_without_act_a_repaired_node_is_left_drained_and_said(tmp_path, accepted):
+    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    port.slow['n5'] = 0.7
+    _cycles(tmp_path, accepted, port, slurm, clock, 1)
+    slurm.states['n5'] = ('IDLE+DRAIN', 'hpcbench: repaired')
+    slurm.acted.clear()
+    cycle = _watch(tmp_path, accepted, port, slurm, clock, act=False).cycle()
+    assert cycle.returned == {'n5': 'marked repaired: re-tested with --act'}
+    assert slurm.acted == [] and slurm.states['n5'] == ('IDLE+DRAIN', 'hpcbench: repaired')

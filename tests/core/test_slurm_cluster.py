@@ -143,6 +143,15 @@ def test_a_node_s_state_says_whether_it_can_run_a_benchmark(state, out):
     assert slurm_cluster.why_out(state) == out
 
 
+@pytest.mark.parametrize('state, out', [
+    ('IDLE+MAINT+RESERVED', ''), ('idle$', ''), ('resv', ''),
+    ('IDLE+RESERVED+DRAIN', 'IDLE+RESERVED+DRAIN: drained'),
+    ('IDLE+MAINT+NOT_RESPONDING', 'IDLE+MAINT+NOT_RESPONDING: not responding')])
+def test_a_job_inside_a_reservation_may_run_on_its_reserved_nodes_and_no_other_out(state,
+                                                                                  out):
+    assert slurm_cluster.why_out(state, in_reservation=True) == out
+
+
 def test_records_of_scontrol_s_default_form_are_read_as_its_one_line_records():
     """`scontrol show node` without -o (a record's first line, then indented lines) is read
     as the same records; the testbed's records, re-printed that way, give the same cluster."""

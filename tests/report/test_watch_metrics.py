@@ -7,7 +7,7 @@ from dataclasses import asdict
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hpcbench.acceptance import watch
+from hpcbench.acceptance import watch, watch_record
 from hpcbench.report import watch_metrics
 from watch_fakes import Clock, FakeReFrame, FakeSlurm, accept
 
@@ -21,7 +21,7 @@ def cycle(tmp_path):
     done = watch.Watch('testbed', contract, acceptance, tmp_path / 'watch', reframe=port,
                        slurm=slurm, clock=Clock(), say=lambda text: None, act=True,
                        max_drain=0.25).cycle()
-    memory = watch.Memory.load(tmp_path / 'watch')
+    memory = watch_record.Memory.load(tmp_path / 'watch')
     return done.record, {n: asdict(kept) for n, kept in memory.nodes.items()}
 
 

@@ -33,6 +33,7 @@ class Drift:
     effect: float = None
     p_value: float = None
     reason: str = ''
+    entry_min_effect: float = None      # the entry's least effect that is drift
 
 
 def worsening(median, accepted_median, direction):
@@ -68,12 +69,12 @@ def judge_drift(entry, unit, runs, accepted, alpha=ALPHA):
     if effect >= least and p is not None and p <= alpha:
         return Drift(unit, 'DRIFT', runs, accepted, median, accepted_median, effect, p,
                      f'{said}{tested} <= {alpha:g}, at least the {100 * least:g} % that is '
-                     'drift')
+                     'drift', least)
     why = ('one run is no test' if p is None else
            f'not significantly (p > {alpha:g})' if p > alpha else
            f'less than the {100 * least:g} % that is drift')
     return Drift(unit, 'OK', runs, accepted, median, accepted_median, effect, p,
-                 f'{said}{tested}: {why}' if effect > 0 else f'{said}{tested}')
+                 f'{said}{tested}: {why}' if effect > 0 else f'{said}{tested}', least)
 
 
 # A unit's runs pooled (its runs of a cycle are few, three, and a shared VM's HPL spreads

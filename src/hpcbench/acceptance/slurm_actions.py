@@ -8,6 +8,7 @@ Tests give an object of the same methods."""
 import re
 import shlex
 import subprocess
+import time
 
 from hpcbench.acceptance.state import AcceptanceError
 from hpcbench.acceptance.use_case import NodeStates
@@ -44,22 +45,33 @@ def resume(node):
     return ['scontrol', 'update', f'NodeName={_node(node)}', 'State=RESUME']
 
 
-def reservation_name(node):
-    return RESERVATION_PREFIX + _node(node)
+def reservation_name(cycle):
+    """The reservation of a watch cycle's re-tests: the suite's prefix and the cycle's name."""
+    name = RESERVATION_PREFIX + str(cycle)
+    if not _RESERVATION.fullmatch(name):
+        raise AcceptanceError(f'{name[:80]!r} is no reservation name of the watch\'s')
+    return name
 
 
-def reserve(node, user, minutes):
-    """A maintenance reservation of `node` for `user` (the watch's jobs run in it; no user
-    job lands on the node first), starting now, `minutes` long."""
-    return ['scontrol', 'create', 'reservation', f'ReservationName={reservation_name(node)}',
-            'StartTime=now', f'Duration={int(minutes)}', f'Nodes={_node(node)}',
-            f'Users={user}', 'Flags=MAINT,IGNORE_JOBS']
+def reserve(name, nodes, user, minutes):
+    """A maintenance reservation `name` of `nodes` for `user` (the watch's jobs run in it;
+    no job of anyone else lands on them first), from now, `minutes` long."""
+    if not re.fullmatch(r'[a-z_][a-z0-9_.-]*', str(user)):
+        raise AcceptanceError(f'{str(user)[:40]!r} is no user name: no reservation is made')
+    return ['scontrol', 'create', 'reservation', f'ReservationName={reservation_name_checked(name)}',
+            'StartTime=now', f'Duration={int(minutes)}',
+            f'Nodes={",".join(_node(n) for n in nodes)}', f'Users={user}',
+            'Flags=MAINT,IGNORE_JOBS']
+
+
+def reservation_name_checked(name):
+    if not _RESERVATION.fullmatch(str(name)):
+        raise AcceptanceError(f'{str(name)[:80]!r} is no reservation of the watch\'s')
+    return name
 
 
 def release(name):
-    if not _RESERVATION.fullmatch(name):
-        raise AcceptanceError(f'{name[:80]!r} is no reservation of the watch\'s: not deleted')
-    return ['scontrol', 'delete', f'ReservationName={name}']
+    return ['scontrol', 'delete', f'ReservationName={reservation_name_checked(name)}']
 
 
 def line(argv):
@@ -74,11 +86,11 @@ class SlurmNodes(NodeStates):
     def seen(self, nodes_by_partition):
         """{node: SeenNode} of {partition: [nodes]} as the controller shows them now; a
         node it no longer shows is left out (the caller names it)."""
-        names = sorted({n for nodes in nodes_by_partition.values() for n in nodes})
-        if not names:
+        if not any(nodes_by_partition.values()):
             return {}
         try:
-            shown = slurm_query.shown_nodes(names, testbed_system.slurm_environment(
+            # Every node: one the controller no longer knows would fail a query naming it.
+            shown = slurm_query.shown_nodes(None, testbed_system.slurm_environment(
                 self.system))
         except slurm_cluster.SlurmDescriptionError as err:
             raise AcceptanceError(f'the controller does not show the nodes: {err}') from None
@@ -86,6 +98,20 @@ class SlurmNodes(NodeStates):
         return {node.name: SeenNode(node.name, partition_of[node.name], node.state,
                                     node.reason)
                 for node in shown if node.name in partition_of}
+
+    def wait_in_service(self, nodes, timeout=120):
+        """Until the controller shows every one of `nodes` in service (a node just resumed
+        is not responding until its slurmd answers the controller's ping); AcceptanceError
+        naming those that are not after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.out_of_service(nodes)
+            if not out:
+                return
+            if time.monotonic() > deadline:
+                raise AcceptanceError('not in service after being resumed: ' + '; '.join(
+                    f'{n}: {why}' for n, why in sorted(out.items())))
+            time.sleep(1)
 
     def act(self, argv):
         """Run one action (an argument list of this module's); AcceptanceError naming it

@@ -18,175 +18,36 @@ judgement, failing streak, the suite's own drains) is `watch.json` in its direct
 (var/watch/SYSTEM), written whole at the end of each cycle. Metrics go to the site's store
 through a port it is given (hpcbench.report.watch_metrics: a store that is down keeps
 them on disk for the next cycle)."""
-import fcntl
+import getpass
 import json
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-import yaml
-
-from hpcbench.acceptance import contract as contracts, directory as directories, drift
-from hpcbench.acceptance import judgement, manifest, slurm_actions, watch_rules
-from hpcbench.acceptance.assessment import judge, runs_of
+from hpcbench.acceptance import directory as directories, drift, judgement, slurm_actions
+from hpcbench.acceptance import watch_rules
+from hpcbench.acceptance.assessment import runs_of
 from hpcbench.acceptance.state import AcceptanceError
 from hpcbench.acceptance.use_case import Acceptance
+from hpcbench.acceptance.watch_record import (CYCLE_RECORD, CYCLES, DEFAULT_BUDGET, MEMORY,
+                                              WATCHED_CONTRACT, Cycle, Memory, WatchError,
+                                              accepted_figures, claim, cycle_record,
+                                              node_partitions, watched_contract)
 from hpcbench.acceptance.watch_rules import NodeMemory
 from hpcbench.core import paths, slurm_cluster
 from hpcbench.rfm import reframe_port
 
-WATCH_DIR = 'watch'
-MEMORY = 'watch.json'
-CYCLES = 'cycles'
-CYCLE_RECORD = 'cycle.json'
-WATCHED_CONTRACT = 'watched-contract.yaml'
-MARKER = '.hpcbench-watch'
-DEFAULT_BUDGET = 32
-
-
-class WatchError(AcceptanceError):
-    """A watch cycle that cannot run: one sentence saying why; nothing was done to a node."""
-
-
-@dataclass
-class Memory:
-    """watch.json: the acceptance the watch judges against and each node's NodeMemory."""
-    system: str
-    acceptance: str                         # its directory
-    acceptance_manifest_sha256: str
-    nodes: dict = field(default_factory=dict)   # {node: NodeMemory}
-    cycles: list = field(default_factory=list)  # the cycles' names, in order
-
-    def save(self, directory):
-        data = asdict(self)
-        paths.write_atomically(Path(directory) / MEMORY,
-                               json.dumps(data, indent=1, sort_keys=True) + '\n')
-
-    @classmethod
-    def load(cls, directory):
-        path = Path(directory) / MEMORY
-        try:
-            data = json.loads(paths.read_regular(path, 1 << 28, 'a watch\'s memory'))
-            data['nodes'] = {str(k): NodeMemory(**v) for k, v in data['nodes'].items()}
-            return cls(**data)
-        except (ValueError, KeyError, TypeError) as err:
-            raise WatchError(f'{path} is no watch\'s memory ({type(err).__name__}: '
-                             f'{str(err)[:200]}): give another --output') from None
-
-
-def claim(directory):
-    """The watch's directory made, checked as the user's own and the suite's, and locked
-    (an open file whose lock the caller keeps while the cycle runs)."""
-    directory = Path(directory)
-    if directory.exists() and directory.stat().st_uid != os.geteuid():
-        raise WatchError(f'{directory} belongs to another user (uid '
-                         f'{directory.stat().st_uid}): a watch writes only its own directory; '
-                         'give --output one of yours')
-    if directory.exists() and any(directory.iterdir()) and not (directory / MARKER).exists():
-        raise WatchError(f'{directory} holds other files and no watch of the suite\'s (no '
-                         f'{MARKER}): give --output a new or empty directory')
-    directory.mkdir(parents=True, exist_ok=True)
-    marker = directory / MARKER
-    if marker.is_symlink():
-        raise WatchError(f'{marker} is a link: {directory} is not the suite\'s')
-    lock = open(marker, 'a')
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise WatchError(f'{directory}: another watch cycle runs (it holds {MARKER}\'s lock)') \
-            from None
-    return lock
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """The accepted figures: {entry id: {Unit: its runs' values}} of the units that passed
-    the acceptance (PASS or WARN: a unit that failed was never accepted), {node: why} of
-    the nodes the acceptance judged and did not accept, and its manifest's sha256."""
-    values: dict
-    refused: dict
-    manifest_sha256: str
-
-
-def accepted_figures(acceptance_dir, watched, allowed_signers=None, identity=None):
-    """The Accepted figures of the `watched` entries in an acceptance's directory, once
-    every file is as its manifest says (and its signature, with the site's allowed
-    signers): its sessions judged again on those entries, on its plan. WatchError naming
-    what does not hold."""
-    directory = Path(acceptance_dir)
-    if not (directory / manifest.MANIFEST).is_file():
-        raise WatchError(f'{directory}: no finished acceptance (no {manifest.MANIFEST}): accept '
-                         'the system first (hpcbench accept), or give --acceptance')
-    checked = manifest.verify(directory, allowed_signers, identity)
-    if checked.problems:
-        raise WatchError(f'{directory}: the accepted figures do not hold: '
-                         f'{"; ".join(checked.problems[:3])}')
-    _, state, records = directories.stored(directory)
-    values, refused = {}, {}
-    for verdict in judge(contracts.Contract(state.system, tuple(watched)), state, records):
-        values[verdict.entry.id] = {u.unit: u.values for u in verdict.units
-                                    if u.verdict in ('PASS', 'WARN') and u.values}
-        for u in verdict.units:
-            if u.verdict not in ('PASS', 'WARN') and u.unit.node:
-                refused.setdefault(u.unit.node, f'{verdict.entry.id} {u.verdict} in the '
-                                                f'acceptance: {u.reason}'[:300])
-    return Accepted(values, refused, paths.file_sha256(directory / manifest.MANIFEST))
-
-
-def watched_contract(contract_path, system):
-    """(the contract, its watched entries' own contract text): WatchError where none is
-    watched."""
-    contract = contracts.load(contract_path, system)
-    watched = [e for e in contract.entries if e.watch]
-    if not watched:
-        raise WatchError(f'{contract_path}: no entry has a watch: clause (e.g. `watch: '
-                         '{period: 24h, action: drain, streak: 2}`): nothing to watch')
-    data = yaml.safe_load(Path(contract_path).read_text())
-    ids = {e.id for e in watched}
-    data['entries'] = [e for e in data['entries'] if e['id'] in ids]
-    data['about'] = f'The watched entries of {contract_path} (hpcbench watch).'
-    return contract, yaml.safe_dump(data, sort_keys=False)
-
-
-def node_partitions(reframe, checks):
-    """{partition: [nodes]} of the Slurm partitions ReFrame's --distribute runs `checks` on."""
-    found = {}
-    for partition in reframe.partitions():
-        if not partition.distributes:
-            continue
-        nodes = {n for check in checks for n in reframe.distributed_nodes(partition.name,
-                                                                           check)}
-        if nodes:
-            found[partition.name] = sorted(nodes, key=slurm_cluster.natural_key)
-    return found
-
-
-@dataclass
-class Cycle:
-    """One cycle's findings, as its record (cycle.json) holds them."""
-    name: str
-    time: float
-    due: list
-    outcomes: dict = field(default_factory=dict)     # {node: watch_rules.NodeOutcome}
-    drifts: dict = field(default_factory=dict)       # {entry id: {Unit: drift.Drift}}
-    actions: list = field(default_factory=list)      # watch_rules.Action
-    not_run: dict = field(default_factory=dict)      # {node: why}, not run this cycle
-    stale: dict = field(default_factory=dict)        # {node: last judged, epoch s}
-    acted: bool = False
-    verdicts: tuple = ()                             # judgement.EntryVerdict
-    run: object = None                               # the cycle's Acceptance, where it ran
-    assessed: object = None                          # its assessment.Assessment
-    record: dict = None                              # cycle.json's data, once written
+# How long a reservation of nodes re-tested after their repair lasts, in minutes: the
+# watched entries' runs on them; deleted as soon as they are judged.
+RESERVATION_MINUTES = 240
 
 
 class Watch:
     """The watch of `system` against the contract at `contract_path`, judged against the
     acceptance in `acceptance_dir`, kept in `directory`. Ports: `reframe` (as the
     acceptance's), `slurm` (hpcbench.acceptance.slurm_actions.SlurmNodes), `store` (where
-    metrics go: an object with deliver(record, {node: its memory as data}), or None). `act`: run the
-    actions' scontrol lines (else they are printed); `clock`: the time now."""
+    metrics go: an object with deliver(record, {node: its memory as data}), or None).
+    `act`: run the actions' scontrol lines (else they are printed); `clock`: the time now."""
 
     def __init__(self, system, contract_path, acceptance_dir, directory, *, reframe=None,
                  slurm=None, store=None, budget=DEFAULT_BUDGET,
@@ -218,14 +79,18 @@ class Watch:
             if name in memory.cycles:
                 name = f'{name}-{len(memory.cycles)}'
             nodes = node_partitions(self.reframe, sorted({e.check for e in watched}))
+            contract_file = self.directory / WATCHED_CONTRACT
+            paths.write_atomically(contract_file, watched_text)
             seen = self.slurm.seen(nodes)
             cycle = Cycle(name, now, [])
+            cycle.returned = self._return_to_service(cycle, seen, memory, accepted,
+                                                     contract_file)
+            if cycle.returned:
+                seen = self.slurm.seen(nodes)
             candidates = self._candidates(nodes, seen, memory, accepted, cycle)
             cycle.due = watch_rules.due(candidates, memory.nodes, period, self.budget, now)
             cycle.stale = {n: t for n, t in watch_rules.stale(memory.nodes, period, now).items()
                            if n not in cycle.due}
-            contract_file = self.directory / WATCHED_CONTRACT
-            paths.write_atomically(contract_file, watched_text)
             cycle_dir = self.directory / CYCLES / name
             if cycle.due:
                 self._judge(cycle, contract_file, cycle_dir, accepted, memory)
@@ -299,14 +164,15 @@ class Watch:
                     entry, runs_of(records)[0]).items() if u.node == node})
         return values
 
-    def _judge(self, cycle, contract_file, cycle_dir, accepted, memory):
+    def _judge(self, cycle, contract_file, cycle_dir, accepted, memory, job_options=()):
         """The due nodes run (an Acceptance restricted to them) and judged: the contract's
         verdicts, drift, the outcomes."""
         self.say(f'cycle {cycle.name}: {len(cycle.due)} node(s) due: {", ".join(cycle.due)}')
         with directories.claimed(cycle_dir):
             run = Acceptance(self.system, contract_file, cycle_dir, reframe=self.reframe,
                              node_states=self.slurm, batch_nodes=self.batch_nodes,
-                             mode=self.mode, say=self.say, nodes=set(cycle.due)).run()
+                             mode=self.mode, say=self.say, nodes=set(cycle.due),
+                             job_options=job_options).run()
         cycle.run = run
         cycle.assessed = run.assess()
         cycle.verdicts = cycle.assessed.verdicts
@@ -332,6 +198,75 @@ class Watch:
             kept.steady[key], kept.worse[key] = drift.kept_after(
                 entry, judged.values, found.accepted_median, steady, worse)
         return found
+
+    def _return_to_service(self, cycle, seen, memory, accepted, contract_file):
+        """The nodes the suite drained that the site marked repaired (their reason
+        watch_rules.REPAIRED_PREFIX), re-tested inside a maintenance reservation (no job of
+        anyone else lands first) and resumed where they pass every watched entry against
+        their accepted figures (watch_rules.fit_to_return); drained again with the new
+        evidence where not. Their own record: cycles/<cycle>-return. {node: what came of
+        it}; without `act`, what would be done is said and nothing is."""
+        repaired = sorted((n for n, s in seen.items() if s.marked_repaired
+                           and memory.nodes.get(n) and memory.nodes[n].drained),
+                          key=slurm_cluster.natural_key)[:self.budget]
+        if not repaired:
+            return {}
+        if not self.act:
+            for node in repaired:
+                self.say(f'{node}: marked repaired: give --act to re-test it in a reservation '
+                         'and resume it if it passes')
+            return {n: 'marked repaired: re-tested with --act' for n in repaired}
+        retest = Cycle(f'{cycle.name}-return', cycle.time, repaired, kind='return')
+        reservation = slurm_actions.reservation_name(retest.name)
+        for argv in [slurm_actions.reserve(reservation, repaired, getpass.getuser(),
+                                           RESERVATION_MINUTES),
+                     *(slurm_actions.resume(n) for n in repaired)]:
+            self.say(slurm_actions.line(argv))
+            self.slurm.act(argv)
+        try:
+            self.slurm.wait_in_service(repaired)
+            for node in repaired:
+                # Its runs before the repair are no evidence of the node it is now.
+                memory.nodes[node].steady, memory.nodes[node].worse = {}, {}
+            self._judge(retest, contract_file, self.directory / CYCLES / retest.name,
+                        accepted, memory, (f'--reservation={reservation}',))
+            returned = self._after_retest(retest, memory)
+        except BaseException:
+            for node in repaired:
+                self.slurm.act(slurm_actions.drain(node, f'{watch_rules.REASON_PREFIX} the '
+                                                   're-test after its repair did not finish'))
+            raise
+        finally:
+            self.slurm.act(slurm_actions.release(reservation))
+        self._write(retest, self.directory / CYCLES / retest.name, {})
+        memory.cycles.append(retest.name)
+        return returned
+
+    def _after_retest(self, retest, memory):
+        """Each re-tested node resumed (left in service: it was resumed to run) or drained
+        again with the new evidence; its memory kept. {node: what came of it}."""
+        returned = {}
+        for node in retest.due:
+            outcome = retest.outcomes.get(node)
+            units = [d for found in retest.drifts.values() for d in found.values()
+                     if d.unit.node == node]
+            fit, why = watch_rules.fit_to_return(outcome, units)
+            kept = memory.nodes[node]
+            if fit:
+                kept.drained, kept.streak, kept.baseline_cycle = '', 0, retest.name
+                kept.last_judged = retest.time
+                returned[node] = f'resumed: {why}'
+                retest.actions.append(watch_rules.Action(node, '', 'resume', why))
+            else:
+                reason = ' '.join(f'{watch_rules.REASON_PREFIX} still failing after its '
+                                  f'repair: {why}'.split())[:watch_rules.MAX_REASON]
+                self.slurm.act(slurm_actions.drain(node, reason))
+                kept.drained = reason
+                returned[node] = f'drained again: {why}'
+                retest.actions.append(watch_rules.Action(node, '', 'drain', reason))
+            self.say(f'{node}: {returned[node]}')
+        retest.acted = True
+        return returned
 
     def _act(self, cycle):
         """Each action's scontrol line printed, and run with `act`; one that fails is said
@@ -367,38 +302,3 @@ class Watch:
         files[CYCLE_RECORD] = json.dumps(cycle.record, indent=1) + '\n'
         cycle_dir.mkdir(parents=True, exist_ok=True)
         directories.write(cycle_dir, files, self.key)
-
-
-def _unit(unit):
-    return {'unit': str(unit), 'scope': unit.scope.name, 'partition': unit.partition,
-            'node': unit.node}
-
-
-def cycle_record(system, cycle, acceptance_dir, partition_of):
-    """The watch's record of a cycle (cycle.json): plain data."""
-    return {
-        'format': 1, 'system': system, 'cycle': cycle.name, 'time': cycle.time,
-        'acceptance': str(acceptance_dir), 'due': list(cycle.due),
-        'not_run': {n: why for n, why in sorted(cycle.not_run.items())},
-        'stale': {n: t for n, t in sorted(cycle.stale.items())},
-        'nodes': {n: {'partition': o.partition, 'outcome': o.outcome, 'why': o.why,
-                      'slow': list(o.slow),
-                      'failing': [{'entry': f.entry.id, 'fault': f.entry.fault_code,
-                                   'how': f.how, 'evidence': f.evidence,
-                                   'at_once': f.at_once} for f in o.failing]}
-                  for n, o in sorted(cycle.outcomes.items())},
-        'drifts': [{'entry': entry_id, **_unit(d.unit), 'verdict': d.verdict,
-                    'runs': list(d.runs), 'accepted': list(d.accepted), 'median': d.median,
-                    'accepted_median': d.accepted_median, 'effect': d.effect,
-                    'p_value': d.p_value, 'reason': d.reason}
-                   for entry_id, found in sorted(cycle.drifts.items())
-                   for d in sorted(found.values(), key=lambda d: str(d.unit))],
-        'figures': [{'entry': v.entry.id, 'figure': v.entry.figure,
-                     'unit_of_figure': v.entry.committed.unit, **_unit(u.unit),
-                     'verdict': u.verdict, 'median': u.median, 'runs': list(u.values),
-                     'committed': v.entry.committed.value, 'reason': u.reason}
-                    for v in cycle.verdicts for u in v.units],
-        'actions': [{'node': a.node, 'partition': a.partition or partition_of.get(a.node, ''),
-                     'kind': a.kind, 'reason': a.reason, 'held': a.held,
-                     'run': cycle.acted and not a.held} for a in cycle.actions],
-    }

@@ -21,11 +21,11 @@ def _fraction(text):
 
 
 def _directories(args):
-    from hpcbench.acceptance import use_case, watch
+    from hpcbench.acceptance import use_case, watch_record
     from hpcbench.core import paths
     acceptance = Path(args.acceptance) if args.acceptance else \
         paths.VAR_DIR / use_case.ACCEPTANCE_DIR / args.system
-    directory = Path(args.output) if args.output else paths.VAR_DIR / watch.WATCH_DIR / \
+    directory = Path(args.output) if args.output else paths.VAR_DIR / watch_record.WATCH_DIR / \
         args.system
     return acceptance, directory
 
@@ -33,10 +33,10 @@ def _directories(args):
 def history_lines(directory, node):
     """A node's figures over the watch's cycles beside its accepted median, one line per
     cycle and entry; RuntimeError where the watch never judged it."""
-    from hpcbench.acceptance import watch
+    from hpcbench.acceptance import watch_record
     lines = []
-    for cycle_dir in sorted((Path(directory) / watch.CYCLES).glob('*/')):
-        path = cycle_dir / watch.CYCLE_RECORD
+    for cycle_dir in sorted((Path(directory) / watch_record.CYCLES).glob('*/')):
+        path = cycle_dir / watch_record.CYCLE_RECORD
         if not path.is_file():
             continue
         record = json.loads(path.read_text())
@@ -61,7 +61,7 @@ def _number(value):
 
 
 def _watch(args):
-    from hpcbench.acceptance import contract, watch
+    from hpcbench.acceptance import contract, watch, watch_record
     from hpcbench.acceptance.state import AcceptanceError
     from hpcbench.core import paths
     from hpcbench.report import watch_metrics
@@ -85,6 +85,8 @@ def _watch(args):
         if outcome.outcome != 'PASS' or outcome.slow:
             print(outcome.words() + (f' (slow: {"; ".join(outcome.slow)})'
                                      if outcome.slow else ''))
+    for node, what in sorted(cycle.returned.items()):
+        print(f'{node}: marked repaired: {what}')
     for node, why in sorted(cycle.not_run.items()):
         print(f'{node}: not run: {why}')
     for node in sorted(cycle.stale):
@@ -93,14 +95,14 @@ def _watch(args):
               for name in ('PASS', 'FAIL', 'NOT_RUN')}
     print(f'\n{args.system}: cycle {cycle.name}: {len(cycle.due)} node(s) judged: '
           + ', '.join(f'{n} {name}' for name, n in counts.items() if n)
-          + f'; record {directory / watch.CYCLES / cycle.name}')
+          + f'; record {directory / watch_record.CYCLES / cycle.name}')
     if counts['FAIL']:
         raise Worse(f'{args.system}: {counts["FAIL"]} node(s) failed this cycle')
 
 
 def register(sub):
     """Add `watch` to the `hpcbench` parser's subparsers."""
-    from hpcbench.acceptance import watch, watch_rules
+    from hpcbench.acceptance import watch_record, watch_rules
     parser = sub.add_parser('watch', help='one cycle of the watch after the acceptance: the '
                             'nodes due re-judged against the contract and their own accepted '
                             'figures; or --history NODE')
@@ -110,8 +112,8 @@ def register(sub):
     parser.add_argument('--acceptance', help='the signed acceptance the figures are judged '
                         'against (default: var/acceptance/SYSTEM)')
     parser.add_argument('--output', help='the watch\'s directory (default: var/watch/SYSTEM)')
-    parser.add_argument('--budget', type=int, default=watch.DEFAULT_BUDGET,
-                        help=f'nodes judged at once, at most (default {watch.DEFAULT_BUDGET})')
+    parser.add_argument('--budget', type=int, default=watch_record.DEFAULT_BUDGET,
+                        help=f'nodes judged at once, at most (default {watch_record.DEFAULT_BUDGET})')
     parser.add_argument('--max-drain', type=_fraction, default=watch_rules.DEFAULT_MAX_DRAIN,
                         help='the most of a partition one cycle drains (default '
                         f'{watch_rules.DEFAULT_MAX_DRAIN:g}); beyond it, none')

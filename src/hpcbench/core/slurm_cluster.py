@@ -191,9 +191,16 @@ def state_flags(state):
     return tuple(dict.fromkeys(flags))
 
 
-def why_out(state, reason=''):
-    """Why a node in `state` (with Slurm's `reason`) cannot run a benchmark now, or ''."""
-    out = [OUT_OF_SERVICE[f] for f in state_flags(state) if f in OUT_OF_SERVICE]
+# What a node in a reservation shows (some Slurm versions print a MAINT reservation's
+# nodes so): no reason a job inside that reservation cannot run.
+RESERVATION_FLAGS = ('RESERVED', 'RESV', 'MAINT')
+
+
+def why_out(state, reason='', in_reservation=False):
+    """Why a node in `state` (with Slurm's `reason`) cannot run a benchmark now, or ''; for a
+    job in a reservation (`in_reservation`), its node reserved is none."""
+    out = [OUT_OF_SERVICE[f] for f in state_flags(state) if f in OUT_OF_SERVICE
+           and not (in_reservation and f in RESERVATION_FLAGS)]
     if not out:
         return ''
     said = f'{state}: {", ".join(dict.fromkeys(out))}'

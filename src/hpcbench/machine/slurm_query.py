@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from hpcbench.core.slurm_cluster import (SlurmDescriptionError, cluster_from,
-                                         node_from_record, records)
+                                         node_from_record, records, why_out)
 
 QUERIES = {
     'config': ('scontrol', 'show', 'config'),
@@ -47,15 +47,19 @@ def running_cluster(env=None):
                         answers['mpi'])
 
 
-def nodes_out_of_service(names, env=None, timeout=60):
+def nodes_out_of_service(names, env=None, timeout=60, in_reservation=False):
     """{node: why it cannot run now} of the nodes `names` that cannot (down, drained, not
-    responding, ...: hpcbench.core.slurm_cluster.why_out), as the controller says now."""
-    return {node.name: node.out_of_service for node in shown_nodes(names, env, timeout)
-            if node.out_of_service}
+    responding, ...: hpcbench.core.slurm_cluster.why_out), as the controller says now; for
+    a job in a reservation (`in_reservation`), a node reserved can."""
+    found = {node.name: why_out(node.state, node.reason, in_reservation)
+             for node in shown_nodes(names, env, timeout)}
+    return {name: why for name, why in found.items() if why}
 
 
-def shown_nodes(names, env=None, timeout=60):
-    """The SlurmNodes (hpcbench.core.slurm_cluster) of the nodes `names` as the controller
-    shows them now (a name it does not know is left out)."""
-    said = ask(('scontrol', 'show', 'node', '-o', ','.join(names)), env, timeout)
+def shown_nodes(names=None, env=None, timeout=60):
+    """The SlurmNodes (hpcbench.core.slurm_cluster) of the nodes `names` (None: every node)
+    as the controller shows them now. (One name it does not know fails the whole command:
+    ask for every node where some may be gone.)"""
+    said = ask(('scontrol', 'show', 'node', '-o', *([','.join(names)] if names else [])),
+               env, timeout)
     return [node_from_record(record) for record in records(said, 'Node')]

@@ -311,8 +311,12 @@ def skip_node_out_of_service(test):
     partition = test.current_partition
     if not nodes or partition.scheduler.registered_name not in SLURM_SCHEDULERS:
         return
+    # A job inside a reservation (the watch's re-test of a repaired node: -J--reservation)
+    # runs on its reserved nodes.
+    options = [*getattr(test.job, 'cli_options', ()), *test.job.options]
+    in_reservation = any(str(o).startswith('--reservation') for o in options)
     try:
-        out = slurm_query.nodes_out_of_service(nodes)
+        out = slurm_query.nodes_out_of_service(nodes, in_reservation=in_reservation)
     except SlurmDescriptionError as err:
         say_once(f'{partition.fullname} node states', f'{partition.fullname}: node states '
                  f'not read ({err}); each node is asked for as given')
