@@ -80,7 +80,7 @@ FORWARDING = forwarding() { \
 	return $$code; }
 
 .PHONY: run report test docs lint venv bootstrap install setup spack baseline dry-run references tune screen new-system \
-	accept contract-init \
+	accept watch contract-init \
 	testbed-start testbed-stop buildcache bundle unpack-bundle ci-pipeline gitlab-ci-local test-clean-root clean
 
 # Without a Spack (none found, none clonable), `setup` prepares the registry-only path
@@ -179,6 +179,19 @@ ACCEPT_OPTS ?=
 accept: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
 	$(if $(findstring --dry-run,$(value ACCEPT_OPTS)),,$(BIN)/hpcbench setup --system $(SYSTEM))
 	$(FORWARDING); forwarding $(BIN)/hpcbench accept --system $(SYSTEM) $(value ACCEPT_OPTS)
+
+# One cycle of the watch after the acceptance (hpcbench.acceptance.watch; docs/watch.md):
+# the nodes due re-judged on the contract's watched entries (those with a `watch:` clause)
+# against the contract, their own accepted figures in var/acceptance/$(SYSTEM) and their
+# peers; the scontrol lines printed (WATCH_OPTS=--act runs them); a node the watch drained
+# that the site marked repaired re-tested in a reservation; the cycle's record under
+# var/watch/$(SYSTEM)/cycles/. Exit 1 where a node failed the cycle. WATCH_OPTS: e.g. --act
+# --budget 100 --max-drain 0.05 --key KEY --pushgateway HOST:9091 --victoria-metrics URL
+# --textfile-dir DIR; --history NODE shows a node's figures over the cycles.
+WATCH_OPTS ?=
+watch: $(VENV_STAMP) $(if $(filter testbed,$(SYSTEM)),testbed-start)
+	$(BIN)/hpcbench setup --system $(SYSTEM)
+	$(FORWARDING); forwarding $(BIN)/hpcbench watch $(SYSTEM) $(value WATCH_OPTS)
 
 # A draft contract of $(SYSTEM) from what the suite knows (its paper's figures, or a stored
 # session at 0.9 x its medians), every value with its source, for the site to edit.

@@ -100,9 +100,9 @@ class FakeSlurm:
         self.states = {n: ('IDLE', '') for n in nodes}
         self.acted, self.reservations = [], {}
 
-    def out_of_service(self, nodes):
-        return {n: slurm_cluster.why_out(*self.states[n]) for n in nodes
-                if slurm_cluster.why_out(*self.states[n])}
+    def out_of_service(self, nodes, in_reservation=False):
+        found = {n: slurm_cluster.why_out(*self.states[n], in_reservation) for n in nodes}
+        return {n: why for n, why in found.items() if why}
 
     def seen(self, by_partition):
         return {n: SeenNode(n, p, *self.states[n]) for p, nodes in by_partition.items()

@@ -7,12 +7,15 @@ bimodal: hpcbench.acceptance.judgement), AND by at least the entry's `min_effect
 of the accepted median: a difference the test finds but no user feels is not drift. Three
 runs beside three accepted ones give p = 0.05 at best (every run worse than every accepted
 one), so one cycle is evidence, and the entry's streak of cycles decides
-(hpcbench.acceptance.watch_rules).
+(hpcbench.acceptance.watch_rules). A cycle judges many units at once: each at ALPHA over
+their number (Bonferroni, as the peers' test: among 32 healthy nodes, the chance that any
+drifts by chance in a cycle stays ALPHA; at ALPHA each, one of four healthy testbed nodes
+drifted in a cycle of three, 2026-12-04), which a unit's runs reach pooled over cycles.
 
 A unit without accepted runs is NOT_RUN, never judged: "never accepted" (a node added or
 renamed after the acceptance), until an acceptance covers it."""
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hpcbench.acceptance.judgement import ALPHA, p_worse
 
@@ -68,10 +71,10 @@ def judge_drift(entry, unit, runs, accepted, alpha=ALPHA):
     least = entry.watch.min_effect if entry.watch else 0.0
     if effect >= least and p is not None and p <= alpha:
         return Drift(unit, 'DRIFT', runs, accepted, median, accepted_median, effect, p,
-                     f'{said}{tested} <= {alpha:g}, at least the {100 * least:g} % that is '
+                     f'{said}{tested} <= {alpha:.3g}, at least the {100 * least:g} % that is '
                      'drift', least)
     why = ('one run is no test' if p is None else
-           f'not significantly (p > {alpha:g})' if p > alpha else
+           f'not significantly (p > {alpha:.3g})' if p > alpha else
            f'less than the {100 * least:g} % that is drift')
     return Drift(unit, 'OK', runs, accepted, median, accepted_median, effect, p,
                  f'{said}{tested}: {why}' if effect > 0 else f'{said}{tested}', least)
@@ -106,3 +109,47 @@ def kept_after(entry, runs, accepted_median, steady, worse):
     if effect >= least:
         return steady, (list(worse) + [list(runs)])[-(WORSE_CYCLES - 1):]
     return (list(steady) + [list(runs)])[-STEADY_CYCLES:], []
+
+
+def judge_cycle(entry, unit, runs, accepted, steady=(), worse=(), alpha=ALPHA):
+    """The Drift of a unit's `runs` of this cycle beside its `accepted` runs with its steady
+    cycles' (pooled): of this cycle's runs alone (a step: a node that lost most of its speed
+    since the last cycle, whose noisy last cycle would dilute it), and of them with the
+    worse cycles' before (a smaller shift, seen over cycles); drift where either is."""
+    alone = judge_drift(entry, unit, *pooled(runs, accepted, steady, ()), alpha)
+    if alone.verdict == 'DRIFT' or not worse:
+        return alone
+    over_cycles = judge_drift(entry, unit, *pooled(runs, accepted, steady, worse), alpha)
+    return over_cycles if over_cycles.verdict == 'DRIFT' else alone
+
+
+# Peers a unit's drift is weighed against (the other units of its partition judged in the
+# cycle): fewer, and its drift stands alone.
+MIN_PEERS = 2
+
+
+def beyond_peers(drifts):
+    """The Drifts of one entry's units in a cycle ({Unit: Drift}), each DRIFT kept only
+    where the unit is worse by the least effect beyond the median worsening of the other
+    units of its partition this cycle: what all of them show at once is a common cause (a
+    loaded host, a shared file system, a new kernel), not one node's own drift, and the
+    contract's clause judges that. On the 2-core testbed, a healthy node's HPL was 16.7 %
+    below its accepted runs (p = 0.048) in the cycle a peer was slowed, its two other peers
+    15.9 % and -1.5 %."""
+    kept = {}
+    for unit, found in drifts.items():
+        peers = [d.effect for u, d in drifts.items() if u != unit and d.effect is not None
+                 and u.partition == unit.partition]
+        if found.verdict != 'DRIFT' or len(peers) < MIN_PEERS:
+            kept[unit] = found
+            continue
+        common = statistics.median(peers) + 0.0     # never -0.0
+        least = found.entry_min_effect or 0.0
+        if found.effect - common >= least:
+            kept[unit] = replace(found, reason=f'{found.reason}; its peers of the cycle '
+                                               f'{100 * common:+.1f} % (median)')
+        else:
+            kept[unit] = replace(found, verdict='OK', reason=(
+                f'{found.reason}; but its {len(peers)} peers of the cycle are '
+                f'{100 * common:.1f} % worse too (median): a common cause, not its own drift'))
+    return kept

@@ -100,12 +100,13 @@ class SlurmNodes(NodeStates):
                 for node in shown if node.name in partition_of}
 
     def wait_in_service(self, nodes, timeout=120):
-        """Until the controller shows every one of `nodes` in service (a node just resumed
-        is not responding until its slurmd answers the controller's ping); AcceptanceError
+        """Until the controller shows every one of `nodes` in service but for the
+        reservation they are in (a node just resumed is not responding until its slurmd
+        answers the controller's ping); AcceptanceError
         naming those that are not after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while True:
-            out = self.out_of_service(nodes)
+            out = self.out_of_service(nodes, in_reservation=True)
             if not out:
                 return
             if time.monotonic() > deadline:

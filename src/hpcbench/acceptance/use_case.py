@@ -44,13 +44,15 @@ class NodeStates:
     def __init__(self, system):
         self.system = system
 
-    def out_of_service(self, nodes):
-        """{node: why} of `nodes` the controller says cannot run now (drained, down)."""
+    def out_of_service(self, nodes, in_reservation=False):
+        """{node: why} of `nodes` the controller says cannot run now (drained, down); for a
+        job in a reservation (`in_reservation`), a node reserved can."""
         if not nodes:
             return {}
         try:
             return slurm_query.nodes_out_of_service(
-                sorted(nodes), testbed_system.slurm_environment(self.system))
+                sorted(nodes), testbed_system.slurm_environment(self.system),
+                in_reservation=in_reservation)
         except slurm_cluster.SlurmDescriptionError as err:
             raise AcceptanceError(f'the controller does not say which nodes can run: {err}') \
                 from None

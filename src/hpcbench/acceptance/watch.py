@@ -30,9 +30,10 @@ from hpcbench.acceptance.assessment import runs_of
 from hpcbench.acceptance.state import AcceptanceError
 from hpcbench.acceptance.use_case import Acceptance
 from hpcbench.acceptance.watch_record import (CYCLE_RECORD, CYCLES, DEFAULT_BUDGET, MEMORY,
-                                              WATCHED_CONTRACT, Cycle, Memory, WatchError,
-                                              accepted_figures, claim, cycle_record,
-                                              node_partitions, watched_contract)
+                                              RETEST_CONTRACT, WATCHED_CONTRACT, Cycle, Memory,
+                                              WatchError, accepted_figures, claim,
+                                              cycle_record, node_partitions,
+                                              retest_contract, watched_contract)
 from hpcbench.acceptance.watch_rules import NodeMemory
 from hpcbench.core import paths, slurm_cluster
 from hpcbench.rfm import reframe_port
@@ -40,6 +41,17 @@ from hpcbench.rfm import reframe_port
 # How long a reservation of nodes re-tested after their repair lasts, in minutes: the
 # watched entries' runs on them; deleted as soon as they are judged.
 RESERVATION_MINUTES = 240
+
+
+class InReservation:
+    """The controller's word for jobs inside the watch's reservation: its nodes, reserved,
+    can run them."""
+
+    def __init__(self, slurm):
+        self.slurm = slurm
+
+    def out_of_service(self, nodes):
+        return self.slurm.out_of_service(nodes, in_reservation=True)
 
 
 class Watch:
@@ -78,13 +90,13 @@ class Watch:
             name = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))
             if name in memory.cycles:
                 name = f'{name}-{len(memory.cycles)}'
-            nodes = node_partitions(self.reframe, sorted({e.check for e in watched}))
+            nodes = node_partitions(self.reframe, watched)
             contract_file = self.directory / WATCHED_CONTRACT
             paths.write_atomically(contract_file, watched_text)
             seen = self.slurm.seen(nodes)
             cycle = Cycle(name, now, [])
             cycle.returned = self._return_to_service(cycle, seen, memory, accepted,
-                                                     contract_file)
+                                                     watched_text)
             if cycle.returned:
                 seen = self.slurm.seen(nodes)
             candidates = self._candidates(nodes, seen, memory, accepted, cycle)
@@ -164,13 +176,15 @@ class Watch:
                     entry, runs_of(records)[0]).items() if u.node == node})
         return values
 
-    def _judge(self, cycle, contract_file, cycle_dir, accepted, memory, job_options=()):
+    def _judge(self, cycle, contract_file, cycle_dir, accepted, memory, job_options=(),
+               node_states=None):
         """The due nodes run (an Acceptance restricted to them) and judged: the contract's
         verdicts, drift, the outcomes."""
         self.say(f'cycle {cycle.name}: {len(cycle.due)} node(s) due: {", ".join(cycle.due)}')
         with directories.claimed(cycle_dir):
             run = Acceptance(self.system, contract_file, cycle_dir, reframe=self.reframe,
-                             node_states=self.slurm, batch_nodes=self.batch_nodes,
+                             node_states=node_states or self.slurm,
+                             batch_nodes=self.batch_nodes,
                              mode=self.mode, say=self.say, nodes=set(cycle.due),
                              job_options=job_options).run()
         cycle.run = run
@@ -178,28 +192,32 @@ class Watch:
         cycle.verdicts = cycle.assessed.verdicts
         for verdict in cycle.verdicts:
             before = self._accepted(verdict.entry, accepted, memory)
-            cycle.drifts[verdict.entry.id] = {
-                u.unit: self._drift(verdict.entry, u, before.get(u.unit, ()), memory)
-                for u in verdict.units if u.values}
+            judged = [u for u in verdict.units if u.values]
+            # Bonferroni over the units judged at once (hpcbench.acceptance.drift).
+            alpha = judgement.ALPHA / max(1, len(judged))
+            cycle.drifts[verdict.entry.id] = drift.beyond_peers({
+                u.unit: self._drift(verdict.entry, u, before.get(u.unit, ()), memory, alpha)
+                for u in judged})
         partition_of = {n: p.name for p in run.state.partitions for n in p.nodes}
         cycle.outcomes = watch_rules.outcomes(
             cycle.verdicts, cycle.drifts, {n: partition_of.get(n, '') for n in cycle.due})
 
     @staticmethod
-    def _drift(entry, judged, accepted, memory):
-        """The Drift of a unit's runs this cycle (a UnitVerdict's), its runs of the cycles
-        kept in memory pooled (hpcbench.acceptance.drift.pooled); the memory kept."""
+    def _drift(entry, judged, accepted, memory, alpha):
+        """The Drift of a unit's runs this cycle (a UnitVerdict's) beside its accepted runs,
+        its runs of the cycles kept in memory pooled (hpcbench.acceptance.drift.judge_cycle);
+        the memory kept."""
         kept = memory.nodes.setdefault(judged.unit.node, NodeMemory())
         key = f'{entry.id} {judged.unit.key}'
         steady, worse = kept.steady.get(key, []), kept.worse.get(key, [])
-        found = drift.judge_drift(entry, judged.unit,
-                                  *drift.pooled(judged.values, accepted, steady, worse))
+        found = drift.judge_cycle(entry, judged.unit, judged.values, accepted, steady, worse,
+                                  alpha)
         if accepted:
             kept.steady[key], kept.worse[key] = drift.kept_after(
                 entry, judged.values, found.accepted_median, steady, worse)
         return found
 
-    def _return_to_service(self, cycle, seen, memory, accepted, contract_file):
+    def _return_to_service(self, cycle, seen, memory, accepted, watched_text):
         """The nodes the suite drained that the site marked repaired (their reason
         watch_rules.REPAIRED_PREFIX), re-tested inside a maintenance reservation (no job of
         anyone else lands first) and resumed where they pass every watched entry against
@@ -217,6 +235,8 @@ class Watch:
                          'and resume it if it passes')
             return {n: 'marked repaired: re-tested with --act' for n in repaired}
         retest = Cycle(f'{cycle.name}-return', cycle.time, repaired, kind='return')
+        contract_file = self.directory / RETEST_CONTRACT
+        paths.write_atomically(contract_file, retest_contract(watched_text))
         reservation = slurm_actions.reservation_name(retest.name)
         for argv in [slurm_actions.reserve(reservation, repaired, getpass.getuser(),
                                            RESERVATION_MINUTES),
@@ -226,10 +246,12 @@ class Watch:
         try:
             self.slurm.wait_in_service(repaired)
             for node in repaired:
-                # Its runs before the repair are no evidence of the node it is now.
-                memory.nodes[node].steady, memory.nodes[node].worse = {}, {}
+                # Its worse runs before the repair are no evidence of the node it is now;
+                # its steady ones, before the fault, are of the node it should be again.
+                memory.nodes[node].worse = {}
             self._judge(retest, contract_file, self.directory / CYCLES / retest.name,
-                        accepted, memory, (f'--reservation={reservation}',))
+                        accepted, memory, (f'--reservation={reservation}',),
+                        InReservation(self.slurm))
             returned = self._after_retest(retest, memory)
         except BaseException:
             for node in repaired:

@@ -250,13 +250,12 @@ def remembered(memory, found, done, cycle, now):
 
 def fit_to_return(outcome, drifts):
     """(whether a node re-tested after its repair goes back to service, why): every watched
-    entry met (its outcome PASS) and none of its units' medians worse than its accepted
-    ones by the entry's least effect (`drifts`: its units' Drifts). The burden is the
-    node's: short of significance is not enough to return, as it is to drain."""
+    entry met (its outcome PASS: the contract's clauses, and no drift from its accepted
+    runs, judged on the re-test's runs, more than a cycle's: watch_record.RETEST_RUNS)
+    and none of its units drifting (`drifts`: its units' Drifts)."""
     if outcome is None or outcome.outcome != 'PASS':
         return False, outcome.words() if outcome else 'no figure of the re-test'
-    worse = [d for d in drifts if d.effect is not None and d.entry_min_effect is not None
-             and d.effect >= d.entry_min_effect]
-    if worse:
-        return False, '; '.join(f'{d.unit}: {d.reason}' for d in worse)
-    return True, f'{outcome.node}: every watched entry met, none worse than accepted'
+    drifted = [d for d in drifts if d.verdict == 'DRIFT']
+    if drifted:
+        return False, '; '.join(f'{d.unit}: {d.reason}' for d in drifted)
+    return True, f'{outcome.node}: every watched entry met, no drift from its accepted runs'

@@ -164,7 +164,7 @@ OUT_OF_SERVICE = {
     'FAIL': 'failing', 'FAILING': 'failing', 'ERROR': 'in error', 'FUTURE': 'not yet in service',
     'NOT_RESPONDING': 'not responding', 'UNKNOWN': 'of unknown state',
     'REBOOT_REQUESTED': 'to reboot', 'REBOOT_ISSUED': 'rebooting', 'RESERVED': 'reserved',
-    'MAINT': 'in maintenance', 'INVALID_REG': 'registered unlike slurm.conf declares it',
+    'MAINT': 'in maintenance', 'MAINTENANCE': 'in maintenance', 'INVALID_REG': 'registered unlike slurm.conf declares it',
     'INVALID': 'registered unlike slurm.conf declares it',
     # sinfo's short names of the same states
     'DRNG': 'draining', 'FUTR': 'not yet in service', 'UNK': 'of unknown state',
@@ -193,7 +193,7 @@ def state_flags(state):
 
 # What a node in a reservation shows (some Slurm versions print a MAINT reservation's
 # nodes so): no reason a job inside that reservation cannot run.
-RESERVATION_FLAGS = ('RESERVED', 'RESV', 'MAINT')
+RESERVATION_FLAGS = ('RESERVED', 'RESV', 'MAINT', 'MAINTENANCE')
 
 
 def why_out(state, reason='', in_reservation=False):
