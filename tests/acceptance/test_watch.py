@@ -313,3 +313,24 @@ def test_a_worsening_its_peers_share_is_a_common_cause_not_a_node_s_drift():
     assert {n: d.verdict for n, d in judged.items()} == {
         'n1': 'OK', 'n2': 'DRIFT', 'n3': 'OK', 'n4': 'OK'}
     assert 'peers of the cycle are 16.0 % worse too' in judged['n1'].reason
+
+
+def test_a_cycle_s_junit_has_a_case_per_node_failures_with_evidence_and_skips_with_why(
+        tmp_path, accepted):
+    import junitparser
+    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    port.slow['n5'] = 0.75
+    slurm.states['n8'] = ('IDLE+DRAIN', 'bad DIMM')
+    cycle = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    path = tmp_path / 'watch' / watch_record.CYCLES / cycle.name / watch_record.WATCH_JUNIT
+    suites = junitparser.JUnitXml.fromfile(str(path))
+    cases = {case.name: case for suite in suites for case in suite}
+    assert sorted(cases, key=slurm_cluster.natural_key) == NODES
+    failure, = cases['n5'].result
+    assert isinstance(failure, junitparser.Failure) and failure.type == 'HPCC-NODE'
+    assert failure.message.startswith('hpl contract: node n5: FAIL: median')
+    assert 'action: drain done' in cases['n5'].system_out
+    skipped, = cases['n8'].result
+    assert isinstance(skipped, junitparser.Skipped) and 'bad DIMM' in skipped.message
+    assert cases['n7'].result[0].message.startswith('never accepted')
+    assert cases['n1'].is_passed

@@ -55,6 +55,11 @@ def test_pipeline_stages_and_rules():
     for name in ('checks', 'changed-checks', 'generate-checks'):
         assert '.testbed' in jobs[name]['extends']
     assert pipeline['.testbed']['variables']['RFM_SYSTEM'] == 'testbed'
+    # The watch: scheduled, on the testbed, its JUnit the pipeline's test report.
+    assert any('schedule' in r for r in rules['watch'])
+    assert not any('merge_request_event' in r for r in rules['watch'])
+    assert jobs['watch']['artifacts']['reports']['junit'] == 'var/junit/watch.xml'
+    assert '--junit var/junit/watch.xml' in jobs['watch']['script'][-1]
 
 
 def _extended(pipeline, name):
@@ -140,7 +145,7 @@ def test_gitlab_ci_local_validates_the_pipeline_and_lists_each_sources_jobs():
     assert schedule.returncode == 0, schedule.stdout[-2000:] + schedule.stderr[-2000:]
     assert 'json schema validated' in schedule.stderr
     assert _listed_jobs(schedule.stdout) == ['lint', 'unit-tests', 'build-testbed',
-                                             'generate-checks', 'checks', 'report']
+                                             'generate-checks', 'checks', 'watch', 'report']
     merge = _gitlab_ci_local('--list', '--variable', 'CI_PIPELINE_SOURCE=merge_request_event')
     assert _listed_jobs(merge.stdout) == ['lint', 'unit-tests', 'build-testbed',
                                           'changed-checks', 'report']

@@ -15,7 +15,7 @@ import pytest
 from hpcbench.acceptance import watch
 from hpcbench.devtools import testbed_daemons, testbed_metrics
 from hpcbench.devtools.testbed_processes import alive, recorded, wait_for
-from hpcbench.report import watch_metrics
+from hpcbench.report import watch_dashboard, watch_metrics
 from hpcbench.stack.testbed_system import Layout
 from watch_fakes import Clock, FakeReFrame, FakeSlurm, accept
 
@@ -78,6 +78,18 @@ def test_cycles_reach_prometheus_the_pushgateway_and_victoria_metrics_across_an_
     state = testbed_metrics.query(urls['prometheus'],
                                   'hpcbench_watch_node_state{node="n5"} == 1')
     assert [labels['state'] for labels, _ in state] == ['drained_by_watch']
+    # The dashboard's every query runs on both stores (the variables as a site picks them);
+    # those of figures and drift find n1's, those of counts a number.
+    for base in (urls['prometheus'], vm):
+        for query in watch_dashboard.queries():
+            found = testbed_metrics.query(base, query.replace('$system', 'testbed')
+                                          .replace('$entry', 'hpl'))
+            assert found, (base, query)
+            if 'count(' in query:
+                assert len(found) == 1, (base, query, found)
+            else:
+                assert {labels.get('node') for labels, _ in found} >= {'n1'} or \
+                    'node_state' in query, (base, query, found)
 
 
 def _points(base, cycles):

@@ -133,3 +133,36 @@ def test_a_slow_node_is_drained_and_once_repaired_re_tested_in_a_reservation_and
     points = sorted(p for _, values in stored for p in values)
     assert [t for t, _ in points] == [pytest.approx(r['time'], abs=1) for r in records[:2]]
     assert points[1][1] > 0.3, points
+
+
+def test_the_schedule_is_a_job_slurm_holds_until_its_time_and_uninstall_cancels_it(
+        four_nodes, tmp_path):
+    contract = tmp_path / 'testbed.yaml'
+    contract.write_text(yaml.safe_dump({**CONTRACT, 'entries': [
+        {**CONTRACT['entries'][0], 'watch': {'period': '1d'}}]}))
+    var, directory = tmp_path / 'var', tmp_path / 'watch'
+    options = ['watch', 'testbed', '--contract', str(contract), '--output', str(directory)]
+    done = _hpcbench(four_nodes, var, *options, '--install', 'sbatch', '--every', '1h',
+                     '--partition', 'batch')
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = re.match(r'job (\d+) \(hpcbench-watch-testbed\) submitted: one cycle every 1h',
+                   done.stdout).group(1)
+    env = dict(os.environ, SLURM_CONF=str(four_nodes.slurm_conf))
+    # The job, or (once it began) the next one it submitted first: one is always queued.
+    queued = subprocess.run(['squeue', '-h', '-n', 'hpcbench-watch-testbed', '-o', '%i %P'],
+                            env=env, capture_output=True, text=True, timeout=60).stdout
+    assert [line.split()[1] for line in queued.splitlines()][:1] == ['batch'], queued
+    assert int(queued.split()[0]) >= int(job)
+    script = (directory / 'hpcbench-watch-testbed.sbatch').read_text()
+    assert f'--contract {contract}' in script and '--act' not in script
+    done = _hpcbench(four_nodes, var, *options, '--uninstall', 'sbatch')
+    assert done.returncode == 0 and 'cancelled' in done.stdout, done.stdout + done.stderr
+    wait_for_gone = time.monotonic() + 30
+    while time.monotonic() < wait_for_gone and subprocess.run(
+            ['squeue', '-h', '-n', 'hpcbench-watch-testbed', '-t', 'PENDING,RUNNING'],
+            env=env, capture_output=True, text=True, timeout=60).stdout.strip():
+        time.sleep(0.5)
+    assert not (directory / 'hpcbench-watch-testbed.sbatch').exists()
+    # A period the schedule would outrun: one message, nothing submitted.
+    done = _hpcbench(four_nodes, var, *options, '--install', 'sbatch', '--every', '1d')
+    assert done.returncode == 2 and 'is shorter than two cycles' in done.stderr, done.stderr

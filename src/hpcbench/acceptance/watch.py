@@ -30,7 +30,8 @@ from hpcbench.acceptance.assessment import runs_of
 from hpcbench.acceptance.state import AcceptanceError
 from hpcbench.acceptance.use_case import Acceptance
 from hpcbench.acceptance.watch_record import (CYCLE_RECORD, CYCLES, DEFAULT_BUDGET, MEMORY,
-                                              RETEST_CONTRACT, WATCHED_CONTRACT, Cycle, Memory,
+                                              RETEST_CONTRACT, WATCH_JUNIT, WATCHED_CONTRACT,
+                                              Cycle, Memory, junit_xml,
                                               WatchError, accepted_figures, claim,
                                               cycle_record, node_partitions,
                                               retest_contract, watched_contract)
@@ -322,5 +323,6 @@ class Watch:
                                              cycle.run.records, cycle.assessed)
         cycle.record = cycle_record(self.system, cycle, self.acceptance_dir, partition_of)
         files[CYCLE_RECORD] = json.dumps(cycle.record, indent=1) + '\n'
+        files[WATCH_JUNIT] = junit_xml(cycle.record)
         cycle_dir.mkdir(parents=True, exist_ok=True)
         directories.write(cycle_dir, files, self.key)

@@ -226,3 +226,43 @@ def cycle_record(system, cycle, acceptance_dir, partition_of):
                      'kind': a.kind, 'reason': a.reason, 'held': a.held,
                      'run': cycle.acted and not a.held} for a in cycle.actions],
     }
+
+
+WATCH_JUNIT = 'watch-junit.xml'
+
+
+def junit_xml(record):
+    """JUnit XML of a cycle (its record): a test case per node judged or left out; a node
+    that failed (a clause, or drift) a failure with its evidence, one not run (drained,
+    stale, never accepted, out of service) skipped with why, its action in its output."""
+    import xml.etree.ElementTree as ET
+    from hpcbench.acceptance.outputs import printable
+    nodes = record['nodes']
+    failed = [n for n, o in nodes.items() if o['outcome'] == 'FAIL']
+    left = {**record['not_run'], **{n: 'stale: not judged within its period'
+                                    for n in record['stale']}}
+    suite = ET.Element('testsuite', name=f'hpcbench watch of {record["system"]}: cycle '
+                       f'{record["cycle"]}', tests=str(len(nodes) + len(left)),
+                       failures=str(len(failed)), errors='0', skipped=str(len(left)))
+    acted = {a['node']: a for a in record['actions']}
+    for node in sorted({*nodes, *left}, key=slurm_cluster.natural_key):
+        case = ET.SubElement(suite, 'testcase', name=node,
+                             classname=f'{record["system"]}.watch.'
+                                       f'{nodes.get(node, {}).get("partition") or "-"}')
+        if node in left:
+            ET.SubElement(case, 'skipped', message=printable(left[node]))
+            continue
+        outcome = nodes[node]
+        if outcome['outcome'] == 'FAIL':
+            said = printable('; '.join(f'{f["entry"]} {f["how"]}: {f["evidence"]}'
+                                       for f in outcome['failing']))
+            ET.SubElement(case, 'failure', message=said[:500],
+                          type='/'.join(sorted({f['fault'] for f in outcome['failing']}))
+                          ).text = said
+        action = acted.get(node)
+        out = [outcome['outcome']] + [f'slow: {printable(s)}' for s in outcome['slow']]
+        if action:
+            out.append(f'action: {action["kind"]} '
+                       + ('done' if action['run'] else f'not done: {action["held"] or "no --act"}'))
+        ET.SubElement(case, 'system-out').text = '\n'.join(out)
+    return ET.tostring(suite, encoding='unicode', xml_declaration=True) + '\n'

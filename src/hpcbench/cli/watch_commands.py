@@ -2,7 +2,6 @@
 re-judged against the contract, their own accepted figures and their peers; scontrol lines
 printed, or run with --act; the cycle's record signed; the metrics delivered), or a node's
 history over the cycles (--history NODE)."""
-import json
 from pathlib import Path
 
 from hpcbench.cli import Worse, system_name
@@ -30,34 +29,39 @@ def _directories(args):
     return acceptance, directory
 
 
-def history_lines(directory, node):
-    """A node's figures over the watch's cycles beside its accepted median, one line per
-    cycle and entry; RuntimeError where the watch never judged it."""
-    from hpcbench.acceptance import watch_record
-    lines = []
-    for cycle_dir in sorted((Path(directory) / watch_record.CYCLES).glob('*/')):
-        path = cycle_dir / watch_record.CYCLE_RECORD
-        if not path.is_file():
-            continue
-        record = json.loads(path.read_text())
-        drifts = {(d['entry'], d['unit']): d for d in record['drifts']}
-        for f in (f for f in record['figures'] if f['node'] == node):
-            d = drifts.get((f['entry'], f['unit']), {})
-            effect = d.get('effect')
-            lines.append(f'{record["cycle"]}  {f["entry"]:<28} {f["verdict"]:<8} '
-                         f'{_number(f["median"])} {f["unit_of_figure"]:<8} accepted '
-                         f'{_number(d.get("accepted_median"))}  '
-                         f'{"" if effect is None else f"{100 * effect:+.1f} % worse"}  '
-                         f'{d.get("verdict", "")}')
-        if node in record['not_run']:
-            lines.append(f'{record["cycle"]}  not run: {record["not_run"][node]}')
-    if not lines:
-        raise RuntimeError(f'{directory}: no cycle of the watch judged {node}')
-    return lines
+# The options of a cycle a schedule passes on: (option, its attribute).
+_PASSED = (('--contract', 'contract'), ('--acceptance', 'acceptance'), ('--output', 'output'),
+           ('--budget', 'budget'), ('--max-drain', 'max_drain'), ('--key', 'key'),
+           ('--allowed-signers', 'allowed_signers'), ('--textfile-dir', 'textfile_dir'),
+           ('--pushgateway', 'pushgateway'), ('--victoria-metrics', 'victoria_metrics'),
+           ('--batch-nodes', 'batch_nodes'), ('--mode', 'mode'))
 
 
-def _number(value):
-    return f'{value:10.4g}' if value is not None else '         -'
+def _schedule(args, path, directory):
+    """--install or --uninstall: the schedule of this watch's cycles."""
+    import sys
+    from hpcbench.acceptance import contract, watch_install
+    from hpcbench.stack import testbed_system
+    env = testbed_system.slurm_environment(args.system)
+    where = Path(args.unit_dir) if args.unit_dir else (
+        Path.home() / '.config' / 'systemd' / 'user' if (args.install or args.uninstall) ==
+        'systemd' else directory)
+    if args.uninstall:
+        print(watch_install.uninstall(args.uninstall, args.system, where, env))
+        return
+    periods = [e.watch.period for e in contract.load(path, args.system).entries if e.watch]
+    every = watch_install.schedule_seconds(args.every, periods)
+    command = [str(Path(sys.executable).parent / 'hpcbench'), 'watch', args.system]
+    for option, name in _PASSED:
+        value = getattr(args, name)
+        if value is not None:
+            command += [option, str(Path(value).resolve()) if name in (
+                'contract', 'acceptance', 'output', 'key', 'allowed_signers',
+                'textfile_dir') else str(value)]
+    command += ['--act'] if args.act else []
+    print(watch_install.install(args.install, args.system, command, every, where, env,
+                                partition=args.partition, qos=args.qos,
+                                account=args.account))
 
 
 def _watch(args):
@@ -66,12 +70,36 @@ def _watch(args):
     from hpcbench.core import paths
     from hpcbench.report import watch_metrics
     acceptance, directory = _directories(args)
+    if args.dashboard:
+        from hpcbench.report import watch_dashboard
+        Path(args.dashboard).write_text(watch_dashboard.text())
+        print(f'{args.dashboard}: the watch\'s Grafana dashboard (import it; its data source: '
+              'the Prometheus or VictoriaMetrics the metrics go to)')
+        return
     if args.history:
-        for line in history_lines(directory, args.history):
+        import os
+        from hpcbench.report import watch_history
+        if directory.exists() and directory.stat().st_uid != os.geteuid():
+            raise RuntimeError(f'{directory} belongs to another user (uid '
+                               f'{directory.stat().st_uid}): its history is theirs to plot; '
+                               'give --output a watch of yours')
+        points, not_run = watch_history.history(directory, args.history)
+        if not points and not not_run:
+            raise RuntimeError(f'{directory}: no cycle of the watch judged {args.history}')
+        for line in watch_history.lines(points, not_run):
             print(line)
+        if points:
+            picture = directory / f'history-{args.history}.png'
+            watch_history.plot(points, args.history, picture)
+            print(f'plot: {picture}')
         return
     path = Path(args.contract) if args.contract else paths.CONTRACTS_DIR / \
         f'{args.system}.yaml'
+    if args.install or args.uninstall:
+        try:
+            return _schedule(args, path, directory)
+        except (contract.ContractError, AcceptanceError) as err:
+            raise RuntimeError(str(err)) from None
     store = watch_metrics.MetricsStore(directory / 'spool', args.textfile_dir,
                                        args.pushgateway, args.victoria_metrics)
     try:
@@ -91,6 +119,9 @@ def _watch(args):
         print(f'{node}: not run: {why}')
     for node in sorted(cycle.stale):
         print(f'{node}: NOT_RUN: stale, not judged within its period')
+    if args.junit:
+        Path(args.junit).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.junit).write_text(watch_record.junit_xml(cycle.record))
     counts = {name: sum(o.outcome == name for o in cycle.outcomes.values())
               for name in ('PASS', 'FAIL', 'NOT_RUN')}
     print(f'\n{args.system}: cycle {cycle.name}: {len(cycle.due)} node(s) judged: '
@@ -131,4 +162,19 @@ def register(sub):
     parser.add_argument('--mode', choices=('quick', 'full'), help="the runs' sizes")
     parser.add_argument('--history', metavar='NODE', help='a node\'s figures over the cycles '
                         'beside its accepted ones')
+    parser.add_argument('--junit', metavar='FILE', help='the cycle\'s JUnit XML (a test '
+                        'case per node) also to FILE')
+    parser.add_argument('--dashboard', metavar='FILE', help='write the watch\'s Grafana '
+                        'dashboard (JSON) to FILE')
+    from hpcbench.acceptance.watch_install import KINDS
+    parser.add_argument('--install', choices=KINDS, help='schedule the cycles: a '
+                        'self-resubmitting Slurm job, or a systemd timer')
+    parser.add_argument('--uninstall', choices=KINDS, help='remove that schedule')
+    parser.add_argument('--every', default='1h', help='with --install: the time between '
+                        'cycles (30m, 1h, 1d; default 1h)')
+    parser.add_argument('--partition', help='with --install sbatch: the job\'s partition')
+    parser.add_argument('--qos', help='with --install sbatch: its QOS')
+    parser.add_argument('--account', help='with --install sbatch: its account')
+    parser.add_argument('--unit-dir', help='where the batch script or systemd units go '
+                        '(default: the watch\'s directory; ~/.config/systemd/user)')
     parser.set_defaults(func=_watch)
