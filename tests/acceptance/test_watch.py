@@ -334,3 +334,13 @@ def test_a_cycle_s_junit_has_a_case_per_node_failures_with_evidence_and_skips_wi
     assert isinstance(skipped, junitparser.Skipped) and 'bad DIMM' in skipped.message
     assert cases['n7'].result[0].message.startswith('never accepted')
     assert cases['n1'].is_passed
+
+
+def test_a_node_slurm_no_longer_shows_is_said_and_nothing_is_done_to_it(tmp_path, accepted):
+    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    _cycles(tmp_path, accepted, port, slurm, clock, 1)
+    del slurm.states['n10']          # removed from slurm.conf, or renamed
+    cycle = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert cycle.not_run['n10'] == ('Slurm no longer shows it (removed or renamed): not '
+                                    'judged, nothing done to it')
+    assert 'n10' not in cycle.due and slurm.acted == []

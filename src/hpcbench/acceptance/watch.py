@@ -10,14 +10,14 @@ manifest, signature), with the watch's own record beside them (`cycle.json`: eac
 outcome, its drifts with the accepted runs they were judged against, the actions and their
 scontrol lines, run or printed), so that `hpcbench accept --verify CYCLE` checks it.
 
-The accepted figures: the runs of each unit in the acceptance's directory, read only once
-its manifest holds (every file's sha256: figures edited after they were signed are
-refused), or, for a node the watch returned to service after a repair, the runs of the
-cycle that returned it. What the watch remembers between cycles (each node's last
-judgement, failing streak, the suite's own drains) is `watch.json` in its directory
-(var/watch/SYSTEM), written whole at the end of each cycle. Metrics go to the site's store
-through a port it is given (hpcbench.report.watch_metrics: a store that is down keeps
-them on disk for the next cycle)."""
+The accepted figures: the runs of each unit that passed the acceptance (its directory read
+only once its manifest holds: figures edited after they were signed are refused), pooled
+with its runs of its last steady cycles, or, for a node the watch returned to service after
+a repair, the runs of its re-test (hpcbench.acceptance.drift). What the watch remembers
+between cycles (each node's last judgement, failing streak, the suite's own drains) is
+`watch.json` in its directory (var/watch/SYSTEM: hpcbench.acceptance.watch_record),
+written whole at the end of each cycle. Metrics go to the site's store through a port it
+is given (`store`: hpcbench.report.watch_metrics.MetricsStore)."""
 import getpass
 import json
 import time
