@@ -20,9 +20,7 @@
 """
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / '.venv' / 'bin' / 'python'
 sys.path.insert(0, str(ROOT / 'src'))
 sys.path.insert(0, str(ROOT / 'tests'))
+sys.path.insert(0, str(ROOT / 'perf'))
+from acceptance_at_scale import measured  # noqa: E402
 
 FIGURES = ('hpl', 'star_dgemm', 'star_stream_triad', 'pingpong_bandwidth', 'pingpong_latency',
            'random_ring_bandwidth', 'random_ring_latency')
@@ -93,16 +93,6 @@ cycle = watch.Watch('testbed', Path(sys.argv[2]) / 'contract.yaml',
                     budget=int(sys.argv[4]), say=lambda text: None, act=True).cycle()
 print(json.dumps({'judged': len(cycle.due), 'figures': len(cycle.record['figures'])}))
 '''
-
-
-def measured(argv):
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    output = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    return (time.monotonic() - start, usage.ru_maxrss / 1024,
-            os.waitstatus_to_exitcode(status), output.strip().splitlines()[-1:] or [''])
 
 
 def accept(scratch, nodes, entries):
