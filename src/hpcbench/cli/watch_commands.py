@@ -64,51 +64,29 @@ def _schedule(args, path, directory):
                                 account=args.account))
 
 
-def _watch(args):
-    from hpcbench.acceptance import contract, watch, watch_record
-    from hpcbench.acceptance.state import AcceptanceError
-    from hpcbench.core import paths
-    from hpcbench.report import watch_metrics
-    acceptance, directory = _directories(args)
-    if args.dashboard:
-        from hpcbench.report import watch_dashboard
-        Path(args.dashboard).write_text(watch_dashboard.text())
-        print(f'{args.dashboard}: the watch\'s Grafana dashboard (import it; its data source: '
-              'the Prometheus or VictoriaMetrics the metrics go to)')
-        return
-    if args.history:
-        import os
-        from hpcbench.report import watch_history
-        if directory.exists() and directory.stat().st_uid != os.geteuid():
-            raise RuntimeError(f'{directory} belongs to another user (uid '
-                               f'{directory.stat().st_uid}): its history is theirs to plot; '
-                               'give --output a watch of yours')
-        points, not_run = watch_history.history(directory, args.history)
-        if not points and not not_run:
-            raise RuntimeError(f'{directory}: no cycle of the watch judged {args.history}')
-        for line in watch_history.lines(points, not_run):
-            print(line)
-        if points:
-            picture = directory / f'history-{args.history}.png'
-            watch_history.plot(points, args.history, picture)
-            print(f'plot: {picture}')
-        return
-    path = Path(args.contract) if args.contract else paths.CONTRACTS_DIR / \
-        f'{args.system}.yaml'
-    if args.install or args.uninstall:
-        try:
-            return _schedule(args, path, directory)
-        except (contract.ContractError, AcceptanceError) as err:
-            raise RuntimeError(str(err)) from None
-    store = watch_metrics.MetricsStore(directory / 'spool', args.textfile_dir,
-                                       args.pushgateway, args.victoria_metrics)
-    try:
-        cycle = watch.Watch(args.system, path, acceptance, directory, store=store,
-                            budget=args.budget, max_drain=args.max_drain, act=args.act,
-                            key=args.key, batch_nodes=args.batch_nodes, mode=args.mode,
-                            allowed_signers=args.allowed_signers).cycle()
-    except (contract.ContractError, AcceptanceError) as err:
-        raise RuntimeError(str(err)) from None
+def _history(directory, node):
+    """--history NODE: its lines, and its plot beside the watch's records."""
+    import os
+    from hpcbench.report import watch_history
+    if directory.exists() and directory.stat().st_uid != os.geteuid():
+        raise RuntimeError(f'{directory} belongs to another user (uid '
+                           f'{directory.stat().st_uid}): its history is theirs to plot; '
+                           'give --output a watch of yours')
+    points, not_run = watch_history.history(directory, node)
+    if not points and not not_run:
+        raise RuntimeError(f'{directory}: no cycle of the watch judged {node}')
+    for line in watch_history.lines(points, not_run):
+        print(line)
+    if points:
+        picture = directory / f'history-{node}.png'
+        watch_history.plot(points, node, picture)
+        print(f'plot: {picture}')
+
+
+def _said(args, cycle, directory):
+    """What a cycle found, one line per node that did not simply pass; Worse where one
+    failed."""
+    from hpcbench.acceptance import watch_record
     for outcome in sorted(cycle.outcomes.values(), key=lambda o: o.node):
         if outcome.outcome != 'PASS' or outcome.slow:
             print(outcome.words() + (f' (slow: {"; ".join(outcome.slow)})'
@@ -129,6 +107,36 @@ def _watch(args):
           + f'; record {directory / watch_record.CYCLES / cycle.name}')
     if counts['FAIL']:
         raise Worse(f'{args.system}: {counts["FAIL"]} node(s) failed this cycle')
+
+
+def _watch(args):
+    from hpcbench.acceptance import contract, watch
+    from hpcbench.acceptance.state import AcceptanceError
+    from hpcbench.core import paths
+    from hpcbench.report import watch_metrics
+    acceptance, directory = _directories(args)
+    if args.dashboard:
+        from hpcbench.report import watch_dashboard
+        Path(args.dashboard).write_text(watch_dashboard.text())
+        print(f'{args.dashboard}: the watch\'s Grafana dashboard (import it; its data source: '
+              'the Prometheus or VictoriaMetrics the metrics go to)')
+        return
+    if args.history:
+        return _history(directory, args.history)
+    path = Path(args.contract) if args.contract else paths.CONTRACTS_DIR / \
+        f'{args.system}.yaml'
+    try:
+        if args.install or args.uninstall:
+            return _schedule(args, path, directory)
+        store = watch_metrics.MetricsStore(directory / 'spool', args.textfile_dir,
+                                           args.pushgateway, args.victoria_metrics)
+        cycle = watch.Watch(args.system, path, acceptance, directory, store=store,
+                            budget=args.budget, max_drain=args.max_drain, act=args.act,
+                            key=args.key, batch_nodes=args.batch_nodes, mode=args.mode,
+                            allowed_signers=args.allowed_signers).cycle()
+    except (contract.ContractError, AcceptanceError) as err:
+        raise RuntimeError(str(err)) from None
+    _said(args, cycle, directory)
 
 
 def register(sub):
