@@ -163,6 +163,15 @@ def test_a_cycle_s_directory_verifies_as_an_acceptance_s_and_holds_its_record(
     assert len(n5['runs']) == len(n5['accepted']) == 3
     assert record['nodes']['n5']['outcome'] == 'FAIL'
     assert record['actions'][0]['node'] == 'n5' and record['actions'][0]['run']
+    assert watch_record.verify(directory).problems == []
+    # A drift written as other than its runs give: named, though re-signed.
+    forged = json.loads(json.dumps(record))
+    next(d for d in forged['drifts'] if d['node'] == 'n3')['verdict'] = 'DRIFT'
+    (directory / watch_record.CYCLE_RECORD).write_text(json.dumps(forged))
+    from hpcbench.acceptance import manifest
+    manifest.write(directory)
+    assert watch_record.verify(directory).problems == [
+        'cycle.json: hpl node n3: DRIFT as written, OK judged again from its runs']
     (directory / watch_record.CYCLE_RECORD).write_text(json.dumps({**record, 'nodes': {}}))
     assert any(watch_record.CYCLE_RECORD in p for p in directories.verify(directory).problems)
 

@@ -4,7 +4,7 @@ testbed's real Pushgateway and VictoriaMetrics. n2 made slow for real (a quarter
 CPU: hpcbench.devtools.testbed_slowdown) drifts from its accepted runs and is drained
 through Slurm; the site gives it its CPU back and marks it repaired; the next cycle reserves
 it, resumes it, re-tests it inside the reservation and leaves it in service. The healthy
-nodes are never drained; each cycle's record verifies as an acceptance's.
+nodes are never drained; each cycle's record verifies (`hpcbench watch --verify`).
 
 The slow node misses the contract's clause (10 GFLOP/s; this VM's nodes run HPL at 40 to
 70, a quarter of one CPU at 2 to 6) and is drained at once; drift, whose streak (3) no
@@ -121,7 +121,7 @@ def test_a_slow_node_is_drained_and_once_repaired_re_tested_in_a_reservation_and
     drained = [a for r in records for a in r['actions'] if a['kind'] == 'drain']
     assert [a['node'] for a in drained] == ['n2']
     for name in [r['cycle'] for r in records] + [f'{records[-1]["cycle"]}-return']:
-        done = _hpcbench(four_nodes, var, 'accept', '--verify',
+        done = _hpcbench(four_nodes, var, 'watch', 'testbed', '--verify',
                          str(directory / watch_record.CYCLES / name))
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     history = _hpcbench(four_nodes, var, 'watch', 'testbed', '--output', str(directory),

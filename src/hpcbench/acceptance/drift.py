@@ -37,6 +37,7 @@ class Drift:
     p_value: float = None
     reason: str = ''
     entry_min_effect: float = None      # the entry's least effect that is drift
+    alpha: float = ALPHA                # the level it was tested at
 
 
 def worsening(median, accepted_median, direction):
@@ -56,11 +57,11 @@ def judge_drift(entry, unit, runs, accepted, alpha=ALPHA):
     if not accepted:
         return Drift(unit, 'NOT_RUN', runs, reason='never accepted: no run of it in the '
                      'acceptance (a node added or renamed since): judged once an acceptance '
-                     'covers it')
+                     'covers it', alpha=alpha)
     accepted_median = statistics.median(accepted)
     if not runs:
         return Drift(unit, 'NOT_RUN', runs, accepted, accepted_median=accepted_median,
-                     reason='no run of this cycle to judge')
+                     reason='no run of this cycle to judge', alpha=alpha)
     median = statistics.median(runs)
     effect = worsening(median, accepted_median, entry.committed.direction)
     p = p_worse(list(runs), list(accepted), entry.committed.direction)
@@ -72,12 +73,12 @@ def judge_drift(entry, unit, runs, accepted, alpha=ALPHA):
     if effect >= least and p is not None and p <= alpha:
         return Drift(unit, 'DRIFT', runs, accepted, median, accepted_median, effect, p,
                      f'{said}{tested} <= {alpha:.3g}, at least the {100 * least:g} % that is '
-                     'drift', least)
+                     'drift', least, alpha)
     why = ('one run is no test' if p is None else
            f'not significantly (p > {alpha:.3g})' if p > alpha else
            f'less than the {100 * least:g} % that is drift')
     return Drift(unit, 'OK', runs, accepted, median, accepted_median, effect, p,
-                 f'{said}{tested}: {why}' if effect > 0 else f'{said}{tested}', least)
+                 f'{said}{tested}: {why}' if effect > 0 else f'{said}{tested}', least, alpha)
 
 
 # A unit's runs pooled (its runs of a cycle are few, three, and a shared VM's HPL spreads

@@ -214,7 +214,7 @@ def cycle_record(system, cycle, acceptance_dir, partition_of):
         'drifts': [{'entry': entry_id, **_unit(d.unit), 'verdict': d.verdict,
                     'runs': list(d.runs), 'accepted': list(d.accepted), 'median': d.median,
                     'accepted_median': d.accepted_median, 'effect': d.effect,
-                    'p_value': d.p_value, 'reason': d.reason}
+                    'p_value': d.p_value, 'alpha': d.alpha, 'reason': d.reason}
                    for entry_id, found in sorted(cycle.drifts.items())
                    for d in sorted(found.values(), key=lambda d: str(d.unit))],
         'figures': [{'entry': v.entry.id, 'figure': v.entry.figure,
@@ -266,3 +266,39 @@ def junit_xml(record):
                        + ('done' if action['run'] else f'not done: {action["held"] or "no --act"}'))
         ET.SubElement(case, 'system-out').text = '\n'.join(out)
     return ET.tostring(suite, encoding='unicode', xml_declaration=True) + '\n'
+
+
+def verify(directory, allowed_signers=None, identity=None):
+    """What does and does not hold of a cycle's directory (manifest.Verification): every
+    file's sha256 and the signature, the contract's verdicts judged again from its sessions
+    (hpcbench.acceptance.directory.verify, where the cycle ran anything), and each drift of
+    cycle.json judged again from the runs and accepted runs it records, at its level, beside
+    its peers: a drift or effect that differs is named."""
+    from hpcbench.acceptance import drift
+    from hpcbench.acceptance.scopes import Unit
+    directory = Path(directory)
+    ran = (directory / 'verdicts.json').is_file()
+    checked = (directories.verify if ran else manifest.verify)(directory, allowed_signers,
+                                                               identity)
+    try:
+        record = json.loads(paths.read_regular(directory / CYCLE_RECORD, 1 << 30,
+                                               'a cycle\'s record'))
+        entries = {e.id: e for e in contracts.load(directory / 'contract.yaml').entries} \
+            if ran else {}
+        judged = {}
+        for d in record['drifts']:
+            unit = Unit(d['scope'], d['partition'], d['unit'])
+            judged.setdefault(d['entry'], {})[unit] = (d, drift.judge_drift(
+                entries[d['entry']], unit, d['runs'], d['accepted'], d['alpha']))
+        for entry_id, found in judged.items():
+            again = drift.beyond_peers({u: j for u, (_, j) in found.items()})
+            for unit, (written, _) in found.items():
+                if again[unit].verdict != written['verdict'] or \
+                        again[unit].effect != written['effect']:
+                    checked.problems.append(
+                        f'{CYCLE_RECORD}: {entry_id} {unit.key}: {written["verdict"]} as '
+                        f'written, {again[unit].verdict} judged again from its runs')
+    except (OSError, ValueError, KeyError, TypeError, contracts.ContractError) as err:
+        checked.problems.append(f'{CYCLE_RECORD} cannot be judged again: '
+                                f'{type(err).__name__}: {str(err)[:300]}')
+    return checked

@@ -83,6 +83,23 @@ def _history(directory, node):
         print(f'plot: {picture}')
 
 
+def _verify(args):
+    """--verify CYCLE: what does not hold, one line each, and exit 1; else what was checked
+    (hpcbench.acceptance.watch_record.verify)."""
+    from hpcbench.acceptance import manifest, watch_record
+    try:
+        checked = watch_record.verify(args.verify, args.allowed_signers, args.identity)
+    except manifest.ManifestError as err:
+        raise RuntimeError(str(err)) from None
+    for line in checked.problems:
+        print(line)
+    if checked.problems:
+        raise Worse(f'{args.verify}: {len(checked.problems)} thing(s) do not hold (signature: '
+                    f'{checked.signature})')
+    print(f'{args.verify}: every file as the manifest says; {checked.signature}; the '
+          'verdicts and drifts are what its runs give')
+
+
 def _said(args, cycle, directory):
     """What a cycle found, one line per node that did not simply pass; Worse where one
     failed."""
@@ -123,6 +140,8 @@ def _watch(args):
         return
     if args.history:
         return _history(directory, args.history)
+    if args.verify:
+        return _verify(args)
     path = Path(args.contract) if args.contract else paths.CONTRACTS_DIR / \
         f'{args.system}.yaml'
     try:
@@ -170,6 +189,10 @@ def register(sub):
     parser.add_argument('--mode', choices=('quick', 'full'), help="the runs' sizes")
     parser.add_argument('--history', metavar='NODE', help='a node\'s figures over the cycles '
                         'beside its accepted ones')
+    parser.add_argument('--verify', metavar='CYCLE', help='check a cycle\'s directory: '
+                        'every file\'s sha256, the signature, its verdicts and drifts judged '
+                        'again')
+    parser.add_argument('--identity', help='with --allowed-signers and --verify: the signer')
     parser.add_argument('--junit', metavar='FILE', help='the cycle\'s JUnit XML (a test '
                         'case per node) also to FILE')
     parser.add_argument('--dashboard', metavar='FILE', help='write the watch\'s Grafana '
