@@ -53,3 +53,20 @@ def test_the_command_prints_and_plots_it_and_refuses_another_user_s_watch(tmp_pa
                           cwd=ROOT, env=env, timeout=120)
     assert done.returncode == 2 and 'belongs to another user' in done.stderr, done.stderr
     assert done.stderr.count('\n') == 1
+
+
+def test_the_watch_s_page_shows_the_newest_cycle_its_drifts_the_cycles_and_the_histories(
+        tmp_path):
+    from hpcbench.report import watch_page
+    directory = _watched(tmp_path)
+    page = watch_page.write('testbed', directory)
+    html = page.read_text()
+    assert '<img src="plots/history-n5.png"' in html
+    assert (page.parent / 'plots' / 'history-n5.png').stat().st_size > 10_000
+    assert watch_page.noted(watch_page.records(directory)) == ['n5']
+    summary = (page.parent / watch_page.MARKDOWN).read_text()
+    # The newest cycle: n5 drained by the watch (not run), n7 never accepted.
+    assert 'drained by the watch: hpcbench watch: HPCC-NODE hpl drift' in summary
+    assert 'never accepted' in summary
+    # Five cycles, the fourth's action a drain of n5, run.
+    assert summary.count('n5 drain') == 1 and '(not run)' not in summary

@@ -127,7 +127,7 @@ def _said(args, cycle, directory):
 
 
 def _watch(args):
-    from hpcbench.acceptance import contract, watch
+    from hpcbench.acceptance import contract, watch, watch_record
     from hpcbench.acceptance.state import AcceptanceError
     from hpcbench.core import paths
     from hpcbench.report import watch_metrics
@@ -142,6 +142,12 @@ def _watch(args):
         return _history(directory, args.history)
     if args.verify:
         return _verify(args)
+    if args.report:
+        from hpcbench.report import watch_page
+        if not (directory / watch_record.CYCLES).is_dir():
+            raise RuntimeError(f'{directory}: no cycle of the watch to report')
+        print(f'the watch\'s page: {watch_page.write(args.system, directory)}')
+        return
     path = Path(args.contract) if args.contract else paths.CONTRACTS_DIR / \
         f'{args.system}.yaml'
     try:
@@ -193,6 +199,9 @@ def register(sub):
                         'every file\'s sha256, the signature, its verdicts and drifts judged '
                         'again')
     parser.add_argument('--identity', help='with --allowed-signers and --verify: the signer')
+    parser.add_argument('--report', action='store_true', help='write the watch\'s page: the '
+                        'newest cycle, its drifts, the cycles, and the history of every node '
+                        'that failed or drifted (var/watch/SYSTEM/report/index.html)')
     parser.add_argument('--junit', metavar='FILE', help='the cycle\'s JUnit XML (a test '
                         'case per node) also to FILE')
     parser.add_argument('--dashboard', metavar='FILE', help='write the watch\'s Grafana '

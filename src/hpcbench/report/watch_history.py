@@ -9,7 +9,7 @@ from pathlib import Path
 
 import matplotlib.dates
 
-from hpcbench.report.plots import plt     # plots chose the backend
+from hpcbench.report.plots import Plot, plt     # plots chose the backend
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,8 @@ def lines(points, not_run):
     return said
 
 
-def plot(points, node, path):
-    """The node's history as a PNG at `path`: a panel per entry and target."""
+def figure(points, node):
+    """The node's history as a Plot (hpcbench.report.plots): a panel per entry and target."""
     series = {}
     for p in points:
         series.setdefault((p.entry, p.target), []).append(p)
@@ -92,6 +92,15 @@ def plot(points, node, path):
         ax.legend(fontsize=7)
     axes[-1, 0].set_xlabel('cycle (UTC)')
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return Plot(f'history-{node}', f'{node} over the cycles', fig,
+                f'{node}\'s runs of each cycle of the watch (points) and their median (line), '
+                'beside its accepted median (dashed); drift and failures of the contract '
+                'marked.')
+
+
+def plot(points, node, path):
+    """The node's history as a PNG at `path`."""
+    made = figure(points, node)
+    made.figure.savefig(path, dpi=100)
+    plt.close(made.figure)
     return path
