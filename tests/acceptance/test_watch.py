@@ -353,3 +353,19 @@ def test_a_node_slurm_no_longer_shows_is_said_and_nothing_is_done_to_it(tmp_path
     assert cycle.not_run['n10'] == ('Slurm no longer shows it (removed or renamed): not '
                                     'judged, nothing done to it')
     assert 'n10' not in cycle.due and slurm.acted == []
+
+
+def test_a_new_acceptance_is_judged_against_from_then_on_its_cycles_pooled_anew(
+        tmp_path, accepted):
+    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    _cycles(tmp_path, accepted, port, slurm, clock, 2)
+    assert watch_record.Memory.load(tmp_path / 'watch').nodes['n1'].steady
+    (tmp_path / 'again').mkdir()
+    contract, acceptance = accept(tmp_path / 'again')      # the nodes accepted again
+    said = []
+    cycle = watch.Watch('testbed', contract, acceptance, tmp_path / 'watch', reframe=port,
+                        slurm=slurm, clock=clock, say=said.append, act=True,
+                        max_drain=0.25).cycle()
+    assert any('is another than the one judged against so far' in line for line in said)
+    # Beside the new acceptance's three runs alone: the cycles before were beside the old.
+    assert [len(d.accepted) for u, d in cycle.drifts['hpl'].items() if u.key == 'n1'] == [3]

@@ -134,6 +134,9 @@ class Watch:
                          'judged against so far: its figures are the accepted ones from now')
                 memory.acceptance_manifest_sha256 = digest
                 memory.acceptance = str(self.acceptance_dir)
+                # Pooled beside the old accepted runs, a node's cycles are not beside these.
+                for kept in memory.nodes.values():
+                    kept.steady, kept.worse, kept.baseline_cycle = {}, {}, ''
             return memory
         return Memory(self.system, str(self.acceptance_dir), digest)
 
