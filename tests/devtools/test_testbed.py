@@ -16,7 +16,7 @@ import yaml
 from conftest import BIN, FIXTURES, ROOT, run_reframe, slurm_conf_nodes
 from hpcbench.core import gpu_ranks, paths
 from hpcbench.machine import slurm_query
-from hpcbench.devtools import testbed, testbed_daemons, testbed_processes
+from hpcbench.devtools import testbed, testbed_daemons, testbed_metrics, testbed_processes
 from hpcbench.stack import testbed_system
 from hpcbench.stack import bootstrap, spack
 
@@ -455,8 +455,9 @@ def test_a_fence_across_emulated_nodes_waits_for_the_last_node(cluster):
 
 
 def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():
-    """Jobs of a pipeline may each start the testbed at the same moment: one starts it, the
-    others find it running; then one stop ends every daemon."""
+    """Jobs of a pipeline may each start the testbed at the same moment: one starts it (its
+    metrics store too, its packages installed once: two apt-gets at once failed on apt's
+    lock in a clean root), the others find it running; then one stop ends every daemon."""
     root = _new_root()
     env = dict(os.environ, HPCBENCH_TESTBED_DIR=str(root))
     starts = [subprocess.Popen([str(BIN / 'python'), '-m', 'hpcbench.devtools.testbed_daemons',
@@ -466,11 +467,13 @@ def test_starts_side_by_side_start_one_cluster_and_stop_leaves_nothing():
         results = [(p.wait(timeout=120), p.stderr.read()) for p in starts]
         assert [code for code, _ in results] == [0] * 4, results
         running = testbed_processes.recorded(testbed_system.Layout(root))
-        assert set(running) == testbed_daemons.expected_daemons(2)
-        # One munged and one MariaDB (the daemons naming the directory), the recorded ones.
+        assert set(running) == testbed_daemons.expected_daemons(2) | set(
+            testbed_metrics.DAEMONS)
+        # One munged, one MariaDB and one of each metrics daemon (the daemons naming the
+        # directory), the recorded ones.
         mine = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)
         assert sorted(_daemons_alive(int(p) for p in mine.stdout.split())) == \
-            sorted([running['munged'], running['mariadb']])
+            sorted([running[name] for name in ('munged', 'mariadb', *testbed_metrics.DAEMONS)])
     finally:
         testbed_daemons.stop(root)
     left = subprocess.run(['pgrep', '-f', str(root)], capture_output=True, text=True)

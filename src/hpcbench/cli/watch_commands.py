@@ -206,6 +206,12 @@ def register(sub):
                         'case per node) also to FILE')
     parser.add_argument('--dashboard', metavar='FILE', help='write the watch\'s Grafana '
                         'dashboard (JSON) to FILE')
+    _schedule_options(parser)
+    parser.set_defaults(func=_watch)
+
+
+def _schedule_options(parser):
+    """The options of --install and --uninstall."""
     from hpcbench.acceptance.watch_install import KINDS
     parser.add_argument('--install', choices=KINDS, help='schedule the cycles: a '
                         'self-resubmitting Slurm job, or a systemd timer')
@@ -217,4 +223,3 @@ def register(sub):
     parser.add_argument('--account', help='with --install sbatch: its account')
     parser.add_argument('--unit-dir', help='where the batch script or systemd units go '
                         '(default: the watch\'s directory; ~/.config/systemd/user)')
-    parser.set_defaults(func=_watch)

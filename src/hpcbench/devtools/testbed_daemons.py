@@ -178,14 +178,20 @@ def _exclusive(layout):
         yield
 
 
-def start(nodes=DEFAULT_NODES, root=None):
-    """Start the testbed (or nothing, when it already runs); returns its Layout."""
+def start(nodes=DEFAULT_NODES, root=None, metrics=False):
+    """Start the testbed (or nothing, when it already runs), and with `metrics` its metrics
+    store (hpcbench.devtools.testbed_metrics), under the one lock: starts side by side
+    install its packages one at a time (two apt-gets at once: one fails on apt's lock).
+    Returns its Layout."""
     if nodes < 1:
         raise TestbedError(f'a testbed needs at least one node, not {nodes}')
 
     layout = Layout(Path(root or state_dir()))
     with _exclusive(layout):
-        return _start(layout, nodes)
+        _start(layout, nodes)
+        if metrics:
+            testbed_metrics.start(layout)
+        return layout
 
 
 def _start(layout, nodes):
@@ -321,9 +327,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         if args.command == 'start':
-            layout = start(args.nodes)
+            layout = start(args.nodes, metrics=not args.no_metrics)
             if not args.no_metrics:
-                for name, url in testbed_metrics.start(layout).items():
+                for name, url in testbed_metrics.urls().items():
                     print(f'{name}: {url}')
             print(status(layout.root))
         elif args.command == 'stop':
