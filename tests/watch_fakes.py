@@ -5,6 +5,7 @@ session.json: HPCC on each node, three runs each), a node made slow by scaling i
 runs' figures; a controller that keeps each node's state and reason and applies the drains
 it is given; a clock; and the ten nodes accepted on their real runs."""
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -78,8 +79,12 @@ class FakeReFrame:
         for node in nodes:
             turn = self.served.get(node, 0)
             self.served[node] = turn + 1
+            # A node the acceptance had not (a simulated cluster's): n1's runs, as its own.
             real = REAL_RUNS.get(node) or REAL_RUNS['n1']
-            cases.append(_scaled(real[turn % len(real)], self.slow.get(node, 0)))
+            case = _scaled(real[turn % len(real)], self.slow.get(node, 0))
+            case['job_nodelist'] = [node]
+            case['display_name'] = re.sub(r'%\.nid=\S+', f'%.nid={node}', case['display_name'])
+            cases.append(case)
         data = {'session_info': {'uuid': str(uuid.uuid4())}, 'runs': [{'testcases': cases}]}
         self.stored[data['session_info']['uuid']] = data
         report = Path(options[options.index('--report-file') + 1])

@@ -369,3 +369,17 @@ def test_a_new_acceptance_is_judged_against_from_then_on_its_cycles_pooled_anew(
     assert any('is another than the one judged against so far' in line for line in said)
     # Beside the new acceptance's three runs alone: the cycles before were beside the old.
     assert [len(d.accepted) for u, d in cycle.drifts['hpl'].items() if u.key == 'n1'] == [3]
+
+
+def test_the_median_of_a_unit_s_peers_is_the_median_without_it():
+    """beyond_peers asks it of each of 1,000 nodes: a sorted list with one value left out,
+    ties and both parities, as statistics.median of the rest says."""
+    import random
+    import statistics
+    draw = random.Random(72)
+    for _ in range(500):
+        values = sorted(draw.choice([0.1, 0.2, draw.random()]) for _ in range(draw.randint(3, 12)))
+        left_out = draw.choice(values)
+        rest = list(values)
+        rest.remove(left_out)
+        assert drift._median_without(values, left_out) == pytest.approx(statistics.median(rest))

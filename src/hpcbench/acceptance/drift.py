@@ -138,19 +138,38 @@ def beyond_peers(drifts):
     below its accepted runs (p = 0.048) in the cycle a peer was slowed, its two other peers
     15.9 % and -1.5 %."""
     kept = {}
+    effects = {}
+    for u, d in drifts.items():
+        if d.effect is not None:
+            effects.setdefault(u.partition, []).append(d.effect)
+    for values in effects.values():
+        values.sort()
     for unit, found in drifts.items():
-        peers = [d.effect for u, d in drifts.items() if u != unit and d.effect is not None
-                 and u.partition == unit.partition]
-        if found.verdict != 'DRIFT' or len(peers) < MIN_PEERS:
+        everyone = effects.get(unit.partition, [])
+        peers = len(everyone) - (found.effect is not None)
+        if found.verdict != 'DRIFT' or peers < MIN_PEERS:
             kept[unit] = found
             continue
-        common = statistics.median(peers) + 0.0     # never -0.0
+        common = _median_without(everyone, found.effect) + 0.0     # never -0.0
         least = found.entry_min_effect or 0.0
         if found.effect - common >= least:
             kept[unit] = replace(found, reason=f'{found.reason}; its peers of the cycle '
                                                f'{100 * common:+.1f} % (median)')
         else:
             kept[unit] = replace(found, verdict='OK', reason=(
-                f'{found.reason}; but its {len(peers)} peers of the cycle are '
+                f'{found.reason}; but its {peers} peers of the cycle are '
                 f'{100 * common:.1f} % worse too (median): a common cause, not its own drift'))
     return kept
+
+
+def _median_without(ordered, value):
+    """The median of the sorted list `ordered` with one occurrence of `value` left out, in
+    O(log n) (a cycle of 1,000 nodes asks it of each)."""
+    import bisect
+    gone = bisect.bisect_left(ordered, value)
+    count = len(ordered) - 1
+
+    def at(k):
+        return ordered[k if k < gone else k + 1]
+    middle = count // 2
+    return at(middle) if count % 2 else (at(middle - 1) + at(middle)) / 2

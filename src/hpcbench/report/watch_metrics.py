@@ -109,17 +109,18 @@ class _Collected:
             yield family
 
 
-def registry(record, memory_nodes, timestamps=False):
-    """A CollectorRegistry of the cycle's metrics; with `timestamps`, each sample carries
-    the cycle's time (VictoriaMetrics' history; a Pushgateway and a textfile take none)."""
+def registry(found, timestamps=False):
+    """A CollectorRegistry of a cycle's metrics (its families); with `timestamps`, each
+    sample carries the cycle's time (VictoriaMetrics' history; a Pushgateway and a textfile
+    take none)."""
     held = CollectorRegistry(auto_describe=False)
-    held.register(_Collected(families(record, memory_nodes), timestamps))
+    held.register(_Collected(found, timestamps))
     return held
 
 
 def exposition(record, memory_nodes, timestamps=False):
     """The Prometheus text of the cycle's metrics (bytes)."""
-    return generate_latest(registry(record, memory_nodes, timestamps))
+    return generate_latest(registry(families(record, memory_nodes), timestamps))
 
 
 class MetricsStore:
@@ -137,14 +138,15 @@ class MetricsStore:
     def deliver(self, record, memory_nodes):
         """The cycle's metrics to each store given; {store: what happened}."""
         done = {}
+        found = families(record, memory_nodes)
         if self.textfile_dir:
             path = Path(self.textfile_dir) / TEXTFILE
-            write_to_textfile(str(path), registry(record, memory_nodes))
+            write_to_textfile(str(path), registry(found))
             done['textfile'] = str(path)
         if self.pushgateway:
             try:
                 push_to_gateway(self.pushgateway, job='hpcbench_watch',
-                                registry=registry(record, memory_nodes),
+                                registry=registry(found),
                                 grouping_key={'system': record['system']}, timeout=TIMEOUT)
                 done['pushgateway'] = 'pushed'
             except OSError as err:
@@ -152,7 +154,7 @@ class MetricsStore:
         if self.victoria_metrics:
             self.spool.mkdir(parents=True, exist_ok=True)
             spooled = self.spool / f'{record["cycle"]}.prom'
-            spooled.write_bytes(exposition(record, memory_nodes, timestamps=True))
+            spooled.write_bytes(generate_latest(registry(found, timestamps=True)))
             done['victoria_metrics'] = self.flush()
         for store, what in done.items():
             self.say(f'metrics: {store}: {what}')
