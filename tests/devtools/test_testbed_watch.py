@@ -1,13 +1,13 @@
 """`hpcbench watch` on the Slurm testbed, end to end, through the command a site runs: four
 CPU nodes accepted on HPCC's HPL (three runs each), then cycles with --act into the
-testbed's real Pushgateway and VictoriaMetrics. n2 made slow for real (a quarter of one
+testbed's real Pushgateway and VictoriaMetrics. n2 made slow for real (a tenth of one
 CPU: hpcbench.devtools.testbed_slowdown) drifts from its accepted runs and is drained
 through Slurm; the site gives it its CPU back and marks it repaired; the next cycle reserves
 it, resumes it, re-tests it inside the reservation and leaves it in service. The healthy
 nodes are never drained; each cycle's record verifies (`hpcbench watch --verify`).
 
 The slow node misses the contract's clause (10 GFLOP/s; this VM's nodes run HPL at 40 to
-70, a quarter of one CPU at 2 to 6) and is drained at once; drift, whose streak (3) no
+70, a quarter of one CPU at 2 to 6, a tenth less) and is drained at once; drift, whose streak (3) no
 node reaches in these cycles, is said and not acted on: on a 2-core VM four nodes' HPL
 runs share the cores and spread by a fifth."""
 import json
@@ -87,7 +87,9 @@ def test_a_slow_node_is_drained_and_once_repaired_re_tested_in_a_reservation_and
     assert {n: o['outcome'] for n, o in records[0]['nodes'].items()} == \
         {'n1': 'PASS', 'n2': 'PASS', 'n3': 'PASS', 'n4': 'PASS'}
     try:
-        testbed_slowdown.slow(four_nodes, 'n2', 0.25)
+        # A tenth of one CPU: at a quarter, one of a node's three runs could escape the
+        # quota (14 GFLOP/s beside 3), and the clause, judged by a t-test, only warned.
+        testbed_slowdown.slow(four_nodes, 'n2', 0.1)
     except (testbed_slowdown.SlowdownError, OSError) as err:
         pytest.skip(f'no node can be made slow here: {err}')
     said = cycle(1)
