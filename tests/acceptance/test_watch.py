@@ -383,3 +383,22 @@ def test_the_median_of_a_unit_s_peers_is_the_median_without_it():
         rest = list(values)
         rest.remove(left_out)
         assert drift._median_without(values, left_out) == pytest.approx(statistics.median(rest))
+
+
+def test_a_node_the_site_drains_while_the_cycle_runs_is_left_as_the_site_left_it(
+        tmp_path, accepted):
+    """The drain is decided on the controller's word after the runs, not the snapshot of
+    the cycle's start."""
+    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    port.slow['n5'] = 0.75
+    run = port.run
+
+    def site_drains_n5(partition, options):
+        slurm.states['n5'] = ('IDLE+DRAIN', 'site: fan failure')
+        return run(partition, options)
+    port.run = site_drains_n5
+    cycle = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert cycle.outcomes['n5'].outcome == 'FAIL'
+    assert [(a.node, a.held[:41]) for a in cycle.actions] == [
+        ('n5', 'not in service (IDLE+DRAIN: drained (site')]
+    assert slurm.acted == [] and slurm.states['n5'][1] == 'site: fan failure'

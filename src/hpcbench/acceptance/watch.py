@@ -108,6 +108,10 @@ class Watch:
             if cycle.due:
                 self._judge(cycle, contract_file, cycle_dir, accepted, memory)
             partition_of = {n: p for p, names in nodes.items() for n in names}
+            # The controller's word now, not at the cycle's start: a node the site drained
+            # while it ran is the site's, and the suite leaves it as it is.
+            if cycle.due:
+                seen = self.slurm.seen(nodes)
             cycle.actions = watch_rules.actions(
                 cycle.outcomes, memory.nodes, seen, {p: len(n) for p, n in nodes.items()},
                 self.max_drain)
