@@ -12,22 +12,30 @@ def _contract_path(args):
     return Path(args.contract) if args.contract else paths.CONTRACTS_DIR / f'{args.system}.yaml'
 
 
-def _verify(args):
-    """`hpcbench accept --verify DIR`: what does not hold, one line each, and exit 1; else
-    what was checked (hpcbench.acceptance.directory.verify)."""
-    from hpcbench.acceptance import directory as directories, manifest
+def verified(verify, directory, allowed_signers, identity, judged_again):
+    """`--verify DIR` of accept or watch: `verify` (hpcbench.acceptance.directory.verify or
+    watch_record.verify) of DIR; what does not hold, one line each, and exit 1; else what
+    was checked: the manifest, the signature as checked, and `judged_again` (in words)."""
+    from hpcbench.acceptance import manifest
     try:
-        checked = directories.verify(args.verify, args.allowed_signers, args.identity)
+        checked = verify(directory, allowed_signers, identity)
     except manifest.ManifestError as err:
         raise RuntimeError(str(err)) from None
     for line in checked.problems:
         print(line)
     if checked.problems:
-        raise Worse(f'{args.verify}: {len(checked.problems)} thing(s) do not hold: the '
-                    'report is not the one its runs produced, or its files changed since '
+        raise Worse(f'{directory}: {len(checked.problems)} thing(s) do not hold: the '
+                    'record is not the one its runs produced, or its files changed since '
                     f'(signature: {checked.signature})')
-    print(f'{args.verify}: every file as the manifest says; {checked.signature}; the '
-          'verdicts are what its sessions give')
+    print(f'{directory}: every file as the manifest says; {checked.signature}; '
+          f'{judged_again}')
+
+
+def _verify(args):
+    """`hpcbench accept --verify DIR` (hpcbench.acceptance.directory.verify)."""
+    from hpcbench.acceptance import directory as directories
+    verified(directories.verify, args.verify, args.allowed_signers, args.identity,
+             'the verdicts are what its sessions give')
 
 
 def _accept(args):

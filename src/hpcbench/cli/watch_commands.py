@@ -84,20 +84,11 @@ def _history(directory, node):
 
 
 def _verify(args):
-    """--verify CYCLE: what does not hold, one line each, and exit 1; else what was checked
-    (hpcbench.acceptance.watch_record.verify)."""
-    from hpcbench.acceptance import manifest, watch_record
-    try:
-        checked = watch_record.verify(args.verify, args.allowed_signers, args.identity)
-    except manifest.ManifestError as err:
-        raise RuntimeError(str(err)) from None
-    for line in checked.problems:
-        print(line)
-    if checked.problems:
-        raise Worse(f'{args.verify}: {len(checked.problems)} thing(s) do not hold (signature: '
-                    f'{checked.signature})')
-    print(f'{args.verify}: every file as the manifest says; {checked.signature}; the '
-          'verdicts and drifts are what its runs give')
+    """--verify CYCLE (hpcbench.acceptance.watch_record.verify)."""
+    from hpcbench.acceptance import watch_record
+    from hpcbench.cli.acceptance_commands import verified
+    verified(watch_record.verify, args.verify, args.allowed_signers, args.identity,
+             'the verdicts and drifts are what its runs give')
 
 
 def _said(args, cycle, directory):
