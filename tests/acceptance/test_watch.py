@@ -231,6 +231,28 @@ def test_a_step_is_drift_though_the_cycle_before_was_noisy_and_worse():
     assert drift.judge_cycle(entry, unit, slow[1], accepted, [], [slow[0]]).verdict == 'DRIFT'
 
 
+def test_a_noisy_healthy_cycle_joins_the_accepted_runs_a_slow_one_starts_a_row():
+    """Real testbed runs (2026-12-05, var/perf-watch of perf/testbed_watch.py): healthy n5,
+    accepted at 60.2, 70.7, 67.8 GFLOP/s, gave 66.5, 63.7, 57.9 in a quiet cycle (its
+    median 6.1 % worse, p = 0.2): steady, its runs pooled with the accepted ones from then
+    on. n9, accepted at 63.5, 68.3, 72.9, given 1.2 CPUs: 26.3, 13.1, 13.8 (p = 0.05):
+    the start of a worse row, never accepted runs; a steady cycle after it ends the row."""
+    from hpcbench.acceptance import contract as contracts
+    entry = contracts.from_data(CONTRACT, 'a test').entries[0]
+    steady, worse = drift.kept_after(entry, [66.5, 63.7, 57.9], [60.2, 70.7, 67.8], [], [])
+    assert (steady, worse) == ([[66.5, 63.7, 57.9]], [])
+    accepted, slow = [63.5, 68.3, 72.9], [26.3, 13.1, 13.8]
+    steady, worse = drift.kept_after(entry, slow, accepted, [], [])
+    assert (steady, worse) == ([], [slow])
+    assert drift.kept_after(entry, [70.1, 66.0, 69.2], accepted, steady, worse) == \
+        ([[70.1, 66.0, 69.2]], [])
+    # Three slow cycles at most in a row: the oldest leaves it.
+    rows = [[20.0 + k, 21.0 + k, 22.0 + k] for k in range(4)]
+    for runs in rows:
+        steady, worse = drift.kept_after(entry, runs, accepted, [], worse)
+    assert worse == rows[-(drift.WORSE_CYCLES - 1):]
+
+
 def test_a_watch_on_an_entry_not_run_node_by_node_is_refused():
     from hpcbench.acceptance import contract as contracts
     pair = {**CONTRACT['entries'][0], 'scope': 'node_pair'}

@@ -84,10 +84,14 @@ def judge_drift(entry, unit, runs, accepted, alpha=ALPHA):
 # A unit's runs pooled (its runs of a cycle are few, three, and a shared VM's HPL spreads
 # by a fifth between runs of one node: three runs 20 % slower beside three accepted ones
 # drifted on 18 of the 29 accepted nodes of the 32-node testbed's acceptance, six beside
-# nine on all 29): beside its accepted runs, its runs of the last STEADY_CYCLES cycles that
-# were not worse by the least effect; with this cycle's, its runs of the cycles in a row
-# before it that were (at most WORSE_CYCLES in all). A slow cycle never joins the accepted
-# runs, so a unit cannot drift into its own baseline.
+# nine on all 29): beside its accepted runs, its runs of the last STEADY_CYCLES steady
+# cycles; with this cycle's, its runs of the worse cycles in a row before it (at most
+# WORSE_CYCLES in all). A cycle is worse where its median is worse by the least effect AND
+# its runs are worse than the pooled accepted ones at ALPHA itself (each cycle's own test,
+# not the cycle's many at once): by the median alone, half the healthy testbed nodes had a
+# noisy cycle 5 % worse among their first two (2026-12-05), their accepted runs stayed
+# three, and three against any number of runs can never reach ALPHA over 64 units. A worse
+# cycle never joins the accepted runs, so a unit cannot drift into its own baseline.
 STEADY_CYCLES = 2
 WORSE_CYCLES = 3
 
@@ -99,15 +103,19 @@ def pooled(runs, accepted, steady, worse):
             tuple(accepted) + tuple(v for cycle in steady for v in cycle))
 
 
-def kept_after(entry, runs, accepted_median, steady, worse):
-    """(steady, worse) of a unit after a cycle of `runs`: a cycle worse than the accepted
-    median by the entry's least effect joins the worse cycles in a row; one that is not
-    joins the steady ones and ends the row."""
-    if not runs or accepted_median is None:
+def kept_after(entry, runs, accepted, steady, worse):
+    """(steady, worse) of a unit after a cycle of `runs` beside its `accepted` runs: a cycle
+    worse than the pooled accepted runs by the entry's least effect and significantly (at
+    ALPHA alone) joins the worse cycles in a row; one that is not joins the steady ones and
+    ends the row."""
+    if not runs or not accepted:
         return steady, worse
-    effect = worsening(statistics.median(runs), accepted_median, entry.committed.direction)
+    baseline = pooled((), accepted, steady, ())[1]
+    direction = entry.committed.direction
+    effect = worsening(statistics.median(runs), statistics.median(baseline), direction)
     least = entry.watch.min_effect if entry.watch else 0.0
-    if effect >= least:
+    p = p_worse(list(runs), list(baseline), direction)
+    if effect >= least and p is not None and p <= ALPHA:
         return steady, (list(worse) + [list(runs)])[-(WORSE_CYCLES - 1):]
     return (list(steady) + [list(runs)])[-STEADY_CYCLES:], []
 

@@ -222,7 +222,7 @@ class Watch:
                                   alpha)
         if accepted:
             kept.steady[key], kept.worse[key] = drift.kept_after(
-                entry, judged.values, found.accepted_median, steady, worse)
+                entry, judged.values, accepted, steady, worse)
         return found
 
     def _return_to_service(self, cycle, seen, memory, accepted, watched_text):
