@@ -324,7 +324,7 @@ def test_without_act_a_repaired_node_is_left_drained_and_said(tmp_path, accepted
     assert slurm.acted == [] and slurm.states['n5'] == ('IDLE+DRAIN', 'hpcbench: repaired')
 
 
-def test_a_worsening_its_peers_share_is_a_common_cause_not_a_node_s_drift():
+def test_a_worsening_its_peers_share_is_a_common_cause_scaled_away_not_a_node_s_drift():
     """The 4-node testbed's cycle in which n2 got a quarter of one CPU (2026-12-04, HPL
     GFLOP/s, rounded as cycle.json printed them): n1 drifted alone (16.7 % worse, p =
     0.048), but its peers were 15.9 % worse (n4) and 1.5 % better (n3) too; n2, 91 % worse,
@@ -340,10 +340,19 @@ def test_a_worsening_its_peers_share_is_a_common_cause_not_a_node_s_drift():
              for n, runs in cycle.items()}
     assert {u.key: d.verdict for u, d in found.items()} == {
         'n1': 'DRIFT', 'n2': 'DRIFT', 'n3': 'OK', 'n4': 'OK'}
-    judged = {u.key: d for u, d in drift.beyond_peers(found).items()}
+    # Scaled beside its peers (their accepted medians' median, 66.7, over their medians'
+    # median now, 56.25): n1 is its accepted self, n2 drifted.
+    scale = drift.peer_scale({entry.scope.unit('srun', n): r for n, (r, _) in cycle.items()},
+                             {entry.scope.unit('srun', n): a for n, (_, a) in cycle.items()})
+    assert scale == pytest.approx(66.7 / 56.25)
+    judged = {n: drift.judge_drift(entry, entry.scope.unit('srun', n),
+                                   drift.scaled(runs, scale), accepted)
+              for n, (runs, accepted) in cycle.items()}
     assert {n: d.verdict for n, d in judged.items()} == {
         'n1': 'OK', 'n2': 'DRIFT', 'n3': 'OK', 'n4': 'OK'}
-    assert 'peers of the cycle are 16.0 % worse too' in judged['n1'].reason
+    # Two peers are too few to tell a common cause: the runs stand as measured.
+    two = {entry.scope.unit('srun', n): cycle[n][0] for n in ('n1', 'n2')}
+    assert drift.peer_scale(two, {u: cycle[u.key][1] for u in two}) == 1.0
 
 
 def test_a_cycle_s_junit_has_a_case_per_node_failures_with_evidence_and_skips_with_why(
@@ -391,20 +400,6 @@ def test_a_new_acceptance_is_judged_against_from_then_on_its_cycles_pooled_anew(
     assert any('is another than the one judged against so far' in line for line in said)
     # Beside the new acceptance's three runs alone: the cycles before were beside the old.
     assert [len(d.accepted) for u, d in cycle.drifts['hpl'].items() if u.key == 'n1'] == [3]
-
-
-def test_the_median_of_a_unit_s_peers_is_the_median_without_it():
-    """beyond_peers asks it of each of 1,000 nodes: a sorted list with one value left out,
-    ties and both parities, as statistics.median of the rest says."""
-    import random
-    import statistics
-    draw = random.Random(72)
-    for _ in range(500):
-        values = sorted(draw.choice([0.1, 0.2, draw.random()]) for _ in range(draw.randint(3, 12)))
-        left_out = draw.choice(values)
-        rest = list(values)
-        rest.remove(left_out)
-        assert drift._median_without(values, left_out) == pytest.approx(statistics.median(rest))
 
 
 def test_a_node_the_site_drains_while_the_cycle_runs_is_left_as_the_site_left_it(

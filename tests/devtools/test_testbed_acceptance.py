@@ -35,6 +35,7 @@ def test_a_slow_node_s_quota_comes_in_periods_short_beside_the_work_it_slows(tmp
     periods, longer only where the share would get less than the kernel's 1 ms of quota."""
     assert testbed_slowdown.quota(0.5) == (10_000, 5_000)
     assert testbed_slowdown.quota(0.25) == (10_000, 2_500)
+    assert testbed_slowdown.quota(1.8) == (10_000, 18_000)
     assert testbed_slowdown.quota(8) == (10_000, 80_000)
     assert testbed_slowdown.quota(0.05) == (20_000, 1_000)
     assert testbed_slowdown.quota(0.001) == (1_000_000, 1_000)

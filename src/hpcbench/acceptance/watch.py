@@ -21,7 +21,7 @@ is given (`store`: hpcbench.report.watch_metrics.MetricsStore)."""
 import getpass
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from hpcbench.acceptance import directory as directories, drift, judgement, slurm_actions
@@ -203,27 +203,34 @@ class Watch:
             judged = [u for u in verdict.units if u.values]
             # Bonferroni over the units judged at once (hpcbench.acceptance.drift).
             alpha = judgement.ALPHA / max(1, len(judged))
-            cycle.drifts[verdict.entry.id] = drift.beyond_peers({
-                u.unit: self._drift(verdict.entry, u, before.get(u.unit, ()), memory, alpha)
-                for u in judged})
+            scale = drift.peer_scale({u.unit: u.values for u in judged}, before)
+            cycle.drifts[verdict.entry.id] = {
+                u.unit: self._drift(verdict.entry, u, before.get(u.unit, ()), memory, alpha,
+                                    scale)
+                for u in judged}
         partition_of = {n: p.name for p in run.state.partitions for n in p.nodes}
         cycle.outcomes = watch_rules.outcomes(
             cycle.verdicts, cycle.drifts, {n: partition_of.get(n, '') for n in cycle.due})
 
     @staticmethod
-    def _drift(entry, judged, accepted, memory, alpha):
-        """The Drift of a unit's runs this cycle (a UnitVerdict's) beside its accepted runs,
-        its runs of the cycles kept in memory pooled (hpcbench.acceptance.drift.judge_cycle);
-        the memory kept."""
+    def _drift(entry, judged, accepted, memory, alpha, scale=1.0):
+        """The Drift of a unit's runs this cycle (a UnitVerdict's), scaled beside its peers
+        (hpcbench.acceptance.drift.peer_scale), against its accepted runs, its runs of the
+        cycles kept in memory pooled (hpcbench.acceptance.drift.judge_cycle); the memory
+        kept, of scaled runs."""
         kept = memory.nodes.setdefault(judged.unit.node, NodeMemory())
         key = f'{entry.id} {judged.unit.key}'
         steady, worse = kept.steady.get(key, []), kept.worse.get(key, [])
-        found = drift.judge_cycle(entry, judged.unit, judged.values, accepted, steady, worse,
-                                  alpha)
+        runs = drift.scaled(judged.values, scale)
+        found = drift.judge_cycle(entry, judged.unit, runs, accepted, steady, worse, alpha)
         if accepted:
             kept.steady[key], kept.worse[key] = drift.kept_after(
-                entry, judged.values, accepted, steady, worse)
-        return found
+                entry, list(runs), accepted, steady, worse)
+        said = '' if scale == 1.0 else (
+            f'; its runs x {scale:.4g}: its peers of the cycle ran at {100 / scale:.1f} % of '
+            'their accepted medians (median)')
+        return replace(found, measured=tuple(judged.values), scale=scale,
+                       reason=found.reason + said)
 
     def _return_to_service(self, cycle, seen, memory, accepted, watched_text):
         """The nodes the suite drained that the site marked repaired (their reason

@@ -214,7 +214,8 @@ def cycle_record(system, cycle, acceptance_dir, partition_of):
         'drifts': [{'entry': entry_id, **_unit(d.unit), 'verdict': d.verdict,
                     'runs': list(d.runs), 'accepted': list(d.accepted), 'median': d.median,
                     'accepted_median': d.accepted_median, 'effect': d.effect,
-                    'p_value': d.p_value, 'alpha': d.alpha, 'reason': d.reason}
+                    'p_value': d.p_value, 'alpha': d.alpha, 'measured': list(d.measured),
+                    'scale': d.scale, 'reason': d.reason}
                    for entry_id, found in sorted(cycle.drifts.items())
                    for d in sorted(found.values(), key=lambda d: str(d.unit))],
         'figures': [{'entry': v.entry.id, 'figure': v.entry.figure,
@@ -272,8 +273,9 @@ def verify(directory, allowed_signers=None, identity=None):
     """What does and does not hold of a cycle's directory (manifest.Verification): every
     file's sha256 and the signature, the contract's verdicts judged again from its sessions
     (hpcbench.acceptance.directory.verify, where the cycle ran anything), and each drift of
-    cycle.json judged again from the runs and accepted runs it records, at its level, beside
-    its peers: a drift or effect that differs is named."""
+    cycle.json judged again from the runs and accepted runs it records, at its level, its
+    runs its measured runs times the one scale of its entry's units (beside their peers): a
+    drift, effect or scale that differs is named."""
     from hpcbench.acceptance import drift
     from hpcbench.acceptance.scopes import Unit
     directory = Path(directory)
@@ -291,13 +293,21 @@ def verify(directory, allowed_signers=None, identity=None):
             judged.setdefault(d['entry'], {})[unit] = (d, drift.judge_drift(
                 entries[d['entry']], unit, d['runs'], d['accepted'], d['alpha']))
         for entry_id, found in judged.items():
-            again = drift.beyond_peers({u: j for u, (_, j) in found.items()})
-            for unit, (written, _) in found.items():
-                if again[unit].verdict != written['verdict'] or \
-                        again[unit].effect != written['effect']:
+            scales = {w['scale'] for w, _ in found.values()}
+            if len(scales) > 1:
+                checked.problems.append(f'{CYCLE_RECORD}: {entry_id}: its units\' runs were '
+                                        f'scaled by {len(scales)} different factors, not one')
+            for unit, (written, again) in found.items():
+                scale = written['scale']
+                mine = [v * scale for v in written['measured']]
+                if written['runs'][:len(mine)] != mine:
+                    checked.problems.append(
+                        f'{CYCLE_RECORD}: {entry_id} {unit.key}: its runs are not its measured '
+                        f'runs x {scale:g}')
+                if again.verdict != written['verdict'] or again.effect != written['effect']:
                     checked.problems.append(
                         f'{CYCLE_RECORD}: {entry_id} {unit.key}: {written["verdict"]} as '
-                        f'written, {again[unit].verdict} judged again from its runs')
+                        f'written, {again.verdict} judged again from its runs')
     except (OSError, ValueError, KeyError, TypeError, contracts.ContractError) as err:
         checked.problems.append(f'{CYCLE_RECORD} cannot be judged again: '
                                 f'{type(err).__name__}: {str(err)[:300]}')

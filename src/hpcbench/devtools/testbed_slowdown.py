@@ -16,8 +16,9 @@ from hpcbench.devtools.testbed_processes import recorded
 CGROUP_ROOT = Path('/sys/fs/cgroup')
 # The quota is granted per period, so work shorter than a period that starts on a fresh one
 # runs at full speed: HPCC's HPL at N = 1152 (25 ms on two cores) escaped 100 ms periods in
-# one run of three on a node given half a CPU, and a slow node passed. A stuck clock slows
-# every cycle: periods short beside the work it slows (at 10 ms, six runs of six slowed).
+# one run of three on a node given half a CPU, and a slow node passed; at 10 ms, six runs of
+# six slowed. Shorter periods cost more than the share: at 1 ms, a node given 1.99 of its
+# two CPUs ran HPL 50 % slower, 1.2 of them 60 % (2026-12-05), and no share made it 20 %.
 PERIOD_US = 10_000
 # The kernel's least quota (1 ms) and greatest period (1 s): a smaller share, a longer period.
 MIN_QUOTA_US = 1_000
