@@ -1,0 +1,179 @@
+"""A node's own health as its kernel shows it (issue 73): memory errors its memory
+controllers corrected and could not correct (EDAC, /sys/devices/system/edac/mc), the DIMM
+ranks they see, the CPUs online, the frequency governor and the most a CPU may run at,
+transparent huge pages, the kernel and the BIOS, and the memory the kernel has.
+
+What the node cannot say is None, never a default: a node without an EDAC driver reads no
+memory errors (None), not "no memory errors ever", and a virtual machine has no governor.
+Files are read from `root` (standing for /) so that the testbed points each emulated node at
+a tree of its own and its faults are injected for real; a file out of shape (a count that is
+no count, text not UTF-8, larger than any such file) is refused, naming it.
+
+Standard library only: it runs on compute nodes too."""
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+EDAC = Path('sys/devices/system/edac/mc')
+CPU = Path('sys/devices/system/cpu')
+# sysfs attributes are a page; /proc/meminfo is a few kB.
+MAX_FILE_BYTES = 65536
+MAX_COUNT = (1 << 64) - 1
+# The most memory controllers or CPUs a node has; more is no node's.
+MAX_CONTROLLERS = 1024
+MAX_CPUS = 65536
+
+
+class NodeHealthError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class MemoryController:
+    """One EDAC memory controller: errors it corrected and could not, since boot, and the
+    DIMM ranks (or chip-select rows, on older drivers) it reports."""
+    name: str                   # 'mc0'
+    corrected: int = None
+    uncorrected: int = None
+    ranks: int = 0
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """What one node's kernel says of its health at one moment."""
+    controllers: tuple = None   # MemoryController, ...; None: no EDAC driver loaded
+    online_cpus: int = None
+    governor: str = None        # cpu0's scaling governor: 'performance', 'powersave'
+    max_khz: int = None         # cpu0's cpuinfo_max_freq
+    transparent_hugepages: str = None       # 'always', 'madvise', 'never'
+    kernel: str = None
+    bios: str = None
+    memory_kib: int = None
+
+    @property
+    def corrected(self):
+        """Memory errors corrected since boot, over every controller; None where not read."""
+        return _total(self.controllers, 'corrected')
+
+    @property
+    def uncorrected(self):
+        return _total(self.controllers, 'uncorrected')
+
+
+def _total(controllers, field):
+    if not controllers:
+        return None
+    counts = [getattr(c, field) for c in controllers]
+    return None if any(c is None for c in counts) else sum(counts)
+
+
+def read_node(root='/'):
+    """The NodeHealth of the node whose / is `root`."""
+    root = Path(root)
+    return NodeHealth(
+        controllers=_controllers(root / EDAC), online_cpus=_online(root / CPU / 'online'),
+        governor=_text(root / CPU / 'cpu0' / 'cpufreq' / 'scaling_governor'),
+        max_khz=_count(root / CPU / 'cpu0' / 'cpufreq' / 'cpuinfo_max_freq'),
+        transparent_hugepages=_chosen(root / 'sys/kernel/mm/transparent_hugepage/enabled'),
+        kernel=_text(root / 'proc/sys/kernel/osrelease'),
+        bios=_text(root / 'sys/class/dmi/id/bios_version'),
+        memory_kib=_meminfo_total(root / 'proc/meminfo'))
+
+
+def _read(path):
+    try:
+        with open(path, 'rb') as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_FILE_BYTES:
+        raise NodeHealthError(f'{path}: more than {MAX_FILE_BYTES} bytes: not the kernel\'s')
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError:
+        raise NodeHealthError(f'{path}: not UTF-8 text: not the kernel\'s') from None
+
+
+def _text(path):
+    text = _read(path)
+    return None if text is None else text.strip() or None
+
+
+def _count(path):
+    text = _text(path)
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) > MAX_COUNT:
+        raise NodeHealthError(f'{path}: {text[:60]!r} is no count')
+    return int(text)
+
+
+def _controllers(base):
+    """The MemoryControllers under EDAC's `base`; None where there is no EDAC driver."""
+    if not base.is_dir():
+        return None
+    names = sorted((n for n in os.listdir(base) if re.fullmatch(r'mc\d+', n)),
+                   key=lambda n: int(n[2:]))
+    if len(names) > MAX_CONTROLLERS:
+        raise NodeHealthError(f'{base}: {len(names)} memory controllers: no node has so many')
+    found = []
+    for name in names:
+        here = base / name
+        ranks = sorted(n for n in os.listdir(here)
+                       if re.fullmatch(r'(dimm|rank|csrow)\d+', n))
+        # Per rank where the driver counts there (the controller's own count is then the
+        # rows it could not place, ce_noinfo_count); else the controller's.
+        corrected, uncorrected = _count(here / 'ce_count'), _count(here / 'ue_count')
+        if corrected is None:
+            counts = [_count(here / r / 'dimm_ce_count') for r in ranks]
+            noinfo = _count(here / 'ce_noinfo_count')
+            if counts and None not in counts:
+                corrected = sum(counts) + (noinfo or 0)
+        if uncorrected is None:
+            counts = [_count(here / r / 'dimm_ue_count') for r in ranks]
+            noinfo = _count(here / 'ue_noinfo_count')
+            if counts and None not in counts:
+                uncorrected = sum(counts) + (noinfo or 0)
+        found.append(MemoryController(name, corrected, uncorrected, len(ranks)))
+    return tuple(found)
+
+
+_RANGE = re.compile(r'(\d+)(?:-(\d+))?')
+
+
+def _online(path):
+    """The CPUs of a kernel CPU list (`0-63,128-191`) counted."""
+    text = _text(path)
+    if text is None:
+        return None
+    total = 0
+    for part in text.split(','):
+        match = _RANGE.fullmatch(part.strip())
+        if not match or (match[2] and int(match[2]) < int(match[1])):
+            raise NodeHealthError(f'{path}: {text[:60]!r} is no CPU list (e.g. "0-63")')
+        total += int(match[2] or match[1]) - int(match[1]) + 1
+        if total > MAX_CPUS:
+            raise NodeHealthError(f'{path}: {text[:60]!r}: more CPUs than any node has')
+    return total
+
+
+def _chosen(path):
+    """The bracketed choice of a kernel setting: `always [madvise] never` -> 'madvise'."""
+    text = _text(path)
+    if text is None:
+        return None
+    chosen = re.findall(r'\[(\w+)\]', text)
+    if len(chosen) != 1:
+        raise NodeHealthError(f'{path}: {text[:60]!r} names no one choice in brackets')
+    return chosen[0]
+
+
+def _meminfo_total(path):
+    text = _read(path)
+    if text is None:
+        return None
+    match = re.search(r'^MemTotal:\s+(\d+) kB$', text, re.M)
+    if not match:
+        raise NodeHealthError(f'{path}: no "MemTotal: N kB" line: not /proc/meminfo')
+    return int(match[1])

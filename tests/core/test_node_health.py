@@ -1,0 +1,77 @@
+"""A node's own health (hpcbench.core.node_health) read from real EDAC trees of other sites'
+servers (tests/fixtures/health/README.md), from this machine's own /sys and /proc (a virtual
+machine: no EDAC, no governor: not read, never a pass), and from trees broken as a failing
+DIMM or a hostile file would break them."""
+import os
+import platform
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from hpcbench.core import node_health
+from hpcbench.core.node_health import NodeHealthError
+
+HEALTH = FIXTURES / 'health'
+
+
+def test_four_controllers_counted_per_rank_give_the_one_corrected_error():
+    node = node_health.read_node(HEALTH / 'edac-utils-15')
+    assert [c.name for c in node.controllers] == ['mc0', 'mc1', 'mc2', 'mc3']
+    assert [c.ranks for c in node.controllers] == [4, 4, 4, 4]
+    assert node.controllers[0].corrected == 1 and node.corrected == 1
+    # The site printed no uncorrected counts: not read, not zero.
+    assert node.uncorrected is None
+
+
+def test_the_older_layout_of_chip_select_rows_reads_its_zeros():
+    node = node_health.read_node(HEALTH / 'netdata-1508')
+    (mc0,) = node.controllers
+    assert (mc0.corrected, mc0.uncorrected, mc0.ranks) == (0, 0, 4)
+    assert (node.corrected, node.uncorrected) == (0, 0)
+
+
+def test_this_machine_says_what_it_has_and_nothing_it_has_not():
+    node = node_health.read_node('/')
+    here = Path('/')
+    assert node.online_cpus == (os.cpu_count()
+                                if (here / node_health.CPU / 'online').exists() else None)
+    if (here / 'proc/meminfo').exists():
+        assert node.kernel == platform.release() and node.memory_kib > 0
+    assert node.transparent_hugepages in ('always', 'madvise', 'never', None)
+    if not (here / node_health.EDAC).is_dir():
+        assert node.controllers is None and node.corrected is None
+
+
+def test_an_uncorrected_error_and_a_new_kernel_tree_read_as_they_are(tmp_path):
+    root = tmp_path / 'n7'
+    shutil.copytree(HEALTH / 'netdata-1508', root)
+    (root / node_health.EDAC / 'mc0' / 'ue_count').write_text('1\n')
+    cpu = root / node_health.CPU
+    (cpu / 'cpu0' / 'cpufreq').mkdir(parents=True)
+    (cpu / 'online').write_text('0-63,128-191\n')
+    (cpu / 'cpu0' / 'cpufreq' / 'scaling_governor').write_text('powersave\n')
+    (cpu / 'cpu0' / 'cpufreq' / 'cpuinfo_max_freq').write_text('3700000\n')
+    node = node_health.read_node(root)
+    assert (node.uncorrected, node.online_cpus, node.governor, node.max_khz) == \
+        (1, 128, 'powersave', 3700000)
+    assert node.kernel is None and node.bios is None and node.memory_kib is None
+
+
+@pytest.mark.parametrize('name, data, said', [
+    ('sys/devices/system/edac/mc/mc0/ce_count', b'-1\n', 'no count'),
+    ('sys/devices/system/edac/mc/mc0/ce_count', b'\xff\n', 'not UTF-8'),
+    ('sys/devices/system/edac/mc/mc0/ce_count', b'9' * 70000, 'more than'),
+    ('sys/devices/system/cpu/online', b'7-3\n', 'no CPU list'),
+    ('sys/devices/system/cpu/online', b'0-99999999\n', 'more CPUs'),
+    ('sys/kernel/mm/transparent_hugepage/enabled', b'always madvise never\n', 'no one choice'),
+    ('proc/meminfo', b'MemFree: 12 kB\n', 'MemTotal'),
+])
+def test_a_file_out_of_shape_is_refused_naming_it(tmp_path, name, data, said):
+    root = tmp_path / 'n7'
+    shutil.copytree(HEALTH / 'netdata-1508', root)
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    (root / name).write_bytes(data)
+    with pytest.raises(NodeHealthError, match=f'{name}: .*{said}|{name}: {said}'):
+        node_health.read_node(root)
