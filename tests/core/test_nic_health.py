@@ -106,3 +106,35 @@ def test_a_file_out_of_shape_is_refused_naming_it(tmp_path, name, data, said):
     with pytest.raises(NicHealthError, match=f'mlx5_0/ports/1/{name}: .*{said}|'
                                              f'mlx5_0/ports/1/{name}: {said}'):
         nic_health.read_ports(root)
+
+
+def test_ibstat_of_two_roce_ports_reads_their_state_rate_and_firmware():
+    ports = nic_health.parse_ibstat((FIXTURES / 'health' / 'ibstat-l2fwd-nv-6.txt').read_text())
+    assert [p.name for p in ports] == ['mlx5_0/1', 'mlx5_1/1']
+    first = ports[0]
+    assert (first.state, first.physical_state, first.link_layer) == ('ACTIVE', 'LinkUp',
+                                                                     'Ethernet')
+    assert (first.rate_gbps, first.width, first.firmware, first.model) == \
+        (100.0, None, '22.32.2004', 'MT4125')
+    assert first.counters == ()
+
+
+def test_ibstat_of_a_port_down_and_disabled_and_cut_short_keeps_what_it_said():
+    ports = nic_health.parse_ibstat(
+        (FIXTURES / 'health' / 'ibstat-mooncake-1999.txt').read_text())
+    assert [(p.name, p.state, p.rate_gbps) for p in ports] == [
+        ('mlx5_0/1', 'ACTIVE', 200.0), ('mlx5_1/1', 'ACTIVE', 200.0),
+        ('mlx5_10/1', 'DOWN', None)]
+    assert ports[2].physical_state == 'Disabled' and ports[2].link_layer is None
+    assert ports[2].model == 'MT4125' and ports[0].model == 'MT4129'
+
+
+@pytest.mark.parametrize('text, said', [
+    ('Port 1:\n State: Active\n', 'before any "CA" line'),
+    ("CA 'mlx5_0'\n Port 1:\n  Rate: fast\n", 'no port rate'),
+    ("CA 'mlx5_0'\n Port 1:\n  ???\n", 'no "name: value"'),
+    ('x' * (nic_health.MAX_IBSTAT_BYTES + 1), 'more than any node prints'),
+])
+def test_text_that_is_no_ibstat_output_is_refused(text, said):
+    with pytest.raises(NicHealthError, match=said):
+        nic_health.parse_ibstat(text)

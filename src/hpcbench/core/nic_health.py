@@ -12,7 +12,9 @@ not read, never a zero. What is no value of the kind (a rate that reads no rate,
 is not UTF-8, a file larger than any sysfs attribute) is refused, naming the file.
 
 `root` is the directory that stands for /sys: the testbed points each emulated node at a
-tree of its own, so that its faults are injected for real.
+tree of its own, so that its faults are injected for real. `ibstat`'s text, where that is
+what a site kept, reads into the same records (parse_ibstat: state, rate, firmware; no
+counters, no lanes: it prints none).
 
 Standard library only: it runs on compute nodes too."""
 import os
@@ -192,3 +194,56 @@ def increase(before, after):
         else:
             changes.append(Increase(name, new - old))
     return tuple(changes)
+
+
+# ibstat's words for a port's logical state, as the kernel's sysfs names them.
+_IBSTAT_STATES = {'Active': 'ACTIVE', 'Down': 'DOWN', 'Initializing': 'INIT', 'Armed': 'ARMED',
+                  'Active deferred': 'ACTIVE_DEFER'}
+_IBSTAT_CA = re.compile(r"CA '([^']{1,64})'")
+_IBSTAT_PORT = re.compile(r'Port (\d{1,3}):')
+_IBSTAT_FIELD = re.compile(r'([A-Za-z ]+?):\s*(.*)')
+# What `ibstat` prints is a few kB a port; more is no output of it.
+MAX_IBSTAT_BYTES = 1 << 20
+
+
+def parse_ibstat(text):
+    """The PortHealth of every port `ibstat` printed (no counters: it prints none; no lanes:
+    it prints the rate alone); NicHealthError where it is no ibstat output. A CA whose lines
+    ended early (ibstat stopped, or a line was cut) keeps what it said: a field not printed is
+    None, not read."""
+    if len(text) > MAX_IBSTAT_BYTES:
+        raise NicHealthError(f'ibstat: {len(text)} characters, more than any node prints')
+    ports, device, firmware, model, port = [], None, '', '', None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        ca = _IBSTAT_CA.fullmatch(stripped)
+        if ca:
+            device, firmware, model, port = ca[1], '', '', None
+            continue
+        if device is None:
+            raise NicHealthError(f'ibstat line {number}: {stripped[:60]!r} before any "CA" '
+                                 'line: not ibstat\'s output')
+        opened = _IBSTAT_PORT.fullmatch(stripped)
+        if opened:
+            port = {'device': device, 'port': int(opened[1]), 'firmware': firmware,
+                    'model': model}
+            ports.append(port)
+            continue
+        field = _IBSTAT_FIELD.fullmatch(stripped)
+        if not field:
+            raise NicHealthError(f'ibstat line {number}: {stripped[:60]!r} is no "name: value"')
+        name, value = field[1], field[2].strip()
+        if port is None:
+            firmware = value if name == 'Firmware version' else firmware
+            model = value if name == 'CA type' else model
+        elif name == 'State':
+            port['state'] = _IBSTAT_STATES.get(value, value.upper() or None)
+        elif name == 'Physical state':
+            port['physical_state'] = value or None
+        elif name == 'Link layer':
+            port['link_layer'] = value or None
+        elif name == 'Rate' and value:
+            port['rate_gbps'] = parse_rate(f'{value} Gb/sec', f'ibstat line {number} rate')[0]
+    return tuple(PortHealth(**p) for p in ports)
