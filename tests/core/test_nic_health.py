@@ -85,6 +85,15 @@ def test_a_counter_reset_or_missing_is_unknown_never_zero(tmp_path):
         nic_health.increase(before, nic_health.read_ports(root)[0])
 
 
+def test_a_fifo_where_a_counter_should_be_is_refused_never_waited_on(tmp_path):
+    import os
+    root, port = _copy(tmp_path)
+    (port / 'counters' / 'symbol_error').unlink()
+    os.mkfifo(port / 'counters' / 'symbol_error')
+    with pytest.raises(NicHealthError, match='symbol_error: not a regular file'):
+        nic_health.read_ports(root)
+
+
 def test_a_port_down_and_polling_reads_so(tmp_path):
     root, port = _copy(tmp_path)
     (port / 'state').write_text('1: DOWN\n')
@@ -96,9 +105,9 @@ def test_a_port_down_and_polling_reads_so(tmp_path):
 @pytest.mark.parametrize('name, data, said', [
     ('state', b'ACTIVE\n', 'no port state'),
     ('rate', b'lots\n', 'no port rate'),
-    ('counters/symbol_error', b'-4\n', 'no counter value'),
+    ('counters/symbol_error', b'-4\n', "'-4' is no count"),
     ('counters/symbol_error', b'\xff\xfe\n', 'not UTF-8'),
-    ('counters/symbol_error', b'1' * 5000, 'more than 4096 bytes'),
+    ('counters/symbol_error', b'1' * 5000, 'more than a kernel file holds'),
 ])
 def test_a_file_out_of_shape_is_refused_naming_it(tmp_path, name, data, said):
     root, port = _copy(tmp_path)

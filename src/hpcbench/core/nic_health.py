@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench.core import kernel_files
+
 INFINIBAND = Path('class') / 'infiniband'
 # A sysfs attribute is one page at most.
 MAX_ATTRIBUTE_BYTES = 4096
@@ -34,7 +36,6 @@ ERROR_COUNTERS = ('symbol_error', 'link_error_recovery', 'link_downed', 'port_rc
                   'port_xmit_discards', 'port_xmit_constraint_errors',
                   'port_rcv_constraint_errors', 'local_link_integrity_errors',
                   'excessive_buffer_overrun_errors', 'VL15_dropped')
-MAX_COUNT = (1 << 64) - 1
 
 
 class NicHealthError(ValueError):
@@ -109,18 +110,7 @@ def _port(device_dir, device, number):
 def _attribute(path):
     """The text of a sysfs attribute, stripped; None where it is absent or the kernel will
     not give it (a counter the driver lacks answers EINVAL)."""
-    try:
-        with open(path, 'rb') as handle:
-            data = handle.read(MAX_ATTRIBUTE_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_ATTRIBUTE_BYTES:
-        raise NicHealthError(f'{path}: more than {MAX_ATTRIBUTE_BYTES} bytes: no sysfs '
-                             'attribute')
-    try:
-        return data.decode('utf-8').strip()
-    except UnicodeDecodeError:
-        raise NicHealthError(f'{path}: not UTF-8 text: no sysfs attribute') from None
+    return kernel_files.text(path, MAX_ATTRIBUTE_BYTES, NicHealthError)
 
 
 # `4: ACTIVE`, `5: LinkUp`: the number the specification gives and its name.
@@ -158,12 +148,7 @@ def parse_rate(text, where='rate'):
 
 
 def _count(path):
-    text = _attribute(path)
-    if text is None:
-        return None
-    if not text.isdigit() or int(text) > MAX_COUNT:
-        raise NicHealthError(f'{path}: {text[:60]!r} is no counter value')
-    return int(text)
+    return kernel_files.count(path, MAX_ATTRIBUTE_BYTES, NicHealthError)
 
 
 @dataclass(frozen=True)

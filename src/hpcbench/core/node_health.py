@@ -15,11 +15,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench.core import kernel_files
+
 EDAC = Path('sys/devices/system/edac/mc')
 CPU = Path('sys/devices/system/cpu')
 # sysfs attributes are a page; /proc/meminfo is a few kB.
 MAX_FILE_BYTES = 65536
-MAX_COUNT = (1 << 64) - 1
 # The most memory controllers or CPUs a node has; more is no node's.
 MAX_CONTROLLERS = 1024
 MAX_CPUS = 65536
@@ -81,32 +82,12 @@ def read_node(root='/'):
         memory_kib=_meminfo_total(root / 'proc/meminfo'))
 
 
-def _read(path):
-    try:
-        with open(path, 'rb') as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_FILE_BYTES:
-        raise NodeHealthError(f'{path}: more than {MAX_FILE_BYTES} bytes: not the kernel\'s')
-    try:
-        return data.decode('utf-8')
-    except UnicodeDecodeError:
-        raise NodeHealthError(f'{path}: not UTF-8 text: not the kernel\'s') from None
-
-
 def _text(path):
-    text = _read(path)
-    return None if text is None else text.strip() or None
+    return kernel_files.text(path, MAX_FILE_BYTES, NodeHealthError)
 
 
 def _count(path):
-    text = _text(path)
-    if text is None:
-        return None
-    if not text.isdigit() or int(text) > MAX_COUNT:
-        raise NodeHealthError(f'{path}: {text[:60]!r} is no count')
-    return int(text)
+    return kernel_files.count(path, MAX_FILE_BYTES, NodeHealthError)
 
 
 def _controllers(base):
@@ -170,7 +151,7 @@ def _chosen(path):
 
 
 def _meminfo_total(path):
-    text = _read(path)
+    text = _text(path)
     if text is None:
         return None
     match = re.search(r'^MemTotal:\s+(\d+) kB$', text, re.M)
