@@ -172,6 +172,16 @@ def test_a_cycle_s_directory_verifies_as_an_acceptance_s_and_holds_its_record(
     manifest.write(directory)
     assert watch_record.verify(directory).problems == [
         'cycle.json: hpl node n3: DRIFT as written, OK judged again from its runs']
+    # One unit's runs said to be scaled by another factor than its entry's: named.
+    rescaled = json.loads(json.dumps(record))
+    n3 = next(d for d in rescaled['drifts'] if d['node'] == 'n3' and d['entry'] == 'hpl')
+    n3['scale'] = 1.25
+    (directory / watch_record.CYCLE_RECORD).write_text(json.dumps(rescaled))
+    manifest.write(directory)
+    problems = watch_record.verify(directory).problems
+    assert 'cycle.json: hpl: its units\' runs were scaled by 2 different factors, not one' \
+        in problems
+    assert 'cycle.json: hpl node n3: its runs are not its measured runs x 1.25' in problems
     (directory / watch_record.CYCLE_RECORD).write_text(json.dumps({**record, 'nodes': {}}))
     assert any(watch_record.CYCLE_RECORD in p for p in directories.verify(directory).problems)
 

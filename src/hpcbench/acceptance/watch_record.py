@@ -273,9 +273,11 @@ def verify(directory, allowed_signers=None, identity=None):
     """What does and does not hold of a cycle's directory (manifest.Verification): every
     file's sha256 and the signature, the contract's verdicts judged again from its sessions
     (hpcbench.acceptance.directory.verify, where the cycle ran anything), and each drift of
-    cycle.json judged again from the runs and accepted runs it records, at its level, its
-    runs its measured runs times the one scale of its entry's units (beside their peers): a
-    drift, effect or scale that differs is named."""
+    cycle.json judged again from the runs and accepted runs it records, at its level, and
+    its runs checked to be its recorded measured runs times the one scale recorded for its
+    entry: a drift or effect that differs, a unit scaled apart, is named. The scale itself is
+    not derived again here (it needs the acceptance's runs apart from the steady cycles'):
+    what holds is that one factor, as recorded, scaled every unit of the entry."""
     from hpcbench.acceptance import drift
     from hpcbench.acceptance.scopes import Unit
     directory = Path(directory)
