@@ -5,6 +5,7 @@ node's state and reason and applies the drains it is given (tests/watch_fakes.py
 import json
 import os
 import re
+import statistics
 
 import pytest
 import yaml
@@ -274,6 +275,30 @@ def test_a_watch_on_an_entry_not_run_node_by_node_is_refused():
         contracts.from_data({**CONTRACT, 'entries': [bad]}, 'a test')
 
 
+def test_a_watch_naming_its_runs_takes_that_many_a_cycle(tmp_path, accepted):
+    """`runs: 6`: each cycle runs the entry six times on each node (its run rules' repeats
+    in the watched entries' contract), a re-test three times as many as its statistic's or
+    the watch's; none is refused."""
+    from hpcbench.acceptance import contract as contracts
+    data = json.loads(json.dumps(CONTRACT))
+    data['entries'][0]['watch']['runs'] = 6
+    path = tmp_path / 'six.yaml'
+    path.write_text(yaml.safe_dump(data))
+    contract, text = watch_record.watched_contract(path, 'testbed')
+    assert contract.entries[0].watch.runs == 6
+    assert '6 run(s) a cycle' in contract.entries[0].watch.words()
+    assert yaml.safe_load(text)['entries'][0]['run_rules'] == {'repeats': 6}
+    assert yaml.safe_load(watch_record.retest_contract(text))['entries'][0]['run_rules'] == \
+        {'repeats': 9}
+    data['entries'][0]['watch']['runs'] = 0
+    with pytest.raises(contracts.ContractError, match='runs'):
+        contracts.from_data(data, 'a test')
+    port = FakeReFrame()
+    port_cycle = _watch(tmp_path, (path, accepted[1]), port, FakeSlurm(), Clock()).cycle()
+    assert port.ran == [ACCEPTED] * 6
+    assert all(len(d.runs) == 6 for d in port_cycle.drifts['hpl'].values())
+
+
 def test_due_leaves_busy_and_out_of_service_nodes_and_takes_idle_before_powered_down():
     nodes = [SeenNode('a', 'p', 'MIXED'), SeenNode('b', 'p', 'IDLE+POWERED_DOWN'),
              SeenNode('c', 'p', 'IDLE'), SeenNode('d', 'p', 'IDLE+DRAIN', 'x'),
@@ -323,6 +348,35 @@ def test_a_repaired_node_is_re_tested_in_a_reservation_and_resumed_the_unrepaire
     assert 'n5' in third.due and third.outcomes['n5'].outcome == 'PASS'
 
 
+def test_a_re_test_alone_in_its_reservation_is_scaled_as_the_last_cycle_and_so_its_baseline(
+        tmp_path, accepted):
+    """The host runs every node 20 % slower than at the acceptance (a common cause: the
+    cycles scale it away), n5 75 % slower: drained. Repaired, n5 is re-tested alone, too
+    few to be its own peers: its runs are scaled as the last cycle's were, so it is resumed
+    (as measured, 20 % below its accepted runs, it would drift), and the runs it is judged
+    against from then on are its re-test's as judged, scaled, not as measured."""
+    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    port.slow.update({n: 0.2 for n in port.nodes})
+    port.slow['n5'] = 0.75
+    first = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert [a.node for a in first.actions if not a.held] == ['n5']
+    scale = next(iter(first.drifts['hpl'].values())).scale
+    assert scale == pytest.approx(1.25, rel=0.05)
+    port.slow['n5'] = 0.2
+    slurm.states['n5'] = ('IDLE+DRAIN', 'hpcbench: repaired')
+    second = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert second.returned['n5'].startswith('resumed'), second.returned
+    returned = json.loads((tmp_path / 'watch' / watch_record.CYCLES / f'{second.name}-return'
+                           / watch_record.CYCLE_RECORD).read_text())
+    retested = next(d for d in returned['drifts'] if d['node'] == 'n5')
+    assert retested['scale'] == pytest.approx(scale)
+    assert f"as cycle {first.name}'s: too few units" in retested['reason']
+    third = _watch(tmp_path, accepted, port, slurm, clock).cycle()
+    n5 = next(d for u, d in third.drifts['hpl'].items() if u.node == 'n5')
+    assert n5.accepted_median == pytest.approx(statistics.median(retested['runs']), rel=0.01)
+    assert n5.verdict == 'OK'
+
+
 def test_without_act_a_repaired_node_is_left_drained_and_said(tmp_path, accepted):
     port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
     port.slow['n5'] = 0.7
@@ -362,7 +416,7 @@ def test_a_worsening_its_peers_share_is_a_common_cause_scaled_away_not_a_node_s_
         'n1': 'OK', 'n2': 'DRIFT', 'n3': 'OK', 'n4': 'OK'}
     # Two peers are too few to tell a common cause: the runs stand as measured.
     two = {entry.scope.unit('srun', n): cycle[n][0] for n in ('n1', 'n2')}
-    assert drift.peer_scale(two, {u: cycle[u.key][1] for u in two}) == 1.0
+    assert drift.peer_scale(two, {u: cycle[u.key][1] for u in two}) is None
 
 
 def test_a_cycle_s_junit_has_a_case_per_node_failures_with_evidence_and_skips_with_why(

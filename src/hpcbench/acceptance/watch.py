@@ -178,10 +178,17 @@ class Watch:
         values = dict(accepted.values.get(entry.id, {}))
         for node, kept in memory.nodes.items():
             if kept.baseline_cycle:
-                _, _, records = directories.stored(self.directory / CYCLES / kept.baseline_cycle)
+                # Its runs as that cycle judged them: scaled, as every cycle's are.
+                record = json.loads(paths.read_regular(
+                    self.directory / CYCLES / kept.baseline_cycle / CYCLE_RECORD, 1 << 28,
+                    'a watch cycle\'s record'))
                 values = {u: v for u, v in values.items() if u.node != node}
-                values.update({u: v for u, v in judgement.unit_values(
-                    entry, runs_of(records)[0]).items() if u.node == node})
+                _, _, records = directories.stored(self.directory / CYCLES / kept.baseline_cycle)
+                scale = {d['unit']: d.get('scale', 1.0) for d in record['drifts']
+                         if d['entry'] == entry.id and d['node'] == node}
+                values.update({u: tuple(v * scale.get(str(u), 1.0) for v in runs)
+                               for u, runs in judgement.unit_values(
+                                   entry, runs_of(records)[0]).items() if u.node == node})
         return values
 
     def _judge(self, cycle, contract_file, cycle_dir, accepted, memory, job_options=(),
@@ -204,16 +211,24 @@ class Watch:
             # Bonferroni over the units judged at once (hpcbench.acceptance.drift).
             alpha = judgement.ALPHA / max(1, len(judged))
             scale = drift.peer_scale({u.unit: u.values for u in judged}, before)
+            if scale is not None:
+                memory.scales[verdict.entry.id] = [cycle.name, scale]
+                since = ''
+            else:
+                # Too few to be their own peers (a re-test of a repaired node, alone in its
+                # reservation): as the last cycle's, so that its runs stand beside its
+                # accepted ones as every other cycle's do; as measured before any cycle.
+                since, scale = memory.scales.get(verdict.entry.id, ['', 1.0])
             cycle.drifts[verdict.entry.id] = {
                 u.unit: self._drift(verdict.entry, u, before.get(u.unit, ()), memory, alpha,
-                                    scale)
+                                    scale, since)
                 for u in judged}
         partition_of = {n: p.name for p in run.state.partitions for n in p.nodes}
         cycle.outcomes = watch_rules.outcomes(
             cycle.verdicts, cycle.drifts, {n: partition_of.get(n, '') for n in cycle.due})
 
     @staticmethod
-    def _drift(entry, judged, accepted, memory, alpha, scale=1.0):
+    def _drift(entry, judged, accepted, memory, alpha, scale=1.0, scaled_as=''):
         """The Drift of a unit's runs this cycle (a UnitVerdict's), scaled beside its peers
         (hpcbench.acceptance.drift.peer_scale), against its accepted runs, its runs of the
         cycles kept in memory pooled (hpcbench.acceptance.drift.judge_cycle); the memory
@@ -227,6 +242,8 @@ class Watch:
             kept.steady[key], kept.worse[key] = drift.kept_after(
                 entry, list(runs), accepted, steady, worse)
         said = '' if scale == 1.0 else (
+            f'; its runs x {scale:.4g}, as cycle {scaled_as}\'s: too few units to be their own '
+            'peers' if scaled_as else
             f'; its runs x {scale:.4g}: its peers of the cycle ran at {100 / scale:.1f} % of '
             'their accepted medians (median)')
         return replace(found, measured=tuple(judged.values), scale=scale,
@@ -291,6 +308,8 @@ class Watch:
             kept = memory.nodes[node]
             if fit:
                 kept.drained, kept.streak, kept.baseline_cycle = '', 0, retest.name
+                # Its re-test's runs are its accepted ones now, pooled with no cycle before.
+                kept.steady, kept.worse = {}, {}
                 kept.last_judged = retest.time
                 returned[node] = f'resumed: {why}'
                 retest.actions.append(watch_rules.Action(node, '', 'resume', why))

@@ -40,6 +40,10 @@ class Memory:
     acceptance_manifest_sha256: str
     nodes: dict = field(default_factory=dict)   # {node: NodeMemory}
     cycles: list = field(default_factory=list)  # the cycles' names, in order
+    # {entry id: [cycle, scale]}: the last cycle whose units were scaled beside their peers
+    # (hpcbench.acceptance.drift.peer_scale) and its scale; a re-test of a node or two, too
+    # few to be their own peers, is scaled as it was.
+    scales: dict = field(default_factory=dict)
 
     def save(self, directory):
         data = asdict(self)
@@ -127,8 +131,13 @@ def watched_contract(contract_path, system):
         raise WatchError(f'{contract_path}: no entry has a watch: clause (e.g. `watch: '
                          '{period: 24h, action: drain, streak: 2}`): nothing to watch')
     data = yaml.safe_load(Path(contract_path).read_text())
-    ids = {e.id for e in watched}
-    data['entries'] = [e for e in data['entries'] if e['id'] in ids]
+    runs = {e.id: e.watch.runs for e in watched}
+    data['entries'] = [e for e in data['entries'] if e['id'] in runs]
+    for entry in data['entries']:
+        if runs[entry['id']]:
+            # A cycle's runs of the entry: the watch's, where it names them.
+            rules = entry.setdefault('run_rules', {})
+            rules['repeats'] = max(rules.get('repeats', 0), runs[entry['id']])
     data['about'] = f'The watched entries of {contract_path} (hpcbench watch).'
     return contract, yaml.safe_dump(data, sort_keys=False)
 
