@@ -83,3 +83,24 @@ def test_a_new_scope_is_one_object_that_plan_judgement_page_and_drafts_handle(wi
     assert all(e['fault']['action'].startswith('rerun HplNodeScreen on the rack')
                for e in drafted)
     contract.from_data({'system': 'x', 'entries': drafted}, 'draft.yaml')
+
+
+def test_a_network_port_s_figures_are_its_units_and_no_gpu_s():
+    """A node's run holding figures of one GPU and of two RDMA ports (device keys): the nic
+    scope takes the ports', the GPU scope the GPU's; a port is expected only where a run
+    listed it (a description names no ports)."""
+    from hpcbench.core import device_keys
+    from hpcbench.results.measured import DeviceFigures, MeasuredCase
+    case = MeasuredCase('NodeFactsCheck', 'testbed', 'srun', 'builtin', {}, {}, nodes=('n7',),
+                        devices=(DeviceFigures(device_keys.Gpu('n7', '0'), {'width': 16.0}),
+                                 DeviceFigures(device_keys.Nic('n7', 'mlx5_0', 1),
+                                               {'width': 4.0}),
+                                 DeviceFigures(device_keys.Nic('n7', 'mlx5_1', 1),
+                                               {'width': 2.0})))
+    ports = scopes.NIC.case_units(case, 'width')
+    assert {str(u): v for u, v in ports.items()} == {'port 1 of mlx5_0 of n7': 4.0,
+                                                     'port 1 of mlx5_1 of n7': 2.0}
+    assert {u.node for u in ports} == {'n7'}
+    assert list(scopes.GPU.case_units(case, 'width').values()) == [16.0]
+    assert scopes.of_device(device_keys.Nic('n7', 'mlx5_0', 1)) is scopes.NIC
+    assert scopes.NIC.expected(plan.PartitionNodes('srun', ('n7',)), 'testbed', ()) == set()

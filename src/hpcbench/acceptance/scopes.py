@@ -125,13 +125,13 @@ class _Node(Scope):
 
 
 class _Device(Scope):
-    """A GPU's or a GPU pair's: the units are a node's run's devices."""
+    """A GPU's, a GPU pair's or a network port's: the units are a node's run's devices."""
     key_type: type = None
 
     def case_units(self, case, figure):
-        devices = case.gpus if self.key_type is device_keys.Gpu else case.pairs
         return {self.unit(case.partition, d.key): d.figures[figure]
-                for d in devices if figure in d.figures}
+                for d in case.devices
+                if isinstance(d.key, self.key_type) and figure in d.figures}
 
     def nodes(self, key):
         return (key.node,)
@@ -161,6 +161,19 @@ class _GpuPair(_Device):
         return {self.unit(partition.name, device_keys.GpuPair(node, a, b))
                 for node in partition.nodes
                 for a, b in itertools.combinations(range(partition.gpus_per_node), 2)}
+
+    def unit_words(self, key):
+        return key.words()
+
+
+class _Nic(_Device):
+    """A port of a node's RDMA device. A partition's description names no ports: a port is
+    expected where a node's run listed it, and a port missing altogether is a node's fact
+    (its count of ports), judged on the node."""
+    key_type = device_keys.Nic
+
+    def expected(self, partition, system, node_pairs):
+        return set()
 
     def unit_words(self, key):
         return key.words()
@@ -222,13 +235,14 @@ class _System(_Whole):
 NODE = _Node('node', 'per_node', 'node')
 GPU = _Gpu('gpu', 'per_node', 'GPU', needs_gpus=True)
 GPU_PAIR = _GpuPair('gpu_pair', 'per_node', 'GPU pair', needs_gpus=True)
+NIC = _Nic('nic', 'per_node', 'network port')
 NODE_PAIR = _NodePair('node_pair', 'node_pair', 'node pair', blamed_in_pairs=True)
 PARTITION = _Partition('partition', 'once', 'partition', draft_rule=('median', True))
 SYSTEM = _System('system', 'once', 'system')
 
 # Every scope by name, in the order a draft tries them (the partition takes any case: last
 # but the system, which no draft guesses).
-SCOPES = {s.name: s for s in (NODE, GPU, GPU_PAIR, NODE_PAIR, PARTITION, SYSTEM)}
+SCOPES = {s.name: s for s in (NODE, GPU, GPU_PAIR, NIC, NODE_PAIR, PARTITION, SYSTEM)}
 
 
 def named(name):
@@ -259,8 +273,8 @@ def of_device(key):
 @dataclass(frozen=True, order=True)
 class Unit:
     """What one verdict is about: its scope (a Scope, or its name), its partition and its key
-    (a node's name, a device_keys.Gpu or GpuPair, a node pair, the partition's or system's
-    name)."""
+    (a node's name, a device_keys.Gpu, GpuPair or Nic, a node pair, the partition's or
+    system's name)."""
     scope: Scope
     partition: str
     key: object

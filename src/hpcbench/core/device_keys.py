@@ -1,8 +1,9 @@
-"""What a figure of one GPU or one GPU pair is keyed by, written by the checks beside their
-figures (hpcbench.rfm.plugins.Samples.device_figures) and read back by the results layer
-(hpcbench.results.measured): `n1:gpu3` (GPU 3 of node n1), `n1:gpu0-gpu1` (GPUs 0 and 1 of
-n1, a pair of one node), `n1:gpu0+n2:gpu0` (GPU 0 of n1 with GPU 0 of n2). One grammar both
-ways: a key that does not read is refused, never guessed at."""
+"""What a figure of one GPU, one GPU pair or one network port is keyed by, written by the
+checks beside their figures (hpcbench.rfm.plugins.Samples.device_figures) and read back by
+the results layer (hpcbench.results.measured): `n1:gpu3` (GPU 3 of node n1), `n1:gpu0-gpu1`
+(GPUs 0 and 1 of n1, a pair of one node), `n1:gpu0+n2:gpu0` (GPU 0 of n1 with GPU 0 of n2),
+`n1:nic:mlx5_0/1` (port 1 of n1's RDMA device mlx5_0, as /sys/class/infiniband names it).
+One grammar both ways: a key that does not read is refused, never guessed at."""
 import re
 from dataclasses import dataclass
 
@@ -15,6 +16,10 @@ _GPU = re.compile(rf'(?P<node>{_NODE}):gpu(?P<gpu>[A-Za-z0-9][\w./-]*)')
 _PAIR_ONE_NODE = re.compile(rf'(?P<node>{_NODE}):gpu(?P<first>\d+)-gpu(?P<second>\d+)')
 _PAIR_TWO_NODES = re.compile(rf'(?P<node>{_NODE}):gpu(?P<first>\d+)\+'
                              rf'(?P<other>{_NODE}):gpu(?P<second>\d+)')
+# An RDMA device as the kernel names it (mlx5_0, bnxt_re1, irdma-eth0, efa_0) and its port
+# (1 to 255).
+_NIC = re.compile(rf'(?P<node>{_NODE}):nic:(?P<device>[A-Za-z0-9][\w.-]{{0,63}})/'
+                  rf'(?P<port>[1-9][0-9]{{0,2}})')
 
 
 class DeviceKeyError(ValueError):
@@ -55,6 +60,21 @@ class GpuPair:
         return f'GPUs {self.first} and {self.second} of {self.node}'
 
 
+@dataclass(frozen=True, order=True)
+class Nic:
+    """One port of one RDMA device of a node."""
+    node: str
+    device: str
+    port: int
+
+    def __str__(self):
+        return f'{self.node}:nic:{self.device}/{self.port}'
+
+    def words(self):
+        """`port 1 of mlx5_0 of n1`."""
+        return f'port {self.port} of {self.device} of {self.node}'
+
+
 def gpu_key(node, gpu):
     return str(_checked(Gpu(str(node), str(gpu))))
 
@@ -63,16 +83,23 @@ def pair_key(node, first, second, other_node=''):
     return str(_checked(GpuPair(str(node), int(first), int(second), str(other_node or ''))))
 
 
+def nic_key(node, device, port):
+    return str(_checked(Nic(str(node), str(device), int(port))))
+
+
 def _checked(key):
     parse(str(key))
     return key
 
 
 def parse(text):
-    """The Gpu or GpuPair a key names; DeviceKeyError in one sentence where it names none."""
+    """The Gpu, GpuPair or Nic a key names; DeviceKeyError in one sentence where it names
+    none."""
     if not isinstance(text, str):
-        raise DeviceKeyError(f'{text!r} is no GPU or GPU-pair key (a text such as n1:gpu0)')
-    for pattern, make in ((_PAIR_ONE_NODE, lambda m: GpuPair(m['node'], int(m['first']),
+        raise DeviceKeyError(f'{text!r} is no GPU, GPU-pair or NIC key (a text such as '
+                             'n1:gpu0)')
+    for pattern, make in ((_NIC, lambda m: Nic(m['node'], m['device'], int(m['port']))),
+                          (_PAIR_ONE_NODE, lambda m: GpuPair(m['node'], int(m['first']),
                                                              int(m['second']))),
                           (_PAIR_TWO_NODES, lambda m: GpuPair(m['node'], int(m['first']),
                                                               int(m['second']), m['other'])),
@@ -80,5 +107,5 @@ def parse(text):
         found = pattern.fullmatch(text)
         if found:
             return make(found)
-    raise DeviceKeyError(f'{text!r} is no GPU or GPU-pair key: one of NODE:gpuN, '
-                         'NODE:gpuI-gpuJ, NODE:gpuI+NODE:gpuJ')
+    raise DeviceKeyError(f'{text!r} is no GPU, GPU-pair or NIC key: one of NODE:gpuN, '
+                         'NODE:gpuI-gpuJ, NODE:gpuI+NODE:gpuJ, NODE:nic:DEVICE/PORT')

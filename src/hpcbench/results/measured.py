@@ -96,8 +96,8 @@ class Figure:
 
 @dataclass(frozen=True)
 class DeviceFigures:
-    """The figures a job measured of one GPU or one GPU pair (`key`: hpcbench.core.
-    device_keys.Gpu or GpuPair), and for a pair the link its GPUs share ('' unknown)."""
+    """The figures a job measured of one GPU, GPU pair or network port (`key`: hpcbench.
+    core.device_keys.Gpu, GpuPair or Nic), and for a pair the link its GPUs share ('' unknown)."""
     key: object
     figures: dict           # {variable: value}
     link: str = ''
@@ -165,6 +165,10 @@ class MeasuredCase:
     @property
     def pairs(self):
         return tuple(d for d in self.devices if isinstance(d.key, device_keys.GpuPair))
+
+    @property
+    def nics(self):
+        return tuple(d for d in self.devices if isinstance(d.key, device_keys.Nic))
 
     def slow_pairs(self, goal=gpu_mpi.LINK_GOAL_PERCENT):
         """The GPU pairs below `goal` percent of their link (link_efficiency), slowest first;

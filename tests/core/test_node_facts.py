@@ -1,0 +1,134 @@
+"""A node's health facts read together (hpcbench.core.node_facts) from a tree standing in
+for a node, made of other sites' real outputs (tests/fixtures/health/README.md): two P100s'
+nvidia-smi -q -x, a ConnectX-3 and a ConnectX-4's sysfs, an older EDAC layout, an XE9680's
+dmesg with five XID 119; read before and after a "job" that raised a port's symbol errors,
+an uncorrected memory error and one XID; kept as JSON and read back; run by path with the
+system's python3 as a job runs it; and from this machine's own / ."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from hpcbench.core import node_facts
+
+HEALTH = FIXTURES / 'health'
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A node's / : sysfs of real HCAs and EDAC, nvidia-smi's and dmesg's real outputs."""
+    root = tmp_path / 'n7'
+    shutil.copytree(HEALTH / 'procfs-sys' / 'class', root / 'sys' / 'class')
+    shutil.copytree(HEALTH / 'netdata-1508' / 'sys' / 'devices', root / 'sys' / 'devices')
+    sources = root / node_facts.SOURCES
+    sources.mkdir(parents=True)
+    shutil.copy(HEALTH / 'nvidia-smi-q-p100x2.xml', sources / node_facts.SMI_FILE)
+    shutil.copy(HEALTH / 'dmesg-xid-119-xe9680.log', sources / node_facts.DMESG_FILE)
+    return root
+
+
+def test_a_node_s_facts_are_read_together_from_its_tree(tree):
+    facts = node_facts.read(tree, 'n7', clock=lambda: 1_800_000_000.0)
+    assert facts.node == 'n7' and facts.read_at == 1_800_000_000.0
+    assert [g.model for g in facts.gpus] == ['Tesla P100-PCIE-12GB', 'Tesla P100-PCIE-12GB_2']
+    assert [p.name for p in facts.ports] == ['mlx4_0/1', 'mlx4_0/2', 'mlx5_0/1']
+    assert [x.code for x in facts.xids] == [119] * 5
+    assert facts.health.uncorrected == 0 and facts.health.corrected == 0
+    # Nothing the tree holds is unread (what it lacks, /proc, reads None: not read).
+    assert facts.unread == () and facts.health.online_cpus is None
+    assert facts.seconds < node_facts.READ_SECONDS
+
+
+def test_facts_kept_as_json_read_back_equal(tree, tmp_path):
+    facts = node_facts.read(tree, 'n7')
+    path = tmp_path / 'facts.json'
+    path.write_text(json.dumps(facts.to_data()))
+    assert node_facts.load(path) == facts
+
+
+@pytest.mark.parametrize('content, said', [
+    ('{"format": 0}', 'format 0'),
+    ('[1, 2]', 'no node facts'),
+    ('{"format": 1, "node": "n7"}', 'no node facts'),
+    ('not json', 'Expecting value'),
+    (b'\xff\xfe', 'utf-8'),
+])
+def test_a_file_that_holds_no_facts_is_refused_naming_it(tmp_path, content, said):
+    path = tmp_path / 'facts.json'
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(node_facts.NodeFactsError, match=said) as err:
+        node_facts.load(path)
+    assert str(path) in str(err.value) or 'facts' in str(err.value)
+
+
+def test_what_a_job_s_window_raised_is_the_difference_of_the_reads_around_it(tree):
+    """During the "job": the ConnectX-4's symbol errors rose by 12 (a marginal cable), the
+    memory controller counted an uncorrected error, the driver printed one more XID 119;
+    the mlx4_0 port 2's link_downed (5) was reset by another tool: its increase unknown."""
+    downed = tree / 'sys/class/infiniband/mlx4_0/ports/2/counters/link_downed'
+    downed.write_text('5\n')
+    before = node_facts.read(tree, 'n7')
+    counters = tree / 'sys/class/infiniband/mlx5_0/ports/1/counters'
+    (counters / 'symbol_error').write_text(
+        f'{int((counters / "symbol_error").read_text()) + 12}\n')
+    downed.write_text('0\n')
+    mc = tree / 'sys/devices/system/edac/mc/mc0'
+    (mc / 'ue_count').write_text('1\n')
+    log = tree / node_facts.SOURCES / node_facts.DMESG_FILE
+    lines = log.read_text().splitlines()
+    xid = next(line for line in lines if 'Xid' in line)
+    log.write_text('\n'.join(lines + [xid.replace(xid.split(']')[0] + ']', '[Tue Jun 18 '
+                                                  '10:00:00 2024]', 1)]) + '\n')
+    after = node_facts.read(tree, 'n7')
+    changed = node_facts.changes(before, after)
+    symbol = dict((i.counter, i) for i in changed.ports['mlx5_0/1'])['symbol_error']
+    assert symbol.increase == 12
+    assert [x.code for x in changed.xids] == [119]
+    assert changed.uncorrected == 1
+    unchanged = dict((i.counter, i) for i in changed.ports['mlx4_0/1'])
+    assert all(i.increase == 0 for i in unchanged.values())
+    reset = dict((i.counter, i) for i in changed.ports['mlx4_0/2'])['link_downed']
+    assert reset.increase is None and 'reset during the run' in reset.why
+    with pytest.raises(node_facts.NodeFactsError, match='not one node'):
+        node_facts.changes(before, node_facts.read(tree, 'n8'))
+
+
+def test_what_a_tree_lacks_or_holds_wrongly_is_said_unread_never_taken_for_healthy(tree):
+    sources = tree / node_facts.SOURCES
+    (sources / node_facts.SMI_FILE).unlink()
+    os.mkfifo(sources / node_facts.SMI_FILE)
+    (sources / node_facts.DMESG_FILE).write_bytes(b'\xff' * 10)
+    facts = node_facts.read(tree, 'n7')
+    unread = dict(facts.unread)
+    assert facts.gpus == () and 'not a regular file' in unread['nvidia-smi -q -x']
+    assert facts.xids == () and 'not UTF-8' in unread['dmesg']
+    shutil.rmtree(sources)
+    unread = dict(node_facts.read(tree, 'n7').unread)
+    assert unread['nvidia-smi -q -x'].endswith('No such file or directory')
+
+
+def test_a_job_runs_it_by_path_with_the_node_s_python3_outside_the_venv(tree, tmp_path):
+    python = shutil.which('python3', path='/usr/bin:/bin') or sys.executable
+    out = tmp_path / 'before.json'
+    done = subprocess.run([python, node_facts.__file__, '--root', str(tree), '--node', 'n7',
+                           '--output', str(out)], capture_output=True, text=True, timeout=60,
+                          env={'PATH': '/usr/bin:/bin'}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    facts = node_facts.load(out)
+    assert (len(facts.gpus), len(facts.ports), len(facts.xids)) == (2, 3, 5)
+    assert not list(tmp_path.glob('*.partial'))
+
+
+def test_this_machine_s_own_facts_read_and_what_it_lacks_is_said():
+    facts = node_facts.read('/')
+    assert facts.health.online_cpus == os.cpu_count()
+    unread = dict(facts.unread)
+    if shutil.which('nvidia-smi') is None:
+        assert unread['nvidia-smi -q -x'] == 'no nvidia-smi on this node'
+    assert facts.node and facts.seconds < 30
+    assert Path('/').exists()
