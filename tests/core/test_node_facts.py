@@ -132,3 +132,48 @@ def test_this_machine_s_own_facts_read_and_what_it_lacks_is_said():
         assert unread['nvidia-smi -q -x'] == 'no nvidia-smi on this node'
     assert facts.node and facts.seconds < 30
     assert Path('/').exists()
+
+
+def test_a_job_s_figures_of_the_node_its_gpus_and_ports_are_keyed_as_figures_are(tree):
+    """The P100s' links (Gen3 x16 of Gen3 x16), the ConnectX-4 at one lane of four, the
+    symbol errors the job saw."""
+    before = node_facts.read(tree, 'n7', clock=lambda: 1000.0)
+    counters = tree / 'sys/class/infiniband/mlx5_0/ports/1/counters'
+    (counters / 'symbol_error').write_text(
+        f'{int((counters / "symbol_error").read_text()) + 12}\n')
+    after = node_facts.read(tree, 'n7', clock=lambda: 1010.0)
+    found = node_facts.figures(before, after)
+    assert found.node['gpus'] == 2 and found.node['rdma_ports'] == 3
+    assert found.node['xids'] == 0 and found.node['edac_uncorrected_increase'] == 0
+    assert 'online_cpus' not in found.node     # not read: no figure, never a 0
+    gpu = found.devices['n7:gpu0']
+    assert (gpu['pcie_generation'], gpu['pcie_width'], gpu['pcie_degraded']) == (3, 16, 0)
+    assert sorted(found.devices) == ['n7:gpu0', 'n7:gpu1', 'n7:nic:mlx4_0/1',
+                                     'n7:nic:mlx4_0/2', 'n7:nic:mlx5_0/1']
+    port = found.devices['n7:nic:mlx5_0/1']
+    assert (port['rate_gbps'], port['width'], port['active']) == (25.0, 1, 1)
+    assert port['symbol_error_increase'] == 12
+    assert found.devices['n7:nic:mlx4_0/1']['symbol_error_increase'] == 0
+
+
+@pytest.mark.parametrize('text, bus', [('00000000:9B:00.0', '0000:9b:00'),
+                                       ('0000:9b:00', '0000:9b:00'),
+                                       ('0000:04:00.0', '0000:04:00'), ('nonsense', '')])
+def test_a_gpu_s_bus_reads_as_the_kernel_log_names_it(text, bus):
+    assert node_facts.bus_of(text) == bus
+
+
+def test_a_power_brake_holding_the_clocks_is_its_share_of_the_job_s_window(tree):
+    """The lent H200's own nvidia-smi -q -x (driver 580, every clock event counter 0 us),
+    its power-brake counter 8.7 s higher after a 10 s job: 87 % of the window."""
+    smi = tree / node_facts.SOURCES / node_facts.SMI_FILE
+    real = (FIXTURES / 'gpu' / 'h200' / 'nvidia-smi-q.xml').read_text()
+    smi.write_text(real)
+    before = node_facts.read(tree, 'h1', clock=lambda: 1000.0)
+    tag = 'clocks_event_reasons_counters_hw_power_brake'
+    assert f'<{tag}>0 us</{tag}>' in real
+    smi.write_text(real.replace(f'<{tag}>0 us</{tag}>', f'<{tag}>8700000 us</{tag}>'))
+    after = node_facts.read(tree, 'h1', clock=lambda: 1010.0)
+    gpu = node_facts.figures(before, after).devices['h1:gpu0']
+    assert gpu['clock_hw_power_brake_percent'] == pytest.approx(87.0)
+    assert gpu['clock_sw_power_cap_percent'] == 0

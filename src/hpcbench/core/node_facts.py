@@ -194,7 +194,7 @@ class Changes:
     memory errors gained; None where either read lacks it."""
     ports: dict = field(default_factory=dict)   # {port name: (Increase, ...)}
     xids: tuple = ()
-    clock_event_us: dict = field(default_factory=dict)  # {GPU index: {reason: us}}
+    clock_event_us: dict = field(default_factory=dict)  # {GPU UUID or bus: {reason: us}}
     corrected: int = None
     uncorrected: int = None
     unread: tuple = ()          # ((what, why), ...)
@@ -235,13 +235,144 @@ def changes(before, after):
     for gpu in after.gpus:
         then = earlier.get(gpu.uuid or gpu.bus_id)
         if then is None:
-            unread.append((f'GPU {gpu.index}', 'not there before the job'))
+            unread.append((f'GPU {gpu.bus_id}', 'not there before the job'))
             continue
-        clocks[gpu.index] = {reason: _gain(then.get(reason), us)
+        clocks[gpu.uuid or gpu.bus_id] = {reason: _gain(then.get(reason), us)
                              for reason, us in gpu.clock_event_us}
     return Changes(ports, tuple(gained), clocks,
                    _gain(before.health.corrected, after.health.corrected),
                    _gain(before.health.uncorrected, after.health.uncorrected), tuple(unread))
+
+
+# The figures a pair of reads gives, by name: (unit, what it is). A node's; each GPU's
+# (keyed n1:gpuI: hpcbench.core.device_keys) and each port's (n1:nic:mlx5_0/1). Counts and
+# states as numbers (1: yes, 0: no), so that a contract commits to them as to any figure;
+# a fact not read is no figure, never a 0.
+NODE_FIGURES = {
+    'online_cpus': ('CPUs', 'CPUs online'),
+    'memory_gib': ('GiB', 'memory the kernel has'),
+    'dimm_ranks': ('ranks', 'DIMM ranks EDAC sees'),
+    'max_mhz': ('MHz', 'the most a CPU may run at'),
+    'edac_corrected': ('errors', 'memory errors corrected since boot'),
+    'edac_uncorrected': ('errors', 'memory errors not corrected since boot'),
+    'edac_corrected_increase': ('errors', 'memory errors corrected during the job'),
+    'edac_uncorrected_increase': ('errors', 'memory errors not corrected during the job'),
+    'gpus': ('GPUs', 'GPUs nvidia-smi lists'),
+    'rdma_ports': ('ports', 'RDMA ports'),
+    'xids': ('events', 'XID events the kernel log gained during the job'),
+}
+GPU_FIGURES = {
+    'pcie_generation': ('gen', 'PCIe generation now'),
+    'pcie_width': ('lanes', 'PCIe width now'),
+    'pcie_max_generation': ('gen', 'the PCIe generation it can train at'),
+    'pcie_max_width': ('lanes', 'the PCIe width it can train at'),
+    'pcie_degraded': ('yes', 'PCIe link below what it can train at'),
+    'ecc_uncorrected_volatile': ('errors', 'uncorrected ECC errors since the driver loaded'),
+    'ecc_uncorrected_aggregate': ('errors', 'uncorrected ECC errors over its life'),
+    'retirement_pending': ('yes', 'pages waiting for a reset to be retired'),
+    'row_remap_pending': ('yes', 'rows waiting for a reset to be remapped'),
+    'row_remap_failed': ('yes', 'a row remap that failed'),
+    'persistence': ('yes', 'persistence mode on'),
+    'xids': ('events', 'XID events of this GPU during the job'),
+}
+# Each clock event reason's share of the job's window: clock_<reason>_percent.
+CLOCK_FIGURE = 'clock_{}_percent'
+PORT_FIGURES = {
+    'rate_gbps': ('Gb/s', 'the port\'s rate'),
+    'width': ('lanes', 'the port\'s width'),
+    'active': ('yes', 'the port is ACTIVE'),
+    'link_up': ('yes', 'its physical state is LinkUp'),
+}
+# Each error counter's increase over the job: <counter>_increase.
+INCREASE_FIGURE = '{}_increase'
+
+
+def bus_of(text):
+    """A PCI address as the kernel log names a GPU (`0000:9b:00`), from nvidia-smi's
+    (`00000000:9B:00.0`) or the log's own; '' where it is none."""
+    parts = str(text).lower().split(':')
+    if len(parts) != 3:
+        return ''
+    return f'{parts[0][-4:]}:{parts[1]}:{parts[2].split(".")[0]}'
+
+
+def _yes(value):
+    return None if value is None else float(bool(value))
+
+
+def _number(value):
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class FactFigures:
+    """The figures of a job's two reads: the node's {name: value}, and {device key: {name:
+    value}} of its GPUs and ports; only what was read."""
+    node: dict
+    devices: dict
+
+
+def figures(before, after):
+    """The FactFigures of a node's facts `before` a job and `after` it: states as they were
+    after, counts gained over the window between."""
+    from hpcbench.core import device_keys
+    gained = changes(before, after)
+    health = after.health
+    ranks = None if health.controllers is None else sum(c.ranks for c in health.controllers)
+    node = {
+        'online_cpus': _number(health.online_cpus),
+        'memory_gib': None if health.memory_kib is None else health.memory_kib / (1 << 20),
+        'dimm_ranks': _number(ranks),
+        'max_mhz': None if health.max_khz is None else health.max_khz / 1000,
+        'edac_corrected': _number(health.corrected),
+        'edac_uncorrected': _number(health.uncorrected),
+        'edac_corrected_increase': _number(gained.corrected),
+        'edac_uncorrected_increase': _number(gained.uncorrected),
+        'gpus': None if _unread(after, 'nvidia-smi -q -x') else float(len(after.gpus)),
+        'rdma_ports': None if _unread(after, 'RDMA ports') else float(len(after.ports)),
+        'xids': None if _unread(before, 'dmesg') or _unread(after, 'dmesg')
+        else float(len(gained.xids)),
+    }
+    window_us = max(after.read_at - before.read_at, 0) * 1e6
+    devices = {}
+    # A GPU's key is its place in nvidia-smi's list (its index there and CUDA's, by PCI
+    # bus), not its minor number, which may differ.
+    for place, gpu in enumerate(after.gpus):
+        bus = bus_of(gpu.bus_id)
+        values = {
+            'pcie_generation': _number(gpu.link.generation),
+            'pcie_width': _number(gpu.link.width),
+            'pcie_max_generation': _number(gpu.link.max_generation),
+            'pcie_max_width': _number(gpu.link.max_width),
+            'pcie_degraded': _yes(gpu.link.degraded),
+            'ecc_uncorrected_volatile': _number(gpu.uncorrected_volatile),
+            'ecc_uncorrected_aggregate': _number(gpu.uncorrected_aggregate),
+            'retirement_pending': _yes(gpu.retirement_pending),
+            'row_remap_pending': _yes(gpu.row_remap_pending),
+            'row_remap_failed': _yes(gpu.row_remap_failed),
+            'persistence': _yes(gpu.persistence),
+            'xids': node['xids'] if node['xids'] is None else
+            float(sum(1 for x in gained.xids if x.bus == bus)),
+        }
+        for reason, us in gained.clock_event_us.get(gpu.uuid or gpu.bus_id, {}).items():
+            values[CLOCK_FIGURE.format(reason)] = (
+                None if us is None or not window_us else min(100.0, 100 * us / window_us))
+        devices[device_keys.gpu_key(after.node, place)] = values
+    for port in after.ports:
+        values = {'rate_gbps': port.rate_gbps, 'width': _number(port.width),
+                  'active': None if port.state is None else float(port.state == 'ACTIVE'),
+                  'link_up': None if port.physical_state is None else
+                  float(port.physical_state == 'LinkUp')}
+        for increase in gained.ports.get(port.name, ()):
+            values[INCREASE_FIGURE.format(increase.counter)] = _number(increase.increase)
+        devices[device_keys.nic_key(after.node, port.device, port.port)] = values
+    return FactFigures({k: v for k, v in node.items() if v is not None},
+                       {key: {k: v for k, v in values.items() if v is not None}
+                        for key, values in devices.items()})
+
+
+def _unread(facts, what):
+    return any(name == what for name, _ in facts.unread)
 
 
 def main(argv=None):
