@@ -6,6 +6,7 @@ an uncorrected memory error and one XID; kept as JSON and read back; run by path
 system's python3 as a job runs it; and from this machine's own / ."""
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from hpcbench.core import node_facts
+from hpcbench.core import fact_figures, node_facts
 
 HEALTH = FIXTURES / 'health'
 
@@ -142,9 +143,9 @@ def test_a_job_s_figures_of_the_node_its_gpus_and_ports_are_keyed_as_figures_are
     (counters / 'symbol_error').write_text(
         f'{int((counters / "symbol_error").read_text()) + 12}\n')
     after = node_facts.read(tree, 'n7', clock=lambda: 1010.0)
-    found = node_facts.figures(before, after)
+    found = fact_figures.figures(before, after)
     assert found.node['gpus'] == 2 and found.node['rdma_ports'] == 3
-    assert found.node['xids'] == 0 and found.node['edac_uncorrected_increase'] == 0
+    assert found.node['xid_increase'] == 0 and found.node['edac_uncorrected_increase'] == 0
     assert 'online_cpus' not in found.node     # not read: no figure, never a 0
     gpu = found.devices['n7:gpu0']
     assert (gpu['pcie_generation'], gpu['pcie_width'], gpu['pcie_degraded']) == (3, 16, 0)
@@ -154,13 +155,16 @@ def test_a_job_s_figures_of_the_node_its_gpus_and_ports_are_keyed_as_figures_are
     assert (port['rate_gbps'], port['width'], port['active']) == (25.0, 1, 1)
     assert port['symbol_error_increase'] == 12
     assert found.devices['n7:nic:mlx4_0/1']['symbol_error_increase'] == 0
+    # "5: LinkUp" is up; the ConnectX-4's "4: ACTIVE" is no physical state: not judged.
+    assert found.devices['n7:nic:mlx4_0/1']['link_up'] == 1
+    assert 'link_up' not in port
 
 
 @pytest.mark.parametrize('text, bus', [('00000000:9B:00.0', '0000:9b:00'),
                                        ('0000:9b:00', '0000:9b:00'),
                                        ('0000:04:00.0', '0000:04:00'), ('nonsense', '')])
 def test_a_gpu_s_bus_reads_as_the_kernel_log_names_it(text, bus):
-    assert node_facts.bus_of(text) == bus
+    assert fact_figures.bus_of(text) == bus
 
 
 def test_a_power_brake_holding_the_clocks_is_its_share_of_the_job_s_window(tree):
@@ -174,6 +178,30 @@ def test_a_power_brake_holding_the_clocks_is_its_share_of_the_job_s_window(tree)
     assert f'<{tag}>0 us</{tag}>' in real
     smi.write_text(real.replace(f'<{tag}>0 us</{tag}>', f'<{tag}>8700000 us</{tag}>'))
     after = node_facts.read(tree, 'h1', clock=lambda: 1010.0)
-    gpu = node_facts.figures(before, after).devices['h1:gpu0']
+    gpu = fact_figures.figures(before, after).devices['h1:gpu0']
     assert gpu['clock_hw_power_brake_percent'] == pytest.approx(87.0)
     assert gpu['clock_sw_power_cap_percent'] == 0
+
+
+@pytest.mark.parametrize('launch_status', [0, 3])
+def test_the_job_s_lines_read_the_facts_and_leave_the_launch_s_status(tree, tmp_path,
+                                                                      launch_status):
+    """The lines a job runs around its launch (job_line), in bash: the facts read into the
+    stage directory from the tree HPCBENCH_FACTS_ROOT names ({node}: SLURMD_NODENAME), and
+    the job's status the launch's (IOR's data errors are its exit status); a read that
+    fails says so on stderr and leaves it too."""
+    command = f'{shlex.quote(sys.executable)} {shlex.quote(node_facts.__file__)}'
+    script = '\n'.join(['true', node_facts.job_line(command, node_facts.BEFORE),
+                        f'(exit {launch_status})', node_facts.job_line(command, node_facts.AFTER),
+                        node_facts.job_line('false', 'nowhere.json')])
+    env = {'PATH': os.environ['PATH'], 'SLURMD_NODENAME': 'n7',
+           node_facts.ROOT_ENV: str(tree.parent / '{node}')}
+    done = subprocess.run(['bash', '-c', script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == launch_status
+    assert 'hpcbench facts: not read into nowhere.json (exit 1)' in done.stderr
+    found, unread = fact_figures.job_figures(tmp_path)
+    assert found.node_name == 'n7' and found.node['gpus'] == 2 and unread == []
+    (tmp_path / node_facts.AFTER).unlink()
+    found, unread = fact_figures.job_figures(tmp_path)
+    assert found is None and unread[0].startswith('facts after the job: ')

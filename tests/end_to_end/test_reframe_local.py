@@ -10,9 +10,10 @@ import pytest
 import yaml
 
 from hpcbench.benchmarks import ceilings, dgemm, hpl, imb, stream
-from hpcbench.core import layout
+from hpcbench.core import layout, node_facts
 from hpcbench.rfm import run_modes
 from hpcbench.machine import host
+from hpcbench.results import measured, results_db
 from hpcbench.stack import blas, mpi_stacks
 from conftest import BIN, ROOT, needs_root, run_reframe
 
@@ -182,6 +183,17 @@ def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_not
     imb_line = (var / 'perflogs' / 'local' / 'default' / 'ImbPairCheck.log').read_text(
         ).splitlines()[-1]
     assert f'|build=impi-rt {mpi_stacks.INTEL_MPI_VERSION} (PyPI)|' in imb_line
+
+    # Every job read this machine's own health facts just before its launch and just after
+    # it (hpcbench.rfm.hardware_facts), kept with its figures in the results database: the
+    # node in its own word, its CPUs, and what it has not (no GPU driver here) said.
+    session = results_db.latest_session(results_db.site_config('local'))
+    cases = list(measured.measured_runs(session))
+    assert cases and {c.facts_node for c in cases} == {node_facts.node_name()}
+    assert {c.facts.get('online_cpus') for c in cases} == {float(os.cpu_count())}
+    if not shutil.which('nvidia-smi'):
+        assert all('nvidia-smi -q -x before the job: no nvidia-smi on this node'
+                   in c.variables['facts_unread'] for c in cases)
 
     # The report of that run, built from its results database and opened in Chromium.
     shown = subprocess.run([str(BIN / 'hpcbench'), 'report', '--output', str(var / 'report'),

@@ -129,6 +129,33 @@ ENTRY_SCHEMA = {
     'additionalProperties': False,
 }
 
+# A fact's expectation (hpcbench.core.fact_figures: what a node, GPU or port says of itself
+# around every job): as the committed value's directions, `equal`, and `increase_at_most`
+# (its increase over a job: errors counted, XIDs logged).
+EXPECTATIONS = ('equal', 'at_least', 'at_most', 'increase_at_most')
+
+FACT_ENTRY_SCHEMA = {
+    'type': 'object',
+    'required': ['id', 'fact', 'scope', 'expect', 'source', 'fault'],
+    'properties': {
+        'id': _ID,
+        'fact': {'type': 'string', 'pattern': r'^[a-z][a-z0-9_]{0,80}$'},
+        # The facts of this check's jobs; of any job's where not named.
+        'check': _TEXT,
+        'scope': {'enum': []},
+        'parameters': _SETTINGS,
+        'partitions': ENTRY_SCHEMA['properties']['partitions'],
+        'environ': _ID,
+        'expect': {'type': 'object', 'minProperties': 1, 'maxProperties': 1,
+                   'properties': {kind: {'type': 'number', 'minimum': 0}
+                                  for kind in EXPECTATIONS},
+                   'additionalProperties': False},
+        'source': ENTRY_SCHEMA['properties']['source'],
+        'fault': ENTRY_SCHEMA['properties']['fault'],
+    },
+    'additionalProperties': False,
+}
+
 SCHEMA = {
     'type': 'object',
     'required': ['system', 'entries'],
@@ -149,20 +176,24 @@ class ContractError(ValueError):
 class Committed:
     value: float
     unit: str
-    direction: str          # at_least or at_most
+    direction: str          # at_least or at_most; a fact's may be equal
     tolerance: float = 0.0  # a fraction of the value: short by no more is a warning
 
     def met_by(self, value):
+        if self.direction == 'equal':
+            return value == self.value
         return value >= self.value if self.direction == 'at_least' else value <= self.value
 
     def within_tolerance(self, value):
+        if self.direction == 'equal':
+            return self.met_by(value)
         if self.direction == 'at_least':
             return value >= self.value * (1 - self.tolerance)
         return value <= self.value * (1 + self.tolerance)
 
     def words(self):
-        return f'{"at least" if self.direction == "at_least" else "at most"} ' \
-               f'{self.value:g} {self.unit}'
+        how = {'at_least': 'at least', 'at_most': 'at most', 'equal': 'equal to'}
+        return f'{how[self.direction]} {self.value:g} {self.unit}'
 
 
 @dataclass(frozen=True)
@@ -237,6 +268,10 @@ class Entry:
     rule: tuple = ('every', True)
     run_rules: dict = None
     watch: Watched = None       # None: not re-judged after the acceptance
+    # A fact of the node, GPU or port (hpcbench.core.node_facts), read around every job of
+    # `check` ('' : of any check): `figure` the fact's figure, `committed` its expectation;
+    # every read must meet it.
+    fact: bool = False
 
 
 @dataclass(frozen=True)
@@ -248,14 +283,40 @@ class Contract:
 
 
 def schema():
-    """SCHEMA with the scopes the suite knows now (hpcbench.acceptance.scopes.SCOPES)."""
-    entry = {**ENTRY_SCHEMA, 'properties': {**ENTRY_SCHEMA['properties'],
-                                            'scope': {'enum': list(scopes.SCOPES)}}}
+    """SCHEMA with the scopes the suite knows now (hpcbench.acceptance.scopes.SCOPES): an
+    entry naming a `fact` as FACT_ENTRY_SCHEMA, any other as ENTRY_SCHEMA."""
+    known = {'scope': {'enum': list(scopes.SCOPES)}}
+    entry = {**ENTRY_SCHEMA, 'properties': {**ENTRY_SCHEMA['properties'], **known}}
+    fact = {**FACT_ENTRY_SCHEMA, 'properties': {**FACT_ENTRY_SCHEMA['properties'], **known}}
     return {**SCHEMA, 'properties': {**SCHEMA['properties'], 'entries': {
-        **SCHEMA['properties']['entries'], 'items': entry}}}
+        **SCHEMA['properties']['entries'],
+        'items': {'if': {'type': 'object', 'required': ['fact']}, 'then': fact,
+                  'else': entry}}}}
 
 
-def _entry(data):
+def _fact_entry(data, where):
+    """The Entry of a fact's (FACT_ENTRY_SCHEMA's) data."""
+    from hpcbench.core import fact_figures
+    scope = scopes.named(data['scope'])
+    (kind, value), = data['expect'].items()
+    try:
+        figure, unit = fact_figures.fact_figure(scope, data['fact'],
+                                                kind == 'increase_at_most')
+    except fact_figures.UnknownFact as err:
+        raise ContractError(f'{where}.fact: {err}') from None
+    direction = 'at_most' if kind == 'increase_at_most' else kind
+    return Entry(
+        id=data['id'], check=data.get('check', ''), figure=figure, scope=scope,
+        committed=Committed(float(value), unit, direction), source=Source(**data['source']),
+        fault_code=data['fault']['code'], action=data['fault']['action'],
+        partitions=tuple(data.get('partitions') or ()), environ=data.get('environ', ''),
+        parameters=dict(data.get('parameters') or {}), median_of=1, run_rules={},
+        fact=True)
+
+
+def _entry(data, where=''):
+    if 'fact' in data:
+        return _fact_entry(data, where)
     committed = data['committed']
     return Entry(
         id=data['id'], check=data['check'], figure=data['figure'],
@@ -291,43 +352,62 @@ def from_data(data, where, system=None, partitions=None):
     if system is not None and data['system'] != system:
         raise ContractError(f'{where}: system: {data["system"]!r}: a contract of another '
                             f'system than {system!r}')
-    entries = [_entry(e) for e in data['entries']]
+    entries = [_entry(e, f'{where}: entries[{e["id"]}]') for e in data['entries']]
     seen = set()
     checks = declared()
+    measured = {e.check for e in entries if not e.fact}
     for entry in entries:
         at = f'{where}: entries[{entry.id}]'
         if entry.id in seen:
             raise ContractError(f'{at}.id: two entries are called {entry.id!r}')
         seen.add(entry.id)
-        if entry.check not in checks:
+        if entry.fact:
+            # Facts are read around the jobs the contract's figures run, and run none.
+            if entry.check and entry.check not in measured:
+                raise ContractError(f'{at}.check: no entry of the contract runs {entry.check}, '
+                                    'and a fact is read around the jobs its figures run '
+                                    f'(they run: {", ".join(sorted(measured)) or "nothing"})')
+        elif entry.check not in checks:
             raise ContractError(f'{at}.check: the suite has no check {entry.check!r} (its '
                                 f'checks: {", ".join(sorted(checks))})')
-        reported = checks[entry.check].variables_for(entry.parameters)
-        if entry.figure not in reported:
-            raise ContractError(f'{at}.figure: {entry.check} reports no {entry.figure!r} '
-                                f'(it reports: {", ".join(sorted(reported))})')
-        unit = checks[entry.check].unit_of(entry.figure, entry.parameters)
-        if entry.committed.unit != unit:
-            raise ContractError(f'{at}.committed.unit: {entry.committed.unit!r} is not the unit '
-                                f'of {entry.check} {entry.figure}, {unit!r}: commit the value '
-                                'in the unit the check reports')
-        if entry.watch and entry.scope.runs != 'per_node':
-            raise ContractError(f'{at}.watch: a {entry.scope} entry is not measured on one '
-                                'node at a time, and the watch re-judges node by node: watch '
-                                'entries of a node, GPU or GPU pair scope')
+        else:
+            _check_figure(entry, checks, at)
         if partitions is not None:
-            unknown = [p for p in entry.partitions if p not in partitions]
-            if unknown:
-                raise ContractError(f'{at}.partitions: {data["system"]} has no partition '
-                                    f'{", ".join(unknown)} (its partitions: '
-                                    f'{", ".join(sorted(partitions))})')
-            named = entry.partitions or tuple(partitions)
-            without = [p for p in named if not partitions[p]]
-            if entry.scope.needs_gpus and (entry.partitions and without
-                                           or not any(partitions[p] for p in named)):
-                raise ContractError(f'{at}.scope: {entry.scope} on partition(s) without GPUs: '
-                                    f'{", ".join(without)}')
+            _check_partitions(entry, partitions, data['system'], at)
     return Contract(data['system'], tuple(entries), Path(where), data.get('about', ''))
+
+
+def _check_figure(entry, checks, at):
+    """A measured figure's entry: its check reports the figure, in the committed unit, and
+    a watch only of a unit measured on one node."""
+    reported = checks[entry.check].variables_for(entry.parameters)
+    if entry.figure not in reported:
+        raise ContractError(f'{at}.figure: {entry.check} reports no {entry.figure!r} '
+                            f'(it reports: {", ".join(sorted(reported))})')
+    unit = checks[entry.check].unit_of(entry.figure, entry.parameters)
+    if entry.committed.unit != unit:
+        raise ContractError(f'{at}.committed.unit: {entry.committed.unit!r} is not the unit '
+                            f'of {entry.check} {entry.figure}, {unit!r}: commit the value '
+                            'in the unit the check reports')
+    if entry.watch and entry.scope.runs != 'per_node':
+        raise ContractError(f'{at}.watch: a {entry.scope} entry is not measured on one '
+                            'node at a time, and the watch re-judges node by node: watch '
+                            'entries of a node, GPU or GPU pair scope')
+
+
+def _check_partitions(entry, partitions, system, at):
+    """The entry's partitions are the system's, and GPUs' scopes on partitions with GPUs."""
+    unknown = [p for p in entry.partitions if p not in partitions]
+    if unknown:
+        raise ContractError(f'{at}.partitions: {system} has no partition '
+                            f'{", ".join(unknown)} (its partitions: '
+                            f'{", ".join(sorted(partitions))})')
+    named = entry.partitions or tuple(partitions)
+    without = [p for p in named if not partitions[p]]
+    if entry.scope.needs_gpus and (entry.partitions and without
+                                   or not any(partitions[p] for p in named)):
+        raise ContractError(f'{at}.scope: {entry.scope} on partition(s) without GPUs: '
+                            f'{", ".join(without)}')
 
 
 def load(path, system=None, partitions=None):

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 
 from hpcbench.acceptance.scopes import Unit
 from hpcbench.benchmarks.reports import impossible
+from hpcbench.core import device_keys, fact_figures
 
 VERDICTS = ('PASS', 'WARN', 'FAIL', 'INVALID', 'NOT_RUN')
 FAILING = ('FAIL', 'INVALID', 'NOT_RUN')
@@ -57,6 +58,9 @@ class UnitVerdict:
     p_value: float = None
     reason: str = ''
     slow: str = ''          # why the unit is slow beside its peers; '' where it is not
+    # What the hardware said of itself around the unit's runs that explains a failing or
+    # slow figure (hpcbench.core.fact_figures.evidence); '' where it said nothing amiss.
+    hardware: str = ''
 
 
 @dataclass(frozen=True)
@@ -71,11 +75,11 @@ class EntryVerdict:
 
 
 def covers(check, parameters, environ, partitions, run):
-    """Whether `run` (a MeasuredCase or FailedRun) is of this check, with these parameters
+    """Whether `run` (a MeasuredCase or FailedRun) is of this check ('' : any), with these parameters
     ({} : any; each a parameter of the test case, or a variable it stored; a name it has
     neither of is a fact of its partition, the DIMMs of a node, which its run does not
     record), on this environment ('' : any) and one of these partitions (() : any)."""
-    if run.check != check or (partitions and run.partition not in partitions) or (
+    if (check and run.check != check) or (partitions and run.partition not in partitions) or (
             environ and run.environ != environ):
         return False
     stored = {**(getattr(run, 'variables', None) or {}), **run.parameters}
@@ -92,6 +96,8 @@ def units_of(entry, case):
     key (its scope's units: hpcbench.acceptance.scopes)."""
     if not _of_entry(entry, case):
         return {}
+    if entry.fact:
+        return entry.scope.case_fact_units(case, entry.figure)
     return entry.scope.case_units(case, entry.figure)
 
 
@@ -102,6 +108,8 @@ def withheld_units(entry, cases):
     can have (not finite; nothing or less of a rate or a time: hpcbench.benchmarks.reports.
     impossible, in the unit the contract commits it in, the check's)."""
     withheld = {}
+    if entry.fact:
+        return withheld         # a fact is what a node said: no run's figure to withhold
     for case in (c for c in cases if _of_entry(entry, c)):
         unit = entry.scope.case_unit(case)
         if unit is not None and entry.figure in case.withheld:
@@ -122,6 +130,8 @@ def invalid_units(entry, failed):
     or pair's units are those its node's run would have measured: the caller's expected
     units name them (NOT_RUN)."""
     invalid = {}
+    if entry.fact:
+        return invalid          # a benchmark that failed read its node's facts all the same
     for run in failed:
         unit = entry.scope.failed_unit(run) if _of_entry(entry, run) else None
         if unit is not None:
@@ -154,7 +164,7 @@ def unit_values(entry, cases):
     values = {}
     for case in cases:
         for unit, value in units_of(entry, case).items():
-            if not impossible(float(value), entry.committed.unit):
+            if entry.fact or not impossible(float(value), entry.committed.unit):
                 values.setdefault(unit, []).append(float(value))
     return values
 
@@ -169,8 +179,25 @@ def _p_value(committed, values):
     return float(ttest_1samp(values, committed.value, alternative=alternative).pvalue)
 
 
+def judge_fact(entry, unit, values):
+    """The UnitVerdict of a fact's `unit` from its `values` (one per job that read it): a
+    fact is no sample, and one read that misses it fails, the worst one said."""
+    committed = entry.committed
+    if not values:
+        return UnitVerdict(unit, 'NOT_RUN', reason='not read around any job')
+    missed = [v for v in values if not committed.met_by(v)]
+    said = f'{len(values)} read(s), expected {committed.words()}'
+    if not missed:
+        return UnitVerdict(unit, 'PASS', values, values[-1], reason=f'{said}: every one met it')
+    worst = (min if committed.direction == 'at_least' else max)(missed)
+    return UnitVerdict(unit, 'FAIL', values, worst, reason=(
+        f'{said}: {len(missed)} missed it, the worst {worst:g} {committed.unit}'))
+
+
 def judge_unit(entry, unit, values, alpha=ALPHA):
     """The UnitVerdict of `unit` from its `values` (its runs' figures)."""
+    if entry.fact:
+        return judge_fact(entry, unit, tuple(values))
     committed, needed = entry.committed, entry.median_of
     values = tuple(v for v in values if math.isfinite(v))
     if len(values) < needed:
@@ -298,16 +325,49 @@ def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALP
             verdicts.append(UnitVerdict(unit, 'INVALID', reason=invalid[unit]))
         elif unit not in values:
             verdicts.append(UnitVerdict(unit, 'NOT_RUN', reason=not_run.get(
-                unit, 'no figure measured: not run, or its job did not finish')))
+                unit, 'not read: no job of it read this fact (see its jobs\' facts_unread)'
+                if entry.fact else 'no figure measured: not run, or its job did not finish')))
         else:
             judged = judge_unit(entry, unit, values[unit], alpha)
             if judged.verdict == 'NOT_RUN' and unit in not_run:
                 # Runs cut short by what stopped the node (drained during the acceptance).
                 judged = replace(judged, reason=f'{not_run[unit]}; {judged.reason}')
             verdicts.append(judged)
-    verdicts = slow_beside_peers(verdicts, entry.committed.direction)
+    if not entry.fact:
+        verdicts = [_with_hardware(entry, v, cases) for v in
+                    slow_beside_peers(verdicts, entry.committed.direction)]
     verdict, why = _over_scope(entry, verdicts)
     return EntryVerdict(entry, tuple(verdicts), verdict, why)
+
+
+# The most of the hardware's words a unit's verdict carries.
+MAX_HARDWARE = 300
+
+
+def _with_hardware(entry, verdict, cases):
+    """A figure's failing or slow unit with what its node's hardware said around its runs
+    (the facts its jobs read: hpcbench.rfm.hardware_facts): a GPU's unit its own GPU's and
+    the node's, a node's every device's."""
+    node = verdict.unit.node
+    if node is None or not (verdict.verdict in FAILING + ('WARN',) or verdict.slow):
+        return verdict
+    key = verdict.unit.key
+    own = {str(key)} if isinstance(key, device_keys.Gpu) else (
+        {device_keys.gpu_key(key.node, key.first), device_keys.gpu_key(
+            key.other_node or key.node, key.second)}
+        if isinstance(key, device_keys.GpuPair) else None)
+    said = []
+    for case in cases:
+        if case.facts_node != node or not _of_entry(entry, case):
+            continue
+        devices = {str(d.key): d.figures for d in case.device_facts
+                   if own is None or str(d.key) in own}
+        said += fact_figures.evidence(case.facts, devices)
+    if not said:
+        return verdict
+    text = '; '.join(dict.fromkeys(said))
+    return replace(verdict, hardware=text if len(text) <= MAX_HARDWARE
+                   else text[:MAX_HARDWARE - 3] + '...')
 
 
 def system_verdict(entry_verdicts):

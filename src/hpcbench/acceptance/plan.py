@@ -72,9 +72,10 @@ def run_groups(contract, kinds=None):
     """The contract's entries grouped into the runs that measure them, in entry order.
     `kinds`: {check: (its parameters' names, its variables' names)}, as ReFrame describes
     the checks (hpcbench.rfm.reframe_port.ReFrame.check_kinds); without, every name of an
-    entry's case is taken for a parameter."""
+    entry's case is taken for a parameter. A fact's entry runs nothing: facts are read
+    around every job (hpcbench.rfm.plugins.HardwareFacts)."""
     groups = {}
-    for entry in contract.entries:
+    for entry in (e for e in contract.entries if not e.fact):
         key = (entry.check, tuple(sorted(entry.parameters.items())), entry.environ,
                entry.scope.runs, entry.partitions,
                tuple(sorted((entry.run_rules.get('settings') or {}).items())))

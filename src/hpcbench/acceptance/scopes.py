@@ -74,6 +74,11 @@ class Scope:
         a GPU's, whose units are the case's devices)."""
         return None
 
+    def case_fact_units(self, case, fact):
+        """{Unit: value} of the fact figure `fact` a case's job read for this scope
+        (hpcbench.rfm.plugins.HardwareFacts): none but a node's, a GPU's and a port's."""
+        return {}
+
     def failed_unit(self, run):
         """The unit a run that failed before its figures invalidates, or None (a GPU's,
         which its node's run would have measured: expected, and so NOT_RUN)."""
@@ -108,6 +113,12 @@ class _Node(Scope):
     def case_unit(self, case):
         return self.unit(case.partition, case.nodes[0]) if len(case.nodes) == 1 else None
 
+    def case_fact_units(self, case, fact):
+        # The node the facts are of, in its own word: a job of several nodes read its first.
+        if not case.facts_node or fact not in case.facts:
+            return {}
+        return {self.unit(case.partition, case.facts_node): case.facts[fact]}
+
     def failed_unit(self, run):
         return self.case_unit(run)
 
@@ -132,6 +143,11 @@ class _Device(Scope):
         return {self.unit(case.partition, d.key): d.figures[figure]
                 for d in case.devices
                 if isinstance(d.key, self.key_type) and figure in d.figures}
+
+    def case_fact_units(self, case, fact):
+        return {self.unit(case.partition, d.key): d.figures[fact]
+                for d in case.device_facts
+                if isinstance(d.key, self.key_type) and fact in d.figures}
 
     def nodes(self, key):
         return (key.node,)

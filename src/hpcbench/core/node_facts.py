@@ -3,7 +3,7 @@ errors, CPUs, governor, memory: hpcbench.core.node_health), its GPUs' as their d
 (nvidia-smi -q -x: hpcbench.core.gpu_health), its RDMA ports' (state, rate, error counters:
 hpcbench.core.nic_health) and the XID events its kernel log holds (hpcbench.core.
 kernel_log); and what two such reads, before and after a job, say of the job's window
-(changes()).
+(changes(); as figures: hpcbench.core.fact_figures).
 
 Where the facts come from: the node's / (sysfs, procfs) and two commands, `nvidia-smi -q
 -x` and `dmesg`, each run with a time limit. A tree standing in for a node (the testbed's
@@ -183,7 +183,7 @@ def read(root='/', node=None, clock=time.time):
     if seconds > READ_SECONDS:
         unread.append(('time', f'the read took {seconds:.1f} s, more than the '
                                f'{READ_SECONDS:g} s it should'))
-    return NodeFacts(node or socket.gethostname().split('.')[0], read_at, seconds, health,
+    return NodeFacts(node or node_name(), read_at, seconds, health,
                      gpus, ports, xids, tuple(unread))
 
 
@@ -244,144 +244,38 @@ def changes(before, after):
                    _gain(before.health.uncorrected, after.health.uncorrected), tuple(unread))
 
 
-# The figures a pair of reads gives, by name: (unit, what it is). A node's; each GPU's
-# (keyed n1:gpuI: hpcbench.core.device_keys) and each port's (n1:nic:mlx5_0/1). Counts and
-# states as numbers (1: yes, 0: no), so that a contract commits to them as to any figure;
-# a fact not read is no figure, never a 0.
-NODE_FIGURES = {
-    'online_cpus': ('CPUs', 'CPUs online'),
-    'memory_gib': ('GiB', 'memory the kernel has'),
-    'dimm_ranks': ('ranks', 'DIMM ranks EDAC sees'),
-    'max_mhz': ('MHz', 'the most a CPU may run at'),
-    'edac_corrected': ('errors', 'memory errors corrected since boot'),
-    'edac_uncorrected': ('errors', 'memory errors not corrected since boot'),
-    'edac_corrected_increase': ('errors', 'memory errors corrected during the job'),
-    'edac_uncorrected_increase': ('errors', 'memory errors not corrected during the job'),
-    'gpus': ('GPUs', 'GPUs nvidia-smi lists'),
-    'rdma_ports': ('ports', 'RDMA ports'),
-    'xids': ('events', 'XID events the kernel log gained during the job'),
-}
-GPU_FIGURES = {
-    'pcie_generation': ('gen', 'PCIe generation now'),
-    'pcie_width': ('lanes', 'PCIe width now'),
-    'pcie_max_generation': ('gen', 'the PCIe generation it can train at'),
-    'pcie_max_width': ('lanes', 'the PCIe width it can train at'),
-    'pcie_degraded': ('yes', 'PCIe link below what it can train at'),
-    'ecc_uncorrected_volatile': ('errors', 'uncorrected ECC errors since the driver loaded'),
-    'ecc_uncorrected_aggregate': ('errors', 'uncorrected ECC errors over its life'),
-    'retirement_pending': ('yes', 'pages waiting for a reset to be retired'),
-    'row_remap_pending': ('yes', 'rows waiting for a reset to be remapped'),
-    'row_remap_failed': ('yes', 'a row remap that failed'),
-    'persistence': ('yes', 'persistence mode on'),
-    'xids': ('events', 'XID events of this GPU during the job'),
-}
-# Each clock event reason's share of the job's window: clock_<reason>_percent.
-CLOCK_FIGURE = 'clock_{}_percent'
-PORT_FIGURES = {
-    'rate_gbps': ('Gb/s', 'the port\'s rate'),
-    'width': ('lanes', 'the port\'s width'),
-    'active': ('yes', 'the port is ACTIVE'),
-    'link_up': ('yes', 'its physical state is LinkUp'),
-}
-# Each error counter's increase over the job: <counter>_increase.
-INCREASE_FIGURE = '{}_increase'
+# What a job writes beside its output (its stage directory), before and after its launch.
+BEFORE, AFTER = 'hpcbench-facts-before.json', 'hpcbench-facts-after.json'
+# Where a node's facts come from, where not its / (the testbed's trees): `{node}` in it is
+# the node's name.
+ROOT_ENV = 'HPCBENCH_FACTS_ROOT'
 
 
-def bus_of(text):
-    """A PCI address as the kernel log names a GPU (`0000:9b:00`), from nvidia-smi's
-    (`00000000:9B:00.0`) or the log's own; '' where it is none."""
-    parts = str(text).lower().split(':')
-    if len(parts) != 3:
-        return ''
-    return f'{parts[0][-4:]}:{parts[1]}:{parts[2].split(".")[0]}'
+def node_name():
+    """This node's name as its scheduler calls it (Slurm's SLURMD_NODENAME: the testbed's
+    emulated nodes share one host), else its host name."""
+    return os.environ.get('SLURMD_NODENAME') or socket.gethostname().split('.')[0]
 
 
-def _yes(value):
-    return None if value is None else float(bool(value))
-
-
-def _number(value):
-    return None if value is None else float(value)
-
-
-@dataclass(frozen=True)
-class FactFigures:
-    """The figures of a job's two reads: the node's {name: value}, and {device key: {name:
-    value}} of its GPUs and ports; only what was read."""
-    node: dict
-    devices: dict
-
-
-def figures(before, after):
-    """The FactFigures of a node's facts `before` a job and `after` it: states as they were
-    after, counts gained over the window between."""
-    from hpcbench.core import device_keys
-    gained = changes(before, after)
-    health = after.health
-    ranks = None if health.controllers is None else sum(c.ranks for c in health.controllers)
-    node = {
-        'online_cpus': _number(health.online_cpus),
-        'memory_gib': None if health.memory_kib is None else health.memory_kib / (1 << 20),
-        'dimm_ranks': _number(ranks),
-        'max_mhz': None if health.max_khz is None else health.max_khz / 1000,
-        'edac_corrected': _number(health.corrected),
-        'edac_uncorrected': _number(health.uncorrected),
-        'edac_corrected_increase': _number(gained.corrected),
-        'edac_uncorrected_increase': _number(gained.uncorrected),
-        'gpus': None if _unread(after, 'nvidia-smi -q -x') else float(len(after.gpus)),
-        'rdma_ports': None if _unread(after, 'RDMA ports') else float(len(after.ports)),
-        'xids': None if _unread(before, 'dmesg') or _unread(after, 'dmesg')
-        else float(len(gained.xids)),
-    }
-    window_us = max(after.read_at - before.read_at, 0) * 1e6
-    devices = {}
-    # A GPU's key is its place in nvidia-smi's list (its index there and CUDA's, by PCI
-    # bus), not its minor number, which may differ.
-    for place, gpu in enumerate(after.gpus):
-        bus = bus_of(gpu.bus_id)
-        values = {
-            'pcie_generation': _number(gpu.link.generation),
-            'pcie_width': _number(gpu.link.width),
-            'pcie_max_generation': _number(gpu.link.max_generation),
-            'pcie_max_width': _number(gpu.link.max_width),
-            'pcie_degraded': _yes(gpu.link.degraded),
-            'ecc_uncorrected_volatile': _number(gpu.uncorrected_volatile),
-            'ecc_uncorrected_aggregate': _number(gpu.uncorrected_aggregate),
-            'retirement_pending': _yes(gpu.retirement_pending),
-            'row_remap_pending': _yes(gpu.row_remap_pending),
-            'row_remap_failed': _yes(gpu.row_remap_failed),
-            'persistence': _yes(gpu.persistence),
-            'xids': node['xids'] if node['xids'] is None else
-            float(sum(1 for x in gained.xids if x.bus == bus)),
-        }
-        for reason, us in gained.clock_event_us.get(gpu.uuid or gpu.bus_id, {}).items():
-            values[CLOCK_FIGURE.format(reason)] = (
-                None if us is None or not window_us else min(100.0, 100 * us / window_us))
-        devices[device_keys.gpu_key(after.node, place)] = values
-    for port in after.ports:
-        values = {'rate_gbps': port.rate_gbps, 'width': _number(port.width),
-                  'active': None if port.state is None else float(port.state == 'ACTIVE'),
-                  'link_up': None if port.physical_state is None else
-                  float(port.physical_state == 'LinkUp')}
-        for increase in gained.ports.get(port.name, ()):
-            values[INCREASE_FIGURE.format(increase.counter)] = _number(increase.increase)
-        devices[device_keys.nic_key(after.node, port.device, port.port)] = values
-    return FactFigures({k: v for k, v in node.items() if v is not None},
-                       {key: {k: v for k, v in values.items() if v is not None}
-                        for key, values in devices.items()})
-
-
-def _unread(facts, what):
-    return any(name == what for name, _ in facts.unread)
+def job_line(command, output):
+    """The job script's line that reads the node's facts into `output` with `command` (the
+    shell words that run this module); a read that fails says so and the job goes on: no
+    fact read is a verdict of the benchmark's. The status the line found ($?: the launch's,
+    after it) is the one it leaves, so that a job still ends as its benchmark did."""
+    return (f'hpcbench_status=$?; {command} --root "${{{ROOT_ENV}:-/}}" --output {output} || '
+            f'echo "hpcbench facts: not read into {output} (exit $?)" >&2; '
+            '(exit $hpcbench_status)')
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--root', default='/', help='the node\'s / (a tree standing in for it)')
-    parser.add_argument('--node', help='its name (this host\'s where not given)')
+    parser.add_argument('--root', default='/', help='the node\'s / (a tree standing in for '
+                        'it; {node} is its name)')
+    parser.add_argument('--node', help='its name (its scheduler\'s, else its host name)')
     parser.add_argument('--output', required=True, help='the JSON file to write')
     args = parser.parse_args(argv)
-    facts = read(args.root, args.node)
+    node = args.node or node_name()
+    facts = read(args.root.replace('{node}', node), node)
     text = json.dumps(facts.to_data(), sort_keys=True)
     partial = f'{args.output}.partial'
     with open(partial, 'w', encoding='utf-8') as handle:

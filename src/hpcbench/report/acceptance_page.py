@@ -28,11 +28,19 @@ def _rule(entry):
             'fraction': f'{100 * value:g} % of the units' if name == 'fraction' else ''}[name]
 
 
+def _what(entry):
+    """`HpccCheck hpl`; a fact's `fact pcie_width` (`around HpccCheck` where it names a
+    check)."""
+    if entry.fact:
+        return f'fact {entry.figure}' + (f' around {entry.check}' if entry.check else '')
+    return f'{entry.check} {entry.figure}'
+
+
 def _entries_table(verdicts):
     rows, classes = [], []
     for e in verdicts:
         counts = e.counts()
-        rows.append((e.entry.id, f'{e.entry.check} {e.entry.figure}', str(e.entry.scope),
+        rows.append((e.entry.id, _what(e.entry), str(e.entry.scope),
                      e.entry.committed.words(), e.entry.source.words(), _rule(e.entry),
                      *(str(counts[v]) for v in VERDICTS),
                      str(sum(bool(u.slow) for u in e.units)), e.verdict, e.reason))
@@ -47,7 +55,8 @@ def _failing_table(verdicts):
         for u in e.units:
             if u.verdict not in FAILING and not u.slow:
                 continue
-            cause = u.reason + (f'; slow beside its peers: {u.slow}' if u.slow else '')
+            cause = u.reason + (f'; slow beside its peers: {u.slow}' if u.slow else '') + (
+                f'; the hardware said: {u.hardware}' if u.hardware else '')
             rows.append((str(u.unit), u.unit.partition, e.entry.id, u.verdict,
                          _number(u.median), e.entry.committed.words(), e.entry.source.words(),
                          cause, f'{e.entry.fault_code}: {e.entry.action}'))
@@ -90,7 +99,7 @@ def _units_table(e):
                   _number(u.median), '-' if u.p_value is None else f'{u.p_value:.3g}',
                   u.reason, u.slow) for u in e.units)
     return Table(('unit', 'partition', 'verdict', 'runs', 'median', 'p', 'why', 'slow'), rows,
-                 heading=f'{e.entry.id}: {e.entry.check} {e.entry.figure} ({e.entry.scope})',
+                 heading=f'{e.entry.id}: {_what(e.entry)} ({e.entry.scope})',
                  row_classes=tuple(_CLASS[u.verdict] for u in e.units), strong=2)
 
 

@@ -139,6 +139,11 @@ class MeasuredCase:
     curve: dict = None                  # IMB's per-size table, where the check keeps one
     variables: dict = field(default_factory=dict)   # the test's variables, as stored
     session: str = ''                   # the UUID of the session it comes from
+    # The node's health facts over the job (hpcbench.rfm.plugins.HardwareFacts): the node
+    # they are of, its fact figures {name: value}, each GPU's and port's (DeviceFigures).
+    facts_node: str = ''
+    facts: dict = field(default_factory=dict)
+    device_facts: tuple = ()
 
     @property
     def key(self):
@@ -231,11 +236,12 @@ def _number(value):
     return None if value is None else float(value)
 
 
-def _devices(tc):
-    """The DeviceFigures of a stored test case (its device_figures and pair_links)."""
+def _devices(tc, variable='device_figures'):
+    """The DeviceFigures of a stored test case (its device_figures and pair_links; or, of
+    `variable` device_facts, its devices' fact figures)."""
     devices = []
     links = tc.get('pair_links') or {}
-    for text, figures in sorted((tc.get('device_figures') or {}).items()):
+    for text, figures in sorted((tc.get(variable) or {}).items()):
         try:
             key = device_keys.parse(text)
         except device_keys.DeviceKeyError as err:
@@ -308,7 +314,19 @@ def _decoded(tc):
         num_tasks=int(tc.get('num_tasks') or 1),
         provenance=Provenance(**{name: tc.get(name) or '' for name in Provenance.FIELDS}),
         input_files=dict(tc.get('input_files') or {}),
-        curve=curve if isinstance(curve, dict) else None, variables=tc)
+        curve=curve if isinstance(curve, dict) else None, variables=tc,
+        facts_node=_facts_node(tc),
+        facts={k: float(v) for k, v in (tc.get('node_facts') or {}).items()},
+        device_facts=_devices(tc, 'device_facts'))
+
+
+def _facts_node(tc):
+    """The node a case's facts are of, as it named itself; a name that is none refused."""
+    name = tc.get('facts_node') or ''
+    if name and not NODE_NAME.fullmatch(name):
+        raise RuntimeError(f'test case {tc.get("display_name") or tc.get("name")}: its facts '
+                           f'are of {name[:80]!r}, no node\'s name')
+    return name
 
 
 @dataclass(frozen=True)

@@ -224,12 +224,17 @@ def job_python(partition):
                        else 'python3')
 
 
-def suite_module_command(partition, module, *args):
-    """The job script line that runs `python -m <module> args` of the suite's own (stdlib
-    only) modules on a node of `partition`, from the project's sources; the job ends with
-    its status when it fails."""
+def suite_module(partition, module):
+    """The shell words that run `python -m <module>` of the suite's own (stdlib only)
+    modules on a node of `partition`, from the project's sources."""
     source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return (f'PYTHONPATH={shlex.quote(source)} {job_python(partition)} -m {module} '
+    return f'PYTHONPATH={shlex.quote(source)} {job_python(partition)} -m {module}'
+
+
+def suite_module_command(partition, module, *args):
+    """The job script line that runs `python -m <module> args` on a node of `partition`
+    (suite_module); the job ends with its status when it fails."""
+    return (f'{suite_module(partition, module)} '
             f'{" ".join(shlex.quote(str(a)) for a in args)} || exit $?')
 
 

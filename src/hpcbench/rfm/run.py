@@ -14,12 +14,14 @@ from hpcbench.benchmarks import ceilings
 from hpcbench.stack import debian
 from hpcbench.rfm.required_attributes import SubclassContract
 from hpcbench.rfm.partition import job_output, partition_node, run_script
+from hpcbench.rfm.hardware_facts import HardwareFacts
 from hpcbench.rfm.plugins import (CheckedInputs, JobNodes, PinnedNodes, Provenance, QuietNode,
                                   Samples, StackCoverage)
 
 
 class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, QuietNode,
-                   PinnedNodes, JobNodes, Provenance, Samples, SubclassContract):
+                   PinnedNodes, JobNodes, HardwareFacts, Provenance, Samples,
+                   SubclassContract):
     """What every benchmark check is. A check deriving from it defines:
 
     - in its class body: what its base requires (`required_attributes`, refused at init

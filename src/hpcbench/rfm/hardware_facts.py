@@ -1,0 +1,53 @@
+"""The plugin every benchmark run mixes in (hpcbench.rfm.run.BenchmarkRun) for the hardware's
+own evidence (issue 73): `HardwareFacts`, the node's health facts read before and after the
+job, their figures kept (`node_facts`, `device_facts`) with what could not be read
+(`facts_unread`)."""
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_before, variable
+
+from hpcbench.core import fact_figures, node_facts
+from hpcbench.rfm.partition import suite_module
+
+
+class HardwareFacts(rfm.RegressionTestPlugin):
+    """What the node's hardware says of itself around the job (issue 73): its health facts
+    (hpcbench.core.node_facts: memory errors, CPUs, each GPU's PCIe link, ECC, remaps and
+    clock event reasons, each RDMA port's state, rate and error counters, XID events) read
+    by the node's python3 just before the launch and just after it, each read bounded in
+    time and none failing the job; kept as figures beside the job's own: the node's
+    (`node_facts`), each GPU's and port's by its device key (`device_facts`: `n1:gpu3`,
+    `n1:nic:mlx5_0/1`), and what could not be read, with why (`facts_unread`). A contract
+    judges them as facts (hpcbench.acceptance.contract). The facts are of the node the job
+    script runs on (a job of several nodes: its first), in its own word (the node's name).
+    Where a partition's nodes stand in trees (the testbed), its environment names the tree:
+    HPCBENCH_FACTS_ROOT, `{node}` in it the node's name."""
+    #: The node's fact figures over the job ({name: value}: hpcbench.core.node_facts).
+    node_facts = variable(typ.Dict[str, float], value={})
+    #: The node the facts are of, as it named itself.
+    facts_node = variable(str, value='')
+    #: Each GPU's and port's fact figures ({device key: {name: value}}).
+    device_facts = variable(typ.Dict[str, typ.Dict[str, float]], value={})
+    #: What was not read, with why.
+    facts_unread = variable(typ.List[str], value=[])
+
+    # Last before the run: the read before is the line just before the launch (JobNodes'
+    # and QuietNode's come first), the read after the first line after it.
+    @run_before('run', always_last=True)
+    def read_facts_around_the_job(self):
+        command = suite_module(self.current_partition, 'hpcbench.core.node_facts')
+        self.prerun_cmds = [*self.prerun_cmds,
+                            node_facts.job_line(command, node_facts.BEFORE)]
+        self.postrun_cmds = [node_facts.job_line(command, node_facts.AFTER),
+                             *self.postrun_cmds]
+
+    @run_before('sanity')
+    def keep_the_facts(self):
+        if self.is_dry_run():
+            return
+        found, unread = fact_figures.job_figures(self.stagedir)
+        self.facts_unread = unread[:50]
+        if found is not None:
+            self.facts_node = found.node_name
+            self.node_facts = found.node
+            self.device_facts = found.devices

@@ -1,0 +1,191 @@
+"""Facts as contract entries (issue 73): what a node, GPU or port said of itself around each
+job (hpcbench.core.node_facts, read by hpcbench.rfm.plugins.HardwareFacts) judged against
+an expectation (equal, at_least, at_most, increase_at_most), every read meeting it. The runs
+are the testbed's real HPCC runs of n1..n3 (tests/fixtures/acceptance/testbed-32-nodes-
+hpcc-session.json), each given the facts a job reads from a tree of other sites' real
+outputs (tests/fixtures/health: two P100s, a ConnectX-3 and a ConnectX-4, EDAC), with the
+faults injected into the tree: n2's second GPU trained at x8, n3's ConnectX-4 port gaining
+symbol errors during the job and an uncorrected memory error."""
+import json
+import re
+import shutil
+
+import pytest
+
+from conftest import FIXTURES
+from hpcbench.acceptance import contract as contracts, judgement
+from hpcbench.core import fact_figures, node_facts
+from hpcbench.results.measured import measured_runs
+
+HEALTH = FIXTURES / 'health'
+SESSION = json.loads((FIXTURES / 'acceptance' / 'testbed-32-nodes-hpcc-session.json')
+                     .read_text())
+SOURCE = {'kind': 'procurement', 'cite': 'a test of the suite'}
+HPL = {'id': 'hpl', 'check': 'HpccCheck', 'figure': 'hpl', 'scope': 'node',
+       'committed': {'value': 14.42, 'unit': 'GFLOP/s', 'direction': 'at_least'},
+       'source': SOURCE, 'fault': {'code': 'HPCC-NODE', 'action': 'see to the node'}}
+
+
+def _fact(id_, fact, scope, expect, code):
+    return {'id': id_, 'fact': fact, 'scope': scope, 'expect': expect, 'source': SOURCE,
+            'fault': {'code': code, 'action': 'see NVIDIA\'s and the vendor\'s action'}}
+
+
+FACTS = [_fact('pcie', 'pcie_width', 'gpu', {'equal': 16}, 'GPU-PCIE-WIDTH'),
+         _fact('ib-rate', 'rate_gbps', 'nic', {'at_least': 25}, 'IB-RATE'),
+         _fact('ib-symbols', 'symbol_error', 'nic', {'increase_at_most': 0}, 'IB-SYMBOL'),
+         _fact('edac', 'edac_uncorrected', 'node', {'increase_at_most': 0}, 'MEM-UE')]
+
+
+def _contract(*entries):
+    return contracts.from_data({'system': 'testbed', 'entries': [HPL, *entries]}, 'a test')
+
+
+def _tree(tmp_path, node):
+    root = tmp_path / node
+    shutil.copytree(HEALTH / 'procfs-sys' / 'class', root / 'sys' / 'class')
+    shutil.copytree(HEALTH / 'netdata-1508' / 'sys' / 'devices', root / 'sys' / 'devices')
+    (root / node_facts.SOURCES).mkdir(parents=True)
+    shutil.copy(HEALTH / 'nvidia-smi-q-p100x2.xml',
+                root / node_facts.SOURCES / node_facts.SMI_FILE)
+    return root
+
+
+def _bump(path, by):
+    path.write_text(f'{int(path.read_text()) + by}\n')
+
+
+def _with_facts(tc, tmp_path):
+    """A real test case given the facts its job read around it from its node's tree."""
+    node = tc['job_nodelist'][0]
+    root = _tree(tmp_path, node)
+    if node == 'n2':
+        smi = root / node_facts.SOURCES / node_facts.SMI_FILE
+        text = smi.read_text()
+        second = text.index('<minor_number>1</minor_number>')
+        head, tail = text[:second], text[second:]
+        smi.write_text(head + re.sub(r'<current_link_width>16x</current_link_width>',
+                                     '<current_link_width>8x</current_link_width>', tail,
+                                     count=1))
+    before = node_facts.read(root, node, clock=lambda: 1000.0)
+    if node == 'n3':
+        _bump(root / 'sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error', 37)
+        _bump(root / 'sys/devices/system/edac/mc/mc0/ue_count', 1)
+    found = fact_figures.figures(before, node_facts.read(root, node, clock=lambda: 1002.0))
+    shutil.rmtree(root)
+    return {**tc, 'facts_node': found.node_name, 'node_facts': found.node,
+            'device_facts': found.devices}
+
+
+@pytest.fixture
+def cases(tmp_path):
+    stored = [tc for run in SESSION['runs'] for tc in run['testcases']
+              if not tc['fixture'] and tc['job_nodelist'] in (['n1'], ['n2'], ['n3'])]
+    assert len(stored) == 9
+    data = {'session_info': SESSION['session_info'],
+            'runs': [{'testcases': [_with_facts(tc, tmp_path) for tc in stored]}]}
+    return list(measured_runs(data))
+
+
+def _verdicts(entry, cases):
+    return {str(u.unit): (u.verdict, u.reason)
+            for u in judgement.judge_entry(entry, cases).units}
+
+
+def test_a_fact_entry_reads_as_its_figure_and_expectation():
+    pcie, rate, symbols, edac = _contract(*FACTS).entries[1:]
+    assert (pcie.fact, pcie.check, pcie.figure, pcie.committed.words()) == (
+        True, '', 'pcie_width', 'equal to 16 lanes')
+    assert symbols.figure == 'symbol_error_increase' and symbols.committed.words() == \
+        'at most 0 errors'
+    assert edac.figure == 'edac_uncorrected_increase' and rate.committed.unit == 'Gb/s'
+
+
+@pytest.mark.parametrize('entry, said', [
+    (_fact('x', 'pcie_lanes', 'gpu', {'equal': 16}, 'X'), r"entries\[x\]\.fact: a gpu has "
+                                                           r"no fact 'pcie_lanes' \(its facts: "),
+    (_fact('x', 'rate_gbps', 'nic', {'increase_at_most': 0}, 'X'), "no fact 'rate_gbps' "
+                                                                   'that increases'),
+    (_fact('x', 'pcie_width', 'gpu_pair', {'equal': 16}, 'X'), 'a gpu_pair has no facts'),
+    ({**_fact('x', 'pcie_width', 'gpu', {'equal': 16}, 'X'), 'check': 'StreamCheck'},
+     r'entries\[x\]\.check: no entry of the contract runs StreamCheck'),
+    (_fact('x', 'pcie_width', 'gpu', {'equal': 16, 'at_least': 8}, 'X'), 'expect'),
+    (_fact('x', 'pcie_width', 'gpu', {'below': 16}, 'X'), 'no such field below'),
+    ({**_fact('x', 'pcie_width', 'gpu', {'equal': 16}, 'X'), 'watch': {'period': '1d'}},
+     'no such field watch'),
+])
+def test_a_fact_entry_that_is_none_is_refused_in_one_line(entry, said):
+    with pytest.raises(contracts.ContractError, match=said):
+        _contract(entry)
+
+
+def test_every_read_must_meet_a_fact_the_faulty_units_named_with_their_worst(cases):
+    pcie, rate, symbols, edac = _contract(*FACTS).entries[1:]
+    gpus = _verdicts(pcie, cases)
+    assert [k for k, (v, _) in gpus.items() if v == 'FAIL'] == ['GPU 1 of n2']
+    assert gpus['GPU 1 of n2'][1] == ('3 read(s), expected equal to 16 lanes: 3 missed it, '
+                                      'the worst 8 lanes')
+    assert gpus['GPU 0 of n2'] == ('PASS', '3 read(s), expected equal to 16 lanes: every one '
+                                           'met it')
+    # Every node's ConnectX-4 port trained at one lane of four: 25 Gb/s meets 25.
+    assert {v for v, _ in _verdicts(rate, cases).values()} == {'PASS'}
+    ports = _verdicts(symbols, cases)
+    assert len(ports) == 9 and ports['port 1 of mlx5_0 of n3'][0] == 'FAIL'
+    assert 'the worst 37 errors' in ports['port 1 of mlx5_0 of n3'][1]
+    assert [k for k, (v, _) in ports.items() if v == 'FAIL'] == ['port 1 of mlx5_0 of n3']
+    nodes = _verdicts(edac, cases)
+    assert nodes == {'node n1': ('PASS', '3 read(s), expected at most 0 errors: every one met '
+                                         'it'),
+                     'node n2': nodes['node n2'], 'node n3': nodes['node n3']}
+    assert nodes['node n3'][0] == 'FAIL' and nodes['node n2'][0] == 'PASS'
+
+
+def test_a_unit_no_job_read_is_not_run_never_a_silent_pass(cases):
+    from hpcbench.acceptance.scopes import NODE
+    edac = _contract(*FACTS).entries[4]
+    verdict = judgement.judge_entry(edac, cases, expected={NODE.unit('srun', 'n4')})
+    found = {str(u.unit): (u.verdict, u.reason) for u in verdict.units}
+    assert found['node n4'] == ('NOT_RUN', 'not read: no job of it read this fact (see its '
+                                           'jobs\' facts_unread)')
+    assert verdict.verdict == 'FAIL'
+
+
+def test_a_failing_figure_says_what_the_hardware_said_and_the_drain_reason_leads_with_facts(
+        cases):
+    """HPL committed beyond any node (1000 GFLOP/s): every node fails it, and each says what
+    its hardware said around its runs: n2 its GPU at x8, n3 its port's symbol errors and its
+    memory error, n1 nothing. The drain list names the facts first, then the figure."""
+    import jsonschema
+    from hpcbench.acceptance import outputs
+    hpl = {**HPL, 'committed': {**HPL['committed'], 'value': 1000}}
+    contract = contracts.from_data({'system': 'testbed', 'entries': [hpl, *FACTS]}, 'a test')
+    verdicts = [judgement.judge_entry(e, cases) for e in contract.entries]
+    said = {str(u.unit): u.hardware for u in verdicts[0].units}
+    assert said == {'node n1': '',
+                    'node n2': 'GPU 1 of n2: PCIe Gen3 x8 of Gen3 x16',
+                    'node n3': '1 uncorrected memory error(s) during the job; port 1 of '
+                               'mlx5_0 of n3: symbol_error +37 during the job'}
+    lines = outputs.drain_lines(verdicts)
+    assert lines[1].startswith("scontrol update NodeName=n2 State=DRAIN Reason='hpcbench "
+                               'acceptance: GPU-PCIE-WIDTH FAIL (GPU 1 of n2: 8 lanes, '
+                               'expected equal to 16 lanes); HPCC-NODE FAIL (node n2; GPU 1 '
+                               'of n2: PCIe Gen3 x8 of Gen3 x16)')
+    document = outputs.as_json('testbed', verdicts)
+    jsonschema.validate(document, outputs.JSON_SCHEMA)
+    assert [e.get('fact', False) for e in document['entries']] == [False, True, True, True,
+                                                                    True]
+    assert 'hardware' not in document['entries'][0]['units'][0]
+    assert document['entries'][0]['units'][1]['hardware'].startswith('GPU 1 of n2')
+    assert 'hardware: GPU 1 of n2: PCIe Gen3 x8 of Gen3 x16' in outputs.junit_xml(
+        'testbed', verdicts)
+
+
+def test_the_facts_docs_show_are_a_contract_s():
+    from conftest import ROOT
+    import yaml
+    text = (ROOT / 'docs' / 'acceptance.md').read_text()
+    block = next(b for b in re.findall(r'```yaml\n(.*?)```', text, re.S) if 'fact:' in b)
+    entries = yaml.safe_load(block)
+    found = _contract(*entries).entries[1:]
+    assert [(e.figure, e.committed.words()) for e in found] == [
+        ('pcie_width', 'equal to 16 lanes'), ('symbol_error_increase', 'at most 0 errors')]
