@@ -78,13 +78,17 @@ def _with_facts(tc, tmp_path):
 
 
 @pytest.fixture
-def cases(tmp_path):
+def session(tmp_path):
     stored = [tc for run in SESSION['runs'] for tc in run['testcases']
               if not tc['fixture'] and tc['job_nodelist'] in (['n1'], ['n2'], ['n3'])]
     assert len(stored) == 9
-    data = {'session_info': SESSION['session_info'],
+    return {'session_info': SESSION['session_info'],
             'runs': [{'testcases': [_with_facts(tc, tmp_path) for tc in stored]}]}
-    return list(measured_runs(data))
+
+
+@pytest.fixture
+def cases(session):
+    return list(measured_runs(session))
 
 
 def _verdicts(entry, cases):
@@ -113,6 +117,10 @@ def test_a_fact_entry_reads_as_its_figure_and_expectation():
     (_fact('x', 'pcie_width', 'gpu', {'below': 16}, 'X'), 'no such field below'),
     ({**_fact('x', 'pcie_width', 'gpu', {'equal': 16}, 'X'), 'watch': {'period': '1d'}},
      'no such field watch'),
+    ({**_fact('x', 'pcie_width', 'gpu', {'equal': 16}, 'X'), 'devices': ['mlx5_0/1']},
+     r'entries\[x\]\.devices: a gpu entry is about every one of its units'),
+    ({**_fact('x', 'rate_gbps', 'nic', {'equal': 16}, 'X'), 'devices': ['mlx5_0;1']},
+     'devices'),
 ])
 def test_a_fact_entry_that_is_none_is_refused_in_one_line(entry, said):
     with pytest.raises(contracts.ContractError, match=said):
@@ -189,3 +197,30 @@ def test_the_facts_docs_show_are_a_contract_s():
     found = _contract(*entries).entries[1:]
     assert [(e.figure, e.committed.words()) for e in found] == [
         ('pcie_width', 'equal to 16 lanes'), ('symbol_error_increase', 'at most 0 errors')]
+
+
+def test_a_draft_expects_each_fact_as_most_units_of_a_partition_read_it(session, cases):
+    """The baseline's jobs read n1..n3's facts: two P100s each (n2's second at x8), a
+    ConnectX-3's two ports at 40 Gb/s and a ConnectX-4's at 25 on each. The draft expects
+    x16 (5 of 6 GPUs), each port its own rate on most nodes (two entries, by port), no
+    error growing; drafted, judged on the same runs, it fails n2's GPU and n3's port and
+    memory, and passes the rest."""
+    from hpcbench.acceptance import fact_drafts
+    drafted = fact_drafts.from_sessions('testbed', [session])
+    by_id = {e['id']: e for e in drafted}
+    width = by_id['fact-pcie-width-gpu-srun']
+    assert width['expect'] == {'equal': 16}
+    assert width['source']['cite'].startswith('5 of 6 GPU(s) of srun read 16 lanes: read '
+                                              'around the jobs of stored session(s) ')
+    assert width['fault']['code'] == 'GPU-PCIE-WIDTH'
+    rates = {tuple(e.get('devices', ())): e['expect'] for e in drafted
+             if e['fact'] == 'rate_gbps'}
+    assert rates == {('mlx4_0/1', 'mlx4_0/2'): {'equal': 40}, ('mlx5_0/1',): {'equal': 25}}
+    assert by_id['fact-symbol-error-nic-srun']['expect'] == {'increase_at_most': 0}
+    assert by_id['fact-dimm-ranks-node-srun']['expect'] == {'equal': 4}
+    assert 'fact-xid-node-srun' not in by_id        # no dmesg read: nothing to draft
+    contract = contracts.from_data({'system': 'testbed', 'entries': [HPL, *drafted]},
+                                   'a draft')
+    failed = sorted(str(u.unit) for e in contract.entries[1:]
+                    for u in judgement.judge_entry(e, cases).units if u.verdict == 'FAIL')
+    assert failed == ['GPU 1 of n2', 'node n3', 'port 1 of mlx5_0 of n3']

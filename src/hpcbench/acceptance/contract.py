@@ -146,6 +146,10 @@ FACT_ENTRY_SCHEMA = {
         'parameters': _SETTINGS,
         'partitions': ENTRY_SCHEMA['properties']['partitions'],
         'environ': _ID,
+        # The ports it is about, by name (mlx5_0/1), where a node's ports differ (an
+        # InfiniBand port and an Ethernet one); every one where not named.
+        'devices': {'type': 'array', 'minItems': 1, 'items': {
+            'type': 'string', 'pattern': r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/[1-9][0-9]{0,2}$'}},
         'expect': {'type': 'object', 'minProperties': 1, 'maxProperties': 1,
                    'properties': {kind: {'type': 'number', 'minimum': 0}
                                   for kind in EXPECTATIONS},
@@ -270,8 +274,9 @@ class Entry:
     watch: Watched = None       # None: not re-judged after the acceptance
     # A fact of the node, GPU or port (hpcbench.core.node_facts), read around every job of
     # `check` ('' : of any check): `figure` the fact's figure, `committed` its expectation;
-    # every read must meet it.
+    # every read must meet it. `devices`: the ports it is about (() : every one).
     fact: bool = False
+    devices: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -311,7 +316,14 @@ def _fact_entry(data, where):
         fault_code=data['fault']['code'], action=data['fault']['action'],
         partitions=tuple(data.get('partitions') or ()), environ=data.get('environ', ''),
         parameters=dict(data.get('parameters') or {}), median_of=1, run_rules={},
-        fact=True)
+        fact=True, devices=_devices(scope, data.get('devices'), where))
+
+
+def _devices(scope, names, where):
+    if names and scope != scopes.NIC:
+        raise ContractError(f'{where}.devices: a {scope} entry is about every one of its '
+                            'units; `devices` names the ports of a nic entry')
+    return tuple(names or ())
 
 
 def _entry(data, where=''):

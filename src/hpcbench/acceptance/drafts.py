@@ -21,7 +21,7 @@ import statistics
 
 import yaml
 
-from hpcbench.acceptance import contract as contracts, scopes
+from hpcbench.acceptance import contract as contracts, fact_drafts, scopes
 from hpcbench.benchmarks.reports import declared
 from hpcbench.core import gpu_topology
 from hpcbench.machine import plain_yaml
@@ -392,13 +392,16 @@ def _from_sessions_and_gpus(system, baseline, factor, checks):
             data = results_db.Store(config).decoded(results_db.uuid_of(data))
         sessions.append(data)
     entries = from_session(system, sessions, factor, checks) if sessions else []
+    facts = fact_drafts.from_sessions(system, sessions) if sessions else []
     # What the GPUs' vendor and a cloud publish, for what the baseline did not measure.
     measured_already = {(e['check'], e['figure'], e['scope'], tuple(e['partitions']))
                         for e in entries}
     entries += [e for e in published if (e['check'], e['figure'], e['scope'],
                                           tuple(e['partitions'])) not in measured_already]
-    return _unique(entries), ' '.join(filter(None, [
+    return _unique(entries) + facts, ' '.join(filter(None, [
         sessions and f'Drawn from a stored session of {system} at {factor:g} x its medians.',
+        facts and 'The facts its nodes read around its jobs, each as most units of a '
+                  'partition read it, and no error growing during a job.',
         published and f'Its GPUs: what Azure\'s health checks commit a node of their model '
                       f'to, else {DATASHEET_SHARE:g} x their datasheet.',
         '(hpcbench contract init): edit to what was committed.']))

@@ -97,7 +97,11 @@ def units_of(entry, case):
     if not _of_entry(entry, case):
         return {}
     if entry.fact:
-        return entry.scope.case_fact_units(case, entry.figure)
+        found = entry.scope.case_fact_units(case, entry.figure)
+        if entry.devices:
+            found = {u: v for u, v in found.items()
+                     if f'{u.key.device}/{u.key.port}' in entry.devices}
+        return found
     return entry.scope.case_units(case, entry.figure)
 
 

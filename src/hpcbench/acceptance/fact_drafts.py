@@ -1,0 +1,162 @@
+"""Fact entries of a draft contract (`hpcbench contract init`, issue 73): what the nodes
+themselves read around the baseline's jobs (hpcbench.rfm.hardware_facts), each fact
+expected as most units of a partition have it ("PCIe x16 on every GPU", "8 GPUs", "4X on
+every port"), and the errors that must not grow during a job; every value with where it
+was read, every fault with what to do.
+
+A fact on which the units of a partition disagree (no value held by MAJORITY of them) is
+not drafted: what most nodes have is no expectation there, and the site writes it."""
+import statistics
+
+from hpcbench.acceptance import scopes
+from hpcbench.results import measured
+
+# Of the units of a partition, the share a value must hold to be drafted as expected.
+MAJORITY = 2 / 3
+# Memory a node may lack beside most of its partition's and still meet its draft (kernels
+# reserve a little more or less: crash kernels, firmware tables).
+MEMORY_SHARE = 0.99
+
+_XID_ACTION = ('read the XID\'s code in the kernel log and do what NVIDIA\'s XID catalogue '
+               '(docs.nvidia.com/deploy/xid-errors) says of it: 79 (fallen off the bus) '
+               'reseat or replace; 48, 63, 64, 94, 95 (memory errors) reset the GPU; 119, '
+               '120 (GSP) reset the GPU, and replace it where it recurs')
+# What a draft expects of each fact, by scope: ('same', None) as most units read it;
+# ('at_least_most', share) at least that share of what most read; (kind, value) as given.
+# With the fault code and the action of a unit that misses it.
+DRAFTED = {
+    'node': {
+        'online_cpus': ('same', None, 'NODE-CPUS', 'check the BIOS (SMT, cores disabled) '
+                        'and the kernel\'s command line (maxcpus, isolcpus)'),
+        'memory_gib': ('at_least_most', MEMORY_SHARE, 'NODE-MEMORY', 'reseat the DIMMs '
+                       'the BIOS does not see; replace a failed one'),
+        'dimm_ranks': ('same', None, 'NODE-DIMMS', 'reseat or replace the DIMM EDAC no '
+                       'longer sees'),
+        'gpus': ('same', None, 'NODE-GPUS', 'a GPU the driver does not list: reseat it; '
+                 'check the kernel log for it falling off the bus'),
+        'rdma_ports': ('same', None, 'NODE-PORTS', 'an RDMA device missing: check its '
+                       'driver and firmware, reseat the adapter'),
+        'edac_uncorrected': ('increase_at_most', 0, 'NODE-MEMORY-UE', 'an uncorrected '
+                             'memory error: drain the node and replace the DIMM EDAC names'),
+        'xid': ('increase_at_most', 0, 'GPU-XID', _XID_ACTION),
+    },
+    'gpu': {
+        'pcie_generation': ('same', None, 'GPU-PCIE-GEN', 'the GPU trained below its '
+                            'link\'s generation: reseat it and its riser; check the BIOS\'s '
+                            'PCIe settings'),
+        'pcie_width': ('same', None, 'GPU-PCIE-WIDTH', 'the GPU trained on fewer lanes: '
+                       'reseat it and its riser, else replace them'),
+        'ecc_uncorrected_volatile': ('at_most', 0, 'GPU-ECC-UE', 'reset the GPU; replace '
+                                     'it where uncorrected errors recur'),
+        'retirement_pending': ('at_most', 0, 'GPU-RETIREMENT', 'reset the GPU so that its '
+                               'pending pages are retired'),
+        'row_remap_pending': ('at_most', 0, 'GPU-REMAP-PENDING', 'reset the GPU so that its '
+                              'pending rows are remapped (AWS: such a GPU kept corrupting '
+                              'jobs until reset)'),
+        'row_remap_failed': ('at_most', 0, 'GPU-REMAP-FAILED', 'a row remap failed: replace '
+                             'the GPU'),
+        'xid': ('increase_at_most', 0, 'GPU-XID', _XID_ACTION),
+    },
+    'nic': {
+        'rate_gbps': ('same', None, 'PORT-RATE', 'the port trained below its rate: reseat '
+                      'or replace the cable, then the transceiver'),
+        'width': ('same', None, 'PORT-WIDTH', 'the port trained on fewer lanes: reseat or '
+                  'replace the cable'),
+        'active': ('same', None, 'PORT-STATE', 'the port is not ACTIVE: check the cable, '
+                   'the switch port and the subnet manager'),
+        'symbol_error': ('increase_at_most', 0, 'PORT-SYMBOL-ERRORS', 'symbol errors grew '
+                         'during a job: reseat or replace the cable'),
+        'link_downed': ('increase_at_most', 0, 'PORT-LINK-DOWNED', 'the link went down '
+                        'during a job: reseat or replace the cable'),
+        'port_rcv_errors': ('increase_at_most', 0, 'PORT-RCV-ERRORS', 'receive errors grew '
+                            'during a job: reseat or replace the cable'),
+        'excessive_buffer_overrun_errors': ('increase_at_most', 0, 'PORT-OVERRUNS', 'buffer '
+                                            'overruns grew during a job: check the link\'s '
+                                            'flow control and the cable'),
+    },
+}
+
+
+def _port(unit):
+    return f'{unit.key.device}/{unit.key.port}'
+
+
+def _groups(scope, kind, read):
+    """[(port names or (), {unit: value})]: the units a draft expects one value of. A
+    node's ports differ by role (an InfiniBand port at 400 Gb/s, an Ethernet one at 100),
+    so a port's expected value is its name's on most nodes; ports whose names share it are
+    one entry."""
+    if scope != scopes.NIC or kind in ('increase_at_most', 'at_most'):
+        return [((), read)]
+    by_name = {}
+    for unit, value in read.items():
+        by_name.setdefault(_port(unit), {})[unit] = value
+    by_value = {}
+    for name, units in by_name.items():
+        expect = _expectation(kind, None, list(units.values()))
+        if expect is not None:
+            key = tuple(sorted(expect.items()))
+            names, units_of = by_value.setdefault(key, ([], {}))
+            names.append(name)
+            units_of.update(units)
+    if len(by_value) == 1 and len(by_name) == len(next(iter(by_value.values()))[0]):
+        return [((), read)]
+    return [(tuple(sorted(names)), units) for names, units in by_value.values()]
+
+
+def from_sessions(system, sessions):
+    """Fact entries (data, as a contract holds them) of the facts the stored `sessions`'
+    jobs read, by partition."""
+    from hpcbench.core import fact_figures
+    uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
+    cases = [c for s in sessions for c in measured.measured_runs(s)]
+    entries = []
+    for scope_name, facts in DRAFTED.items():
+        scope = scopes.named(scope_name)
+        for fact, (kind, given, code, action) in facts.items():
+            figure, unit = fact_figures.fact_figure(scope, fact, kind == 'increase_at_most')
+            for partition in sorted({c.partition for c in cases}):
+                # A unit's last read: what it is now (an increase's worst is judged, not
+                # drafted).
+                read = {}
+                for case in (c for c in cases if c.partition == partition):
+                    read.update(scope.case_fact_units(case, figure))
+                for devices, units in _groups(scope, kind, read):
+                    expect = _expectation(kind, given, list(units.values())) if units else None
+                    if expect is None:
+                        continue
+                    said = _where(kind, units, expect, unit, scope, partition)
+                    named = '-'.join(d.replace('/', '-') for d in devices)
+                    entries.append({
+                        'id': '-'.join(filter(None, ('fact', fact.replace('_', '-'),
+                                                     scope_name, partition, named))),
+                        'fact': fact, 'scope': scope_name, 'partitions': [partition],
+                        **({'devices': list(devices)} if devices else {}),
+                        'expect': expect,
+                        'source': {'kind': 'baseline', 'cite': f'{said}: read around the jobs '
+                                   f'of stored session(s) {uuid} of {system}'},
+                        'fault': {'code': code, 'action': action}})
+    return entries
+
+
+def _expectation(kind, given, values):
+    """{kind: value} a draft expects of values most units read; None where they disagree."""
+    if kind in ('increase_at_most', 'at_most'):
+        return {kind: given}
+    most = statistics.multimode(values)[0]
+    if sum(v == most for v in values) < MAJORITY * len(values):
+        return None
+    if kind == 'at_least_most':
+        return {'at_least': float(f'{most * given:.6g}')}
+    return {'equal': most}
+
+
+def _where(kind, read, expect, unit, scope, partition):
+    """Where the value was read, in words: `32 of 32 GPUs of gpu read 16 lanes`."""
+    if kind in ('increase_at_most', 'at_most'):
+        return f'{len(read)} {scope.words}(s) of {partition} read'
+    (_, value), = expect.items()
+    most = statistics.multimode(list(read.values()))[0]
+    held = sum(v == most for v in read.values())
+    return f'{held} of {len(read)} {scope.words}(s) of {partition} read {most:g} {unit}' + (
+        '' if value == most else f', expected at least {value:g}')
