@@ -95,9 +95,12 @@ def judge_drift(entry, unit, runs, accepted, alpha=ALPHA):
 # stayed three, and three against any number of runs can never reach ALPHA over 64 units.
 # A worse cycle never joins the accepted runs, so a unit cannot drift into its own
 # baseline. WORSE_P, not ALPHA: at ALPHA a node 20 % slow, whose runs spread 15 % as the
-# testbed's do, had cycles not worse at 0.05 join its baseline; on the 32-node testbed's
-# real runs of eleven cycles (six a cycle, resampled), 0.1 caught all such nodes within
-# three cycles, 0.05 93 %, and neither drifted a healthy node (2026-12-05).
+# testbed's do, had cycles not worse at 0.05 join its baseline. Nor does a cycle worse by
+# the least effect but not significantly: in the 32-node testbed's run of 2026-12-05 (six
+# runs a cycle), n9's first cycle at 1.7 CPUs was 19 % worse at p = 0.103, joined its
+# baseline with runs of 4 and 30 GFLOP/s, and no later cycle of it (20 to 34 % worse)
+# could reach ALPHA over the nodes beside them; kept out, its cycles 4 and 5 pooled give
+# p = 0.0013 (replayed on the run's own records).
 STEADY_CYCLES = 2
 WORSE_CYCLES = 3
 WORSE_P = 0.1
@@ -113,8 +116,10 @@ def pooled(runs, accepted, steady, worse):
 def kept_after(entry, runs, accepted, steady, worse):
     """(steady, worse) of a unit after a cycle of `runs` beside its `accepted` runs: a cycle
     worse than the pooled accepted runs by the entry's least effect and significantly (at
-    WORSE_P alone) joins the worse cycles in a row; one that is not joins the steady ones
-    and ends the row."""
+    WORSE_P alone) joins the worse cycles in a row; one worse by that effect but not
+    significantly joins neither and leaves the row as it is (the node it was, or the first
+    cycle of a slowdown: never its baseline); any other joins the steady ones and ends the
+    row."""
     if not runs or not accepted:
         return steady, worse
     baseline = pooled((), accepted, steady, ())[1]
@@ -124,6 +129,8 @@ def kept_after(entry, runs, accepted, steady, worse):
     p = p_worse(list(runs), list(baseline), direction)
     if effect >= least and p is not None and p <= WORSE_P:
         return steady, (list(worse) + [list(runs)])[-(WORSE_CYCLES - 1):]
+    if effect >= least:
+        return steady, worse
     return (list(steady) + [list(runs)])[-STEADY_CYCLES:], []
 
 

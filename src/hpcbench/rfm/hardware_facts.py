@@ -6,7 +6,8 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
-from hpcbench.core import fact_figures, node_facts
+from hpcbench.core import fact_figures
+from hpcbench.core import node_facts as reader
 from hpcbench.rfm.partition import suite_module
 
 
@@ -20,8 +21,8 @@ class HardwareFacts(rfm.RegressionTestPlugin):
     `n1:nic:mlx5_0/1`), and what could not be read, with why (`facts_unread`). A contract
     judges them as facts (hpcbench.acceptance.contract). The facts are of the node the job
     script runs on (a job of several nodes: its first), in its own word (the node's name).
-    Where a partition's nodes stand in trees (the testbed), its environment names the tree:
-    HPCBENCH_FACTS_ROOT, `{node}` in it the node's name."""
+    A node that stands in a tree of files (an emulated one) is read there: the job's
+    environment names it, HPCBENCH_FACTS_ROOT, `{node}` in it the node's name."""
     #: The node's fact figures over the job ({name: value}: hpcbench.core.node_facts).
     node_facts = variable(typ.Dict[str, float], value={})
     #: The node the facts are of, as it named itself.
@@ -37,8 +38,8 @@ class HardwareFacts(rfm.RegressionTestPlugin):
     def read_facts_around_the_job(self):
         command = suite_module(self.current_partition, 'hpcbench.core.node_facts')
         self.prerun_cmds = [*self.prerun_cmds,
-                            node_facts.job_line(command, node_facts.BEFORE)]
-        self.postrun_cmds = [node_facts.job_line(command, node_facts.AFTER),
+                            reader.job_line(command, reader.BEFORE)]
+        self.postrun_cmds = [reader.job_line(command, reader.AFTER),
                              *self.postrun_cmds]
 
     @run_before('sanity')
