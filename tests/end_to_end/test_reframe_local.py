@@ -454,6 +454,14 @@ def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
         if os.geteuid() == 0:       # the local policy as root: write, drop, read
             assert re.search(r' -w -e -k -i 1 .*\|\| exit 1\nsync && echo 3 > '
                              r'/proc/sys/vm/drop_caches\nmpirun ', job)
+        # The node's facts are read around all the job does, never between its steps: just
+        # after the quiet-node check, and as its last line.
+        lines = job.rstrip('\n').splitlines()
+        check = next(i for i, line in enumerate(lines) if 'quiet_node.py' in line)
+        assert 'hpcbench.core.node_facts' in lines[check + 1] and \
+            'hpcbench-facts-before.json' in lines[check + 1]
+        assert 'hpcbench-facts-after.json' in lines[-1]
+        assert sum('hpcbench.core.node_facts' in line for line in lines) == 2
 
 
 @pytest.mark.machine_dependent

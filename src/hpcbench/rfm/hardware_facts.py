@@ -6,7 +6,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
-from hpcbench.core import fact_figures
+from hpcbench.core import fact_figures, quiet_node
 from hpcbench.core import node_facts as reader
 from hpcbench.rfm.partition import suite_module
 
@@ -15,7 +15,7 @@ class HardwareFacts(rfm.RegressionTestPlugin):
     """What the node's hardware says of itself around the job (issue 73): its health facts
     (hpcbench.core.node_facts: memory errors, CPUs, each GPU's PCIe link, ECC, remaps and
     clock event reasons, each RDMA port's state, rate and error counters, XID events) read
-    by the node's python3 just before the launch and just after it, each read bounded in
+    by the node's python3 before the job's first step and after its last, each read bounded in
     time and none failing the job; kept as figures beside the job's own: the node's
     (`node_facts`), each GPU's and port's by its device key (`device_facts`: `n1:gpu3`,
     `n1:nic:mlx5_0/1`), and what could not be read, with why (`facts_unread`). A contract
@@ -32,15 +32,20 @@ class HardwareFacts(rfm.RegressionTestPlugin):
     #: What was not read, with why.
     facts_unread = variable(typ.List[str], value=[])
 
-    # Last before the run: the read before is the line just before the launch (JobNodes'
-    # and QuietNode's come first), the read after the first line after it.
+    # Around all the job does, not its launch line: a job may launch in a loop that its
+    # pre- and post-run lines open and close (IMB's and the start-up's timed launches, IOR's
+    # write, drop and read), which a read inside would be timed with. The read before comes
+    # just after the node's quiet-node check (its lock held), the read after is the job's
+    # last line.
     @run_before('run', always_last=True)
     def read_facts_around_the_job(self):
         command = suite_module(self.current_partition, 'hpcbench.core.node_facts')
-        self.prerun_cmds = [*self.prerun_cmds,
-                            reader.job_line(command, reader.BEFORE)]
-        self.postrun_cmds = [reader.job_line(command, reader.AFTER),
-                             *self.postrun_cmds]
+        checked = [i for i, line in enumerate(self.prerun_cmds)
+                   if quiet_node.__file__ in line]
+        at = checked[-1] + 1 if checked else 0
+        self.prerun_cmds = [*self.prerun_cmds[:at], reader.job_line(command, reader.BEFORE),
+                            *self.prerun_cmds[at:]]
+        self.postrun_cmds = [*self.postrun_cmds, reader.job_line(command, reader.AFTER)]
 
     @run_before('sanity')
     def keep_the_facts(self):
