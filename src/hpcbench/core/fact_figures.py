@@ -1,5 +1,5 @@
 """A job's fact figures (issue 73): what a node's two reads of its health facts
-(hpcbench.core.node_facts), just before a job's launch and just after it, say as figures a
+(hpcbench.core.node_facts), before a job's first step and after its last, say as figures a
 contract judges, keyed as the suite's figures are: the node's, each GPU's (`n1:gpu3`, its
 place in nvidia-smi's list) and each RDMA port's (`n1:nic:mlx5_0/1`); and which figure a
 contract's fact names (fact_figure).
