@@ -43,10 +43,12 @@ class BenchmarkRun(rfm.RunOnlyRegressionTest, CheckedInputs, StackCoverage, Quie
       case no MPI stack changes skipped on all but the first stack (StackCoverage);
     - before the run: the node's launch lock and quiet-node check first in the job
       (QuietNode); the nodes it was given by name, if any (PinnedNodes); the job's own word
-      on where it runs (JobNodes); the session's commits and the node's topology
-      (Provenance);
+      on where it runs (JobNodes); the node's health facts read after the quiet-node
+      check and as the job's last line (HardwareFacts); the session's commits and the
+      node's topology (Provenance);
     - before sanity: the node's state as the job found it (`node_state`); a job whose exit
-      status is not 0 fails; where it ran (`ran_on`), a job pinned elsewhere failing.
+      status is not 0 fails; where it ran (`ran_on`), a job pinned elsewhere failing; the
+      node's fact figures over the job (`node_facts`, `device_facts`, `facts_unread`).
 
     Checks that launch MPI ranks mix in SiteTuning (hpcbench.rfm.plugins) too."""
 
