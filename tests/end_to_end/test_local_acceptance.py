@@ -34,14 +34,21 @@ def test_local_accepts_itself_against_a_contract_drawn_from_its_baseline(tmp_pat
                         '--factor', '0.25', '--output', str(contract))
     assert drafted.returncode == 0, drafted.stderr
     data = yaml.safe_load(contract.read_text())
-    figures = {e['figure'] for e in data['entries']}
+    measured = [e for e in data['entries'] if 'figure' in e]
+    figures = {e['figure'] for e in measured}
     assert {'hpl', 'star_dgemm', 'star_stream_triad'} <= figures, figures
     assert all(e['source']['kind'] == 'baseline' and e['source']['factor'] == 0.25
-               for e in data['entries'])
-    for entry in data['entries']:
+               for e in measured)
+    # The facts this machine read around the baseline's jobs, drafted as it read them: its
+    # CPUs, its memory (at least 0.99 of it), its RDMA ports (none); they pass, it is the
+    # same machine.
+    facts = {e['fact']: e['expect'] for e in data['entries'] if 'fact' in e}
+    assert facts['online_cpus'] == {'equal': float(os.cpu_count())}, facts
+    assert set(facts['memory_gib']) == {'at_least'} and facts['rdma_ports'] == {'equal': 0}
+    for entry in measured:
         entry['run_rules'] = {'settings': {'memory_fraction': 0.002}}
     # One entry committed at twice what was measured: it fails, the rest pass.
-    hpl = next(e for e in data['entries'] if e['figure'] == 'hpl')
+    hpl = next(e for e in measured if e['figure'] == 'hpl')
     hpl['committed']['value'] = round(hpl['source']['figure'] * 2, 4)
     contract.write_text(yaml.safe_dump(data, sort_keys=False))
 

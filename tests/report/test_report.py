@@ -398,6 +398,6 @@ def test_the_gpu_to_gpu_section_sets_each_figure_against_the_link_and_the_host_f
 
 
 def test_a_stored_key_that_names_no_gpu_is_refused_naming_the_case():
-    with pytest.raises(RuntimeError, match=r"^test case GpuDgemmCheck: 'gpu0' is no GPU or GPU-pair key"):
+    with pytest.raises(RuntimeError, match=r"^test case GpuDgemmCheck: 'gpu0' is no GPU, GPU-pair or NIC key"):
         _stored_case('GpuDgemmCheck', {'tflops': (52.3, 'TFLOP/s')},
                      device_figures={'gpu0': {'tflops': 52.3}})

@@ -117,9 +117,8 @@ def kept_after(entry, runs, accepted, steady, worse):
     """(steady, worse) of a unit after a cycle of `runs` beside its `accepted` runs: a cycle
     worse than the pooled accepted runs by the entry's least effect and significantly (at
     WORSE_P alone) joins the worse cycles in a row; one worse by that effect but not
-    significantly joins neither and leaves the row as it is (the node it was, or the first
-    cycle of a slowdown: never its baseline); any other joins the steady ones and ends the
-    row."""
+    significantly joins neither and ends the row (the node it was, or the first cycle of a
+    slowdown: never its baseline); any other joins the steady ones and ends the row."""
     if not runs or not accepted:
         return steady, worse
     baseline = pooled((), accepted, steady, ())[1]
@@ -130,7 +129,7 @@ def kept_after(entry, runs, accepted, steady, worse):
     if effect >= least and p is not None and p <= WORSE_P:
         return steady, (list(worse) + [list(runs)])[-(WORSE_CYCLES - 1):]
     if effect >= least:
-        return steady, worse
+        return steady, []
     return (list(steady) + [list(runs)])[-STEADY_CYCLES:], []
 
 
