@@ -205,3 +205,11 @@ def test_the_job_s_lines_read_the_facts_and_leave_the_launch_s_status(tree, tmp_
     (tmp_path / node_facts.AFTER).unlink()
     found, unread = fact_figures.job_figures(tmp_path)
     assert found is None and unread[0].startswith('facts after the job: ')
+
+
+def test_a_facts_file_that_is_a_fifo_is_refused_never_waited_on(tmp_path):
+    """The stage directory is the job's: a FIFO where its facts should be is refused
+    through the shared bounded reader (paths.read_regular), as the health readers' are."""
+    os.mkfifo(tmp_path / node_facts.AFTER)
+    with pytest.raises(node_facts.NodeFactsError, match='not a regular file'):
+        node_facts.load(tmp_path / node_facts.AFTER)

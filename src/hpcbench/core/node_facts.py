@@ -101,12 +101,11 @@ def load(path):
     """The NodeFacts a file holds (written by main()); NodeFactsError naming it."""
     path = Path(path)
     try:
-        with open(path, 'rb') as handle:
-            raw = handle.read(MAX_FACTS_BYTES + 1)
+        raw = paths.read_regular(path, MAX_FACTS_BYTES, 'a node\'s facts')
+    except paths.UnreadableFileError as err:
+        raise NodeFactsError(str(err)) from None
     except OSError as err:
         raise NodeFactsError(f'{path}: {err.strerror}') from None
-    if len(raw) > MAX_FACTS_BYTES:
-        raise NodeFactsError(f'{path}: more than {MAX_FACTS_BYTES} bytes: no node\'s facts')
     try:
         return NodeFacts.from_data(json.loads(raw.decode('utf-8')))
     except (UnicodeDecodeError, ValueError) as err:
