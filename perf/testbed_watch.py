@@ -90,6 +90,17 @@ def main():
                    stdout=subprocess.DEVNULL)
     layout = testbed_system.Layout(testbed_system.state_dir())
     env = testbed_system.layout_environment(layout)
+    # Slurm keeps a node's drain across a restart (its saved state): a node an earlier run
+    # of this scenario drained starts this one drained, never accepted. The scenario starts
+    # from the whole cluster.
+    names = ','.join(f'n{n}' for n in range(1, args.nodes + 1))
+    out_of_service = subprocess.run(['sinfo', '-h', '-R', '-n', names, '-o', '%N'], env=env,
+                                     capture_output=True, text=True, timeout=60,
+                                     check=True).stdout.split()
+    for nodes in out_of_service:
+        subprocess.run(['scontrol', 'update', f'NodeName={nodes}', 'State=RESUME'], env=env,
+                       check=True, timeout=60)
+        print(f'resumed {nodes}, out of service since an earlier run', flush=True)
     urls = testbed_metrics.start(layout)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
