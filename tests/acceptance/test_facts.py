@@ -218,9 +218,14 @@ def test_a_draft_expects_each_fact_as_most_units_of_a_partition_read_it(session,
     assert rates == {('mlx4_0/1', 'mlx4_0/2'): {'equal': 40}, ('mlx5_0/1',): {'equal': 25}}
     assert by_id['fact-symbol-error-nic-srun']['expect'] == {'increase_at_most': 0}
     assert by_id['fact-dimm-ranks-node-srun']['expect'] == {'equal': 4}
+    # An uncorrected memory error: none during a job, none since boot.
+    assert by_id['fact-edac-uncorrected-node-srun']['expect'] == {'increase_at_most': 0}
+    since_boot = by_id['fact-edac-uncorrected-since-boot-node-srun']
+    assert (since_boot['fact'], since_boot['expect']) == ('edac_uncorrected', {'at_most': 0})
     assert 'fact-xid-node-srun' not in by_id        # no dmesg read: nothing to draft
     contract = contracts.from_data({'system': 'testbed', 'entries': [HPL, *drafted]},
                                    'a draft')
     failed = sorted(str(u.unit) for e in contract.entries[1:]
                     for u in judgement.judge_entry(e, cases).units if u.verdict == 'FAIL')
-    assert failed == ['GPU 1 of n2', 'node n3', 'port 1 of mlx5_0 of n3']
+    # n3's memory twice: its error came during a job, and is there since boot.
+    assert failed == ['GPU 1 of n2', 'node n3', 'node n3', 'port 1 of mlx5_0 of n3']

@@ -26,6 +26,7 @@ def tree(tmp_path):
     root = tmp_path / 'n7'
     shutil.copytree(HEALTH / 'procfs-sys' / 'class', root / 'sys' / 'class')
     shutil.copytree(HEALTH / 'netdata-1508' / 'sys' / 'devices', root / 'sys' / 'devices')
+    shutil.copytree(HEALTH / 'procfs-pci' / 'sys' / 'bus', root / 'sys' / 'bus')
     sources = root / node_facts.SOURCES
     sources.mkdir(parents=True)
     shutil.copy(HEALTH / 'nvidia-smi-q-p100x2.xml', sources / node_facts.SMI_FILE)
@@ -47,6 +48,7 @@ def test_a_node_s_facts_are_read_together_from_its_tree(tree):
 
 def test_facts_kept_as_json_read_back_equal(tree, tmp_path):
     facts = node_facts.read(tree, 'n7')
+    assert [g.address for g in facts.pci_gpus] == ['0000:09:00.0']
     path = tmp_path / 'facts.json'
     path.write_text(json.dumps(facts.to_data()))
     assert node_facts.load(path) == facts
@@ -110,7 +112,7 @@ def test_what_a_tree_lacks_or_holds_wrongly_is_said_unread_never_taken_for_healt
     assert facts.xids == () and 'not UTF-8' in unread['dmesg']
     shutil.rmtree(sources)
     unread = dict(node_facts.read(tree, 'n7').unread)
-    assert unread['nvidia-smi -q -x'].endswith('No such file or directory')
+    assert unread['nvidia-smi -q -x'].startswith('no nvidia-smi on this node (no ')
 
 
 def test_a_job_runs_it_by_path_with_the_node_s_python3_outside_the_venv(tree, tmp_path):
@@ -195,7 +197,7 @@ def test_the_job_s_lines_read_the_facts_and_leave_the_launch_s_status(tree, tmp_
                         f'(exit {launch_status})', node_facts.job_line(command, node_facts.AFTER),
                         node_facts.job_line('false', 'nowhere.json')])
     env = {'PATH': os.environ['PATH'], 'SLURMD_NODENAME': 'n7',
-           node_facts.ROOT_ENV: str(tree.parent / '{node}')}
+           node_facts.ROOT_ENV: str(tree.parent / '%n')}
     done = subprocess.run(['bash', '-c', script], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == launch_status

@@ -23,7 +23,8 @@ _XID_ACTION = ('read the XID\'s code in the kernel log and do what NVIDIA\'s XID
                '120 (GSP) reset the GPU, and replace it where it recurs')
 # What a draft expects of each fact, by scope: ('same', None) as most units read it;
 # ('at_least_most', share) at least that share of what most read; (kind, value) as given.
-# With the fault code and the action of a unit that misses it.
+# With the fault code and the action of a unit that misses it. A name of FACT_OF is a
+# second expectation of its fact.
 DRAFTED = {
     'node': {
         'online_cpus': ('same', None, 'NODE-CPUS', 'check the BIOS (SMT, cores disabled) '
@@ -34,10 +35,16 @@ DRAFTED = {
                        'longer sees'),
         'gpus': ('same', None, 'NODE-GPUS', 'a GPU the driver does not list: reseat it; '
                  'check the kernel log for it falling off the bus'),
+        'pci_gpus': ('same', None, 'NODE-PCI-GPUS', 'a GPU gone from the PCI bus: reseat '
+                     'it; check the kernel log for it falling off the bus'),
         'rdma_ports': ('same', None, 'NODE-PORTS', 'an RDMA device missing: check its '
                        'driver and firmware, reseat the adapter'),
         'edac_uncorrected': ('increase_at_most', 0, 'NODE-MEMORY-UE', 'an uncorrected '
-                             'memory error: drain the node and replace the DIMM EDAC names'),
+                             'memory error during a job: drain the node and replace the '
+                             'DIMM EDAC names'),
+        'edac_uncorrected_since_boot': ('at_most', 0, 'NODE-MEMORY-UE', 'an uncorrected '
+                                        'memory error since boot: drain the node and '
+                                        'replace the DIMM EDAC names'),
         'xid': ('increase_at_most', 0, 'GPU-XID', _XID_ACTION),
     },
     'gpu': {
@@ -76,6 +83,10 @@ DRAFTED = {
     },
 }
 
+# A node that survived an uncorrected memory error still has the DIMM that made it: its
+# count since boot is expected 0 as well as its increase during a job.
+FACT_OF = {'edac_uncorrected_since_boot': 'edac_uncorrected'}
+
 
 def _port(unit):
     return f'{unit.key.device}/{unit.key.port}'
@@ -113,7 +124,8 @@ def from_sessions(system, sessions):
     entries = []
     for scope_name, facts in DRAFTED.items():
         scope = scopes.named(scope_name)
-        for fact, (kind, given, code, action) in facts.items():
+        for name, (kind, given, code, action) in facts.items():
+            fact = FACT_OF.get(name, name)
             figure, unit = fact_figures.fact_figure(scope, fact, kind == 'increase_at_most')
             for partition in sorted({c.partition for c in cases}):
                 # A unit's last read: what it is now (an increase's worst is judged, not
@@ -128,7 +140,7 @@ def from_sessions(system, sessions):
                     said = _where(kind, units, expect, unit, scope, partition)
                     named = '-'.join(d.replace('/', '-') for d in devices)
                     entries.append({
-                        'id': '-'.join(filter(None, ('fact', fact.replace('_', '-'),
+                        'id': '-'.join(filter(None, ('fact', name.replace('_', '-'),
                                                      scope_name, partition, named))),
                         'fact': fact, 'scope': scope_name, 'partitions': [partition],
                         **({'devices': list(devices)} if devices else {}),

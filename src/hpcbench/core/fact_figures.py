@@ -27,6 +27,7 @@ NODE_FIGURES = {
     'edac_corrected_increase': ('errors', 'memory errors corrected during the job'),
     'edac_uncorrected_increase': ('errors', 'memory errors not corrected during the job'),
     'gpus': ('GPUs', 'GPUs nvidia-smi lists'),
+    'pci_gpus': ('GPUs', 'GPUs on the PCI bus, every maker\'s'),
     'rdma_ports': ('ports', 'RDMA ports'),
     'xid_increase': ('events', 'XID events the kernel log gained during the job'),
 }
@@ -134,6 +135,11 @@ def figures(before, after):
     for place, gpu in enumerate(after.gpus):
         devices[device_keys.gpu_key(after.node, place)] = _gpu_figures(
             gpu, gained, node['xid_increase'], window_us)
+    if not after.gpus:
+        # No NVIDIA driver's word (an AMD or Intel node): the kernel's, of the links. The
+        # place by PCI address is the one rocm-smi and CUDA's PCI_BUS_ID order give.
+        for place, gpu in enumerate(after.pci_gpus):
+            devices[device_keys.gpu_key(after.node, place)] = _link_figures(gpu.link)
     for port in after.ports:
         values = {'rate_gbps': port.rate_gbps, 'width': _number(port.width),
                   'active': None if port.state is None else float(port.state == 'ACTIVE'),
@@ -160,6 +166,7 @@ def _node_figures(before, after, gained):
         'edac_corrected_increase': _number(gained.corrected),
         'edac_uncorrected_increase': _number(gained.uncorrected),
         'gpus': None if _unread(after, 'nvidia-smi -q -x') else float(len(after.gpus)),
+        'pci_gpus': None if _unread(after, 'PCI bus') else float(len(after.pci_gpus)),
         'rdma_ports': None if _unread(after, 'RDMA ports') else float(len(after.ports)),
         'xid_increase': None if _unread(before, 'dmesg') or _unread(after, 'dmesg')
         else float(len(gained.xids)),
@@ -170,11 +177,7 @@ def _gpu_figures(gpu, gained, xids_read, window_us):
     """One GPU's figures; `xids_read`: None where the log was not read around the job."""
     bus = bus_of(gpu.bus_id)
     values = {
-        'pcie_generation': _number(gpu.link.generation),
-        'pcie_width': _number(gpu.link.width),
-        'pcie_max_generation': _number(gpu.link.max_generation),
-        'pcie_max_width': _number(gpu.link.max_width),
-        'pcie_degraded': _yes(gpu.link.degraded),
+        **_link_figures(gpu.link),
         'ecc_uncorrected_volatile': _number(gpu.uncorrected_volatile),
         'ecc_uncorrected_aggregate': _number(gpu.uncorrected_aggregate),
         'retirement_pending': _yes(gpu.retirement_pending),
@@ -188,6 +191,12 @@ def _gpu_figures(gpu, gained, xids_read, window_us):
         values[CLOCK_FIGURE.format(reason)] = (
             None if us is None or not window_us else min(100.0, 100 * us / window_us))
     return values
+
+
+def _link_figures(link):
+    return {'pcie_generation': _number(link.generation), 'pcie_width': _number(link.width),
+            'pcie_max_generation': _number(link.max_generation),
+            'pcie_max_width': _number(link.max_width), 'pcie_degraded': _yes(link.degraded)}
 
 
 def _unread(facts, what):

@@ -1,6 +1,7 @@
 """A node's health facts at one moment, read together (issue 73): its kernel's (memory
 errors, CPUs, governor, memory: hpcbench.core.node_health), its GPUs' as their driver says
-(nvidia-smi -q -x: hpcbench.core.gpu_health), its RDMA ports' (state, rate, error counters:
+(nvidia-smi -q -x: hpcbench.core.gpu_health; every maker's GPUs' PCIe links as the kernel
+reads them: hpcbench.core.pci_links), its RDMA ports' (state, rate, error counters:
 hpcbench.core.nic_health) and the XID events its kernel log holds (hpcbench.core.
 kernel_log); and what two such reads, before and after a job, say of the job's window
 (changes(); as figures: hpcbench.core.fact_figures).
@@ -35,7 +36,8 @@ if __package__ in (None, ''):
     # belongs to is the checkout's.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
-from hpcbench.core import gpu_health, kernel_log, nic_health, node_health, paths  # noqa: E402
+from hpcbench.core import (gpu_health, kernel_log, nic_health, node_health, paths,  # noqa: E402
+                           pci_links)
 
 FORMAT = 1
 # The commands' outputs in a tree standing in for a node (its root).
@@ -64,6 +66,7 @@ class NodeFacts:
     ports: tuple = ()           # PortHealth, by device and port
     xids: tuple = ()            # Xid, in the log's order
     unread: tuple = ()          # ((what, why), ...)
+    pci_gpus: tuple = ()        # PciGpu, by PCI address: every maker's (the kernel's word)
 
     def to_data(self):
         return {'format': FORMAT, **asdict(self)}
@@ -86,10 +89,12 @@ class NodeFacts:
                 for g in data['gpus'])
             ports = tuple(nic_health.PortHealth(**{**p, 'counters': tuple(
                 tuple(c) for c in p['counters'])}) for p in data['ports'])
+            pci_gpus = tuple(pci_links.PciGpu(**{**g, 'link': gpu_health.PcieLink(**g['link'])})
+                             for g in data.get('pci_gpus', ()))
             return cls(str(data['node']), float(data['read_at']), float(data['seconds']),
                        node_health.NodeHealth(**health), gpus, ports,
                        tuple(kernel_log.Xid(**x) for x in data['xids']),
-                       tuple(tuple(u) for u in data['unread']))
+                       tuple(tuple(u) for u in data['unread']), pci_gpus)
         except NodeFactsError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as err:
@@ -122,6 +127,9 @@ def _command_output(argv, file, root, unread, max_bytes):
             return paths.read_regular(path, max_bytes, f'the output of {what}')
         except paths.UnreadableFileError as err:
             unread.append((what, str(err)))
+        except FileNotFoundError:
+            # The tree's word for a node without the command, as a real node's is.
+            unread.append((what, f'no {argv[0]} on this node (no {path})'))
         except OSError as err:
             unread.append((what, f'{path}: {err.strerror}'))
         return None
@@ -163,6 +171,14 @@ def read(root='/', node=None, clock=time.time):
     except nic_health.NicHealthError as err:
         unread.append(('RDMA ports', str(err)))
         ports = ()
+    try:
+        pci_gpus = pci_links.read_gpus(Path(root) / 'sys')
+    except pci_links.PciLinkError as err:
+        unread.append(('PCI bus', str(err)))
+        pci_gpus = ()
+    if pci_gpus is None:
+        unread.append(('PCI bus', f'no {Path(root) / "sys" / pci_links.DEVICES}'))
+        pci_gpus = ()
     gpus = ()
     smi = _command_output(['nvidia-smi', '-q', '-x'], SMI_FILE, root, unread,
                           gpu_health.MAX_XML_BYTES)
@@ -183,7 +199,7 @@ def read(root='/', node=None, clock=time.time):
         unread.append(('time', f'the read took {seconds:.1f} s, more than the '
                                f'{READ_SECONDS:g} s it should'))
     return NodeFacts(node or node_name(), read_at, seconds, health,
-                     gpus, ports, xids, tuple(unread))
+                     gpus, ports, xids, tuple(unread), pci_gpus)
 
 
 @dataclass(frozen=True)
@@ -245,9 +261,12 @@ def changes(before, after):
 
 # What a job writes beside its output (its stage directory), before and after its launch.
 BEFORE, AFTER = 'hpcbench-facts-before.json', 'hpcbench-facts-after.json'
-# Where a node's facts come from, where not its / (the testbed's trees): `{node}` in it is
+# Where a node's facts come from, where not its / (the testbed's trees): `%n` in it is
 # the node's name.
 ROOT_ENV = 'HPCBENCH_FACTS_ROOT'
+# Slurm's word for a node's name in its file patterns; the job script exports the variable
+# unquoted, so it holds no braces.
+NODE_PATTERN = '%n'
 
 
 def node_name():
@@ -269,12 +288,12 @@ def job_line(command, output):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--root', default='/', help='the node\'s / (a tree standing in for '
-                        'it; {node} is its name)')
+                        'it; %%n in it is its name)')
     parser.add_argument('--node', help='its name (its scheduler\'s, else its host name)')
     parser.add_argument('--output', required=True, help='the JSON file to write')
     args = parser.parse_args(argv)
     node = args.node or node_name()
-    facts = read(args.root.replace('{node}', node), node)
+    facts = read(args.root.replace(NODE_PATTERN, node), node)
     text = json.dumps(facts.to_data(), sort_keys=True)
     partial = f'{args.output}.partial'
     with open(partial, 'w', encoding='utf-8') as handle:
