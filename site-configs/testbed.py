@@ -19,6 +19,9 @@ submits with sbatch and polls sacct as on a production cluster.
 - Not described here: Slurm's partitions `gpu-untyped` and `gpu-sitelabel`
   (hpcbench.stack.testbed_system.SITE_GPU_NODES), GPU nodes as sites declare theirs, there for
   `hpcbench new-system` to describe.
+- Each node's hardware: a tree of files of its own (hpcbench.devtools.testbed_facts:
+  memory controllers, an InfiniBand HCA, the GPU nodes' nvidia-smi), where its jobs read
+  their facts (HPCBENCH_FACTS_ROOT) and `ci/testbed/testbed fault` injects faults.
 - One environment per MPI stack of this machine, built by spack-envs/testbed with the
   default BLAS (the BLAS comparison is `local`'s).
 - Slurm's commands (sbatch, sacct, scancel) are pointed at the testbed's slurm.conf, once a
@@ -29,6 +32,7 @@ import sys
 
 from hpcbench.rfm import site_config  # first: its checks run before ReFrame writes anything
 from hpcbench.rfm import site_environments, site_partitions
+from hpcbench.core import node_facts
 from hpcbench.machine import datasheets, host
 from hpcbench.machine import gpus as machine_gpus
 from hpcbench.devtools import testbed_daemons
@@ -36,7 +40,8 @@ from hpcbench.stack import slurm_run_env, testbed_system
 
 NODES = testbed_system.configured_nodes()
 STACKS = testbed_system.mpi_stacks_launched()
-SLURM_CONF = testbed_system.Layout(testbed_system.state_dir()).slurm_conf
+LAYOUT = testbed_system.Layout(testbed_system.state_dir())
+SLURM_CONF = LAYOUT.slurm_conf
 if SLURM_CONF.exists():
     os.environ['SLURM_CONF'] = str(SLURM_CONF)
 # Else Slurm's commands are not pointed at a file that is not there: srun retries a missing
@@ -77,6 +82,9 @@ def partition(name, launcher, descr, slurm_partition=testbed_system.SLURM_PARTIT
         **(dict(GPU_SETTINGS, resources=site_partitions.SLURM_GPU_RESOURCES) if gpus else {}),
         # The emulated nodes share the host's cores: one benchmark at a time.
         max_jobs=1, processor=host.processor_info(),
+        # Each node's hardware is a tree of files of its own, its faults injected there
+        # (hpcbench.devtools.testbed_facts): its jobs read their facts in it.
+        env_vars=[(node_facts.ROOT_ENV, LAYOUT.facts_root)],
         environs=[env['name'] for env in ENVIRONMENTS])
 
 

@@ -17,14 +17,16 @@ import sys
 import time
 from pathlib import Path
 
-from hpcbench.devtools import testbed_metrics, testbed_slowdown
+from hpcbench.devtools import testbed_facts, testbed_metrics, testbed_slowdown
 from hpcbench.machine import host
 from hpcbench.stack import debian
 from hpcbench.devtools.testbed import (APT_PACKAGES, gres_conf, slurm_conf, slurmdbd_conf,
                                        stand_in_devices)
 from hpcbench.stack.testbed_system import (ACCOUNT, CLUSTER, CTLD_PORT, DB_PORT, DBD_PORT,
-                                           DEFAULT_NODES, GPU_NODES, NVIDIA_MAJOR, Layout,
+                                           DEFAULT_NODES, GPU_NODES, GPUS_PER_NODE,
+                                           NVIDIA_MAJOR, SITE_GPU_NODES, Layout,
                                            configured_node_count, configured_nodes,
+                                           gpu_node_names,
                                            node_memory_bytes, node_names, state_dir)
 from hpcbench.devtools.testbed_processes import (TestbedError, alive, found_running, parent_pid,
                                               recorded, run_command, spawn, wait_for)
@@ -89,10 +91,20 @@ def _prepare(layout, nodes):
                                             socket.gethostname(),
                                             node_memory_bytes(GPU_NODES) // 2**20))
     layout.mpi_conf.write_text(f'# Written by hpcbench.devtools.testbed.\n{MPI_CONF}')
+    testbed_facts.write_trees(layout, node_hardware(nodes))
     (layout.etc / 'gres.conf').write_text(gres_conf(layout))
     dbd = layout.etc / 'slurmdbd.conf'
     dbd.write_text(slurmdbd_conf(layout, password_file.read_text()))
     dbd.chmod(0o600)
+
+
+def node_hardware(nodes):
+    """{node: (memory bytes, GPUs)} of every emulated node of a testbed of `nodes` CPU
+    nodes, as its slurm.conf declares them."""
+    gpu_memory = node_memory_bytes(GPU_NODES)
+    return {**{name: (node_memory_bytes(nodes), 0) for name in node_names(nodes)[:nodes]},
+            **{name: (gpu_memory, GPUS_PER_NODE) for name in gpu_node_names()},
+            **{node.name: (gpu_memory, 1) for node in SITE_GPU_NODES}}
 
 
 def _start_munge(layout):
@@ -266,6 +278,8 @@ def _stop(layout, timeout=20.0):
             os.kill(running[daemon], signal.SIGKILL)
     for pid_file in layout.run.glob('*.pid') if layout.run.exists() else []:
         pid_file.unlink()
+    # A degraded port's rising errors (testbed fault) end with the cluster.
+    testbed_facts.end_all_errors(layout)
     # A node made slow (testbed slow): the CPU group made for it goes with it.
     for marker in sorted(layout.run.glob('slowed-*')) if layout.run.exists() else []:
         testbed_slowdown.restore(layout, marker.name[len('slowed-'):])
@@ -304,10 +318,10 @@ def status(root=None):
     return '\n'.join(lines)
 
 
-def main(argv=None):
+def _parser():
     parser = argparse.ArgumentParser(
         prog='testbed', description="the suite's Slurm testbed on this machine: start, stop, "
-                                    'status, env, slow, restore')
+                                    'status, env, slow, restore, fault, mend')
     sub = parser.add_subparsers(dest='command', required=True)
     begin = sub.add_parser('start', help='start the cluster (nothing when it runs)')
     begin.add_argument('--nodes', type=int, default=DEFAULT_NODES)
@@ -324,7 +338,19 @@ def main(argv=None):
                       help="the share of one CPU's time its jobs get (0.25)")
     restore = sub.add_parser('restore', help='give a node made slow its CPUs back')
     restore.add_argument('node')
-    args = parser.parse_args(argv)
+    fault = sub.add_parser('fault', help="inject a fault into a node's hardware, as a job "
+                           'on it reads it (hpcbench.devtools.testbed_facts)')
+    fault.add_argument('node')
+    fault.add_argument('fault', choices=testbed_facts.FAULTS)
+    fault.add_argument('--gpu', type=int, default=0, help='the GPU of pcie-x8 (its place: 0)')
+    fault.add_argument('--port', type=int, default=1, help='the port of port-half-rate (1)')
+    mend = sub.add_parser('mend', help="a node's hardware healthy again")
+    mend.add_argument('node')
+    return parser
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
     try:
         if args.command == 'start':
             layout = start(args.nodes, metrics=not args.no_metrics)
@@ -340,6 +366,16 @@ def main(argv=None):
         elif args.command == 'slow':
             group = testbed_slowdown.slow(Layout(state_dir()), args.node, args.cpu_share)
             print(f'{args.node}: its jobs get {args.cpu_share:g} of one CPU ({group})')
+        elif args.command == 'fault':
+            print(testbed_facts.inject(Layout(state_dir()), args.node, args.fault,
+                                       gpu=args.gpu, port=args.port))
+        elif args.command == 'mend':
+            layout = Layout(state_dir())
+            hardware = node_hardware(configured_nodes(layout.root)).get(args.node)
+            if hardware is None:
+                raise TestbedError(f'{args.node}: no such node in the testbed in {layout.root}')
+            testbed_facts.mend(layout, args.node, *hardware)
+            print(f'{args.node}: its hardware healthy again')
         elif args.command == 'restore':
             done = testbed_slowdown.restore(Layout(state_dir()), args.node)
             print(f'{args.node}: ' + ('its CPUs given back' if done else 'was not made slow'))

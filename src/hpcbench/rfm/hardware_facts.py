@@ -22,7 +22,7 @@ class HardwareFacts(rfm.RegressionTestPlugin):
     judges them as facts (hpcbench.acceptance.contract). The facts are of the node the job
     script runs on (a job of several nodes: its first), in its own word (the node's name).
     A node that stands in a tree of files (an emulated one) is read there: the job's
-    environment names it, HPCBENCH_FACTS_ROOT, `{node}` in it the node's name."""
+    environment names it, HPCBENCH_FACTS_ROOT, `%n` in it the node's name."""
     #: The node's fact figures over the job ({name: value}: hpcbench.core.node_facts).
     node_facts = variable(typ.Dict[str, float], value={})
     #: The node the facts are of, as it named itself.

@@ -28,14 +28,15 @@ def accelerator_settings(accelerators, topology=None, system=None):
             gpus.partition_facts(accelerators, topology, sheet))
 
 
-def reframe_partition(where, system, name, fields, **reframe_fields):
+def reframe_partition(where, system, name, fields, env_vars=(), **reframe_fields):
     """ReFrame's partition `name` of `system` from its description `fields`
     (hpcbench.machine.description: validated here, once, for every route to a system; a
     description that is not one stops the site config with one message naming `where`, its
     file, and the field), pointed at the project's Spack and the system's environment
     (spack_partition_settings). `reframe_fields`: ReFrame's own (descr, scheduler,
-    launcher, access, processor, environs, max_jobs, devices, features, resources). A
-    field set to None is unset."""
+    launcher, access, processor, environs, max_jobs, devices, features, resources);
+    `env_vars`: ((name, value), ...) its jobs get besides the Spack's. A field set to None
+    is unset."""
     spack_fields, spack_env_vars = spack_partition_settings()
     fields = {**fields, **spack_fields, 'spack_env': str(spack_env_dir(system))}
     try:
@@ -43,7 +44,8 @@ def reframe_partition(where, system, name, fields, **reframe_fields):
                                           f'{where}: partitions[{name}]')
     except description_schema.DescriptionError as err:
         sys.exit(f'error: {err}')
-    return {'name': name, **reframe_fields, 'env_vars': spack_env_vars,
+    return {'name': name, **reframe_fields,
+            'env_vars': [*spack_env_vars, *(list(pair) for pair in env_vars)],
             'extras': described.to_extras()}
 
 

@@ -130,6 +130,17 @@ class Layout:
     def pid_file(self, daemon):
         return self.run / f'{daemon}.pid'
 
+    @property
+    def facts(self):
+        # Each emulated node's hardware as a tree of files (hpcbench.devtools.testbed_facts).
+        return self.root / 'facts'
+
+    @property
+    def facts_root(self):
+        """Where a job reads its node's facts (hpcbench.core.node_facts.ROOT_ENV): `%n`
+        is the node's name."""
+        return f'{self.facts}/%n'
+
 
 def node_memory_bytes(nodes):
     """Memory of one emulated node: every node claims all the host's cores (they share
