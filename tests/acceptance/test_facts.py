@@ -229,3 +229,28 @@ def test_a_draft_expects_each_fact_as_most_units_of_a_partition_read_it(session,
                     for u in judgement.judge_entry(e, cases).units if u.verdict == 'FAIL')
     # n3's memory twice: its error came during a job, and is there since boot.
     assert failed == ['GPU 1 of n2', 'node n3', 'node n3', 'port 1 of mlx5_0 of n3']
+
+
+def test_a_job_that_failed_still_says_what_its_hardware_said(session):
+    """n3's HPCC jobs failed their sanity check (as HPL does when a memory error spoils its
+    residual): its HPL unit is INVALID, saying the memory error its jobs read, and its
+    memory fact fails on those failed jobs' reads, as on a measured run's."""
+    from hpcbench.results import measured
+    for tc in session['runs'][0]['testcases']:
+        if tc['job_nodelist'] == ['n3']:
+            tc.update(result='fail', fail_phase='sanity', perfvalues={},
+                      fail_reason='sanity error: the residual check failed')
+    cases, failed = list(measured_runs(session)), list(measured.failed_runs(session))
+    assert [r.facts_node for r in failed] == ['n3'] * 3
+    assert failed[0].facts['edac_uncorrected_increase'] == 1
+    hpl, edac = _contract(FACTS[3]).entries
+    verdict = judgement.judge_entry(hpl, cases, invalid=judgement.invalid_units(hpl, failed),
+                                    failed=failed)
+    n3 = next(u for u in verdict.units if u.unit.node == 'n3')
+    assert n3.verdict == 'INVALID' and 'residual' in n3.reason
+    assert n3.hardware.startswith('1 uncorrected memory error(s) during the job')
+    nodes = {str(u.unit): u.verdict for u in judgement.judge_entry(edac, cases,
+                                                                   failed=failed).units}
+    assert nodes == {'node n1': 'PASS', 'node n2': 'PASS', 'node n3': 'FAIL'}
+    # Without the failed runs' reads, n3's memory was read by no job.
+    assert 'node n3' not in {str(u.unit) for u in judgement.judge_entry(edac, cases).units}

@@ -45,7 +45,8 @@ def judge(the_contract, state, records):
                     state.out_of_service[down[0]] if len(unit.nodes) == 1
                     else ', '.join(sorted(down)))
         verdicts.append(judgement.judge_entry(entry, runs, expected, not_run,
-                                              judgement.invalid_units(entry, failed)))
+                                              judgement.invalid_units(entry, failed),
+                                              failed=failed))
     return verdicts
 
 

@@ -135,7 +135,8 @@ def invalid_units(entry, failed):
     units name them (NOT_RUN)."""
     invalid = {}
     if entry.fact:
-        return invalid          # a benchmark that failed read its node's facts all the same
+        return invalid          # a benchmark that failed read its node's facts all the same:
+                                # its reads are judged (judge_entry's `failed`)
     for run in failed:
         unit = entry.scope.failed_unit(run) if _of_entry(entry, run) else None
         if unit is not None:
@@ -312,16 +313,20 @@ def _over_scope(entry, verdicts):
     return 'FAIL', f'the median of {len(verdicts)} unit(s), {centre:.4g}, missed it'
 
 
-def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALPHA):
+def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALPHA,
+                failed=()):
     """The EntryVerdict of `entry` from the measured runs `cases`. `expected`: the units
     that should have a verdict (every node in the entry's partitions, each GPU or pair of
     each); `not_run`: {Unit: why} of those that could not run (drained, down); `invalid`:
-    {Unit: why} of those whose run failed its sanity check. A unit expected and without a
-    figure is NOT_RUN, never left out; one with fewer runs than its statistic needs too,
-    saying why its node could not run them where it could not."""
+    {Unit: why} of those whose run failed its sanity check; `failed`: the runs that failed
+    (hpcbench.results.measured.FailedRun), whose jobs' facts are read as a measured run's
+    (a fact's values, a failing unit's hardware). A unit expected and without a figure is
+    NOT_RUN, never left out; one with fewer runs than its statistic needs too, saying why
+    its node could not run them where it could not."""
     not_run = {**elsewhere_units(entry, cases), **dict(not_run or {})}
     invalid = {**withheld_units(entry, cases), **dict(invalid or {})}
-    values = unit_values(entry, cases)
+    read = [*cases, *failed]
+    values = unit_values(entry, read if entry.fact else cases)
     units = sorted({*expected, *values, *not_run, *invalid}, key=str)
     verdicts = []
     for unit in units:
@@ -338,7 +343,7 @@ def judge_entry(entry, cases, expected=(), not_run=None, invalid=None, alpha=ALP
                 judged = replace(judged, reason=f'{not_run[unit]}; {judged.reason}')
             verdicts.append(judged)
     if not entry.fact:
-        verdicts = [_with_hardware(entry, v, cases) for v in
+        verdicts = [_with_hardware(entry, v, read) for v in
                     slow_beside_peers(verdicts, entry.committed.direction)]
     verdict, why = _over_scope(entry, verdicts)
     return EntryVerdict(entry, tuple(verdicts), verdict, why)

@@ -342,6 +342,11 @@ class FailedRun:
     phase: str
     reason: str
     pinned: tuple = ()      # the nodes it was given by name (its pinned_nodes), if any
+    # What its node's hardware said around it, as a measured case's (a job that failed
+    # read its node's facts all the same: a failed HPL and the memory error during it).
+    facts_node: str = ''
+    facts: dict = field(default_factory=dict)
+    device_facts: tuple = ()
 
 
 def failed_runs(session_data):
@@ -358,7 +363,10 @@ def failed_runs(session_data):
                                 p: tc.get(p, text) for p, text in _PARAM.findall(named)
                                 if p != REPEAT_PARAMETER}),
                             _nodes(tc), tc.get('fail_phase') or '',
-                            ' '.join(str(tc.get('fail_reason') or '').split()), _pinned(tc))
+                            ' '.join(str(tc.get('fail_reason') or '').split()), _pinned(tc),
+                            _facts_node(tc),
+                            {k: float(v) for k, v in (tc.get('node_facts') or {}).items()},
+                            _devices(tc, 'device_facts'))
 
 
 def measured_cases(session_data, fixtures=False):
