@@ -30,6 +30,7 @@ def tree(tmp_path):
     sources = root / node_facts.SOURCES
     sources.mkdir(parents=True)
     shutil.copy(HEALTH / 'nvidia-smi-q-p100x2.xml', sources / node_facts.SMI_FILE)
+    shutil.copy(HEALTH / 'nvlink-s-v100-azhpc-73.txt', sources / node_facts.NVLINK_FILE)
     shutil.copy(HEALTH / 'dmesg-xid-119-xe9680.log', sources / node_facts.DMESG_FILE)
     return root
 
@@ -112,7 +113,7 @@ def test_what_a_tree_lacks_or_holds_wrongly_is_said_unread_never_taken_for_healt
     assert facts.xids == () and 'not UTF-8' in unread['dmesg']
     shutil.rmtree(sources)
     unread = dict(node_facts.read(tree, 'n7').unread)
-    assert unread['nvidia-smi -q -x'].startswith('no nvidia-smi on this node (no ')
+    assert unread['nvidia-smi -q -x'].startswith('not in the tree (no ')
 
 
 def test_a_job_runs_it_by_path_with_the_node_s_python3_outside_the_venv(tree, tmp_path):

@@ -37,7 +37,7 @@ def test_a_gpu_trained_at_x8_is_degraded_and_its_node_s_figures_say_so(bus, tmp_
     assert gpu.link.degraded and gpu.link.words() == 'PCIe Gen1 x8 of Gen3 x16'
     # Without nvidia-smi (an AMD node), the GPU's figures are the kernel's link.
     facts = node_facts.read(tmp_path, 'n1')
-    assert dict(facts.unread)['nvidia-smi -q -x'].startswith('no nvidia-smi on this node')
+    assert dict(facts.unread)['nvidia-smi -q -x'].startswith('not in the tree')
     found = fact_figures.figures(facts, facts)
     assert found.node['pci_gpus'] == 1 and 'gpus' not in found.node
     assert found.devices['n1:gpu0'] == {'pcie_generation': 1, 'pcie_width': 8,

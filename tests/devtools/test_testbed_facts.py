@@ -34,10 +34,10 @@ def _read(layout, node):
 def test_a_healthy_emulated_node_reads_as_a_node_whose_every_fact_is_there(tmp_path):
     layout = _layout(tmp_path)
     cpu, gpu = _read(layout, 'n1'), _read(layout, 'g1')
-    # Nothing left unread but a CPU node's GPUs, as on a real one.
+    # Nothing left unread but a CPU node's GPUs, whose tree has no nvidia-smi.
     assert gpu.unread == ()
     assert [(what, why.split(' (')[0]) for what, why in cpu.unread] == [
-        ('nvidia-smi -q -x', 'no nvidia-smi on this node')]
+        ('nvidia-smi -q -x', 'not in the tree')]
     assert cpu.health.memory_kib == 4 << 20 and gpu.health.memory_kib == 8 << 20
     assert [(c.name, c.ranks, c.uncorrected) for c in cpu.health.controllers] == [
         ('mc0', 4, 0)]
@@ -54,6 +54,9 @@ def test_a_healthy_emulated_node_reads_as_a_node_whose_every_fact_is_there(tmp_p
     assert [(p.address, p.vendor, p.device, p.link) for p in gpu.pci_gpus] == [
         (g.bus_id[4:].lower(), 'NVIDIA', '2330', g.link) for g in gpu.gpus]
     assert cpu.pci_gpus == ()
+    # Each GPU's 18 NVLinks (its datasheet's), all up.
+    assert [(g.index, len(g.links), g.inactive) for g in gpu.nvlinks] == [
+        (i, 18, ()) for i in range(8)]
 
 
 def test_each_fault_reads_back_as_the_fault_and_only_on_its_node(tmp_path):

@@ -63,6 +63,11 @@ DRAFTED = {
         'row_remap_failed': ('at_most', 0, 'GPU-REMAP-FAILED', 'a row remap failed: replace '
                              'the GPU'),
         'xid': ('increase_at_most', 0, 'GPU-XID', _XID_ACTION),
+        'nvlinks': ('same', None, 'GPU-NVLINKS', 'NVLinks missing from the GPU\'s list: check '
+                    'the fabric manager and the GPU\'s baseboard'),
+        'nvlinks_inactive': ('at_most', 0, 'GPU-NVLINK-INACTIVE', 'an NVLink down (Azure\'s '
+                             'NHC2016): reset the GPU; reseat or replace the baseboard where '
+                             'it stays down'),
     },
     'nic': {
         'rate_gbps': ('same', None, 'PORT-RATE', 'the port trained below its rate: reseat '

@@ -43,6 +43,8 @@ GPU_FIGURES = {
     'row_remap_pending': ('yes', 'rows waiting for a reset to be remapped'),
     'row_remap_failed': ('yes', 'a row remap that failed'),
     'persistence': ('yes', 'persistence mode on'),
+    'nvlinks': ('links', 'NVLinks nvidia-smi lists'),
+    'nvlinks_inactive': ('links', 'NVLinks down (`<inactive>`)'),
     'xid_increase': ('events', 'XID events of this GPU during the job'),
 }
 # Each clock event reason's share of the job's window: clock_<reason>_percent.
@@ -132,9 +134,16 @@ def figures(before, after):
     window_us = max(after.read_at - before.read_at, 0) * 1e6
     # A GPU's key is its place in nvidia-smi's list (its index there and CUDA's, by PCI
     # bus), not its minor number, which may differ.
+    links = None if _unread(after, 'nvidia-smi nvlink -s') else \
+        {g.index: g for g in after.nvlinks}
     for place, gpu in enumerate(after.gpus):
-        devices[device_keys.gpu_key(after.node, place)] = _gpu_figures(
+        devices[device_keys.gpu_key(after.node, place)] = values = _gpu_figures(
             gpu, gained, node['xid_increase'], window_us)
+        # nvidia-smi numbers a GPU by its place in its list in both outputs.
+        own = None if links is None else links.get(place)
+        if own is not None:
+            values.update(nvlinks=float(len(own.links)),
+                          nvlinks_inactive=float(len(own.inactive)))
     if not after.gpus:
         # No NVIDIA driver's word (an AMD or Intel node): the kernel's, of the links. The
         # place by PCI address is the one rocm-smi and CUDA's PCI_BUS_ID order give.
@@ -269,6 +278,9 @@ def _device_evidence(values):
             found.append(f'clocks held by {reason.group(1)} {value:.0f} % of the job')
     if values.get('xid_increase'):
         found.append(f'{values["xid_increase"]:g} XID event(s) during the job')
+    if values.get('nvlinks_inactive'):
+        found.append(f'{values["nvlinks_inactive"]:g} of {values.get("nvlinks", 0):g} NVLinks '
+                     'inactive')
     if values.get('ecc_uncorrected_volatile'):
         found.append(f'{values["ecc_uncorrected_volatile"]:g} uncorrected ECC error(s) since '
                      'the driver loaded')

@@ -6,11 +6,12 @@ hpcbench.core.nic_health) and the XID events its kernel log holds (hpcbench.core
 kernel_log); and what two such reads, before and after a job, say of the job's window
 (changes(); as figures: hpcbench.core.fact_figures).
 
-Where the facts come from: the node's / (sysfs, procfs) and two commands, `nvidia-smi -q
--x` and `dmesg`, each run with a time limit. A tree standing in for a node (the testbed's
-emulated nodes: a directory of their own, its faults injected there) holds the commands'
-outputs as files under SOURCES (`hpcbench-facts/nvidia-smi-q-x.xml`, `.../dmesg.txt`), and
-the commands are not run. What cannot be read is said (`unread`: what, and why), never
+Where the facts come from: the node's / (sysfs, procfs) and three commands, `nvidia-smi -q
+-x`, where it lists GPUs `nvidia-smi nvlink -s` (hpcbench.core.nvlink), and `dmesg`, each
+run with a time limit. A tree standing in for a node (the testbed's emulated nodes: a
+directory of their own, its faults injected there) holds the commands' outputs as files
+under SOURCES (`hpcbench-facts/nvidia-smi-q-x.xml`, `.../nvidia-smi-nvlink-s.txt`,
+`.../dmesg.txt`), and the commands are not run. What cannot be read is said (`unread`: what, and why), never
 taken for healthy: no nvidia-smi on a node is "no NVIDIA GPU driver here", not "no GPU
 errors".
 
@@ -36,13 +37,14 @@ if __package__ in (None, ''):
     # belongs to is the checkout's.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
-from hpcbench.core import (gpu_health, kernel_log, nic_health, node_health, paths,  # noqa: E402
-                           pci_links)
+from hpcbench.core import (gpu_health, kernel_log, nic_health, node_health,  # noqa: E402
+                           nvlink, paths, pci_links)
 
 FORMAT = 1
 # The commands' outputs in a tree standing in for a node (its root).
 SOURCES = Path('hpcbench-facts')
 SMI_FILE = 'nvidia-smi-q-x.xml'
+NVLINK_FILE = 'nvidia-smi-nvlink-s.txt'
 DMESG_FILE = 'dmesg.txt'
 # nvidia-smi -q -x answers in about a second on an 8-GPU node; a hung driver never does.
 COMMAND_SECONDS = 20
@@ -67,6 +69,7 @@ class NodeFacts:
     xids: tuple = ()            # Xid, in the log's order
     unread: tuple = ()          # ((what, why), ...)
     pci_gpus: tuple = ()        # PciGpu, by PCI address: every maker's (the kernel's word)
+    nvlinks: tuple = ()         # GpuLinks, by nvidia-smi's index
 
     def to_data(self):
         return {'format': FORMAT, **asdict(self)}
@@ -91,10 +94,13 @@ class NodeFacts:
                 tuple(c) for c in p['counters'])}) for p in data['ports'])
             pci_gpus = tuple(pci_links.PciGpu(**{**g, 'link': gpu_health.PcieLink(**g['link'])})
                              for g in data.get('pci_gpus', ()))
+            nvlinks = tuple(nvlink.GpuLinks(g['index'], g['model'],
+                                            tuple(tuple(link) for link in g['links']))
+                            for g in data.get('nvlinks', ()))
             return cls(str(data['node']), float(data['read_at']), float(data['seconds']),
                        node_health.NodeHealth(**health), gpus, ports,
                        tuple(kernel_log.Xid(**x) for x in data['xids']),
-                       tuple(tuple(u) for u in data['unread']), pci_gpus)
+                       tuple(tuple(u) for u in data['unread']), pci_gpus, nvlinks)
         except NodeFactsError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as err:
@@ -128,8 +134,7 @@ def _command_output(argv, file, root, unread, max_bytes):
         except paths.UnreadableFileError as err:
             unread.append((what, str(err)))
         except FileNotFoundError:
-            # The tree's word for a node without the command, as a real node's is.
-            unread.append((what, f'no {argv[0]} on this node (no {path})'))
+            unread.append((what, f'not in the tree (no {path})'))
         except OSError as err:
             unread.append((what, f'{path}: {err.strerror}'))
         return None
@@ -187,6 +192,15 @@ def read(root='/', node=None, clock=time.time):
             gpus = gpu_health.from_smi_xml(smi)
         except gpu_health.GpuHealthError as err:
             unread.append(('nvidia-smi -q -x', str(err)))
+    nvlinks = ()
+    if gpus:
+        said = _command_output(['nvidia-smi', 'nvlink', '-s'], NVLINK_FILE, root, unread,
+                               nvlink.MAX_BYTES)
+        if said is not None:
+            try:
+                nvlinks = nvlink.parse(said)
+            except nvlink.NvlinkError as err:
+                unread.append(('nvidia-smi nvlink -s', str(err)))
     xids = ()
     log = _command_output(['dmesg'], DMESG_FILE, root, unread, kernel_log.MAX_LOG_BYTES)
     if log is not None:
@@ -199,7 +213,7 @@ def read(root='/', node=None, clock=time.time):
         unread.append(('time', f'the read took {seconds:.1f} s, more than the '
                                f'{READ_SECONDS:g} s it should'))
     return NodeFacts(node or node_name(), read_at, seconds, health,
-                     gpus, ports, xids, tuple(unread), pci_gpus)
+                     gpus, ports, xids, tuple(unread), pci_gpus, nvlinks)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ What a healthy node's tree holds, and where each part comes from:
   its one GPU printed once per GPU of the node (GPUS_PER_NODE), each at its place: its
   minor number, and a bus address and UUID made from that place (the H100's own, last
   digits replaced): the GPUs are stand-ins, so are their addresses;
+- their `nvidia-smi nvlink -s`: each GPU's links as its datasheet counts them, each at its
+  datasheet's rate (references/datasheets: 18 at 25 GB/s each way), all up;
 - the PCI bus: the GPUs nvidia-smi lists, each a 3D controller of NVIDIA's at its address
   with the link nvidia-smi says (a CPU node's bus shows no GPU);
 - the kernel log: empty.
@@ -40,8 +42,9 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree
 
-from hpcbench.core import paths, pci_links
+from hpcbench.core import node_facts, paths, pci_links
 from hpcbench.devtools.testbed_processes import TestbedError, alive, start_time
+from hpcbench.machine import datasheets
 
 FIXTURES = paths.PROJECT_ROOT / 'tests' / 'fixtures'
 EDAC_SOURCE = FIXTURES / 'health' / 'netdata-1508' / 'sys' / 'devices' / 'system' / 'edac'
@@ -53,9 +56,11 @@ HOST_FILES = ('proc/sys/kernel/osrelease', 'sys/devices/system/cpu/online',
               'sys/devices/system/cpu/cpu0/cpufreq/scaling_governor',
               'sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq',
               'sys/kernel/mm/transparent_hugepage/enabled', 'sys/class/dmi/id/bios_version')
-SMI_FILE = Path('hpcbench-facts') / 'nvidia-smi-q-x.xml'
+# Where a node's reader finds its commands' outputs in a tree (hpcbench.core.node_facts).
+SMI_FILE = node_facts.SOURCES / node_facts.SMI_FILE
+NVLINK_FILE = node_facts.SOURCES / node_facts.NVLINK_FILE
+DMESG_FILE = node_facts.SOURCES / node_facts.DMESG_FILE
 PCI_DEVICES = pci_links.DEVICES
-DMESG_FILE = Path('hpcbench-facts') / 'dmesg.txt'
 FAULTS = ('pcie-x8', 'port-half-rate', 'memory-uncorrected')
 # A degraded link's symbol errors: one each second, about what the sites' reports show of
 # a bad cable under load (thousands an hour).
@@ -96,6 +101,7 @@ def write_tree(root, memory_bytes, gpus, host_root=Path('/')):
     if gpus:
         xml = smi_xml(gpus)
         _write(root / SMI_FILE, xml)
+        _write(root / NVLINK_FILE, nvlink_status(xml))
         for address, attributes in pci_functions(xml).items():
             for name, value in attributes.items():
                 _write(root / 'sys' / PCI_DEVICES / address / name, f'{value}\n')
@@ -104,6 +110,20 @@ def write_tree(root, memory_bytes, gpus, host_root=Path('/')):
 # A link's generation as the kernel prints its speed (hpcbench.core.pci_links).
 _SPEEDS = {generation: f'{rate:.1f} GT/s PCIe'
            for rate, generation in pci_links.GENERATIONS.items()}
+
+
+def nvlink_status(xml):
+    """`nvidia-smi nvlink -s` of the GPUs an `nvidia-smi -q -x` lists: each its model's
+    links (its datasheet's count; the node's topology links every pair by all of them) at
+    its datasheet's rate a link, each direction, every one up."""
+    lines = []
+    for place, gpu in enumerate(ElementTree.fromstring(xml).findall('gpu')):
+        model = gpu.findtext('product_name')
+        sheet = datasheets.find(model)
+        lines.append(f'GPU {place}: {model} (UUID: {gpu.findtext("uuid")})')
+        rate = sheet.nvlink_bandwidth / sheet.nvlink_links / 1e9
+        lines += [f'\t Link {link}: {rate:.3f} GB/s' for link in range(sheet.nvlink_links)]
+    return '\n'.join(lines) + '\n'
 
 
 def pci_functions(xml):
