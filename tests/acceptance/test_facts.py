@@ -73,8 +73,7 @@ def _with_facts(tc, tmp_path):
         _bump(root / 'sys/devices/system/edac/mc/mc0/ue_count', 1)
     found = fact_figures.figures(before, node_facts.read(root, node, clock=lambda: 1002.0))
     shutil.rmtree(root)
-    return {**tc, 'facts_node': found.node_name, 'node_facts': found.node,
-            'device_facts': found.devices}
+    return {**tc, 'node_facts': {found.node_name: found.node}, 'device_facts': found.devices}
 
 
 @pytest.fixture
@@ -241,8 +240,8 @@ def test_a_job_that_failed_still_says_what_its_hardware_said(session):
             tc.update(result='fail', fail_phase='sanity', perfvalues={},
                       fail_reason='sanity error: the residual check failed')
     cases, failed = list(measured_runs(session)), list(measured.failed_runs(session))
-    assert [r.facts_node for r in failed] == ['n3'] * 3
-    assert failed[0].facts['edac_uncorrected_increase'] == 1
+    assert [list(r.node_facts) for r in failed] == [['n3']] * 3
+    assert failed[0].node_facts['n3']['edac_uncorrected_increase'] == 1
     hpl, edac = _contract(FACTS[3]).entries
     verdict = judgement.judge_entry(hpl, cases, invalid=judgement.invalid_units(hpl, failed),
                                     failed=failed)

@@ -204,10 +204,10 @@ def test_the_job_s_lines_read_the_facts_and_leave_the_launch_s_status(tree, tmp_
     assert done.returncode == launch_status
     assert 'hpcbench facts: not read into nowhere.json (exit 1)' in done.stderr
     found, unread = fact_figures.job_figures(tmp_path)
-    assert found.node_name == 'n7' and found.node['gpus'] == 2 and unread == []
-    (tmp_path / node_facts.AFTER).unlink()
+    assert list(found) == ['n7'] and found['n7'].node['gpus'] == 2 and unread == []
+    (tmp_path / node_facts.AFTER.replace('%n', 'n7')).unlink()
     found, unread = fact_figures.job_figures(tmp_path)
-    assert found is None and unread[0].startswith('facts after the job: ')
+    assert found == {} and unread[0].startswith('facts of n7 after the job: ')
 
 
 def test_a_facts_file_that_is_a_fifo_is_refused_never_waited_on(tmp_path):
@@ -216,3 +216,28 @@ def test_a_facts_file_that_is_a_fifo_is_refused_never_waited_on(tmp_path):
     os.mkfifo(tmp_path / node_facts.AFTER)
     with pytest.raises(node_facts.NodeFactsError, match='not a regular file'):
         node_facts.load(tmp_path / node_facts.AFTER)
+
+
+def test_a_job_of_several_nodes_reads_each_and_keeps_each_by_its_own_name(tree, tmp_path):
+    """On Slurm, a job of several nodes reads on each (one task a node: SLURM_EVERY_NODE);
+    a job of one reads where its script runs. Each node's two reads are its figures."""
+    line = node_facts.job_line('python3 node_facts.py', node_facts.BEFORE, slurm=True)
+    assert f'then {node_facts.SLURM_EVERY_NODE} python3 node_facts.py' in line
+    assert 'else python3 node_facts.py' in line and node_facts.BEFORE in line
+    shutil.copytree(tree, tree.parent / 'n8')
+    stage = tmp_path / 'stage'
+    stage.mkdir()
+    for node in ('n7', 'n8'):
+        for output in (node_facts.BEFORE, node_facts.AFTER):
+            assert node_facts.main(['--root', str(tree.parent / '%n'), '--node', node,
+                                    '--output', str(stage / output)]) == 0
+    found, unread = fact_figures.job_figures(stage)
+    assert sorted(found) == ['n7', 'n8'] and unread == []
+    assert sorted(k for k in found['n8'].devices if k.startswith('n8:gpu')) == [
+        'n8:gpu0', 'n8:gpu1']
+    # A file that holds another node's facts than its name says is not kept as either.
+    (stage / node_facts.AFTER.replace('%n', 'n8')).write_text(
+        (stage / node_facts.AFTER.replace('%n', 'n7')).read_text())
+    found, unread = fact_figures.job_figures(stage)
+    assert sorted(found) == ['n7'] and 'not one node' in unread[-1]
+

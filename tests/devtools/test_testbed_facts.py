@@ -15,6 +15,7 @@ from conftest import BIN, ROOT
 from hpcbench.core import device_keys, fact_figures, node_facts
 from hpcbench.devtools import testbed_daemons, testbed_facts
 from hpcbench.devtools.testbed_processes import alive
+from hpcbench.results import measured
 from hpcbench.stack import testbed_system
 from test_testbed import running_testbed
 
@@ -123,6 +124,13 @@ CONTRACT = {'system': 'testbed', 'about': 'HPCC and the hardware of every node',
      'statistic': {'median_of': 1},
      'run_rules': {'settings': {'memory_fraction': 0.002}},
      'source': SOURCE, 'fault': {'code': 'HPL-NODE', 'action': 'see to the node'}},
+    # A job of two nodes reads both.
+    {'id': 'imb-pair', 'check': 'ImbPairCheck', 'figure': 'bandwidth_4MiB',
+     'parameters': {'benchmark': 'PingPong'}, 'scope': 'node_pair', 'partitions': ['srun'],
+     'environ': 'intelmpi',
+     'committed': {'value': 0.001, 'unit': 'MB/s', 'direction': 'at_least'},
+     'statistic': {'median_of': 1},
+     'source': SOURCE, 'fault': {'code': 'IMB-PAIR', 'action': 'see to the pair'}},
     _fact('memory-ue', 'edac_uncorrected', 'node', {'at_most': 0}, 'MEM-UE',
           'replace the DIMM', ['srun', 'gpu']),
     _fact('ib-rate', 'rate_gbps', 'nic', {'at_least': 40}, 'IB-RATE',
@@ -175,6 +183,15 @@ def test_the_testbed_s_acceptance_names_the_three_injected_faults_and_nothing_el
     assert [len(verdicts[e]) for e in ('hpcc-hpl-node', 'memory-ue', 'ib-rate', 'ib-symbols',
                                       'gpu-pcie')] == [5, 5, 10, 10, 16]
     assert {u['verdict'] for u in verdicts['hpcc-hpl-node'].values()} == {'PASS'}
+    assert {u['verdict'] for u in verdicts['imb-pair'].values()} == {'PASS'}
+    # Each pair's job read both its nodes: n3's port in its own job and in its pair's.
+    cases = [c for path in sorted((directory / 'sessions').glob('*.json'))
+             for c in measured.measured_runs(json.loads(path.read_text()))]
+    pairs = [c for c in cases if c.check == 'ImbPairCheck']
+    assert pairs and all(sorted(c.node_facts) == sorted(c.nodes) for c in pairs), \
+        [(c.nodes, sorted(c.node_facts), c.variables.get('facts_unread')) for c in pairs]
+    n3_reads = verdicts['ib-symbols']['n3:nic:mlx4_0/1']['values']
+    assert len(n3_reads) == 1 + sum('n3' in c.nodes for c in pairs)
     # The drain list: those three nodes, each with the hardware's word on it.
     drain = (directory / 'drain-list.sh').read_text().splitlines()[1:]
     reasons = {line.split()[2]: line for line in drain}

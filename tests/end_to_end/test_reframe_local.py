@@ -189,10 +189,11 @@ def test_registry_only_path_runs_real_hpcc_and_imb_through_reframe_and_skips_not
     # node in its own word, its CPUs, and what it has not (no GPU driver here) said.
     session = results_db.latest_session(results_db.site_config('local'))
     cases = list(measured.measured_runs(session))
-    assert cases and {c.facts_node for c in cases} == {node_facts.node_name()}
-    assert {c.facts.get('online_cpus') for c in cases} == {float(os.cpu_count())}
+    this = node_facts.node_name()
+    assert cases and {tuple(c.node_facts) for c in cases} == {(this,)}
+    assert {c.node_facts[this].get('online_cpus') for c in cases} == {float(os.cpu_count())}
     if not shutil.which('nvidia-smi'):
-        assert all('nvidia-smi -q -x before the job: no nvidia-smi on this node'
+        assert all(f'nvidia-smi -q -x of {this} before the job: no nvidia-smi on this node'
                    in c.variables['facts_unread'] for c in cases)
 
     # The report of that run, built from its results database and opened in Chromium.
@@ -459,8 +460,8 @@ def test_dry_run_writes_ior_jobs_that_clean_up_and_drop_caches(var):
         lines = job.rstrip('\n').splitlines()
         check = next(i for i, line in enumerate(lines) if 'quiet_node.py' in line)
         assert 'hpcbench.core.node_facts' in lines[check + 1] and \
-            'hpcbench-facts-before.json' in lines[check + 1]
-        assert 'hpcbench-facts-after.json' in lines[-1]
+            'hpcbench-facts-before-%n.json' in lines[check + 1]
+        assert 'hpcbench-facts-after-%n.json' in lines[-1]
         assert sum('hpcbench.core.node_facts' in line for line in lines) == 2
 
 

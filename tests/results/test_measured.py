@@ -2,6 +2,8 @@
 stored sessions."""
 import json
 
+import pytest
+
 from conftest import FIXTURES
 from hpcbench.results import measured
 
@@ -19,3 +21,12 @@ def test_a_node_list_stored_as_one_abbreviated_string_reads_as_its_nodes():
         ('g1',), ('g2',), ('n1',), ('n2',), ('n3',)]
     # An abbreviated list of several nodes, as ReFrame abbreviates one (nid[001-003]).
     assert measured._nodes({'job_nodelist': 'n[1-3],g1'}) == ('g1', 'n1', 'n2', 'n3')
+
+
+def test_a_record_of_one_node_s_facts_written_before_reads_as_that_node_s():
+    old = {'facts_node': 'n3', 'node_facts': {'online_cpus': 2}}
+    assert measured._node_facts(old) == {'n3': {'online_cpus': 2.0}}
+    assert measured._node_facts({'node_facts': {'n1': {'gpus': 8}, 'n2': {}}}) == {
+        'n1': {'gpus': 8.0}, 'n2': {}}
+    with pytest.raises(RuntimeError, match='no node\'s name'):
+        measured._node_facts({'node_facts': {'n1;rm': {}}})

@@ -367,11 +367,12 @@ def _with_hardware(entry, verdict, cases):
         if isinstance(key, device_keys.GpuPair) else None)
     said = []
     for case in cases:
-        if case.facts_node != node or not _of_entry(entry, case):
+        if not _of_entry(entry, case):
             continue
         devices = {str(d.key): d.figures for d in case.device_facts
-                   if own is None or str(d.key) in own}
-        said += fact_figures.evidence(case.facts, devices)
+                   if (d.key.node == node if own is None else str(d.key) in own)}
+        if node in case.node_facts or devices:
+            said += fact_figures.evidence(case.node_facts.get(node, {}), devices)
     if not said:
         return verdict
     text = '; '.join(dict.fromkeys(said))

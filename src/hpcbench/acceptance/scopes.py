@@ -114,10 +114,9 @@ class _Node(Scope):
         return self.unit(case.partition, case.nodes[0]) if len(case.nodes) == 1 else None
 
     def case_fact_units(self, case, fact):
-        # The node the facts are of, in its own word: a job of several nodes read its first.
-        if not case.facts_node or fact not in case.facts:
-            return {}
-        return {self.unit(case.partition, case.facts_node): case.facts[fact]}
+        # Each node the job read, in its own word (a job of several nodes read every one).
+        return {self.unit(case.partition, node): figures[fact]
+                for node, figures in case.node_facts.items() if fact in figures}
 
     def failed_unit(self, run):
         return self.case_unit(run)

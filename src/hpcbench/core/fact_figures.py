@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.core import device_keys, nic_health
-from hpcbench.core.node_facts import AFTER, BEFORE, NodeFactsError, changes, load
+from hpcbench.core.node_facts import (AFTER, BEFORE, NODE_PATTERN, NodeFactsError, changes,
+                                      load)
 
 
 # The figures a pair of reads gives, by name: (unit, what it is). A node's; each GPU's
@@ -214,24 +215,37 @@ def _unread(facts, what):
 
 
 def job_figures(directory):
-    """(the FactFigures of a job's two reads in `directory`, or None; what was not read, as
-    lines)."""
+    """({node: FactFigures} of a job's reads in `directory`, each node's two reads, before
+    and after; what was not read, as lines)."""
     directory = Path(directory)
-    reads, unread = [], []
-    for name, when in ((BEFORE, 'before the job'), (AFTER, 'after the job')):
-        try:
-            facts = load(directory / name)
-        except NodeFactsError as err:
-            unread.append(f'facts {when}: {err}')
+    found, unread = {}, []
+    head, tail = BEFORE.split(NODE_PATTERN)
+    names = sorted(p.name[len(head):-len(tail)] for p in directory.glob(
+        BEFORE.replace(NODE_PATTERN, '*')))
+    if not names:
+        return found, ['facts before the job: none read (no ' + BEFORE + ')']
+    for name in names:
+        reads = []
+        for pattern, when in ((BEFORE, 'before the job'), (AFTER, 'after the job')):
+            try:
+                facts = load(directory / pattern.replace(NODE_PATTERN, name))
+            except NodeFactsError as err:
+                unread.append(f'facts of {name} {when}: {err}')
+                continue
+            reads.append(facts)
+            unread += [f'{what} of {facts.node} {when}: {why}' for what, why in facts.unread]
+        if len(reads) < 2:
             continue
-        reads.append(facts)
-        unread += [f'{what} {when}: {why}' for what, why in facts.unread]
-    if len(reads) < 2:
-        return None, unread
-    try:
-        return figures(*reads), unread
-    except NodeFactsError as err:
-        return None, unread + [str(err)]
+        try:
+            figured = figures(*reads)
+        except NodeFactsError as err:
+            unread.append(str(err))
+            continue
+        if figured.node_name != name:
+            unread.append(f'facts of {figured.node_name} in the file of {name}: not kept')
+            continue
+        found[name] = figured
+    return found, unread
 
 
 # What of a job's facts explains a figure that failed or is slow (evidence()): a clock

@@ -273,14 +273,20 @@ def changes(before, after):
                    _gain(before.health.uncorrected, after.health.uncorrected), tuple(unread))
 
 
-# What a job writes beside its output (its stage directory), before and after its launch.
-BEFORE, AFTER = 'hpcbench-facts-before.json', 'hpcbench-facts-after.json'
+# Slurm's word for a node's name in its file patterns (the job script exports the facts'
+# root unquoted: it holds no braces).
+NODE_PATTERN = '%n'
+# What a job writes beside its output (its stage directory), before and after all it does:
+# one file a node of the job, `%n` its name.
+BEFORE = f'hpcbench-facts-before-{NODE_PATTERN}.json'
+AFTER = f'hpcbench-facts-after-{NODE_PATTERN}.json'
 # Where a node's facts come from, where not its / (the testbed's trees): `%n` in it is
 # the node's name.
 ROOT_ENV = 'HPCBENCH_FACTS_ROOT'
-# Slurm's word for a node's name in its file patterns; the job script exports the variable
-# unquoted, so it holds no braces.
-NODE_PATTERN = '%n'
+# Once on each node of a Slurm job of several: one task a node, beside the job's own steps
+# (--overlap); a job of one node reads where its script runs.
+SLURM_EVERY_NODE = ('srun --overlap --nodes="$SLURM_JOB_NUM_NODES" '
+                    '--ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1')
 
 
 def node_name():
@@ -289,12 +295,18 @@ def node_name():
     return os.environ.get('SLURMD_NODENAME') or socket.gethostname().split('.')[0]
 
 
-def job_line(command, output):
-    """The job script's line that reads the node's facts into `output` with `command` (the
-    shell words that run this module); a read that fails says so and the job goes on: no
-    fact read is a verdict of the benchmark's. The status the line found ($?: the launch's,
-    after it) is the one it leaves, so that a job still ends as its benchmark did."""
-    return (f'hpcbench_status=$?; {command} --root "${{{ROOT_ENV}:-/}}" --output {output} || '
+def job_line(command, output, slurm=False):
+    """The job script's line that reads the node's facts into `output` (`%n` in it the
+    node's name) with `command` (the shell words that run this module); with `slurm`, every
+    node's where the job has several (SLURM_EVERY_NODE). A read that fails says so and the
+    job goes on: no fact read is a verdict of the benchmark's. The status the line found
+    ($?: the launch's, after it) is the one it leaves, so that a job still ends as its
+    benchmark did."""
+    read = f'{command} --root "${{{ROOT_ENV}:-/}}" --output {output}'
+    if slurm:
+        read = (f'if [ "${{SLURM_JOB_NUM_NODES:-1}}" -gt 1 ]; then {SLURM_EVERY_NODE} {read}; '
+                f'else {read}; fi')
+    return (f'hpcbench_status=$?; {read} || '
             f'echo "hpcbench facts: not read into {output} (exit $?)" >&2; '
             '(exit $hpcbench_status)')
 
@@ -304,15 +316,17 @@ def main(argv=None):
     parser.add_argument('--root', default='/', help='the node\'s / (a tree standing in for '
                         'it; %%n in it is its name)')
     parser.add_argument('--node', help='its name (its scheduler\'s, else its host name)')
-    parser.add_argument('--output', required=True, help='the JSON file to write')
+    parser.add_argument('--output', required=True, help='the JSON file to write (%%n in it '
+                        'is the node\'s name)')
     args = parser.parse_args(argv)
     node = args.node or node_name()
     facts = read(args.root.replace(NODE_PATTERN, node), node)
     text = json.dumps(facts.to_data(), sort_keys=True)
-    partial = f'{args.output}.partial'
+    output = args.output.replace(NODE_PATTERN, node)
+    partial = f'{output}.partial'
     with open(partial, 'w', encoding='utf-8') as handle:
         handle.write(text + '\n')
-    os.replace(partial, args.output)
+    os.replace(partial, output)
     return 0
 
 

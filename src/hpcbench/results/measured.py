@@ -139,10 +139,9 @@ class MeasuredCase:
     curve: dict = None                  # IMB's per-size table, where the check keeps one
     variables: dict = field(default_factory=dict)   # the test's variables, as stored
     session: str = ''                   # the UUID of the session it comes from
-    # The node's health facts over the job (hpcbench.rfm.plugins.HardwareFacts): the node
-    # they are of, its fact figures {name: value}, each GPU's and port's (DeviceFigures).
-    facts_node: str = ''
-    facts: dict = field(default_factory=dict)
+    # The nodes' health facts over the job (hpcbench.rfm.hardware_facts): each node's fact
+    # figures by its own name {node: {name: value}}, each GPU's and port's (DeviceFigures).
+    node_facts: dict = field(default_factory=dict)
     device_facts: tuple = ()
 
     @property
@@ -315,18 +314,25 @@ def _decoded(tc):
         provenance=Provenance(**{name: tc.get(name) or '' for name in Provenance.FIELDS}),
         input_files=dict(tc.get('input_files') or {}),
         curve=curve if isinstance(curve, dict) else None, variables=tc,
-        facts_node=_facts_node(tc),
-        facts={k: float(v) for k, v in (tc.get('node_facts') or {}).items()},
-        device_facts=_devices(tc, 'device_facts'))
+        node_facts=_node_facts(tc), device_facts=_devices(tc, 'device_facts'))
 
 
-def _facts_node(tc):
-    """The node a case's facts are of, as it named itself; a name that is none refused."""
-    name = tc.get('facts_node') or ''
-    if name and not NODE_NAME.fullmatch(name):
-        raise RuntimeError(f'test case {tc.get("display_name") or tc.get("name")}: its facts '
-                           f'are of {name[:80]!r}, no node\'s name')
-    return name
+def _node_facts(tc):
+    """{node: {name: value}} of a case's facts, each node as it named itself; a name that
+    is none refused. A record written before every node was read (2026-12-05) holds one
+    node's: `facts_node` and its figures."""
+    stored = tc.get('node_facts') or {}
+    if stored and not all(isinstance(v, dict) for v in stored.values()):
+        stored = {tc.get('facts_node') or '': stored}
+    found = {}
+    for name, figures in stored.items():
+        if not name:
+            continue
+        if not NODE_NAME.fullmatch(name):
+            raise RuntimeError(f'test case {tc.get("display_name") or tc.get("name")}: its '
+                               f'facts are of {name[:80]!r}, no node\'s name')
+        found[name] = {k: float(v) for k, v in figures.items()}
+    return found
 
 
 @dataclass(frozen=True)
@@ -342,10 +348,9 @@ class FailedRun:
     phase: str
     reason: str
     pinned: tuple = ()      # the nodes it was given by name (its pinned_nodes), if any
-    # What its node's hardware said around it, as a measured case's (a job that failed
-    # read its node's facts all the same: a failed HPL and the memory error during it).
-    facts_node: str = ''
-    facts: dict = field(default_factory=dict)
+    # What its nodes' hardware said around it, as a measured case's (a job that failed
+    # read its nodes' facts all the same: a failed HPL and the memory error during it).
+    node_facts: dict = field(default_factory=dict)
     device_facts: tuple = ()
 
 
@@ -364,9 +369,7 @@ def failed_runs(session_data):
                                 if p != REPEAT_PARAMETER}),
                             _nodes(tc), tc.get('fail_phase') or '',
                             ' '.join(str(tc.get('fail_reason') or '').split()), _pinned(tc),
-                            _facts_node(tc),
-                            {k: float(v) for k, v in (tc.get('node_facts') or {}).items()},
-                            _devices(tc, 'device_facts'))
+                            _node_facts(tc), _devices(tc, 'device_facts'))
 
 
 def measured_cases(session_data, fixtures=False):
