@@ -7,7 +7,7 @@ with another count is refused by it); node --slow given --cpu-share of one CPU
 (hpcbench.devtools.testbed_slowdown: its slurmd, and so its jobs, in a CPU cgroup with a
 quota), --drained drained through Slurm before the run and --drained-during drained --after
 seconds into it; --memory-uncorrected and --port-half-rate given those faults in their
-hardware (`testbed fault`). Then `hpcbench accept --system testbed` with the contract (the
+hardware (`testbed fault`; judged where the contract has fact entries). Then `hpcbench accept --system testbed` with the contract (the
 committed contracts/testbed.yaml unless --contract) into --output, timed as a user runs it.
 Then:
 
@@ -128,11 +128,13 @@ def main():
     parser.add_argument('--drained-during', default='n25', help="drained during ('' : none)")
     parser.add_argument('--after', type=float, default=120,
                         help='seconds into the run at which --drained-during is drained')
-    parser.add_argument('--memory-uncorrected', default='n11',
-                        help="a node given an uncorrected memory error ('' : none)")
-    parser.add_argument('--port-half-rate', default='n13',
+    # The hardware's faults are judged by a contract's fact entries (a draft's: hpcbench
+    # contract init): none unless asked.
+    parser.add_argument('--memory-uncorrected', default='',
+                        help="a node given an uncorrected memory error (none unless named)")
+    parser.add_argument('--port-half-rate', default='',
                         help="a node whose InfiniBand port runs at half its rate, its symbol "
-                        "errors rising ('' : none)")
+                        "errors rising (none unless named)")
     parser.add_argument('--load', type=float, default=0,
                         help='other work on the host meanwhile: this many cores kept busy, '
                         'each busy --duty of every second (0: none)')

@@ -8,10 +8,7 @@ from reframe.core.builtins import run_before, variable
 
 from hpcbench.core import fact_figures, quiet_node
 from hpcbench.core import node_facts as reader
-from hpcbench.rfm.partition import suite_module
-
-# ReFrame's schedulers that are Slurm's (srun reaches every node of a job).
-SLURM_SCHEDULERS = ('slurm', 'squeue')
+from hpcbench.rfm.partition import SLURM_SCHEDULERS, suite_module
 
 
 class HardwareFacts(rfm.RegressionTestPlugin):
