@@ -41,6 +41,10 @@ CONTRACT = {'system': 'testbed', 'entries': [
      'committed': {'value': 21.44, 'unit': 'us', 'direction': 'at_most'}}]}
 
 
+# A healthy node's memory over a job (the testbed's: hpcbench.devtools.testbed_facts).
+HEALTHY_FACTS = {'dimm_ranks': 4.0, 'edac_uncorrected': 0.0, 'edac_uncorrected_increase': 0.0}
+
+
 def _scaled(case, slower):
     """A real case with its rates `slower` (a fraction) lower and its times longer."""
     case = json.loads(json.dumps(case))
@@ -58,6 +62,9 @@ class FakeReFrame:
 
     def __init__(self, nodes=NODES):
         self.nodes, self.slow, self.stored, self.ran, self.served = nodes, {}, {}, [], {}
+        # What each job's node reads of its hardware ({node: {fact figure: value}} over a
+        # healthy node's: hpcbench.rfm.hardware_facts).
+        self.facts = {}
         self.reservations = []          # each run's -J--reservation, None without
 
     def partitions(self):
@@ -83,6 +90,7 @@ class FakeReFrame:
             real = REAL_RUNS.get(node) or REAL_RUNS['n1']
             case = _scaled(real[turn % len(real)], self.slow.get(node, 0))
             case['job_nodelist'] = [node]
+            case['node_facts'] = {node: {**HEALTHY_FACTS, **self.facts.get(node, {})}}
             case['display_name'] = re.sub(r'%\.nid=\S+', f'%.nid={node}', case['display_name'])
             cases.append(case)
         data = {'session_info': {'uuid': str(uuid.uuid4())}, 'runs': [{'testcases': cases}]}
@@ -137,10 +145,10 @@ class Clock:
         return self.now
 
 
-def accept(tmp_path):
+def accept(tmp_path, contract_data=CONTRACT):
     """(contract path, acceptance directory) of the ten nodes accepted on their real runs."""
     contract = tmp_path / 'testbed.yaml'
-    contract.write_text(yaml.safe_dump(json.loads(json.dumps(CONTRACT)), sort_keys=False))
+    contract.write_text(yaml.safe_dump(json.loads(json.dumps(contract_data)), sort_keys=False))
     directory = tmp_path / 'acceptance'
     with directories.claimed(directory):
         Acceptance('testbed', contract, directory, reframe=FakeReFrame(),

@@ -329,6 +329,44 @@ def test_a_watch_naming_its_runs_takes_that_many_a_cycle(tmp_path, accepted):
     assert all(len(d.runs) == 6 for d in port_cycle.drifts['hpl'].values())
 
 
+def test_a_watched_fact_fails_its_node_at_once_and_never_drifts(tmp_path):
+    """A fact watched beside HPL (no uncorrected memory error during a job): read around
+    each cycle's jobs and judged against its expectation alone. n5's jobs read one error:
+    n5 FAIL on the fact at once and drained; no drift is judged of a fact; the others pass.
+    A fact cannot be watched alone (it is read around a watched figure's jobs), and its
+    watch takes no runs or least effect (it is no sample)."""
+    data = json.loads(json.dumps(CONTRACT))
+    fact = {'id': 'memory-ue', 'fact': 'edac_uncorrected', 'scope': 'node',
+            'partitions': ['srun'], 'expect': {'increase_at_most': 0},
+            'source': {'kind': 'procurement', 'cite': 'a test of the suite'},
+            'fault': {'code': 'MEM-UE', 'action': 'replace the DIMM'},
+            'watch': {'period': '1h', 'action': 'drain', 'streak': 2}}
+    data['entries'].append(fact)
+    contract, acceptance = accept(tmp_path, data)
+    port, slurm = FakeReFrame(), FakeSlurm()
+    port.facts['n5'] = {'edac_uncorrected_increase': 1.0}
+    cycle = _watch(tmp_path, (contract, acceptance), port, slurm, Clock()).cycle()
+    assert {(f.entry.id, f.how, f.at_once) for f in cycle.outcomes['n5'].failing} == {
+        ('memory-ue', 'contract', True)}
+    assert 'memory-ue' not in cycle.drifts and 'hpl' in cycle.drifts
+    # n7, whose HPL failed the acceptance, is never accepted though its memory passed.
+    assert 'n7' not in cycle.due and cycle.not_run['n7'].startswith('never accepted: hpl FAIL')
+    assert {n for n, o in cycle.outcomes.items() if o.outcome == 'FAIL'} == {'n5'}
+    assert {n for n, o in cycle.outcomes.items() if o.outcome == 'PASS'} == \
+        set(ACCEPTED) - {'n5'}
+    assert [(a.node, a.kind, a.held) for a in cycle.actions] == [('n5', 'drain', '')]
+    assert 'MEM-UE' in slurm.states['n5'][1]
+    alone = {**data, 'entries': [{**data['entries'][1]}, fact]}
+    path = tmp_path / 'alone.yaml'
+    path.write_text(yaml.safe_dump(alone))
+    with pytest.raises(watch_record.WatchError, match='only facts are watched'):
+        watch_record.watched_contract(path, 'testbed')
+    from hpcbench.acceptance import contract as contracts
+    with pytest.raises(contracts.ContractError, match='runs'):
+        contracts.from_data({**data, 'entries': [data['entries'][0], {
+            **fact, 'watch': {'period': '1h', 'runs': 6}}]}, 'a test')
+
+
 def test_due_leaves_busy_and_out_of_service_nodes_and_takes_idle_before_powered_down():
     nodes = [SeenNode('a', 'p', 'MIXED'), SeenNode('b', 'p', 'IDLE+POWERED_DOWN'),
              SeenNode('c', 'p', 'IDLE'), SeenNode('d', 'p', 'IDLE+DRAIN', 'x'),

@@ -156,6 +156,11 @@ FACT_ENTRY_SCHEMA = {
                    'additionalProperties': False},
         'source': ENTRY_SCHEMA['properties']['source'],
         'fault': ENTRY_SCHEMA['properties']['fault'],
+        # Read again around each cycle's jobs after the acceptance and judged against its
+        # expectation: no runs of its own, no drift (a fact is no sample).
+        'watch': {**ENTRY_SCHEMA['properties']['watch'], 'properties': {
+            k: v for k, v in ENTRY_SCHEMA['properties']['watch']['properties'].items()
+            if k not in ('min_effect', 'runs')}},
     },
     'additionalProperties': False,
 }
@@ -316,7 +321,8 @@ def _fact_entry(data, where):
         fault_code=data['fault']['code'], action=data['fault']['action'],
         partitions=tuple(data.get('partitions') or ()), environ=data.get('environ', ''),
         parameters=dict(data.get('parameters') or {}), median_of=1, run_rules={},
-        fact=True, devices=_devices(scope, data.get('devices'), where))
+        fact=True, devices=_devices(scope, data.get('devices'), where),
+        watch=_watched(data.get('watch')))
 
 
 def _devices(scope, names, where):

@@ -147,7 +147,10 @@ class Watch:
     def _candidates(self, nodes, seen, memory, accepted, cycle):
         """The SeenNodes a cycle may take; every other node into cycle.not_run with why."""
         returned = {n for n, kept in memory.nodes.items() if kept.baseline_cycle}
-        has = {u.node for units in accepted.values.values() for u in units} | returned
+        # Accepted: a figure of it passed and nothing of it failed (a node that passed DGEMM
+        # and failed HPL, or passed HPL and failed a fact, was never accepted).
+        has = ({u.node for units in accepted.values.values() for u in units}
+               - set(accepted.refused)) | returned
         candidates = []
         for node in (n for names in nodes.values() for n in names):
             now, kept = seen.get(node), memory.nodes.get(node)
@@ -206,6 +209,8 @@ class Watch:
         cycle.assessed = run.assess()
         cycle.verdicts = cycle.assessed.verdicts
         for verdict in cycle.verdicts:
+            if verdict.entry.fact:
+                continue        # judged against its expectation alone: a fact drifts not
             before = self._accepted(verdict.entry, accepted, memory)
             judged = [u for u in verdict.units if u.values]
             # Bonferroni over the units judged at once (hpcbench.acceptance.drift).

@@ -130,11 +130,14 @@ def watched_contract(contract_path, system):
     if not watched:
         raise WatchError(f'{contract_path}: no entry has a watch: clause (e.g. `watch: '
                          '{period: 24h, action: drain, streak: 2}`): nothing to watch')
+    if all(e.fact for e in watched):
+        raise WatchError(f'{contract_path}: only facts are watched, and a fact is read around '
+                         'the jobs of a watched figure: watch a figure too')
     data = yaml.safe_load(Path(contract_path).read_text())
     runs = {e.id: e.watch.runs for e in watched}
     data['entries'] = [e for e in data['entries'] if e['id'] in runs]
     for entry in data['entries']:
-        if runs[entry['id']]:
+        if runs[entry['id']] and 'fact' not in entry:
             # A cycle's runs of the entry: the watch's, where it names them.
             rules = entry.setdefault('run_rules', {})
             rules['repeats'] = max(rules.get('repeats', 0), runs[entry['id']])
@@ -154,7 +157,7 @@ def retest_contract(watched_text):
     """The watched entries' contract for a re-test after a repair: each entry's runs
     RETEST_RUNS times its statistic's (more runs than a cycle's)."""
     data = yaml.safe_load(watched_text)
-    for entry in data['entries']:
+    for entry in (e for e in data['entries'] if 'fact' not in e):     # a fact has no runs
         needed = (entry.get('statistic') or {}).get('median_of', contracts.DEFAULT_MEDIAN_OF)
         rules = entry.setdefault('run_rules', {})
         rules['repeats'] = min(contracts.MAX_RUNS, max(rules.get('repeats', 0),
@@ -169,8 +172,8 @@ def node_partitions(reframe, watched):
     of two such partitions is the first's (one node, one judgement a cycle)."""
     found, taken = {}, set()
     for partition in reframe.partitions():
-        checks = sorted({e.check for e in watched
-                         if not e.partitions or partition.name in e.partitions})
+        checks = sorted({e.check for e in watched if not e.fact
+                         and (not e.partitions or partition.name in e.partitions)})
         if not partition.distributes or not checks:
             continue
         nodes = {n for check in checks for n in reframe.distributed_nodes(partition.name,
