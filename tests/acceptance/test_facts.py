@@ -73,7 +73,8 @@ def _with_facts(tc, tmp_path):
         _bump(root / 'sys/devices/system/edac/mc/mc0/ue_count', 1)
     found = fact_figures.figures(before, node_facts.read(root, node, clock=lambda: 1002.0))
     shutil.rmtree(root)
-    return {**tc, 'node_facts': {found.node_name: found.node}, 'device_facts': found.devices}
+    return {**tc, 'node_facts': {found.node_name: found.node}, 'device_facts': found.devices,
+            'node_texts': {found.node_name: found.texts}, 'device_texts': found.device_texts}
 
 
 @pytest.fixture
@@ -114,8 +115,9 @@ def test_a_fact_entry_reads_as_its_figure_and_expectation():
      r'entries\[x\]\.check: no entry of the contract runs StreamCheck'),
     (_fact('x', 'pcie_width', 'gpu', {'equal': 16, 'at_least': 8}, 'X'), 'expect'),
     (_fact('x', 'pcie_width', 'gpu', {'below': 16}, 'X'), 'no such field below'),
-    ({**_fact('x', 'pcie_width', 'gpu', {'equal': 16}, 'X'), 'watch': {'period': '1d'}},
-     'no such field watch'),
+    # A fact may be watched, never for drift: no least effect, no runs of its own.
+    ({**_fact('x', 'pcie_width', 'gpu', {'equal': 16}, 'X'),
+      'watch': {'period': '1d', 'min_effect': 0.1}}, 'no such field min_effect'),
     ({**_fact('x', 'pcie_width', 'gpu', {'equal': 16}, 'X'), 'devices': ['mlx5_0/1']},
      r'entries\[x\]\.devices: a gpu entry is about every one of its units'),
     ({**_fact('x', 'rate_gbps', 'nic', {'equal': 16}, 'X'), 'devices': ['mlx5_0;1']},
@@ -253,3 +255,41 @@ def test_a_job_that_failed_still_says_what_its_hardware_said(session):
     assert nodes == {'node n1': 'PASS', 'node n2': 'PASS', 'node n3': 'FAIL'}
     # Without the failed runs' reads, n3's memory was read by no job.
     assert 'node n3' not in {str(u.unit) for u in judgement.judge_entry(edac, cases).units}
+
+
+def test_a_version_is_a_text_fact_drafted_as_most_read_it_and_judged_equal(session, cases):
+    """The driver, VBIOS and the adapters' firmware as their nodes read them: drafted as
+    most units read them ("375.66" on every GPU; each port's firmware by its name), and a
+    node whose driver differs fails naming what it read. A version committed as a number,
+    or a figure as a text, is refused in one line."""
+    import dataclasses
+    from hpcbench.acceptance import fact_drafts, outputs
+    drafted = {e['id']: e for e in fact_drafts.from_sessions('testbed', [session])}
+    assert drafted['fact-driver-gpu-srun']['expect'] == {'equal': '375.66'}
+    assert drafted['fact-driver-gpu-srun']['source']['cite'].startswith(
+        '6 of 6 GPU(s) of srun read 375.66: read around')
+    firmware = {tuple(e.get('devices', ())): e['expect'] for e in drafted.values()
+                if e['fact'] == 'firmware'}
+    assert firmware == {('mlx4_0/1', 'mlx4_0/2'): {'equal': '2.31.5050'},
+                        ('mlx5_0/1',): {'equal': '14.28.2006'}}
+    driver = contracts.from_data({'system': 'testbed', 'entries': [
+        HPL, drafted['fact-driver-gpu-srun']]}, 'a draft').entries[1]
+    assert driver.committed.words() == 'equal to 375.66'
+    older = [dataclasses.replace(c, device_texts={
+        k: {**v, 'driver': '370.28'} for k, v in c.device_texts.items()})
+        if 'n2' in c.node_facts else c for c in cases]
+    verdict = judgement.judge_entry(driver, older)
+    failed = {str(u.unit): u.reason for u in verdict.units if u.verdict == 'FAIL'}
+    assert failed == {f'GPU {i} of n2': '3 read(s), expected equal to 375.66: 3 missed it, '
+                                        'the last 370.28' for i in (0, 1)}
+    drain = outputs.drain_lines([verdict])
+    assert len(drain) == 1 and 'GPU 0 of n2: 370.28, expected equal to 375.66' in drain[0]
+    import jsonschema
+    jsonschema.validate(outputs.as_json('testbed', [verdict]), outputs.JSON_SCHEMA)
+    for expect, said in (({'equal': 375.66}, 'driver is a text'),
+                         ({'at_least': '375.66'}, 'expect'),
+                         ):
+        with pytest.raises(contracts.ContractError, match=said):
+            _contract(_fact('x', 'driver', 'gpu', expect, 'X'))
+    with pytest.raises(contracts.ContractError, match='pcie_width is a figure in lanes'):
+        _contract(_fact('x', 'pcie_width', 'gpu', {'equal': '16'}, 'X'))

@@ -152,7 +152,11 @@ FACT_ENTRY_SCHEMA = {
             'type': 'string', 'pattern': r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/[1-9][0-9]{0,2}$'}},
         'expect': {'type': 'object', 'minProperties': 1, 'maxProperties': 1,
                    'properties': {kind: {'type': 'number', 'minimum': 0}
-                                  for kind in EXPECTATIONS},
+                                  for kind in EXPECTATIONS} | {
+                       # A text fact (a version, a setting) is expected as it reads.
+                       'equal': {'anyOf': [{'type': 'number', 'minimum': 0},
+                                           {'type': 'string',
+                                            'pattern': r'^[\x20-\x7e]{1,200}$'}]}},
                    'additionalProperties': False},
         'source': ENTRY_SCHEMA['properties']['source'],
         'fault': ENTRY_SCHEMA['properties']['fault'],
@@ -183,7 +187,7 @@ class ContractError(ValueError):
 
 @dataclass(frozen=True)
 class Committed:
-    value: float
+    value: float            # a text fact's (a version): its text
     unit: str
     direction: str          # at_least or at_most; a fact's may be equal
     tolerance: float = 0.0  # a fraction of the value: short by no more is a warning
@@ -202,6 +206,8 @@ class Committed:
 
     def words(self):
         how = {'at_least': 'at least', 'at_most': 'at most', 'equal': 'equal to'}
+        if isinstance(self.value, str):
+            return f'{how[self.direction]} {self.value}'    # a text fact: a version
         return f'{how[self.direction]} {self.value:g} {self.unit}'
 
 
@@ -315,9 +321,19 @@ def _fact_entry(data, where):
     except fact_figures.UnknownFact as err:
         raise ContractError(f'{where}.fact: {err}') from None
     direction = 'at_most' if kind == 'increase_at_most' else kind
+    if (unit == fact_figures.TEXT_UNIT) != isinstance(value, str):
+        raise ContractError(
+            f'{where}.expect: {data["fact"]} is ' + (
+                f'a text ({fact_figures.TEXT_UNIT}): expect it `equal` to the text it reads, '
+                f'quoted (e.g. "{value}")' if unit == fact_figures.TEXT_UNIT else
+                f'a figure in {unit}, not a text'))
+    if isinstance(value, str) and data.get('watch'):
+        raise ContractError(f'{where}.watch: {data["fact"]} is a text, judged in the '
+                            'acceptance: the watch judges figures and counts')
     return Entry(
         id=data['id'], check=data.get('check', ''), figure=figure, scope=scope,
-        committed=Committed(float(value), unit, direction), source=Source(**data['source']),
+        committed=Committed(value if isinstance(value, str) else float(value), unit,
+                            direction), source=Source(**data['source']),
         fault_code=data['fault']['code'], action=data['fault']['action'],
         partitions=tuple(data.get('partitions') or ()), environ=data.get('environ', ''),
         parameters=dict(data.get('parameters') or {}), median_of=1, run_rules={},

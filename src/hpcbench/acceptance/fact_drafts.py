@@ -9,6 +9,7 @@ not drafted: what most nodes have is no expectation there, and the site writes i
 import statistics
 
 from hpcbench.acceptance import scopes
+from hpcbench.core import fact_figures
 from hpcbench.results import measured
 
 # Of the units of a partition, the share a value must hold to be drafted as expected.
@@ -37,6 +38,14 @@ DRAFTED = {
                  'check the kernel log for it falling off the bus'),
         'pci_gpus': ('same', None, 'NODE-PCI-GPUS', 'a GPU gone from the PCI bus: reseat '
                      'it; check the kernel log for it falling off the bus'),
+        'kernel': ('same', None, 'NODE-KERNEL', 'boot the kernel the partition\'s other '
+                   'nodes run'),
+        'bios': ('same', None, 'NODE-BIOS', 'flash the BIOS the partition\'s other nodes '
+                 'have, and set it as theirs'),
+        'governor': ('same', None, 'NODE-GOVERNOR', 'set the CPU frequency governor the '
+                     'partition\'s other nodes have (cpupower frequency-set -g)'),
+        'transparent_hugepages': ('same', None, 'NODE-THP', 'set transparent huge pages as '
+                                  'the partition\'s other nodes have them'),
         'rdma_ports': ('same', None, 'NODE-PORTS', 'an RDMA device missing: check its '
                        'driver and firmware, reseat the adapter'),
         'edac_uncorrected': ('increase_at_most', 0, 'NODE-MEMORY-UE', 'an uncorrected '
@@ -63,6 +72,10 @@ DRAFTED = {
         'row_remap_failed': ('at_most', 0, 'GPU-REMAP-FAILED', 'a row remap failed: replace '
                              'the GPU'),
         'xid': ('increase_at_most', 0, 'GPU-XID', _XID_ACTION),
+        'driver': ('same', None, 'GPU-DRIVER', 'install the NVIDIA driver the partition\'s '
+                   'other nodes run'),
+        'vbios': ('same', None, 'GPU-VBIOS', 'flash the VBIOS the partition\'s other GPUs '
+                  'have (the vendor\'s firmware bundle)'),
         'nvlinks': ('same', None, 'GPU-NVLINKS', 'NVLinks missing from the GPU\'s list: check '
                     'the fabric manager and the GPU\'s baseboard'),
         'nvlinks_inactive': ('at_most', 0, 'GPU-NVLINK-INACTIVE', 'an NVLink down (Azure\'s '
@@ -74,6 +87,8 @@ DRAFTED = {
                       'or replace the cable, then the transceiver'),
         'width': ('same', None, 'PORT-WIDTH', 'the port trained on fewer lanes: reseat or '
                   'replace the cable'),
+        'firmware': ('same', None, 'PORT-FIRMWARE', 'flash the adapter firmware the '
+                     'partition\'s other ports have (mlxfwmanager)'),
         'active': ('same', None, 'PORT-STATE', 'the port is not ACTIVE: check the cable, '
                    'the switch port and the subnet manager'),
         'symbol_error': ('increase_at_most', 0, 'PORT-SYMBOL-ERRORS', 'symbol errors grew '
@@ -123,7 +138,6 @@ def _groups(scope, kind, read):
 def from_sessions(system, sessions):
     """Fact entries (data, as a contract holds them) of the facts the stored `sessions`'
     jobs read, by partition."""
-    from hpcbench.core import fact_figures
     uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
     cases = [c for s in sessions for c in measured.measured_runs(s)]
     entries = []
@@ -175,5 +189,6 @@ def _where(kind, read, expect, unit, scope, partition):
     (_, value), = expect.items()
     most = statistics.multimode(list(read.values()))[0]
     held = sum(v == most for v in read.values())
-    return f'{held} of {len(read)} {scope.words}(s) of {partition} read {most:g} {unit}' + (
+    said = most if fact_figures.is_text(most) else f'{most:g} {unit}'
+    return f'{held} of {len(read)} {scope.words}(s) of {partition} read {said}' + (
         '' if value == most else f', expected at least {value:g}')

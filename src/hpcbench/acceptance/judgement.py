@@ -169,7 +169,9 @@ def unit_values(entry, cases):
     values = {}
     for case in cases:
         for unit, value in units_of(entry, case).items():
-            if entry.fact or not impossible(float(value), entry.committed.unit):
+            if fact_figures.is_text(value):
+                values.setdefault(unit, []).append(value)      # a version: as it reads
+            elif entry.fact or not impossible(float(value), entry.committed.unit):
                 values.setdefault(unit, []).append(float(value))
     return values
 
@@ -194,9 +196,14 @@ def judge_fact(entry, unit, values):
     said = f'{len(values)} read(s), expected {committed.words()}'
     if not missed:
         return UnitVerdict(unit, 'PASS', values, values[-1], reason=f'{said}: every one met it')
-    worst = (min if committed.direction == 'at_least' else max)(missed)
+    if any(fact_figures.is_text(v) for v in missed):
+        worst, what = missed[-1], 'the last'        # a text has no worst: the newest read
+    else:
+        worst, what = (min if committed.direction == 'at_least' else max)(missed), 'the worst'
+    shown = fact_figures.shown(worst) + ('' if fact_figures.is_text(worst)
+                                         else f' {committed.unit}')
     return UnitVerdict(unit, 'FAIL', values, worst, reason=(
-        f'{said}: {len(missed)} missed it, the worst {worst:g} {committed.unit}'))
+        f'{said}: {len(missed)} missed it, {what} {shown}'))
 
 
 def judge_unit(entry, unit, values, alpha=ALPHA):

@@ -8,13 +8,15 @@ import shlex
 import xml.etree.ElementTree as ET
 
 from hpcbench.acceptance.judgement import FAILING, VERDICTS, system_verdict
-from hpcbench.core import slurm_cluster
+from hpcbench.core import fact_figures, slurm_cluster
 
 # The format of verdicts.json this suite writes; 1 (no `format` field): entries' committed
 # value, source and fault as sentences, which --verify of an acceptance written then still
 # compares in (as_json's `version`).
 FORMAT = 2
 _NUMBER = {'type': 'number'}
+# A fact's value: a figure, or a text (a version: hpcbench.core.fact_figures).
+_VALUE = {'type': ['number', 'string']}
 _TEXT = {'type': 'string'}
 _UNIT_FIELDS = {
     'unit': _TEXT, 'partition': _TEXT,
@@ -23,8 +25,8 @@ _UNIT_FIELDS = {
     'node': {'type': ['string', 'null']},
     'nodes': {'type': 'array', 'items': _TEXT},
     'verdict': {'enum': list(VERDICTS)},
-    'values': {'type': 'array', 'items': _NUMBER},
-    'median': {'type': ['number', 'null']},
+    'values': {'type': 'array', 'items': _VALUE},
+    'median': {'type': ['number', 'string', 'null']},
     'p_value': {'type': ['number', 'null']},
     'reason': _TEXT, 'slow': _TEXT,
     # What the node's hardware said around the unit's runs (hpcbench.core.fact_figures),
@@ -50,7 +52,7 @@ _ENTRY_FIELDS = {
     'parameters': {'type': 'object'},
     'partitions': {'type': 'array', 'items': _TEXT},
     'environ': _TEXT,
-    'committed': _object({'value': _NUMBER, 'unit': _TEXT,
+    'committed': _object({'value': _VALUE, 'unit': _TEXT,
                           'direction': {'enum': ['at_least', 'at_most', 'equal']},
                           'tolerance': _NUMBER}),
     'statistic': _object({'median_of': {'type': 'integer'}}),
@@ -219,8 +221,9 @@ def drain_lines(entry_verdicts, pair_blamed=None):
             what = u.verdict if u.verdict in FAILING else 'slow'
             if e.entry.fact and u.median is not None:
                 # The fact itself, which says what is wrong before any figure does.
-                found = f'{u.median:g} {e.entry.committed.unit}, expected ' \
-                        f'{e.entry.committed.words()}'
+                read = fact_figures.shown(u.median) + (
+                    '' if fact_figures.is_text(u.median) else f' {e.entry.committed.unit}')
+                found = f'{read}, expected {e.entry.committed.words()}'
                 facts.setdefault(node, []).append(f'{e.entry.fault_code} {what} ({u.unit}: '
                                                   f'{found})')
                 continue

@@ -114,9 +114,11 @@ class _Node(Scope):
         return self.unit(case.partition, case.nodes[0]) if len(case.nodes) == 1 else None
 
     def case_fact_units(self, case, fact):
-        # Each node the job read, in its own word (a job of several nodes read every one).
-        return {self.unit(case.partition, node): figures[fact]
-                for node, figures in case.node_facts.items() if fact in figures}
+        # Each node the job read, in its own word (a job of several nodes read every one);
+        # a figure, or a text (a version).
+        return {self.unit(case.partition, node): read[fact]
+                for kept in (case.node_facts, case.node_texts)
+                for node, read in kept.items() if fact in read}
 
     def failed_unit(self, run):
         return self.case_unit(run)
@@ -144,9 +146,13 @@ class _Device(Scope):
                 if isinstance(d.key, self.key_type) and figure in d.figures}
 
     def case_fact_units(self, case, fact):
-        return {self.unit(case.partition, d.key): d.figures[fact]
-                for d in case.device_facts
-                if isinstance(d.key, self.key_type) and fact in d.figures}
+        found = {self.unit(case.partition, d.key): d.figures[fact]
+                 for d in case.device_facts
+                 if isinstance(d.key, self.key_type) and fact in d.figures}
+        found.update({self.unit(case.partition, key): texts[fact]
+                      for key, texts in case.device_texts.items()
+                      if isinstance(key, self.key_type) and fact in texts})
+        return found
 
     def nodes(self, key):
         return (key.node,)

@@ -65,9 +65,23 @@ PHYSICAL_STATES = ('Sleep', 'Polling', 'Disabled', 'PortConfigurationTraining', 
 INCREASE_FIGURE = '{}_increase'
 
 
+# The facts that are words, not numbers: what a node, GPU or port says it runs, judged
+# equal to the text most of a partition's read (a contract's `expect: {equal: "..."}`).
+NODE_TEXTS = {'kernel': 'the kernel\'s release', 'bios': 'the BIOS version',
+              'governor': 'the CPU frequency governor',
+              'transparent_hugepages': 'transparent huge pages (always, madvise, never)'}
+GPU_TEXTS = {'driver': 'the NVIDIA driver\'s version', 'vbios': 'the VBIOS version',
+             'cuda': 'the CUDA version the driver supports'}
+PORT_TEXTS = {'firmware': 'the adapter\'s firmware version'}
+TEXT_UNIT = 'text'
+# The longest text a fact keeps, and what it may hold (a version, a setting's word).
+MAX_TEXT = 200
+_TEXT = re.compile(rf'[\x20-\x7e]{{1,{MAX_TEXT}}}')
+
 # A scope's facts (hpcbench.acceptance.scopes' names): their figures' table, and the
 # figures named by a pattern (a clock reason's share, a counter's increase).
 _SCOPE_FIGURES = {'node': NODE_FIGURES, 'gpu': GPU_FIGURES, 'nic': PORT_FIGURES}
+_SCOPE_TEXTS = {'node': NODE_TEXTS, 'gpu': GPU_TEXTS, 'nic': PORT_TEXTS}
 
 
 class UnknownFact(ValueError):
@@ -85,6 +99,8 @@ def fact_figure(scope, fact, increase=False):
     name = INCREASE_FIGURE.format(fact) if increase else fact
     if name in table:
         return name, table[name][0]
+    if not increase and fact in _SCOPE_TEXTS[str(scope)]:
+        return fact, TEXT_UNIT
     if str(scope) == 'gpu' and re.fullmatch(CLOCK_FIGURE.format('[a-z_]{1,64}'), name):
         return name, '%'
     if str(scope) == 'nic' and increase and fact in nic_health.ERROR_COUNTERS:
@@ -93,6 +109,7 @@ def fact_figure(scope, fact, increase=False):
     if str(scope) == 'nic':
         increases = list(nic_health.ERROR_COUNTERS)
     states = sorted(n for n in table if not n.endswith('_increase'))
+    states = sorted([*states, *_SCOPE_TEXTS[str(scope)]])
     raise UnknownFact(
         f'a {scope} has no fact {fact!r}' + (' that increases' if increase else '') +
         f' (its facts: {", ".join(states)}' +
@@ -117,13 +134,32 @@ def _number(value):
     return None if value is None else float(value)
 
 
+def is_text(value):
+    """Whether a fact's value is a text one (a version), not a figure."""
+    return isinstance(value, str)
+
+
+def shown(value):
+    """A fact's value in words: a figure as `%g`, a text as it is."""
+    return value if is_text(value) else f'{value:g}'
+
+
+def _text(value):
+    """A text fact as read: kept where it is a short printable line, else not read."""
+    value = '' if value is None else str(value).strip()
+    return value if _TEXT.fullmatch(value) else None
+
+
 @dataclass(frozen=True)
 class FactFigures:
     """The figures of a job's two reads of node `node_name`: the node's {name: value}, and
-    {device key: {name: value}} of its GPUs and ports; only what was read."""
+    {device key: {name: value}} of its GPUs and ports; and its text facts, the node's
+    {name: text} and its devices' {device key: {name: text}}; only what was read."""
     node_name: str
     node: dict
     devices: dict
+    texts: dict = None
+    device_texts: dict = None
 
 
 def figures(before, after):
@@ -158,9 +194,25 @@ def figures(before, after):
         for increase in gained.ports.get(port.name, ()):
             values[INCREASE_FIGURE.format(increase.counter)] = _number(increase.increase)
         devices[device_keys.nic_key(after.node, port.device, port.port)] = values
+    health = after.health
+    texts = {'kernel': health.kernel, 'bios': health.bios, 'governor': health.governor,
+             'transparent_hugepages': health.transparent_hugepages}
+    device_texts = {}
+    for place, gpu in enumerate(after.gpus):
+        device_texts[device_keys.gpu_key(after.node, place)] = {
+            'driver': gpu.driver, 'vbios': gpu.vbios, 'cuda': gpu.cuda}
+    for port in after.ports:
+        device_texts[device_keys.nic_key(after.node, port.device, port.port)] = {
+            'firmware': port.firmware}
     return FactFigures(after.node, {k: v for k, v in node.items() if v is not None},
                        {key: {k: v for k, v in values.items() if v is not None}
-                        for key, values in devices.items()})
+                        for key, values in devices.items()},
+                       _kept_texts(texts),
+                       {key: _kept_texts(values) for key, values in device_texts.items()})
+
+
+def _kept_texts(texts):
+    return {name: _text(value) for name, value in texts.items() if _text(value) is not None}
 
 
 def _node_figures(before, after, gained):

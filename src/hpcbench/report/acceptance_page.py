@@ -19,6 +19,8 @@ _CLASS = {'PASS': 'pass', 'WARN': '', 'FAIL': 'fail', 'INVALID': 'fail', 'NOT_RU
 
 
 def _number(value):
+    if isinstance(value, str):
+        return value            # a text fact: a version as it reads
     return '-' if value is None else f'{value:.4g}'
 
 

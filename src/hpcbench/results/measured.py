@@ -143,6 +143,9 @@ class MeasuredCase:
     # figures by its own name {node: {name: value}}, each GPU's and port's (DeviceFigures).
     node_facts: dict = field(default_factory=dict)
     device_facts: tuple = ()
+    # Their text facts (versions, settings): {node: {name: text}}, {device key: {name: text}}.
+    node_texts: dict = field(default_factory=dict)
+    device_texts: dict = field(default_factory=dict)
 
     @property
     def key(self):
@@ -314,7 +317,8 @@ def _decoded(tc):
         provenance=Provenance(**{name: tc.get(name) or '' for name in Provenance.FIELDS}),
         input_files=dict(tc.get('input_files') or {}),
         curve=curve if isinstance(curve, dict) else None, variables=tc,
-        node_facts=_node_facts(tc), device_facts=_devices(tc, 'device_facts'))
+        node_facts=_node_facts(tc), device_facts=_devices(tc, 'device_facts'),
+        **_texts(tc))
 
 
 def _node_facts(tc):
@@ -335,6 +339,36 @@ def _node_facts(tc):
     return found
 
 
+# A text fact as a job keeps it (hpcbench.core.fact_figures: a short printable line).
+_FACT_TEXT = re.compile(r'[\x20-\x7e]{1,200}')
+
+
+def _texts(tc):
+    """{'node_texts': {node: {name: text}}, 'device_texts': {device key: {name: text}}} of a
+    case; a node name, device key or text that is none refused."""
+    where = f'test case {tc.get("display_name") or tc.get("name")}'
+    nodes, devices = {}, {}
+    for name, texts in (tc.get('node_texts') or {}).items():
+        if not NODE_NAME.fullmatch(name):
+            raise RuntimeError(f'{where}: its texts are of {name[:80]!r}, no node\'s name')
+        nodes[name] = _checked_texts(texts, where)
+    for text, texts in (tc.get('device_texts') or {}).items():
+        try:
+            key = device_keys.parse(text)
+        except device_keys.DeviceKeyError as err:
+            raise RuntimeError(f'{where}: {err}') from None
+        devices[key] = _checked_texts(texts, where)
+    return {'node_texts': nodes, 'device_texts': devices}
+
+
+def _checked_texts(texts, where):
+    for name, value in texts.items():
+        if not isinstance(value, str) or not _FACT_TEXT.fullmatch(value):
+            raise RuntimeError(f'{where}: its fact {str(name)[:40]!r} reads {str(value)[:60]!r}, '
+                               'no text a node reports')
+    return dict(texts)
+
+
 @dataclass(frozen=True)
 class FailedRun:
     """A run of a test case that measured nothing: it failed in a phase before its figures
@@ -352,6 +386,8 @@ class FailedRun:
     # read its nodes' facts all the same: a failed HPL and the memory error during it).
     node_facts: dict = field(default_factory=dict)
     device_facts: tuple = ()
+    node_texts: dict = field(default_factory=dict)
+    device_texts: dict = field(default_factory=dict)
 
 
 def failed_runs(session_data):
@@ -369,7 +405,7 @@ def failed_runs(session_data):
                                 if p != REPEAT_PARAMETER}),
                             _nodes(tc), tc.get('fail_phase') or '',
                             ' '.join(str(tc.get('fail_reason') or '').split()), _pinned(tc),
-                            _node_facts(tc), _devices(tc, 'device_facts'))
+                            _node_facts(tc), _devices(tc, 'device_facts'), **_texts(tc))
 
 
 def measured_cases(session_data, fixtures=False):

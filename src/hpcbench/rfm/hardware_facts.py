@@ -28,6 +28,10 @@ class HardwareFacts(rfm.RegressionTestPlugin):
     node_facts = variable(typ.Dict[str, typ.Dict[str, float]], value={})
     #: Each GPU's and port's fact figures ({device key: {name: value}}).
     device_facts = variable(typ.Dict[str, typ.Dict[str, float]], value={})
+    #: Each node's text facts (versions, settings: {node: {name: text}}), and its GPUs' and
+    #: ports' ({device key: {name: text}}).
+    node_texts = variable(typ.Dict[str, typ.Dict[str, str]], value={})
+    device_texts = variable(typ.Dict[str, typ.Dict[str, str]], value={})
     #: What was not read, with why.
     facts_unread = variable(typ.List[str], value=[])
 
@@ -57,3 +61,6 @@ class HardwareFacts(rfm.RegressionTestPlugin):
         self.node_facts = {node: figured.node for node, figured in found.items()}
         self.device_facts = {key: values for figured in found.values()
                              for key, values in figured.devices.items()}
+        self.node_texts = {node: figured.texts for node, figured in found.items()}
+        self.device_texts = {key: values for figured in found.values()
+                             for key, values in figured.device_texts.items()}
