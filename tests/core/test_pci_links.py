@@ -64,3 +64,37 @@ def test_a_link_the_kernel_cannot_read_is_none_and_a_link_that_is_none_is_refuse
         assert said in dict(facts.unread)['PCI bus'] and facts.pci_gpus == ()
         if original is not None:
             (bus / name).write_text(original)
+
+
+@pytest.mark.parametrize('name, links', [
+    # An AMD GPU at its Gen3 x16 (ROCm/tensorflow-upstream issue 92).
+    ('lspci-vv-rocm-tensorflow-92.txt', [('', (3, 16, 3, 16, False))]),
+    # An RTX 4090 on a riser trained at Gen1 of its Gen4 (janhq/jan issue 183).
+    ('lspci-vv-jan-183.txt', [('', (1, 16, 4, 16, True))]),
+    # A ConnectX-7 whose capability reads "Speed unknown" (MrBr-github/lshca issue 51).
+    ('lspci-vv-lshca-51.txt', [('', (4, 16, None, 16, None))]),
+    # A Quadro RTX 8000 at Gen2 x1, its capability not kept (geerlingguy's issue 480).
+    ('lspci-vv-rtx8000-pi-480.txt', [('', (2, 1, None, None, None))]),
+])
+def test_lspci_s_link_lines_read_as_the_kernel_s(name, links):
+    found = pci_links.parse_lspci((FIXTURES / 'health' / name).read_text())
+    assert [(a, (k.generation, k.width, k.max_generation, k.max_width, k.degraded))
+            for a, k in found] == links
+
+
+def test_lspci_s_functions_are_told_apart_by_their_headers_and_a_wrong_link_is_refused():
+    # The A100's header of open-mpi/hwloc issue 653 before the 4090's lines, the AMD GPU's
+    # with the header of its address: two functions.
+    header = ('da:00.0 3D controller [0302]: NVIDIA Corporation GA100 [A100 SXM4 40GB] '
+              '[10de:20b0] (rev a1)\n')
+    text = (header + (FIXTURES / 'health' / 'lspci-vv-jan-183.txt').read_text() +
+            '0000:09:00.0 VGA compatible controller: AMD\n' +
+            (FIXTURES / 'health' / 'lspci-vv-rocm-tensorflow-92.txt').read_text())
+    found = pci_links.parse_lspci(text)
+    assert [(a, k.words()) for a, k in found] == [
+        ('da:00.0', 'PCIe Gen1 x16 of Gen4 x16'), ('0000:09:00.0', 'PCIe Gen3 x16 of Gen3 x16')]
+    for line, said in (('LnkSta: Speed 9GT/s, Width x16', 'no PCIe speed'),
+                       ('LnkSta: Speed 8GT/s, Width x3', 'no PCIe width'),
+                       ('LnkSta: fast', 'reads no link')):
+        with pytest.raises(pci_links.PciLinkError, match=said):
+            pci_links.parse_lspci(line)

@@ -10,8 +10,9 @@ makers in GPU_VENDORS count. A link the kernel cannot read (a virtual function, 
 behind no PCIe port) is None, never a default; a value that is no link (a speed that is
 not one of PCIe's, a width no slot has) is refused, naming the file.
 
-`root` stands for /sys, as in hpcbench.core.nic_health. Standard library only: it runs on
-compute nodes too."""
+`root` stands for /sys, as in hpcbench.core.nic_health. `lspci -vv`'s text, where that is
+what a site kept, reads into the same links (parse_lspci: its LnkCap and LnkSta lines).
+Standard library only: it runs on compute nodes too."""
 import os
 import re
 from dataclasses import dataclass
@@ -110,3 +111,47 @@ def _width(path):
         raise PciLinkError(f'{path}: {text[:60]!r} is no PCIe link width (one of '
                            f'{", ".join(map(str, WIDTHS))})')
     return int(text)
+
+
+# `lspci -vv`, where that is what a site kept: each function's header line (`da:00.0 3D
+# controller ...`, with or without its domain), its `LnkCap:` (the most it can train at)
+# and `LnkSta:` (what it trained at; `(downgraded)` where below its capability).
+_LSPCI_FUNCTION = re.compile(r'((?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) \S')
+_LSPCI_LINK = re.compile(r'\s*(LnkCap|LnkSta):\s+(?:Port #\d+, )?Speed (?:(\d+(?:\.\d+)?)GT/s|'
+                         r'unknown)(?: \((?:ok|downgraded)\))?, Width x(\d+)')
+MAX_LSPCI_BYTES = 16 << 20
+
+
+def parse_lspci(text):
+    """((address or '' where its header was not kept, PcieLink), ...) of each function whose
+    link `lspci -vv` printed, in its order; PciLinkError where a link line reads no link."""
+    if len(text) > MAX_LSPCI_BYTES:
+        raise PciLinkError(f'lspci -vv: {len(text)} characters, more than any node prints')
+    found, address, link = [], '', {}
+
+    def close():
+        if link:
+            found.append((address, PcieLink(link.get('LnkSta', (None, None))[0],
+                                            link.get('LnkSta', (None, None))[1],
+                                            link.get('LnkCap', (None, None))[0],
+                                            link.get('LnkCap', (None, None))[1])))
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _LSPCI_FUNCTION.match(line)
+        if header:
+            close()
+            address, link = header.group(1), {}
+            continue
+        if not re.match(r'\s*(LnkCap|LnkSta):', line):
+            continue
+        match = _LSPCI_LINK.match(line)
+        if not match:
+            raise PciLinkError(f'lspci -vv: line {number} ({line.strip()[:60]!r}) reads no '
+                               'link (e.g. "LnkSta: Speed 16GT/s, Width x16")')
+        kind, rate, width = match.groups()
+        if rate is not None and float(rate) not in GENERATIONS:
+            raise PciLinkError(f'lspci -vv: line {number}: {rate}GT/s is no PCIe speed')
+        if int(width) not in WIDTHS:
+            raise PciLinkError(f'lspci -vv: line {number}: x{width} is no PCIe width')
+        link[kind] = (None if rate is None else GENERATIONS[float(rate)], int(width))
+    close()
+    return tuple(found)
