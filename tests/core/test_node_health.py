@@ -75,3 +75,35 @@ def test_a_file_out_of_shape_is_refused_naming_it(tmp_path, name, data, said):
     (root / name).write_bytes(data)
     with pytest.raises(NodeHealthError, match=f'{name}: .*{said}|{name}: {said}'):
         node_health.read_node(root)
+
+
+def test_rasdaemon_s_record_reads_its_dimms_counts_and_what_it_has_none_of():
+    """ras-mc-ctl's outputs of two sites (mchehab/rasdaemon issues 121 and 95): four DIMM
+    labels, no error on any; a summary with one corrected machine check and none of five
+    kinds; one with none of four."""
+    health = FIXTURES / 'health'
+    counts = node_health.parse_ras_error_count(
+        (health / 'ras-mc-ctl-error-count-rasdaemon-121.txt').read_text())
+    assert counts == (('mc#0csrow#3channel#0', 0, 0), ('mc#0csrow#2channel#1', 0, 0),
+                      ('mc#0csrow#2channel#0', 0, 0), ('mc#0csrow#3channel#1', 0, 0))
+    summary = node_health.parse_ras_summary(
+        (health / 'ras-mc-ctl-summary-rasdaemon-121.txt').read_text())
+    assert summary.none_of == ('Memory', 'PCIe AER', 'ARM processor', 'Extlog', 'devlink',
+                               'disk')
+    assert summary.machine_checks == ((1, 'Corrected error, no action required.'),)
+    assert node_health.parse_ras_summary(
+        (health / 'ras-mc-ctl-summary-rasdaemon-95.txt').read_text()) == \
+        node_health.RasSummary(('Memory', 'PCIe AER', 'Extlog', 'MCE'))
+
+
+@pytest.mark.parametrize('reader, text, said', [
+    ('parse_ras_error_count', 'DIMM errors\n', 'no "Label CE UE" heading'),
+    ('parse_ras_error_count', 'Label CE UE\nmc#0 one 0\n', "line 2 \\('mc#0 one 0'\\)"),
+    ('parse_ras_summary', 'Memory controller events summary:\n\tCorrected on DIMM\n',
+     'line 1'),
+    ('parse_ras_summary', '', 'no line of it'),
+    ('parse_ras_summary', 'No Memory errors.\n' * 2_000_000, 'not its output'),
+])
+def test_a_rasdaemon_output_that_is_none_is_refused(reader, text, said):
+    with pytest.raises(NodeHealthError, match=said):
+        getattr(node_health, reader)(text)

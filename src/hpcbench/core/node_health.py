@@ -9,6 +9,10 @@ Files are read from `root` (standing for /) so that the testbed points each emul
 a tree of its own and its faults are injected for real; a file out of shape (a count that is
 no count, text not UTF-8, larger than any such file) is refused, naming it.
 
+rasdaemon's record, where that is what a site kept (`ras-mc-ctl --error-count`, `--summary`:
+kept across reboots, which EDAC's counters are not), reads into each DIMM label's counts and
+the kinds of error it has none of (parse_ras_error_count, parse_ras_summary).
+
 Standard library only: it runs on compute nodes too."""
 import os
 import re
@@ -158,3 +162,62 @@ def _meminfo_total(path):
     if not match:
         raise NodeHealthError(f'{path}: no "MemTotal: N kB" line: not /proc/meminfo')
     return int(match[1])
+
+
+MAX_RAS_BYTES = 16 << 20
+_RAS_COUNT = re.compile(r'(\S+)\s+(\d{1,20})\s+(\d{1,20})')
+
+
+def parse_ras_error_count(text):
+    """((DIMM label, corrected, uncorrected), ...) of `ras-mc-ctl --error-count`, in its
+    order; NodeHealthError where a line is none of its."""
+    if len(text) > MAX_RAS_BYTES:
+        raise NodeHealthError(f'ras-mc-ctl --error-count: {len(text)} characters: not its '
+                              'output')
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or lines[0].split() != ['Label', 'CE', 'UE']:
+        raise NodeHealthError('ras-mc-ctl --error-count: no "Label CE UE" heading: not its '
+                              'output')
+    found = []
+    for number, line in enumerate(lines[1:], 2):
+        match = _RAS_COUNT.fullmatch(line.strip())
+        if not match:
+            raise NodeHealthError(f'ras-mc-ctl --error-count: line {number} '
+                                  f'({line.strip()[:60]!r}) is no DIMM\'s counts')
+        found.append((match.group(1), int(match.group(2)), int(match.group(3))))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class RasSummary:
+    """`ras-mc-ctl --summary`: the kinds of error rasdaemon recorded none of ('Memory',
+    'PCIe AER', ...), and the machine-check records it counts ((count, what), ...)."""
+    none_of: tuple = ()
+    machine_checks: tuple = ()
+
+
+def parse_ras_summary(text):
+    """The RasSummary of `ras-mc-ctl --summary`; NodeHealthError where a line is none of
+    it. A section it reads nothing of (another summary's lines) is refused rather than
+    taken for no errors."""
+    if len(text) > MAX_RAS_BYTES:
+        raise NodeHealthError(f'ras-mc-ctl --summary: {len(text)} characters: not its output')
+    none_of, checks, section = [], [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        empty = re.fullmatch(r'No (.{1,60}) errors\.', line.strip())
+        if empty:
+            none_of.append(empty.group(1))
+            section = None
+        elif line.strip() == 'MCE records summary:':
+            section = 'mce'
+        elif section == 'mce' and re.fullmatch(r'\s+\d{1,20} .{1,200} errors', line):
+            count, what = line.strip().split(' ', 1)
+            checks.append((int(count), what[:-len(' errors')]))
+        else:
+            raise NodeHealthError(f'ras-mc-ctl --summary: line {number} '
+                                  f'({line.strip()[:60]!r}) is none this reader knows')
+    if not none_of and not checks:
+        raise NodeHealthError('ras-mc-ctl --summary: no line of it')
+    return RasSummary(tuple(none_of), tuple(checks))
