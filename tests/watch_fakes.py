@@ -60,8 +60,12 @@ class FakeReFrame:
     """ReFrame's port on the testbed's `srun`: each run stores a session of each node's next
     real run (its three in turn), slowed where `slow` says ({node: fraction})."""
 
-    def __init__(self, nodes=NODES):
+    def __init__(self, nodes=NODES, slurm=None):
         self.nodes, self.slow, self.stored, self.ran, self.served = nodes, {}, {}, [], {}
+        # The controller whose reservations ReFrame's --distribute sees (as ReFrame's Slurm
+        # backend does: a reserved node is listed only with its reservation named).
+        self.slurm = slurm
+        self.unrun = set()              # nodes whose jobs never run (no case stored)
         # What each job's node reads of its hardware ({node: {fact figure: value}} over a
         # healthy node's: hpcbench.rfm.hardware_facts).
         self.facts = {}
@@ -73,8 +77,16 @@ class FakeReFrame:
     def check_kinds(self, checks):
         return {}
 
-    def distributed_nodes(self, partition, check):
-        return tuple(self.nodes)
+    def distributed_nodes(self, partition, check, job_options=()):
+        if self.slurm is None:
+            return tuple(self.nodes)
+        reservations = self.slurm.reservations
+        named = next((o.split('=', 1)[1] for o in job_options
+                      if o.startswith('--reservation=')), None)
+        if named is not None:
+            return tuple(n for n in self.nodes if n in reservations.get(named, ()))
+        reserved = {n for nodes in reservations.values() for n in nodes}
+        return tuple(n for n in self.nodes if n not in reserved)
 
     def run(self, partition, options):
         nodes = next(o for o in options if o.startswith('-J--nodelist=')).split('=', 1)[1]
@@ -83,7 +95,7 @@ class FakeReFrame:
         self.reservations.append(next((o.split('=', 1)[1] for o in options
                                        if o.startswith('-J--reservation=')), None))
         cases = []
-        for node in nodes:
+        for node in (n for n in nodes if n not in self.unrun):
             turn = self.served.get(node, 0)
             self.served[node] = turn + 1
             # A node the acceptance had not (a simulated cluster's): n1's runs, as its own.

@@ -54,7 +54,7 @@ class FakeReFrame:
     def check_kinds(self, checks):
         return {}
 
-    def distributed_nodes(self, partition, check):
+    def distributed_nodes(self, partition, check, job_options=()):
         return ('n1', 'n2', 'n3', 'n4')
 
     def run(self, partition, options):

@@ -380,8 +380,11 @@ def test_a_repaired_node_is_re_tested_in_a_reservation_and_resumed_the_unrepaire
     repaired (its own reason). The next cycle reserves both, resumes them, runs their
     watched entries inside the reservation, resumes n5 (as accepted again) and drains n6
     again with the new evidence before the reservation is deleted; then n5's re-test is its
-    accepted runs and n6 is drained by the watch."""
-    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    accepted runs and n6 is drained by the watch. ReFrame lists a reserved node only with
+    its reservation named (as its Slurm backend does): the re-test's listing names it, or
+    the re-test ran one job on one of them (the testbed's n9 and n17, 2026-12-05)."""
+    slurm, clock = FakeSlurm(), Clock()
+    port = FakeReFrame(slurm=slurm)
     port.slow.update({'n5': 0.75, 'n6': 0.75})
     first = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
     assert sorted(a.node for a in first.actions if not a.held) == ['n5', 'n6']
@@ -416,6 +419,30 @@ def test_a_repaired_node_is_re_tested_in_a_reservation_and_resumed_the_unrepaire
     assert 'n5' in third.due and third.outcomes['n5'].outcome == 'PASS'
 
 
+def test_a_re_test_that_measured_nothing_keeps_the_node_marked_repaired_for_the_next_cycle(
+        tmp_path, accepted):
+    """n5, drained 75 % slower, repaired and marked so; its re-test's jobs never run (the
+    testbed's n17, 2026-12-05: its re-test listed no reserved node). No evidence either way:
+    drained again still marked repaired, never "still failing"; the next cycle re-tests it,
+    and it passes and is resumed."""
+    slurm, clock = FakeSlurm(), Clock()
+    port = FakeReFrame(slurm=slurm)
+    port.slow['n5'] = 0.75
+    _cycles(tmp_path, accepted, port, slurm, clock, 1)
+    del port.slow['n5']
+    slurm.states['n5'] = ('IDLE+DRAIN', 'hpcbench: repaired [admin@2027-01-15T09:00:00]')
+    port.unrun.add('n5')
+    second = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert second.returned['n5'].startswith('not re-tested: n5: NOT_RUN')
+    state, reason = slurm.states['n5']
+    assert state == 'IDLE+DRAIN' and reason.startswith('hpcbench: repaired (kept by hpcbench '
+                                                        'watch: its re-test did not run')
+    port.unrun.clear()
+    third = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    assert third.returned['n5'].startswith('resumed: n5: every watched entry met')
+    assert slurm.states['n5'] == ('IDLE', '')
+
+
 def test_a_re_test_alone_in_its_reservation_is_scaled_as_the_last_cycle_and_so_its_baseline(
         tmp_path, accepted):
     """The host runs every node 20 % slower than at the acceptance (a common cause: the
@@ -423,7 +450,8 @@ def test_a_re_test_alone_in_its_reservation_is_scaled_as_the_last_cycle_and_so_i
     few to be its own peers: its runs are scaled as the last cycle's were, so it is resumed
     (as measured, 20 % below its accepted runs, it would drift), and the runs it is judged
     against from then on are its re-test's as judged, scaled, not as measured."""
-    port, slurm, clock = FakeReFrame(), FakeSlurm(), Clock()
+    slurm, clock = FakeSlurm(), Clock()
+    port = FakeReFrame(slurm=slurm)
     port.slow.update({n: 0.2 for n in port.nodes})
     port.slow['n5'] = 0.75
     first = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]

@@ -157,7 +157,8 @@ class Acceptance:
         checks = sorted({g.check for g in groups
                          if not g.partitions or partition.name in g.partitions})
         nodes = sorted({n for check in checks
-                        for n in self.reframe.distributed_nodes(partition.name, check)},
+                        for n in self.reframe.distributed_nodes(partition.name, check,
+                                                                self.job_options)},
                        key=slurm_cluster.natural_key)
         if self.nodes is not None:
             nodes = [n for n in nodes if n in self.nodes]

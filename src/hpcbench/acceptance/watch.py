@@ -311,7 +311,16 @@ class Watch:
                      if d.unit.node == node]
             fit, why = watch_rules.fit_to_return(outcome, units)
             kept = memory.nodes[node]
-            if fit:
+            if outcome is None or outcome.outcome == 'NOT_RUN':
+                # Its re-test measured nothing: no evidence either way. Drained again, still
+                # marked repaired, so that the next cycle re-tests it.
+                reason = ' '.join(f'{watch_rules.REPAIRED_PREFIX} (kept by hpcbench watch: its '
+                                  f're-test did not run: {why}; re-tested at the next cycle)'
+                                  .split())[:watch_rules.MAX_REASON]
+                self.slurm.act(slurm_actions.drain(node, reason))
+                returned[node] = f'not re-tested: {why}'
+                retest.actions.append(watch_rules.Action(node, '', 'drain', reason))
+            elif fit:
                 kept.drained, kept.streak, kept.baseline_cycle = '', 0, retest.name
                 # Its re-test's runs are its accepted ones now, pooled with no cycle before.
                 kept.steady, kept.worse = {}, {}

@@ -144,11 +144,14 @@ class ReFrame:
             found[1].update(k for k in variant if not k.startswith(('@', '_')))
         return {check: (frozenset(p), frozenset(v - p)) for check, (p, v) in kinds.items()}
 
-    def distributed_nodes(self, partition, check):
+    def distributed_nodes(self, partition, check, job_options=()):
         """The nodes ReFrame's --distribute runs `check` on in `partition` (every state), in
-        Slurm's order; () where its scheduler cannot be asked (a paper's system here)."""
+        Slurm's order, with the jobs' `job_options` (a reservation: ReFrame lists a reserved
+        node only where its reservation is named); () where its scheduler cannot be asked
+        (a paper's system here)."""
         done = self._run(partition, ['-n', f'^{re.escape(check)}(?=%|$)',
-                                     '--distribute=all', '-l'], timeout=300)
+                                     '--distribute=all', *(f'-J{o}' for o in job_options),
+                                     '-l'], timeout=300)
         if done.returncode != 0:
             return ()
         return tuple(sorted(set(_NID.findall(done.stdout)), key=slurm_cluster.natural_key))
