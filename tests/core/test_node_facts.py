@@ -222,7 +222,7 @@ def test_a_job_of_several_nodes_reads_each_and_keeps_each_by_its_own_name(tree, 
     """On Slurm, a job of several nodes reads on each (one task a node: SLURM_EVERY_NODE);
     a job of one reads where its script runs. Each node's two reads are its figures."""
     line = node_facts.job_line('python3 node_facts.py', node_facts.BEFORE, slurm=True)
-    assert f'then {node_facts.SLURM_EVERY_NODE} python3 node_facts.py' in line
+    assert f'then {node_facts.SLURM_EVERY_NODE} env python3 node_facts.py' in line
     assert 'else python3 node_facts.py' in line and node_facts.BEFORE in line
     shutil.copytree(tree, tree.parent / 'n8')
     stage = tmp_path / 'stage'

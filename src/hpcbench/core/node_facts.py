@@ -304,8 +304,10 @@ def job_line(command, output, slurm=False):
     benchmark did."""
     read = f'{command} --root "${{{ROOT_ENV}:-/}}" --output {output}'
     if slurm:
-        read = (f'if [ "${{SLURM_JOB_NUM_NODES:-1}}" -gt 1 ]; then {SLURM_EVERY_NODE} {read}; '
-                f'else {read}; fi')
+        # Through env: the command may begin with the variables it runs with (PYTHONPATH=),
+        # which srun would take for the program.
+        read = (f'if [ "${{SLURM_JOB_NUM_NODES:-1}}" -gt 1 ]; then {SLURM_EVERY_NODE} env '
+                f'{read}; else {read}; fi')
     return (f'hpcbench_status=$?; {read} || '
             f'echo "hpcbench facts: not read into {output} (exit $?)" >&2; '
             '(exit $hpcbench_status)')
