@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from hpcbench.results import measured
+from hpcbench.results import case_facts, measured
 
 
 def test_a_node_list_stored_as_one_abbreviated_string_reads_as_its_nodes():
@@ -25,8 +25,8 @@ def test_a_node_list_stored_as_one_abbreviated_string_reads_as_its_nodes():
 
 def test_a_record_of_one_node_s_facts_written_before_reads_as_that_node_s():
     old = {'facts_node': 'n3', 'node_facts': {'online_cpus': 2}}
-    assert measured._node_facts(old) == {'n3': {'online_cpus': 2.0}}
-    assert measured._node_facts({'node_facts': {'n1': {'gpus': 8}, 'n2': {}}}) == {
+    assert case_facts.node_facts(old) == {'n3': {'online_cpus': 2.0}}
+    assert case_facts.node_facts({'node_facts': {'n1': {'gpus': 8}, 'n2': {}}}) == {
         'n1': {'gpus': 8.0}, 'n2': {}}
     with pytest.raises(RuntimeError, match='no node\'s name'):
-        measured._node_facts({'node_facts': {'n1;rm': {}}})
+        case_facts.node_facts({'node_facts': {'n1;rm': {}}})

@@ -184,23 +184,7 @@ def read(root='/', node=None, clock=time.time):
     if pci_gpus is None:
         unread.append(('PCI bus', f'no {Path(root) / "sys" / pci_links.DEVICES}'))
         pci_gpus = ()
-    gpus = ()
-    smi = _command_output(['nvidia-smi', '-q', '-x'], SMI_FILE, root, unread,
-                          gpu_health.MAX_XML_BYTES)
-    if smi is not None:
-        try:
-            gpus = gpu_health.from_smi_xml(smi)
-        except gpu_health.GpuHealthError as err:
-            unread.append(('nvidia-smi -q -x', str(err)))
-    nvlinks = ()
-    if gpus:
-        said = _command_output(['nvidia-smi', 'nvlink', '-s'], NVLINK_FILE, root, unread,
-                               nvlink.MAX_BYTES)
-        if said is not None:
-            try:
-                nvlinks = nvlink.parse(said)
-            except nvlink.NvlinkError as err:
-                unread.append(('nvidia-smi nvlink -s', str(err)))
+    gpus, nvlinks = _nvidia_gpus(root, unread)
     xids = ()
     log = _command_output(['dmesg'], DMESG_FILE, root, unread, kernel_log.MAX_LOG_BYTES)
     if log is not None:
@@ -214,6 +198,30 @@ def read(root='/', node=None, clock=time.time):
                                f'{READ_SECONDS:g} s it should'))
     return NodeFacts(node or node_name(), read_at, seconds, health,
                      gpus, ports, xids, tuple(unread), pci_gpus, nvlinks)
+
+
+def _nvidia_gpus(root, unread):
+    """(GpuHealth of each GPU nvidia-smi lists, GpuLinks of their NVLinks), () each where
+    not read (why in `unread`)."""
+    gpus = ()
+    smi = _command_output(['nvidia-smi', '-q', '-x'], SMI_FILE, root, unread,
+                          gpu_health.MAX_XML_BYTES)
+    if smi is not None:
+        try:
+            gpus = gpu_health.from_smi_xml(smi)
+        except gpu_health.GpuHealthError as err:
+            unread.append(('nvidia-smi -q -x', str(err)))
+    if not gpus:
+        return gpus, ()
+    said = _command_output(['nvidia-smi', 'nvlink', '-s'], NVLINK_FILE, root, unread,
+                           nvlink.MAX_BYTES)
+    if said is None:
+        return gpus, ()
+    try:
+        return gpus, nvlink.parse(said)
+    except nvlink.NvlinkError as err:
+        unread.append(('nvidia-smi nvlink -s', str(err)))
+        return gpus, ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from hpcbench.benchmarks import gpu_mpi
 from hpcbench.benchmarks.reports import impossible
 from hpcbench.core import device_keys
 from hpcbench.core.slurm_cluster import NODE_NAME, SlurmDescriptionError, expand_hostlist
+from hpcbench.results import case_facts
 from hpcbench.results.results_db import session, started_of, stored_sessions, uuid_of
 
 # Test parameters in a case's display name, including --distribute's `.part` and `.nid`.
@@ -317,56 +318,8 @@ def _decoded(tc):
         provenance=Provenance(**{name: tc.get(name) or '' for name in Provenance.FIELDS}),
         input_files=dict(tc.get('input_files') or {}),
         curve=curve if isinstance(curve, dict) else None, variables=tc,
-        node_facts=_node_facts(tc), device_facts=_devices(tc, 'device_facts'),
-        **_texts(tc))
-
-
-def _node_facts(tc):
-    """{node: {name: value}} of a case's facts, each node as it named itself; a name that
-    is none refused. A record written before every node was read (2026-12-05) holds one
-    node's: `facts_node` and its figures."""
-    stored = tc.get('node_facts') or {}
-    if stored and not all(isinstance(v, dict) for v in stored.values()):
-        stored = {tc.get('facts_node') or '': stored}
-    found = {}
-    for name, figures in stored.items():
-        if not name:
-            continue
-        if not NODE_NAME.fullmatch(name):
-            raise RuntimeError(f'test case {tc.get("display_name") or tc.get("name")}: its '
-                               f'facts are of {name[:80]!r}, no node\'s name')
-        found[name] = {k: float(v) for k, v in figures.items()}
-    return found
-
-
-# A text fact as a job keeps it (hpcbench.core.fact_figures: a short printable line).
-_FACT_TEXT = re.compile(r'[\x20-\x7e]{1,200}')
-
-
-def _texts(tc):
-    """{'node_texts': {node: {name: text}}, 'device_texts': {device key: {name: text}}} of a
-    case; a node name, device key or text that is none refused."""
-    where = f'test case {tc.get("display_name") or tc.get("name")}'
-    nodes, devices = {}, {}
-    for name, texts in (tc.get('node_texts') or {}).items():
-        if not NODE_NAME.fullmatch(name):
-            raise RuntimeError(f'{where}: its texts are of {name[:80]!r}, no node\'s name')
-        nodes[name] = _checked_texts(texts, where)
-    for text, texts in (tc.get('device_texts') or {}).items():
-        try:
-            key = device_keys.parse(text)
-        except device_keys.DeviceKeyError as err:
-            raise RuntimeError(f'{where}: {err}') from None
-        devices[key] = _checked_texts(texts, where)
-    return {'node_texts': nodes, 'device_texts': devices}
-
-
-def _checked_texts(texts, where):
-    for name, value in texts.items():
-        if not isinstance(value, str) or not _FACT_TEXT.fullmatch(value):
-            raise RuntimeError(f'{where}: its fact {str(name)[:40]!r} reads {str(value)[:60]!r}, '
-                               'no text a node reports')
-    return dict(texts)
+        node_facts=case_facts.node_facts(tc), device_facts=_devices(tc, 'device_facts'),
+        **case_facts.texts(tc))
 
 
 @dataclass(frozen=True)
@@ -405,7 +358,8 @@ def failed_runs(session_data):
                                 if p != REPEAT_PARAMETER}),
                             _nodes(tc), tc.get('fail_phase') or '',
                             ' '.join(str(tc.get('fail_reason') or '').split()), _pinned(tc),
-                            _node_facts(tc), _devices(tc, 'device_facts'), **_texts(tc))
+                            case_facts.node_facts(tc), _devices(tc, 'device_facts'),
+                            **case_facts.texts(tc))
 
 
 def measured_cases(session_data, fixtures=False):
