@@ -7,9 +7,9 @@ with another count is refused by it); node --slow given --cpu-share of one CPU
 (hpcbench.devtools.testbed_slowdown: its slurmd, and so its jobs, in a CPU cgroup with a
 quota), --drained drained through Slurm before the run and --drained-during drained --after
 seconds into it; --memory-uncorrected and --port-half-rate given those faults in their
-hardware (`testbed fault`; judged where the contract has fact entries). Then `hpcbench accept --system testbed` with the contract (the
-committed contracts/testbed.yaml unless --contract) into --output, timed as a user runs it.
-Then:
+hardware (`testbed fault`; judged by the contract's fact entries, the committed one's since
+2026-12-05). Then `hpcbench accept --system testbed` with the contract (the committed
+contracts/testbed.yaml unless --contract) into --output, timed as a user runs it. Then:
 
 - where the time went: each ReFrame run of the acceptance (its report: start, end, test
   cases), and the rest (ReFrame asked what the system is, the verdicts and outputs);
