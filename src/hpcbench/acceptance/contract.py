@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hpcbench.acceptance import scopes
 from hpcbench.benchmarks.reports import declared
+from hpcbench.core.fact_figures import TEXT_PATTERN
 from hpcbench.machine import plain_yaml
 from hpcbench.machine.description_schema import DescriptionError, validated
 
@@ -156,7 +157,7 @@ FACT_ENTRY_SCHEMA = {
                        # A text fact (a version, a setting) is expected as it reads.
                        'equal': {'anyOf': [{'type': 'number', 'minimum': 0},
                                            {'type': 'string',
-                                            'pattern': r'^[\x20-\x7e]{1,200}$'}]}},
+                                            'pattern': f'^{TEXT_PATTERN}$'}]}},
                    'additionalProperties': False},
         'source': ENTRY_SCHEMA['properties']['source'],
         'fault': ENTRY_SCHEMA['properties']['fault'],

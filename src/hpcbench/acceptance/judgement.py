@@ -200,10 +200,9 @@ def judge_fact(entry, unit, values):
         worst, what = missed[-1], 'the last'        # a text has no worst: the newest read
     else:
         worst, what = (min if committed.direction == 'at_least' else max)(missed), 'the worst'
-    shown = fact_figures.shown(worst) + ('' if fact_figures.is_text(worst)
-                                         else f' {committed.unit}')
     return UnitVerdict(unit, 'FAIL', values, worst, reason=(
-        f'{said}: {len(missed)} missed it, {what} {shown}'))
+        f'{said}: {len(missed)} missed it, {what} '
+        f'{fact_figures.shown(worst, committed.unit)}'))
 
 
 def judge_unit(entry, unit, values, alpha=ALPHA):

@@ -221,9 +221,8 @@ def drain_lines(entry_verdicts, pair_blamed=None):
             what = u.verdict if u.verdict in FAILING else 'slow'
             if e.entry.fact and u.median is not None:
                 # The fact itself, which says what is wrong before any figure does.
-                read = fact_figures.shown(u.median) + (
-                    '' if fact_figures.is_text(u.median) else f' {e.entry.committed.unit}')
-                found = f'{read}, expected {e.entry.committed.words()}'
+                found = (f'{fact_figures.shown(u.median, e.entry.committed.unit)}, '
+                         f'expected {e.entry.committed.words()}')
                 facts.setdefault(node, []).append(f'{e.entry.fault_code} {what} ({u.unit}: '
                                                   f'{found})')
                 continue

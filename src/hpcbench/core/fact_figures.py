@@ -76,7 +76,10 @@ PORT_TEXTS = {'firmware': 'the adapter\'s firmware version'}
 TEXT_UNIT = 'text'
 # The longest text a fact keeps, and what it may hold (a version, a setting's word).
 MAX_TEXT = 200
-_TEXT = re.compile(rf'[\x20-\x7e]{{1,{MAX_TEXT}}}')
+# Its grammar, once: where a job keeps it, where a record is read back, where a contract
+# expects it.
+TEXT_PATTERN = rf'[\x20-\x7e]{{1,{MAX_TEXT}}}'
+_TEXT = re.compile(TEXT_PATTERN)
 
 # A scope's facts (hpcbench.acceptance.scopes' names): their figures' table, and the
 # figures named by a pattern (a clock reason's share, a counter's increase).
@@ -139,15 +142,20 @@ def is_text(value):
     return isinstance(value, str)
 
 
-def shown(value):
-    """A fact's value in words: a figure as `%g`, a text as it is."""
-    return value if is_text(value) else f'{value:g}'
+def is_fact_text(value):
+    """Whether `value` is a text a fact may hold (TEXT_PATTERN)."""
+    return isinstance(value, str) and _TEXT.fullmatch(value) is not None
+
+
+def shown(value, unit=''):
+    """A fact's value in words: a figure as `%g` with its `unit`, a text as it is."""
+    return value if is_text(value) else f'{value:g}' + (f' {unit}' if unit else '')
 
 
 def _text(value):
     """A text fact as read: kept where it is a short printable line, else not read."""
     value = '' if value is None else str(value).strip()
-    return value if _TEXT.fullmatch(value) else None
+    return value if is_fact_text(value) else None
 
 
 @dataclass(frozen=True)

@@ -36,14 +36,13 @@ import copy
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from xml.etree import ElementTree
 
 from hpcbench.core import node_facts, paths, pci_links
-from hpcbench.devtools.testbed_processes import TestbedError, alive, start_time
+from hpcbench.devtools.testbed_processes import TestbedError, alive, spawn, start_time
 from hpcbench.machine import datasheets
 
 FIXTURES = paths.PROJECT_ROOT / 'tests' / 'fixtures'
@@ -217,12 +216,8 @@ def _port_half_rate(layout, root, node, port):
     marker = _marker(layout, node)
     if not marker.exists():
         marker.parent.mkdir(parents=True, exist_ok=True)
-        log = open(layout.log / f'faults-{node}.out', 'ab')
-        proc = subprocess.Popen(
-            [sys.executable, '-m', __name__, 'raise', str(counter), str(ERROR_SECONDS)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        marker.write_text(f'{proc.pid} {start_time(proc.pid)}\n')
+        spawn(layout, f'faults-{node}', [sys.executable, '-m', __name__, 'raise', str(counter),
+                                          str(ERROR_SECONDS)], pid_file=marker)
     return (f'{node}: {HCA} port {port} at 20 Gb/sec (2X QDR) of 40 (4X QDR), its symbol '
             f'errors rising one every {ERROR_SECONDS:g} s')
 

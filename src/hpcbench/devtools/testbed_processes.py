@@ -129,15 +129,16 @@ def found_running(layout):
     return {name: pid for name, pid in found.items() if parent_pid(pid) not in pids}
 
 
-def spawn(layout, name, argv, user=None):
+def spawn(layout, name, argv, user=None, pid_file=None):
     """Start `argv` in the foreground of its own session, its output in log/<name>.out, and
-    record its PID; returns the Popen."""
+    record its PID and start time (in `pid_file`, else the daemon's: layout.pid_file);
+    returns the Popen."""
     out = open(layout.log / f'{name}.out', 'ab')
     # The daemon itself as `user` (no runuser in between): the recorded PID is the daemon's.
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=layout_environment(layout),
                             user=user, group=user, extra_groups=[] if user else None)
-    layout.pid_file(name).write_text(f'{proc.pid} {start_time(proc.pid)}\n')
+    (pid_file or layout.pid_file(name)).write_text(f'{proc.pid} {start_time(proc.pid)}\n')
     return proc
 
 

@@ -2,9 +2,7 @@
 hpcbench.rfm.hardware_facts): each node's fact figures and text facts by its own name, each
 device's text facts by its key; a node name, key or text that is none refused. The
 devices' fact figures are read as their measured figures are (hpcbench.results.measured)."""
-import re
-
-from hpcbench.core import device_keys
+from hpcbench.core import device_keys, fact_figures
 from hpcbench.core.slurm_cluster import NODE_NAME
 
 
@@ -26,8 +24,6 @@ def node_facts(tc):
     return found
 
 
-# A text fact as a job keeps it (hpcbench.core.fact_figures: a short printable line).
-_FACT_TEXT = re.compile(r'[\x20-\x7e]{1,200}')
 
 
 def texts(tc):
@@ -50,7 +46,7 @@ def texts(tc):
 
 def checked_texts(texts, where):
     for name, value in texts.items():
-        if not isinstance(value, str) or not _FACT_TEXT.fullmatch(value):
+        if not fact_figures.is_fact_text(value):
             raise RuntimeError(f'{where}: its fact {str(name)[:40]!r} reads {str(value)[:60]!r}, '
                                'no text a node reports')
     return dict(texts)
