@@ -224,6 +224,18 @@ def test_a_job_of_several_nodes_reads_each_and_keeps_each_by_its_own_name(tree, 
     line = node_facts.job_line('python3 node_facts.py', node_facts.BEFORE, slurm=True)
     assert f'then {node_facts.SLURM_EVERY_NODE} env python3 node_facts.py' in line
     assert 'else python3 node_facts.py' in line and node_facts.BEFORE in line
+    # Outside a job of several nodes (no SLURM_JOB_NUM_NODES, or 1), read where it runs.
+    command = f'{shlex.quote(sys.executable)} {shlex.quote(node_facts.__file__)}'
+    for nodes in ({}, {'SLURM_JOB_NUM_NODES': '1'}):
+        here = tmp_path / f'here-{len(nodes)}'
+        here.mkdir()
+        done = subprocess.run(
+            ['bash', '-c', node_facts.job_line(command, node_facts.BEFORE, slurm=True)],
+            cwd=here, capture_output=True, text=True, timeout=60,
+            env={'PATH': os.environ['PATH'], 'SLURMD_NODENAME': 'n7',
+                 node_facts.ROOT_ENV: str(tree.parent / '%n'), **nodes})
+        assert done.returncode == 0 and done.stderr == '', done.stderr
+        assert [p.name for p in here.iterdir()] == [node_facts.BEFORE.replace('%n', 'n7')]
     shutil.copytree(tree, tree.parent / 'n8')
     stage = tmp_path / 'stage'
     stage.mkdir()
