@@ -397,13 +397,15 @@ def test_a_repaired_node_is_re_tested_in_a_reservation_and_resumed_the_unrepaire
     assert second.returned['n6'].startswith('drained again: n6: FAIL: hpl contract')
     steps = [' '.join(argv[:3] + [a for a in argv[3:] if a.startswith(('State', 'Nodes'))])
              for argv in slurm.acted]
-    assert steps == ['scontrol create reservation Nodes=n5,n6',
+    # Three healthy idle nodes beside them, in the reservation too: the re-test's peers.
+    assert steps == ['scontrol create reservation Nodes=n5,n6,n1,n2,n3',
                      'scontrol update NodeName=n5 State=RESUME',
                      'scontrol update NodeName=n6 State=RESUME',
                      'scontrol update NodeName=n6 State=DRAIN',
                      f'scontrol delete ReservationName=hpcbench-watch-{second.name}-return']
-    retest = port.ran.index(['n5', 'n6'])
+    retest = port.ran.index(['n1', 'n2', 'n3', 'n5', 'n6'])
     assert port.reservations[retest] == f'hpcbench-watch-{second.name}-return'
+    assert second.returned.keys() == {'n5', 'n6'}
     assert slurm.reservations == {}
     assert slurm.states['n5'] == ('IDLE', '')
     assert slurm.states['n6'][1].startswith('hpcbench watch: still failing after its repair')
@@ -446,10 +448,11 @@ def test_a_re_test_that_measured_nothing_keeps_the_node_marked_repaired_for_the_
 def test_a_re_test_alone_in_its_reservation_is_scaled_as_the_last_cycle_and_so_its_baseline(
         tmp_path, accepted):
     """The host runs every node 20 % slower than at the acceptance (a common cause: the
-    cycles scale it away), n5 75 % slower: drained. Repaired, n5 is re-tested alone, too
-    few to be its own peers: its runs are scaled as the last cycle's were, so it is resumed
-    (as measured, 20 % below its accepted runs, it would drift), and the runs it is judged
-    against from then on are its re-test's as judged, scaled, not as measured."""
+    cycles scale it away), n5 75 % slower: drained. Repaired, n5 is re-tested alone (every
+    other node runs a user's job), too few to be its own peers: its runs are scaled as the
+    last cycle's were, so it is resumed (as measured, 20 % below its accepted runs, it would
+    drift), and the runs it is judged against from then on are its re-test's as judged,
+    scaled, not as measured."""
     slurm, clock = FakeSlurm(), Clock()
     port = FakeReFrame(slurm=slurm)
     port.slow.update({n: 0.2 for n in port.nodes})
@@ -460,7 +463,11 @@ def test_a_re_test_alone_in_its_reservation_is_scaled_as_the_last_cycle_and_so_i
     assert scale == pytest.approx(1.25, rel=0.05)
     port.slow['n5'] = 0.2
     slurm.states['n5'] = ('IDLE+DRAIN', 'hpcbench: repaired')
-    second = _cycles(tmp_path, accepted, port, slurm, clock, 1)[0]
+    busy = {n: slurm.states[n] for n in NODES if n != 'n5'}
+    slurm.states.update({n: ('ALLOCATED', '') for n in busy})
+    second = _watch(tmp_path, accepted, port, slurm, clock).cycle()
+    clock.now += 3600
+    slurm.states.update(busy)
     assert second.returned['n5'].startswith('resumed'), second.returned
     returned = json.loads((tmp_path / 'watch' / watch_record.CYCLES / f'{second.name}-return'
                            / watch_record.CYCLE_RECORD).read_text())
@@ -471,6 +478,40 @@ def test_a_re_test_alone_in_its_reservation_is_scaled_as_the_last_cycle_and_so_i
     n5 = next(d for u, d in third.drifts['hpl'].items() if u.node == 'n5')
     assert n5.accepted_median == pytest.approx(statistics.median(retested['runs']), rel=0.01)
     assert n5.verdict == 'OK'
+
+
+def test_a_re_test_is_scaled_by_the_healthy_nodes_run_beside_it_in_its_reservation(
+        tmp_path, accepted):
+    """n6 drained 75 % slower and repaired; while it is re-tested the host runs every node
+    30 % slower than in every cycle before (the testbed's re-test of n17, 2026-12-05: its
+    first six runs 15 % slow, and it stayed drained). Scaled as the last cycle was, it
+    would drift; three healthy idle nodes run beside it in its reservation, as slow, and
+    its runs are scaled by theirs: resumed. The peers are judged for nothing and the record
+    names them. A node 20 % slower than its peers after its "repair" (n5) still drifts and
+    stays drained."""
+    slurm, clock = FakeSlurm(), Clock()
+    port = FakeReFrame(slurm=slurm)
+    port.slow.update({'n5': 0.75, 'n6': 0.75})
+    _cycles(tmp_path, accepted, port, slurm, clock, 1)
+    port.slow.update({n: 0.3 for n in port.nodes})
+    port.slow['n5'] = 0.44
+    for node in ('n5', 'n6'):
+        slurm.states[node] = ('IDLE+DRAIN', 'hpcbench: repaired')
+    cycle = _watch(tmp_path, accepted, port, slurm, clock)
+    cycle.budget = 5
+    second = cycle.cycle()
+    assert second.returned['n6'].startswith('resumed'), second.returned
+    assert second.returned['n5'].startswith('drained again: n5: FAIL: hpl drift'), \
+        second.returned
+    record = json.loads((tmp_path / 'watch' / watch_record.CYCLES / f'{second.name}-return'
+                         / watch_record.CYCLE_RECORD).read_text())
+    assert record['due'] == ['n5', 'n6'] and record['peers'] == ['n1', 'n2', 'n3']
+    assert sorted(record['nodes']) == ['n5', 'n6']
+    n6 = next(d for d in record['drifts'] if d['node'] == 'n6')
+    assert n6['scale'] == pytest.approx(1 / 0.7, rel=0.05)
+    assert 'its peers n1, n2, n3 beside it in its reservation ran at' in n6['reason']
+    # Judged for nothing: no drift of theirs (a node's runs join its memory only there).
+    assert {d['node'] for d in record['drifts']} == {'n5', 'n6'}
 
 
 def test_without_act_a_repaired_node_is_left_drained_and_said(tmp_path, accepted):

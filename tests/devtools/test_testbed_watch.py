@@ -119,6 +119,14 @@ def test_a_slow_node_is_drained_and_once_repaired_re_tested_in_a_reservation_and
     assert records[-1]['returned']['n2'].startswith('resumed: n2: every watched entry met'), \
         said
     assert _node(four_nodes, 'n2')[0] == 'IDLE'
+    # Its healthy peers ran beside it in its reservation, their jobs there as its own.
+    retest = json.loads((directory / watch_record.CYCLES / f'{records[-1]["cycle"]}-return' /
+                         watch_record.CYCLE_RECORD).read_text())
+    assert retest['peers'] and set(retest['peers']) <= {'n1', 'n3', 'n4'}, retest
+    ran = {f['node'] for f in retest['figures'] if f['runs']}
+    assert ran == {'n2', *retest['peers']}, retest['figures']
+    assert 'beside it in its reservation' in next(d['reason'] for d in retest['drifts']
+                                                  if d['node'] == 'n2')
     reservations = subprocess.run(['scontrol', 'show', 'reservation'], env=env,
                                   capture_output=True, text=True, timeout=60).stdout
     assert 'hpcbench-watch' not in reservations

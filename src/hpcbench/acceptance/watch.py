@@ -42,6 +42,10 @@ from hpcbench.rfm import reframe_port
 # How long a reservation of nodes re-tested after their repair lasts, in minutes: the
 # watched entries' runs on them; deleted as soon as they are judged.
 RESERVATION_MINUTES = 240
+# Healthy nodes a re-test runs beside (its reservation holds them too): enough to be its
+# peers (hpcbench.acceptance.drift.MIN_PEERS + 1) without the re-tested nodes, whose runs
+# are what is in question.
+RETEST_PEERS = drift.MIN_PEERS + 1
 
 
 class InReservation:
@@ -146,11 +150,7 @@ class Watch:
 
     def _candidates(self, nodes, seen, memory, accepted, cycle):
         """The SeenNodes a cycle may take; every other node into cycle.not_run with why."""
-        returned = {n for n, kept in memory.nodes.items() if kept.baseline_cycle}
-        # Accepted: a figure of it passed and nothing of it failed (a node that passed DGEMM
-        # and failed HPL, or passed HPL and failed a fact, was never accepted).
-        has = ({u.node for units in accepted.values.values() for u in units}
-               - set(accepted.refused)) | returned
+        has = self._accepted_nodes(accepted, memory)
         candidates = []
         for node in (n for names in nodes.values() for n in names):
             now, kept = seen.get(node), memory.nodes.get(node)
@@ -175,6 +175,34 @@ class Watch:
                 candidates.append(now)
         return candidates
 
+    @staticmethod
+    def _accepted_nodes(accepted, memory):
+        """The nodes accepted: a figure of each passed and nothing of it failed (a node that
+        passed DGEMM and failed HPL, or passed HPL and failed a fact, was never accepted),
+        and those the watch returned to service after a repair."""
+        returned = {n for n, kept in memory.nodes.items() if kept.baseline_cycle}
+        return ({u.node for units in accepted.values.values() for u in units}
+                - set(accepted.refused)) | returned
+
+    def _retest_peers(self, seen, memory, accepted, repaired):
+        """Up to RETEST_PEERS nodes to run beside a re-test, in its reservation: in service
+        and idle, accepted, passing their last cycle, of the partitions of the `repaired`
+        nodes, within the budget; their runs are the re-test's peers (its scale), judged
+        for nothing."""
+        partitions = {seen[n].partition for n in repaired}
+        has = self._accepted_nodes(accepted, memory)
+        fit = []
+        for name in sorted(seen, key=slurm_cluster.natural_key):
+            now, kept = seen[name], memory.nodes.get(name)
+            if name in repaired or now.partition not in partitions or name not in has or \
+                    now.out_of_service or now.busy or now.marked_repaired:
+                continue
+            if kept and (kept.drained or kept.streak or
+                         (kept.history and kept.history[-1][1] != 'PASS')):
+                continue
+            fit.append(name)
+        return fit[:max(0, min(RETEST_PEERS, self.budget - len(repaired)))]
+
     def _accepted(self, entry, accepted, memory):
         """{Unit: accepted values} of `entry`: the acceptance's runs, but a node returned to
         service after a repair has those of the cycle that returned it."""
@@ -196,14 +224,16 @@ class Watch:
 
     def _judge(self, cycle, contract_file, cycle_dir, accepted, memory, job_options=(),
                node_states=None):
-        """The due nodes run (an Acceptance restricted to them) and judged: the contract's
-        verdicts, drift, the outcomes."""
-        self.say(f'cycle {cycle.name}: {len(cycle.due)} node(s) due: {", ".join(cycle.due)}')
+        """The due nodes run (an Acceptance restricted to them, and the cycle's peers where
+        it has any) and judged: the contract's verdicts, drift, the outcomes."""
+        self.say(f'cycle {cycle.name}: {len(cycle.due)} node(s) due: {", ".join(cycle.due)}'
+                 + (f'; beside them: {", ".join(cycle.peers)}' if cycle.peers else ''))
         with directories.claimed(cycle_dir):
             run = Acceptance(self.system, contract_file, cycle_dir, reframe=self.reframe,
                              node_states=node_states or self.slurm,
                              batch_nodes=self.batch_nodes,
-                             mode=self.mode, say=self.say, nodes=set(cycle.due),
+                             mode=self.mode, say=self.say,
+                             nodes=set(cycle.due) | set(cycle.peers),
                              job_options=job_options).run()
         cycle.run = run
         cycle.assessed = run.assess()
@@ -212,28 +242,35 @@ class Watch:
             if verdict.entry.fact:
                 continue        # judged against its expectation alone: a fact drifts not
             before = self._accepted(verdict.entry, accepted, memory)
-            judged = [u for u in verdict.units if u.values]
+            ran = [u for u in verdict.units if u.values]
+            judged = [u for u in ran if u.unit.node in cycle.due]
             # Bonferroni over the units judged at once (hpcbench.acceptance.drift).
             alpha = judgement.ALPHA / max(1, len(judged))
-            scale = drift.peer_scale({u.unit: u.values for u in judged}, before)
+            peers = [u for u in ran if u.unit.node in cycle.peers] if cycle.peers else judged
+            scale = drift.peer_scale({u.unit: u.values for u in peers}, before)
             if scale is not None:
-                memory.scales[verdict.entry.id] = [cycle.name, scale]
-                since = ''
+                names = sorted({u.unit.node for u in peers}, key=slurm_cluster.natural_key)
+                said = (f'its peers {", ".join(names)} beside it in its reservation'
+                        if cycle.peers else 'its peers of the cycle')
+                said = f'{said} ran at {100 / scale:.1f} % of their accepted medians (median)'
+                if not cycle.peers:
+                    memory.scales[verdict.entry.id] = [cycle.name, scale]
             else:
-                # Too few to be their own peers (a re-test of a repaired node, alone in its
-                # reservation): as the last cycle's, so that its runs stand beside its
+                # Too few to be their own peers (a re-test of a repaired node with no idle
+                # node beside it): as the last cycle's, so that its runs stand beside its
                 # accepted ones as every other cycle's do; as measured before any cycle.
                 since, scale = memory.scales.get(verdict.entry.id, ['', 1.0])
+                said = f'as cycle {since}\'s: too few units to be their own peers'
             cycle.drifts[verdict.entry.id] = {
                 u.unit: self._drift(verdict.entry, u, before.get(u.unit, ()), memory, alpha,
-                                    scale, since)
+                                    scale, said)
                 for u in judged}
         partition_of = {n: p.name for p in run.state.partitions for n in p.nodes}
         cycle.outcomes = watch_rules.outcomes(
             cycle.verdicts, cycle.drifts, {n: partition_of.get(n, '') for n in cycle.due})
 
     @staticmethod
-    def _drift(entry, judged, accepted, memory, alpha, scale=1.0, scaled_as=''):
+    def _drift(entry, judged, accepted, memory, alpha, scale=1.0, scaled_why=''):
         """The Drift of a unit's runs this cycle (a UnitVerdict's), scaled beside its peers
         (hpcbench.acceptance.drift.peer_scale), against its accepted runs, its runs of the
         cycles kept in memory pooled (hpcbench.acceptance.drift.judge_cycle); the memory
@@ -246,11 +283,8 @@ class Watch:
         if accepted:
             kept.steady[key], kept.worse[key] = drift.kept_after(
                 entry, list(runs), accepted, steady, worse)
-        said = '' if scale == 1.0 else (
-            f'; its runs x {scale:.4g}, as cycle {scaled_as}\'s: too few units to be their own '
-            'peers' if scaled_as else
-            f'; its runs x {scale:.4g}: its peers of the cycle ran at {100 / scale:.1f} % of '
-            'their accepted medians (median)')
+        said = '' if scale == 1.0 else f'; its runs x {scale:.4g}: {scaled_why}'
+
         return replace(found, measured=tuple(judged.values), scale=scale,
                        reason=found.reason + said)
 
@@ -271,17 +305,27 @@ class Watch:
                 self.say(f'{node}: marked repaired: give --act to re-test it in a reservation '
                          'and resume it if it passes')
             return {n: 'marked repaired: re-tested with --act' for n in repaired}
+        # Healthy nodes run beside it, at the same time, in its reservation: what the hour
+        # does to every node (the testbed's host ran a re-test's first six runs 15 % slow,
+        # and n17, repaired, stayed drained, 2026-12-05) scales away as a cycle's peers do.
+        peers = self._retest_peers(seen, memory, accepted, repaired)
         retest = Cycle(f'{cycle.name}-return', cycle.time, repaired, kind='return')
         contract_file = self.directory / RETEST_CONTRACT
         paths.write_atomically(contract_file, retest_contract(watched_text))
         reservation = slurm_actions.reservation_name(retest.name)
-        for argv in [slurm_actions.reserve(reservation, repaired, getpass.getuser(),
+        for argv in [slurm_actions.reserve(reservation, repaired + peers, getpass.getuser(),
                                            RESERVATION_MINUTES),
                      *(slurm_actions.resume(n) for n in repaired)]:
             self.say(slurm_actions.line(argv))
             self.slurm.act(argv)
         try:
             self.slurm.wait_in_service(repaired)
+            # A job that landed on a peer before the reservation (it ignores jobs) keeps it:
+            # that peer is left out, never waited for.
+            now = self.slurm.seen({p: [n for n in peers if seen[n].partition == p]
+                                   for p in {seen[n].partition for n in peers}})
+            out = self.slurm.out_of_service(peers, in_reservation=True) if peers else {}
+            retest.peers = [n for n in peers if n in now and not now[n].busy and n not in out]
             for node in repaired:
                 # Its worse runs before the repair are no evidence of the node it is now;
                 # its steady ones, before the fault, are of the node it should be again.

@@ -202,6 +202,7 @@ class Cycle:
     record: dict = None                              # cycle.json's data, once written
     kind: str = 'watch'                              # or 'return': re-tests after repairs
     returned: dict = field(default_factory=dict)     # {node: what its re-test gave}
+    peers: list = field(default_factory=list)        # healthy nodes run beside a re-test
 
 
 def _unit(unit):
@@ -214,7 +215,7 @@ def cycle_record(system, cycle, acceptance_dir, partition_of):
     return {
         'format': 1, 'system': system, 'cycle': cycle.name, 'kind': cycle.kind,
         'time': cycle.time, 'returned': dict(sorted(cycle.returned.items())),
-        'acceptance': str(acceptance_dir), 'due': list(cycle.due),
+        'acceptance': str(acceptance_dir), 'due': list(cycle.due), 'peers': list(cycle.peers),
         'not_run': {n: why for n, why in sorted(cycle.not_run.items())},
         'stale': {n: t for n, t in sorted(cycle.stale.items())},
         'nodes': {n: {'partition': o.partition, 'outcome': o.outcome, 'why': o.why,
