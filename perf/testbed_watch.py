@@ -194,6 +194,14 @@ def summary(args, cycles, events, env, urls):
         print(f'{slow}: {seen}')
         print(f'  drained in cycles {[t for t, n in drained if n == slow]}; returned: '
               f'{[(t, r["returned"][slow]) for t, _, r in cycles if slow in r["returned"]]}')
+    for path in sorted(Path(args.output, 'watch', 'cycles').glob('*-return/cycle.json')):
+        retest = json.loads(path.read_text())
+        if retest['time'] < min(r['time'] for _, _, r in cycles):
+            continue        # an earlier run's
+        print(f're-test {retest["cycle"]}: {retest["due"]} beside {retest.get("peers", [])}: '
+              + '; '.join(f'{d["node"]} {d["entry"]} {100 * (d["effect"] or 0):+.1f} % '
+                          f'p = {d["p_value"] or 1:.3g} x {d["scale"]:.3f} {d["verdict"]}'
+                          for d in retest['drifts']))
     print(f'{args.site_drained}: {node(env, args.site_drained)}; actions on it: '
           f'{[(t, a["kind"]) for t, _, r in cycles for a in r["actions"] if a["node"] == args.site_drained]}')
     print(f'cycles: {len(cycles)}, seconds each: {[round(s) for _, s, _ in cycles]}')

@@ -293,3 +293,31 @@ def test_a_version_is_a_text_fact_drafted_as_most_read_it_and_judged_equal(sessi
             _contract(_fact('x', 'driver', 'gpu', expect, 'X'))
     with pytest.raises(contracts.ContractError, match='pcie_width is a figure in lanes'):
         _contract(_fact('x', 'pcie_width', 'gpu', {'equal': '16'}, 'X'))
+
+
+def test_online_cpus_are_drafted_as_the_description_states_not_as_most_nodes_read_them(
+        session):
+    """The partition's description (ReFrame's processor: num_cpus) states a node's CPUs.
+    Every node reads half of them (SMT switched off by a BIOS update on all three): the
+    draft expects what the description states, cites it and how many nodes read it, and
+    fails all three; without a description it expects what most read."""
+    from hpcbench.acceptance import fact_drafts
+    for tc in session['runs'][0]['testcases']:
+        (facts,) = tc['node_facts'].values()
+        facts['online_cpus'] = 64.0
+    cases = list(measured_runs(session))
+    drafted = {e['id']: e for e in fact_drafts.from_sessions(
+        'testbed', [session], {'srun': {'cpus': 128}})}
+    cpus = drafted['fact-online-cpus-node-srun']
+    assert cpus['expect'] == {'equal': 128.0} and cpus['source']['kind'] == 'description'
+    assert cpus['source']['cite'].startswith("128 CPUs as the description of testbed's "
+                                             "partition srun states (its processor's "
+                                             "num_cpus); 0 of 3 node(s) read it")
+    entry = contracts.from_data({'system': 'testbed', 'entries': [HPL, cpus]}, 'a draft')
+    units = judgement.judge_entry(entry.entries[1], cases).units
+    assert {u.verdict for u in units} == {'FAIL'} and len(units) == 3
+    assert units[0].reason == ('3 read(s), expected equal to 128 CPUs: 3 missed it, the '
+                               'worst 64 CPUs')
+    most = {e['id']: e for e in fact_drafts.from_sessions('testbed', [session])}
+    assert most['fact-online-cpus-node-srun']['expect'] == {'equal': 64.0}
+    assert most['fact-online-cpus-node-srun']['source']['kind'] == 'baseline'

@@ -34,7 +34,7 @@ from hpcbench.machine import plain_yaml
 from hpcbench.machine.description_schema import DescriptionError, validated
 
 DIRECTIONS = ('at_least', 'at_most')
-SOURCE_KINDS = ('procurement', 'datasheet', 'published', 'baseline', 'paper')
+SOURCE_KINDS = ('procurement', 'datasheet', 'published', 'baseline', 'paper', 'description')
 # The runs of a unit its statistic needs where the entry does not say.
 DEFAULT_MEDIAN_OF = 3
 # The most runs an entry may ask of a unit (its statistic's, its run rules' repeats): each

@@ -374,8 +374,8 @@ def _from_papers(system):
 def _from_sessions_and_gpus(system, baseline, factor, checks):
     """(entries, about) of a system measured here: its stored sessions' medians at `factor`
     and, for what they did not measure, what is published of its GPUs."""
-    published = [e for e in from_gpus(reframe_port.ReFrame(system).partitions())
-                 if not checks or e['check'] in checks]
+    partitions = reframe_port.ReFrame(system).partitions()
+    published = [e for e in from_gpus(partitions) if not checks or e['check'] in checks]
     config = results_db.site_config(system)
     if not baseline:
         stored = results_db.latest_session(config)
@@ -392,7 +392,9 @@ def _from_sessions_and_gpus(system, baseline, factor, checks):
             data = results_db.Store(config).decoded(results_db.uuid_of(data))
         sessions.append(data)
     entries = from_session(system, sessions, factor, checks) if sessions else []
-    facts = fact_drafts.from_sessions(system, sessions) if sessions else []
+    facts = fact_drafts.from_sessions(system, sessions, {p.name: {'cpus': p.cpus}
+                                                         for p in partitions if p.cpus}) \
+        if sessions else []
     # What the GPUs' vendor and a cloud publish, for what the baseline did not measure.
     measured_already = {(e['check'], e['figure'], e['scope'], tuple(e['partitions']))
                         for e in entries}

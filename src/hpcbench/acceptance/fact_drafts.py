@@ -135,9 +135,17 @@ def _groups(scope, kind, read):
     return [(tuple(sorted(names)), units) for names, units in by_value.values()]
 
 
-def from_sessions(system, sessions):
+# Facts a partition's description states ({fact: its name in `described`}): expected as
+# described, not as most nodes read them (a partition whose nodes all lost SMT to a BIOS
+# update reads the same wrong count on every node).
+DESCRIBED = {'online_cpus': 'cpus'}
+
+
+def from_sessions(system, sessions, described=None):
     """Fact entries (data, as a contract holds them) of the facts the stored `sessions`'
-    jobs read, by partition."""
+    jobs read, by partition; `described`: {partition: {'cpus': logical CPUs of a node}} of
+    the system's description (ReFrame's processor), where it states them."""
+    described = described or {}
     uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
     cases = [c for s in sessions for c in measured.measured_runs(s)]
     entries = []
@@ -152,11 +160,17 @@ def from_sessions(system, sessions):
                 read = {}
                 for case in (c for c in cases if c.partition == partition):
                     read.update(scope.case_fact_units(case, figure))
+                stated = (described.get(partition) or {}).get(DESCRIBED.get(name))
                 for devices, units in _groups(scope, kind, read):
-                    expect = _expectation(kind, given, list(units.values())) if units else None
-                    if expect is None:
-                        continue
-                    said = _where(kind, units, expect, unit, scope, partition)
+                    if stated and units:
+                        expect = {'equal': float(stated)}
+                        said = _as_described(system, partition, units, stated, unit, scope)
+                    else:
+                        expect = _expectation(kind, given, list(units.values())) if units \
+                            else None
+                        if expect is None:
+                            continue
+                        said = _where(kind, units, expect, unit, scope, partition)
                     named = '-'.join(d.replace('/', '-') for d in devices)
                     entries.append({
                         'id': '-'.join(filter(None, ('fact', name.replace('_', '-'),
@@ -164,10 +178,19 @@ def from_sessions(system, sessions):
                         'fact': fact, 'scope': scope_name, 'partitions': [partition],
                         **({'devices': list(devices)} if devices else {}),
                         'expect': expect,
-                        'source': {'kind': 'baseline', 'cite': f'{said}: read around the jobs '
-                                   f'of stored session(s) {uuid} of {system}'},
+                        'source': {'kind': 'description' if stated else 'baseline',
+                                   'cite': f'{said}: read around the jobs of stored '
+                                   f'session(s) {uuid} of {system}'},
                         'fault': {'code': code, 'action': action}})
     return entries
+
+
+def _as_described(system, partition, read, stated, unit, scope):
+    """Where an expectation stated by the description came from, and what the units read."""
+    held = sum(v == stated for v in read.values())
+    return (f'{stated:g} {unit} as the description of {system}\'s partition {partition} '
+            f'states (its processor\'s num_cpus); {held} of {len(read)} {scope.words}(s) '
+            'read it')
 
 
 def _expectation(kind, given, values):

@@ -50,14 +50,15 @@ def command_line(system, partition=None, options=(), root=None, config=None):
 class SeenPartition:
     """A partition as ReFrame configures it: its name, its scheduler, each node's GPUs
     (its `devices` of type gpu), its description (hpcbench.machine.description, read back
-    from its extras by the machine layer), each node's cores (its processor's, where ReFrame
-    knows them) and, on a partition of one host (a local scheduler), that host."""
+    from its extras by the machine layer), each node's cores and CPUs (its processor's, where
+    ReFrame knows them) and, on a partition of one host (a local scheduler), that host."""
     name: str
     scheduler: str
     gpus_per_node: int = 0
     host: str = ''
     description: Optional[descriptions.PartitionDescription] = None
     cores: Optional[int] = None
+    cpus: Optional[int] = None      # logical CPUs of a node (its processor's num_cpus)
 
     @property
     def distributes(self):
@@ -75,7 +76,8 @@ def seen_partition(configured):
     return SeenPartition(
         configured['name'], configured['scheduler'], gpus,
         '' if configured['scheduler'] in DISTRIBUTING_SCHEDULERS else socket.gethostname(),
-        descriptions.from_extras(configured.get('extras') or {}, gpus), cores or None)
+        descriptions.from_extras(configured.get('extras') or {}, gpus), cores or None,
+        processor.get('num_cpus') or None)
 
 
 @dataclass(frozen=True)
