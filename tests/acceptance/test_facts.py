@@ -3,9 +3,10 @@ job (hpcbench.core.node_facts, read by hpcbench.rfm.plugins.HardwareFacts) judge
 an expectation (equal, at_least, at_most, increase_at_most), every read meeting it. The runs
 are the testbed's real HPCC runs of n1..n3 (tests/fixtures/acceptance/testbed-32-nodes-
 hpcc-session.json), each given the facts a job reads from a tree of other sites' real
-outputs (tests/fixtures/health: two P100s, a ConnectX-3 and a ConnectX-4, EDAC), with the
-faults injected into the tree: n2's second GPU trained at x8, n3's ConnectX-4 port gaining
-symbol errors during the job and an uncorrected memory error."""
+outputs (tests/fixtures/health: two P100s, a ConnectX-3 and a ConnectX-4, EDAC, rasdaemon's
+record), with the faults injected into the tree: n2's second GPU trained at x8, n3's
+ConnectX-4 port gaining symbol errors during the job and an uncorrected memory error (in
+EDAC and in rasdaemon's record, an Alibaba server's)."""
 import json
 import re
 import shutil
@@ -48,6 +49,8 @@ def _tree(tmp_path, node):
     (root / node_facts.SOURCES).mkdir(parents=True)
     shutil.copy(HEALTH / 'nvidia-smi-q-p100x2.xml',
                 root / node_facts.SOURCES / node_facts.SMI_FILE)
+    shutil.copy(HEALTH / 'ras-mc-ctl-summary-rasdaemon-121.txt',
+                root / node_facts.SOURCES / node_facts.RAS_FILE)
     return root
 
 
@@ -71,6 +74,8 @@ def _with_facts(tc, tmp_path):
     if node == 'n3':
         _bump(root / 'sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error', 37)
         _bump(root / 'sys/devices/system/edac/mc/mc0/ue_count', 1)
+        shutil.copy(HEALTH / 'ras-mc-ctl-summary-lkml-ghes-2025.txt',
+                    root / node_facts.SOURCES / node_facts.RAS_FILE)
     found = fact_figures.figures(before, node_facts.read(root, node, clock=lambda: 1002.0))
     shutil.rmtree(root)
     return {**tc, 'node_facts': {found.node_name: found.node}, 'device_facts': found.devices,
@@ -224,12 +229,17 @@ def test_a_draft_expects_each_fact_as_most_units_of_a_partition_read_it(session,
     since_boot = by_id['fact-edac-uncorrected-since-boot-node-srun']
     assert (since_boot['fact'], since_boot['expect']) == ('edac_uncorrected', {'at_most': 0})
     assert 'fact-xid-node-srun' not in by_id        # no dmesg read: nothing to draft
+    # rasdaemon's record: no uncorrected error in it, none gained during a job.
+    assert by_id['fact-ras-uncorrected-node-srun']['expect'] == {'increase_at_most': 0}
+    recorded = by_id['fact-ras-uncorrected-recorded-node-srun']
+    assert (recorded['fact'], recorded['expect']) == ('ras_uncorrected', {'at_most': 0})
     contract = contracts.from_data({'system': 'testbed', 'entries': [HPL, *drafted]},
                                    'a draft')
     failed = sorted(str(u.unit) for e in contract.entries[1:]
                     for u in judgement.judge_entry(e, cases).units if u.verdict == 'FAIL')
-    # n3's memory twice: its error came during a job, and is there since boot.
-    assert failed == ['GPU 1 of n2', 'node n3', 'node n3', 'port 1 of mlx5_0 of n3']
+    # n3's memory four times: its error came during a job, is there since boot, and in
+    # rasdaemon's record, gained during the job.
+    assert failed == ['GPU 1 of n2', *['node n3'] * 4, 'port 1 of mlx5_0 of n3']
 
 
 def test_a_job_that_failed_still_says_what_its_hardware_said(session):

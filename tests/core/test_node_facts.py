@@ -22,7 +22,8 @@ HEALTH = FIXTURES / 'health'
 
 @pytest.fixture
 def tree(tmp_path):
-    """A node's / : sysfs of real HCAs and EDAC, nvidia-smi's and dmesg's real outputs."""
+    """A node's / : sysfs of real HCAs and EDAC, nvidia-smi's, dmesg's and rasdaemon's real
+    outputs."""
     root = tmp_path / 'n7'
     shutil.copytree(HEALTH / 'procfs-sys' / 'class', root / 'sys' / 'class')
     shutil.copytree(HEALTH / 'netdata-1508' / 'sys' / 'devices', root / 'sys' / 'devices')
@@ -32,6 +33,8 @@ def tree(tmp_path):
     shutil.copy(HEALTH / 'nvidia-smi-q-p100x2.xml', sources / node_facts.SMI_FILE)
     shutil.copy(HEALTH / 'nvlink-s-v100-azhpc-73.txt', sources / node_facts.NVLINK_FILE)
     shutil.copy(HEALTH / 'dmesg-xid-119-xe9680.log', sources / node_facts.DMESG_FILE)
+    shutil.copy(HEALTH / 'ras-mc-ctl-summary-rasdaemon-121.txt',
+                sources / node_facts.RAS_FILE)
     return root
 
 
@@ -42,6 +45,7 @@ def test_a_node_s_facts_are_read_together_from_its_tree(tree):
     assert [p.name for p in facts.ports] == ['mlx4_0/1', 'mlx4_0/2', 'mlx5_0/1']
     assert [x.code for x in facts.xids] == [119] * 5
     assert facts.health.uncorrected == 0 and facts.health.corrected == 0
+    assert (facts.ras_corrected, facts.ras_uncorrected) == (0, 0)    # "No Memory errors."
     # Nothing the tree holds is unread (what it lacks, /proc, reads None: not read).
     assert facts.unread == () and facts.health.online_cpus is None
     assert facts.seconds < node_facts.READ_SECONDS
@@ -98,8 +102,36 @@ def test_what_a_job_s_window_raised_is_the_difference_of_the_reads_around_it(tre
     assert all(i.increase == 0 for i in unchanged.values())
     reset = dict((i.counter, i) for i in changed.ports['mlx4_0/2'])['link_downed']
     assert reset.increase is None and 'reset during the run' in reset.why
+    assert changed.ras_uncorrected == 0         # rasdaemon's record unchanged
     with pytest.raises(node_facts.NodeFactsError, match='not one node'):
         node_facts.changes(before, node_facts.read(tree, 'n8'))
+
+
+def test_an_uncorrected_error_rasdaemon_recorded_during_a_job_is_its_figure_and_evidence(
+        tree):
+    """rasdaemon's record before the job: no memory error (rasdaemon issue 121's summary);
+    after it, an Alibaba server's (linux-acpi, 2025-07-15): one uncorrected error on DIMM
+    'SOCKET 1 CHANNEL 1 DIMM 0 DIMM1', besides PCIe, ARM and disk errors that are no
+    memory's. EDAC saw none (a node whose EDAC driver is not loaded): rasdaemon's record
+    is the evidence."""
+    before = node_facts.read(tree, 'n7')
+    shutil.copy(HEALTH / 'ras-mc-ctl-summary-lkml-ghes-2025.txt',
+                tree / node_facts.SOURCES / node_facts.RAS_FILE)
+    after = node_facts.read(tree, 'n7')
+    assert (after.ras_corrected, after.ras_uncorrected) == (0, 1) and after.unread == ()
+    found = fact_figures.figures(before, after)
+    assert (found.node['ras_uncorrected'], found.node['ras_uncorrected_increase']) == (1, 1)
+    assert found.node['edac_uncorrected_increase'] == 0
+    assert fact_figures.evidence(found.node, {}) == [
+        '1 uncorrected memory error(s) rasdaemon recorded during the job']
+    # A later job's: the record still holds it, nothing new.
+    again = fact_figures.figures(after, node_facts.read(tree, 'n7'))
+    assert (again.node['ras_uncorrected'], again.node['ras_uncorrected_increase']) == (1, 0)
+    assert fact_figures.evidence(again.node, {}) == [
+        "1 uncorrected memory error(s) in rasdaemon's record"]
+    (tree / node_facts.SOURCES / node_facts.RAS_FILE).write_text('Memory errors: none\n')
+    unread = dict(node_facts.read(tree, 'n7').unread)
+    assert unread['ras-mc-ctl --summary'].startswith("ras-mc-ctl --summary: line 1 ('Memory")
 
 
 def test_what_a_tree_lacks_or_holds_wrongly_is_said_unread_never_taken_for_healthy(tree):

@@ -94,13 +94,35 @@ def test_rasdaemon_s_record_reads_its_dimms_counts_and_what_it_has_none_of():
     assert node_health.parse_ras_summary(
         (health / 'ras-mc-ctl-summary-rasdaemon-95.txt').read_text()) == \
         node_health.RasSummary(('Memory', 'PCIe AER', 'Extlog', 'MCE'))
+    assert (summary.memory('corrected'), summary.memory('uncorrected', 'fatal')) == (0, 0)
+
+
+def test_rasdaemon_s_record_of_an_uncorrected_memory_error_is_read_with_its_dimm():
+    """An Alibaba server's summary (linux-acpi, 2025-07-15): one uncorrected error on one
+    DIMM, and PCIe, ARM processor, disk and memory-failure counts that are no DIMM's."""
+    summary = node_health.parse_ras_summary(
+        (FIXTURES / 'health' / 'ras-mc-ctl-summary-lkml-ghes-2025.txt').read_text())
+    assert summary.memory_events == (
+        ('Uncorrected', 'SOCKET 1 CHANNEL 1 DIMM 0 DIMM1', '0:18:-1:-1', 1),)
+    assert (summary.memory('corrected'), summary.memory('uncorrected', 'fatal')) == (0, 1)
+    assert summary.none_of == ('devlink',)
+    sections = {}
+    for section, count, _ in summary.other_events:
+        sections[section] = sections.get(section, 0) + count
+    assert sections == {'PCIe AER events': 2, 'ARM processor events': 9,
+                        'Disk errors': 2229, 'Memory failure events': 24}
+    # A summary with no word on memory (another version's sections only): not read, not 0.
+    assert node_health.parse_ras_summary('No PCIe AER errors.\n').memory('fatal') is None
 
 
 @pytest.mark.parametrize('reader, text, said', [
     ('parse_ras_error_count', 'DIMM errors\n', 'no "Label CE UE" heading'),
     ('parse_ras_error_count', 'Label CE UE\nmc#0 one 0\n', "line 2 \\('mc#0 one 0'\\)"),
     ('parse_ras_summary', 'Memory controller events summary:\n\tCorrected on DIMM\n',
-     'line 1'),
+     "line 2 \\('Corrected on DIMM'\\)"),
+    ('parse_ras_summary', "Memory controller events summary:\n\tCorrected on DIMM Label(s): "
+     "'A1' location: 0:0 errors: many\n", 'line 2'),
+    ('parse_ras_summary', 'Disk errors summary:\n\t0:0 has -1 errors\n', 'line 2'),
     ('parse_ras_summary', '', 'no line of it'),
     ('parse_ras_summary', 'No Memory errors.\n' * 2_000_000, 'not its output'),
 ])

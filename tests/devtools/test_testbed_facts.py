@@ -75,6 +75,10 @@ def test_each_fault_reads_back_as_the_fault_and_only_on_its_node(tmp_path):
         after = {node: _read(layout, node) for node in ('n1', 'g1')}
         figures = {node: fact_figures.figures(before[node], after[node]) for node in before}
         assert figures['n1'].node['edac_uncorrected'] == 1
+        # rasdaemon recorded it too (its summary's memory section).
+        assert (figures['n1'].node['ras_uncorrected'],
+                figures['n1'].node['ras_uncorrected_increase']) == (1, 1)
+        assert figures['g1'].node['ras_uncorrected'] == 0
         port = figures['n1'].devices['n1:nic:mlx4_0/1']
         assert (port['rate_gbps'], port['width']) == (20.0, 2.0)
         assert port['symbol_error_increase'] >= 1
@@ -90,6 +94,7 @@ def test_each_fault_reads_back_as_the_fault_and_only_on_its_node(tmp_path):
     # Mended: healthy again.
     testbed_facts.mend(layout, 'n1', 4 << 30, 0)
     assert _read(layout, 'n1').health.uncorrected == 0
+    assert _read(layout, 'n1').ras_uncorrected == 0
     assert _read(layout, 'n1').ports[0].rate_gbps == 40.0
 
 

@@ -54,6 +54,13 @@ DRAFTED = {
         'edac_uncorrected_since_boot': ('at_most', 0, 'NODE-MEMORY-UE', 'an uncorrected '
                                         'memory error since boot: drain the node and '
                                         'replace the DIMM EDAC names'),
+        'ras_uncorrected': ('increase_at_most', 0, 'NODE-MEMORY-UE', 'an uncorrected '
+                            'memory error rasdaemon recorded during a job: drain the node and '
+                            'replace the DIMM its record names (ras-mc-ctl --summary)'),
+        'ras_uncorrected_recorded': ('at_most', 0, 'NODE-MEMORY-UE', 'an uncorrected '
+                                     'memory error in rasdaemon\'s record, kept across '
+                                     'reboots: replace the DIMM it names (ras-mc-ctl '
+                                     '--summary), then clear its record'),
         'xid': ('increase_at_most', 0, 'GPU-XID', _XID_ACTION),
     },
     'gpu': {
@@ -105,7 +112,8 @@ DRAFTED = {
 
 # A node that survived an uncorrected memory error still has the DIMM that made it: its
 # count since boot is expected 0 as well as its increase during a job.
-FACT_OF = {'edac_uncorrected_since_boot': 'edac_uncorrected'}
+FACT_OF = {'edac_uncorrected_since_boot': 'edac_uncorrected',
+           'ras_uncorrected_recorded': 'ras_uncorrected'}
 
 
 def _port(unit):

@@ -27,6 +27,10 @@ NODE_FIGURES = {
     'edac_uncorrected': ('errors', 'memory errors not corrected since boot'),
     'edac_corrected_increase': ('errors', 'memory errors corrected during the job'),
     'edac_uncorrected_increase': ('errors', 'memory errors not corrected during the job'),
+    'ras_uncorrected': ('errors', 'memory errors not corrected that rasdaemon recorded '
+                        '(across reboots)'),
+    'ras_uncorrected_increase': ('errors', 'memory errors not corrected that rasdaemon '
+                                 'recorded during the job'),
     'gpus': ('GPUs', 'GPUs nvidia-smi lists'),
     'pci_gpus': ('GPUs', 'GPUs on the PCI bus, every maker\'s'),
     'rdma_ports': ('ports', 'RDMA ports'),
@@ -235,6 +239,8 @@ def _node_figures(before, after, gained):
         'edac_uncorrected': _number(health.uncorrected),
         'edac_corrected_increase': _number(gained.corrected),
         'edac_uncorrected_increase': _number(gained.uncorrected),
+        'ras_uncorrected': _number(after.ras_uncorrected),
+        'ras_uncorrected_increase': _number(gained.ras_uncorrected),
         'gpus': None if _unread(after, 'nvidia-smi -q -x') else float(len(after.gpus)),
         'pci_gpus': None if _unread(after, 'PCI bus') else float(len(after.pci_gpus)),
         'rdma_ports': None if _unread(after, 'RDMA ports') else float(len(after.ports)),
@@ -328,6 +334,12 @@ def evidence(node_figures, device_figures):
     if node.get('edac_corrected_increase'):
         said.append(f'{node["edac_corrected_increase"]:g} corrected memory error(s) during '
                     'the job')
+    if node.get('ras_uncorrected_increase') and not node.get('edac_uncorrected_increase'):
+        said.append(f'{node["ras_uncorrected_increase"]:g} uncorrected memory error(s) '
+                    'rasdaemon recorded during the job')
+    elif node.get('ras_uncorrected') and not node.get('ras_uncorrected_increase'):
+        said.append(f'{node["ras_uncorrected"]:g} uncorrected memory error(s) in '
+                    'rasdaemon\'s record')
     for key, values in sorted(device_figures.items()):
         try:
             named = device_keys.parse(key)

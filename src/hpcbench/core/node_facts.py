@@ -6,14 +6,15 @@ hpcbench.core.nic_health) and the XID events its kernel log holds (hpcbench.core
 kernel_log); and what two such reads, before and after a job, say of the job's window
 (changes(); as figures: hpcbench.core.fact_figures).
 
-Where the facts come from: the node's / (sysfs, procfs) and three commands, `nvidia-smi -q
--x`, where it lists GPUs `nvidia-smi nvlink -s` (hpcbench.core.nvlink), and `dmesg`, each
+Where the facts come from: the node's / (sysfs, procfs) and four commands, `nvidia-smi -q
+-x`, where it lists GPUs `nvidia-smi nvlink -s` (hpcbench.core.nvlink), `dmesg` and
+rasdaemon's `ras-mc-ctl --summary` (its record of memory errors, kept across reboots), each
 run with a time limit. A tree standing in for a node (the testbed's emulated nodes: a
 directory of their own, its faults injected there) holds the commands' outputs as files
 under SOURCES (`hpcbench-facts/nvidia-smi-q-x.xml`, `.../nvidia-smi-nvlink-s.txt`,
-`.../dmesg.txt`), and the commands are not run. What cannot be read is said (`unread`: what, and why), never
-taken for healthy: no nvidia-smi on a node is "no NVIDIA GPU driver here", not "no GPU
-errors".
+`.../dmesg.txt`, `.../ras-mc-ctl-summary.txt`), and the commands are not run. What cannot
+be read is said (`unread`: what, and why), never taken for healthy: no nvidia-smi on a
+node is "no NVIDIA GPU driver here", not "no GPU errors".
 
 A read is bounded: each command gets COMMAND_SECONDS, and a read that takes longer than
 READ_SECONDS in all says so. Run by path with the node's python3 (standard library only,
@@ -46,6 +47,7 @@ SOURCES = Path('hpcbench-facts')
 SMI_FILE = 'nvidia-smi-q-x.xml'
 NVLINK_FILE = 'nvidia-smi-nvlink-s.txt'
 DMESG_FILE = 'dmesg.txt'
+RAS_FILE = 'ras-mc-ctl-summary.txt'
 # nvidia-smi -q -x answers in about a second on an 8-GPU node; a hung driver never does.
 COMMAND_SECONDS = 20
 READ_SECONDS = 2.0
@@ -70,6 +72,10 @@ class NodeFacts:
     unread: tuple = ()          # ((what, why), ...)
     pci_gpus: tuple = ()        # PciGpu, by PCI address: every maker's (the kernel's word)
     nvlinks: tuple = ()         # GpuLinks, by nvidia-smi's index
+    # Memory errors rasdaemon recorded (`ras-mc-ctl --summary`: kept across reboots, which
+    # EDAC's counts since boot are not); None where not read.
+    ras_corrected: int = None
+    ras_uncorrected: int = None
 
     def to_data(self):
         return {'format': FORMAT, **asdict(self)}
@@ -97,10 +103,12 @@ class NodeFacts:
             nvlinks = tuple(nvlink.GpuLinks(g['index'], g['model'],
                                             tuple(tuple(link) for link in g['links']))
                             for g in data.get('nvlinks', ()))
+            ras = [data.get(f'ras_{k}') for k in ('corrected', 'uncorrected')]
             return cls(str(data['node']), float(data['read_at']), float(data['seconds']),
                        node_health.NodeHealth(**health), gpus, ports,
                        tuple(kernel_log.Xid(**x) for x in data['xids']),
-                       tuple(tuple(u) for u in data['unread']), pci_gpus, nvlinks)
+                       tuple(tuple(u) for u in data['unread']), pci_gpus, nvlinks,
+                       *(None if v is None else int(v) for v in ras))
         except NodeFactsError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as err:
@@ -192,12 +200,23 @@ def read(root='/', node=None, clock=time.time):
             xids = tuple(kernel_log.xids(log))
         except kernel_log.KernelLogError as err:
             unread.append(('dmesg', str(err)))
+    ras = _command_output(['ras-mc-ctl', '--summary'], RAS_FILE, root, unread,
+                          node_health.MAX_RAS_BYTES)
+    ras_corrected = ras_uncorrected = None
+    if ras is not None:
+        try:
+            summary = node_health.parse_ras_summary(ras.decode('utf-8'))
+            ras_corrected = summary.memory('corrected')
+            ras_uncorrected = summary.memory('uncorrected', 'fatal')
+        except (UnicodeDecodeError, node_health.NodeHealthError) as err:
+            unread.append(('ras-mc-ctl --summary', str(err)[:300]))
     seconds = time.monotonic() - started
     if seconds > READ_SECONDS:
         unread.append(('time', f'the read took {seconds:.1f} s, more than the '
                                f'{READ_SECONDS:g} s it should'))
     return NodeFacts(node or node_name(), read_at, seconds, health,
-                     gpus, ports, xids, tuple(unread), pci_gpus, nvlinks)
+                     gpus, ports, xids, tuple(unread), pci_gpus, nvlinks, ras_corrected,
+                     ras_uncorrected)
 
 
 def _nvidia_gpus(root, unread):
@@ -235,6 +254,7 @@ class Changes:
     corrected: int = None
     uncorrected: int = None
     unread: tuple = ()          # ((what, why), ...)
+    ras_uncorrected: int = None     # uncorrected memory errors rasdaemon recorded meanwhile
 
 
 def _gain(before, after):
@@ -278,7 +298,8 @@ def changes(before, after):
                              for reason, us in gpu.clock_event_us}
     return Changes(ports, tuple(gained), clocks,
                    _gain(before.health.corrected, after.health.corrected),
-                   _gain(before.health.uncorrected, after.health.uncorrected), tuple(unread))
+                   _gain(before.health.uncorrected, after.health.uncorrected), tuple(unread),
+                   _gain(before.ras_uncorrected, after.ras_uncorrected))
 
 
 # Slurm's word for a node's name in its file patterns (the job script exports the facts'

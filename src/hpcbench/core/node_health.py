@@ -191,9 +191,45 @@ def parse_ras_error_count(text):
 @dataclass(frozen=True)
 class RasSummary:
     """`ras-mc-ctl --summary`: the kinds of error rasdaemon recorded none of ('Memory',
-    'PCIe AER', ...), and the machine-check records it counts ((count, what), ...)."""
+    'PCIe AER', ...), the machine-check records it counts ((count, what), ...), its memory
+    controller events ((type, DIMM label, location, count), ...: type 'Corrected',
+    'Uncorrected', 'Fatal' as the kernel's mc_event names them) and the counts of its other
+    sections ((section, count, what), ...: a PCIe AER kind, an ARM CPU, a disk)."""
     none_of: tuple = ()
     machine_checks: tuple = ()
+    memory_events: tuple = ()
+    other_events: tuple = ()
+
+    def memory(self, *types):
+        """The memory errors of `types` rasdaemon recorded (lowercase: 'uncorrected',
+        'fatal'); 0 where it recorded none ('No Memory errors.'), None where the summary
+        has no word on memory at all."""
+        if not self.memory_events and 'Memory' not in self.none_of:
+            return None
+        return sum(count for kind, _, _, count in self.memory_events
+                   if kind.lower() in types)
+
+
+# Each section's count lines, by its heading (rasdaemon's ras-mc-ctl): (what, count) of a
+# line, or None where it is no such line.
+_MEMORY_EVENT = re.compile(r"\s+(\w[\w ]{0,30}) on DIMM Label\(s\): '(.{0,200})' location: "
+                           r'(-?\d{1,9}(?::-?\d{1,9}){0,5}) errors: (\d{1,20})')
+_SECTIONS = {
+    'MCE records summary:': re.compile(r'\s+(\d{1,20}) (.{1,200}) errors'),
+    'PCIe AER events summary:': re.compile(r'\s+(\d{1,20}) (.{1,200} errors: .{1,200})'),
+    'ARM processor events summary:': re.compile(r'\s+(.{1,200}) has (\d{1,20}) errors'),
+    'Disk errors summary:': re.compile(r'\s+(.{1,200}) has (\d{1,20}) errors'),
+    'Memory failure events summary:': re.compile(r'\s+(.{1,200}): (\d{1,20})'),
+    'Extlog records summary:': re.compile(r'\s+(\d{1,20}) (.{1,200}) errors'),
+    'Devlink records summary:': re.compile(r'\s+(.{1,200}) has (\d{1,20}) errors'),
+}
+_MEMORY_HEADING = 'Memory controller events summary:'
+
+
+def _counted(match):
+    """(what, count) of a section's line, whichever side its count stands."""
+    first, second = match.groups()
+    return (second, int(first)) if first.isdigit() else (first, int(second))
 
 
 def parse_ras_summary(text):
@@ -202,22 +238,29 @@ def parse_ras_summary(text):
     taken for no errors."""
     if len(text) > MAX_RAS_BYTES:
         raise NodeHealthError(f'ras-mc-ctl --summary: {len(text)} characters: not its output')
-    none_of, checks, section = [], [], None
+    none_of, checks, memory, other, section = [], [], [], [], None
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         empty = re.fullmatch(r'No (.{1,60}) errors\.', line.strip())
+        event = _MEMORY_EVENT.fullmatch(line) if section == _MEMORY_HEADING else None
+        counted = _SECTIONS[section].fullmatch(line) if section in _SECTIONS else None
         if empty:
             none_of.append(empty.group(1))
             section = None
-        elif line.strip() == 'MCE records summary:':
-            section = 'mce'
-        elif section == 'mce' and re.fullmatch(r'\s+\d{1,20} .{1,200} errors', line):
-            count, what = line.strip().split(' ', 1)
-            checks.append((int(count), what[:-len(' errors')]))
+        elif line.strip() in _SECTIONS or line.strip() == _MEMORY_HEADING:
+            section = line.strip()
+        elif event:
+            kind, label, location, count = event.groups()
+            memory.append((kind, label, location, int(count)))
+        elif counted and section == 'MCE records summary:':
+            checks.append(_counted(counted)[::-1])
+        elif counted:
+            what, count = _counted(counted)
+            other.append((section[:-len(' summary:')], count, what))
         else:
             raise NodeHealthError(f'ras-mc-ctl --summary: line {number} '
                                   f'({line.strip()[:60]!r}) is none this reader knows')
-    if not none_of and not checks:
+    if not (none_of or checks or memory or other):
         raise NodeHealthError('ras-mc-ctl --summary: no line of it')
-    return RasSummary(tuple(none_of), tuple(checks))
+    return RasSummary(tuple(none_of), tuple(checks), tuple(memory), tuple(other))

@@ -20,7 +20,9 @@ What a healthy node's tree holds, and where each part comes from:
   datasheet's rate (references/datasheets: 18 at 25 GB/s each way), all up;
 - the PCI bus: the GPUs nvidia-smi lists, each a 3D controller of NVIDIA's at its address
   with the link nvidia-smi says (a CPU node's bus shows no GPU);
-- the kernel log: empty.
+- the kernel log: empty;
+- rasdaemon's record (`ras-mc-ctl --summary`): a real host's with no error of four kinds
+  (mchehab/rasdaemon issue 95).
 
 The faults (FAULTS), as they come on real nodes:
 - `pcie-x8`: a GPU's link trained at x8 of its x16 (the sites' most common silent fault),
@@ -28,7 +30,8 @@ The faults (FAULTS), as they come on real nodes:
 - `port-half-rate`: an HCA port at half its width (2X of 4X: half the rate) whose symbol
   error counter rises while it runs: a process of the testbed's raises it every
   ERROR_SECONDS, as a bad cable does, until the node is mended or the testbed stops;
-- `memory-uncorrected`: an uncorrected memory error on the node's controller (EDAC).
+- `memory-uncorrected`: an uncorrected memory error on the node's controller (EDAC), and in
+  rasdaemon's record.
 `testbed mend NODE` writes the node's tree healthy again and ends its error process.
 """
 import argparse
@@ -50,6 +53,7 @@ EDAC_SOURCE = FIXTURES / 'health' / 'netdata-1508' / 'sys' / 'devices' / 'system
 HCA = 'mlx4_0'
 HCA_SOURCE = FIXTURES / 'health' / 'procfs-sys' / 'class' / 'infiniband' / HCA
 SMI_SOURCE = FIXTURES / 'gpu' / 'h100' / 'nvidia-smi-q.xml'
+RAS_SOURCE = FIXTURES / 'health' / 'ras-mc-ctl-summary-rasdaemon-95.txt'
 # The host's files a node's tree takes as they are (those the host has).
 HOST_FILES = ('proc/sys/kernel/osrelease', 'sys/devices/system/cpu/online',
               'sys/devices/system/cpu/cpu0/cpufreq/scaling_governor',
@@ -59,6 +63,11 @@ HOST_FILES = ('proc/sys/kernel/osrelease', 'sys/devices/system/cpu/online',
 SMI_FILE = node_facts.SOURCES / node_facts.SMI_FILE
 NVLINK_FILE = node_facts.SOURCES / node_facts.NVLINK_FILE
 DMESG_FILE = node_facts.SOURCES / node_facts.DMESG_FILE
+RAS_FILE = node_facts.SOURCES / node_facts.RAS_FILE
+# A memory error as rasdaemon prints its record (ras-mc-ctl --summary's mc_event lines: its
+# type, the DIMM's label, EDAC's default for csrow 0, and its location mc:top:mid:low).
+RAS_MEMORY_EVENT = ("\tUncorrected on DIMM Label(s): 'mc#0csrow#0channel#0' location: "
+                    '0:0:-1:-1 errors: {}')
 PCI_DEVICES = pci_links.DEVICES
 FAULTS = ('pcie-x8', 'port-half-rate', 'memory-uncorrected')
 # A degraded link's symbol errors: one each second, about what the sites' reports show of
@@ -96,6 +105,7 @@ def write_tree(root, memory_bytes, gpus, host_root=Path('/')):
     shutil.copytree(EDAC_SOURCE, root / 'sys' / 'devices' / 'system' / 'edac')
     shutil.copytree(HCA_SOURCE, root / 'sys' / 'class' / 'infiniband' / HCA)
     _write(root / DMESG_FILE, '')
+    shutil.copy(RAS_SOURCE, root / RAS_FILE)
     (root / 'sys' / PCI_DEVICES).mkdir(parents=True)
     if gpus:
         xml = smi_xml(gpus)
@@ -226,7 +236,15 @@ def _memory_uncorrected(root, node):
     controller = root / 'sys' / 'devices' / 'system' / 'edac' / 'mc' / 'mc0'
     for path in (controller / 'ue_count', controller / 'csrow0' / 'ue_count'):
         paths.write_atomically(path, f'{int(path.read_text()) + 1}\n')
-    return f'{node}: an uncorrected memory error on mc0 (csrow 0)'
+    # rasdaemon records it too, in its summary's memory section (kept across reboots).
+    errors = int((controller / 'csrow0' / 'ue_count').read_text())
+    kept = [line for line in (root / RAS_FILE).read_text().splitlines()
+            if line.strip() and line.strip() != 'No Memory errors.'
+            and 'on DIMM Label(s)' not in line and 'Memory controller events' not in line]
+    paths.write_atomically(root / RAS_FILE, '\n'.join([
+        'Memory controller events summary:', RAS_MEMORY_EVENT.format(errors), '', *kept]) + '\n')
+    return (f'{node}: an uncorrected memory error on mc0 (csrow 0), in EDAC and rasdaemon\'s '
+            'record')
 
 
 def _marker(layout, node):
