@@ -42,6 +42,10 @@ def test_this_machine_says_what_it_has_and_nothing_it_has_not():
     assert node.transparent_hugepages in ('always', 'madvise', 'never', None)
     if not (here / node_health.EDAC).is_dir():
         assert node.controllers is None and node.corrected is None
+    boost = here / node_health.CPU / 'cpufreq' / 'boost'
+    no_turbo = here / node_health.CPU / 'intel_pstate' / 'no_turbo'
+    assert node.boost == (boost.read_text().strip() == '1' if boost.exists() else
+                          no_turbo.read_text().strip() == '0' if no_turbo.exists() else None)
 
 
 def test_an_uncorrected_error_and_a_new_kernel_tree_read_as_they_are(tmp_path):
@@ -57,6 +61,19 @@ def test_an_uncorrected_error_and_a_new_kernel_tree_read_as_they_are(tmp_path):
     assert (node.uncorrected, node.online_cpus, node.governor, node.max_khz) == \
         (1, 128, 'powersave', 3700000)
     assert node.kernel is None and node.bios is None and node.memory_kib is None
+    assert node.boost is None                   # neither file: not read, not "no boost"
+
+
+@pytest.mark.parametrize('name, value, boost', [
+    ('cpufreq/boost', '1', True), ('cpufreq/boost', '0', False),
+    ('intel_pstate/no_turbo', '1', False), ('intel_pstate/no_turbo', '0', True)])
+def test_boost_reads_as_cpufreq_and_intel_pstate_define_it(tmp_path, name, value, boost):
+    """cpufreq's global `boost` (1: the CPUs may boost; Documentation/admin-guide/pm/
+    cpufreq.rst) and intel_pstate's `no_turbo` (1: they may not; intel_pstate.rst)."""
+    path = tmp_path / node_health.CPU / name
+    path.parent.mkdir(parents=True)
+    path.write_text(f'{value}\n')
+    assert node_health.read_node(tmp_path).boost is boost
 
 
 @pytest.mark.parametrize('name, data, said', [
@@ -67,6 +84,7 @@ def test_an_uncorrected_error_and_a_new_kernel_tree_read_as_they_are(tmp_path):
     ('sys/devices/system/cpu/online', b'0-99999999\n', 'more CPUs'),
     ('sys/kernel/mm/transparent_hugepage/enabled', b'always madvise never\n', 'no one choice'),
     ('proc/meminfo', b'MemFree: 12 kB\n', 'MemTotal'),
+    ('sys/devices/system/cpu/cpufreq/boost', b'on\n', 'neither 0 nor 1'),
 ])
 def test_a_file_out_of_shape_is_refused_naming_it(tmp_path, name, data, said):
     root = tmp_path / 'n7'

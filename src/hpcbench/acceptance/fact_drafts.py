@@ -44,6 +44,9 @@ DRAFTED = {
                  'have, and set it as theirs'),
         'governor': ('same', None, 'NODE-GOVERNOR', 'set the CPU frequency governor the '
                      'partition\'s other nodes have (cpupower frequency-set -g)'),
+        'cpu_boost': ('same', None, 'NODE-BOOST', 'set CPU boost (turbo) as the '
+                      'partition\'s other nodes have it: the BIOS, or cpufreq\'s boost '
+                      '(intel_pstate\'s no_turbo)'),
         'transparent_hugepages': ('same', None, 'NODE-THP', 'set transparent huge pages as '
                                   'the partition\'s other nodes have them'),
         'rdma_ports': ('same', None, 'NODE-PORTS', 'an RDMA device missing: check its '

@@ -55,6 +55,7 @@ class NodeHealth:
     kernel: str = None
     bios: str = None
     memory_kib: int = None
+    boost: bool = None          # the CPUs may run above their base clock (turbo, boost)
 
     @property
     def corrected(self):
@@ -83,7 +84,22 @@ def read_node(root='/'):
         transparent_hugepages=_chosen(root / 'sys/kernel/mm/transparent_hugepage/enabled'),
         kernel=_text(root / 'proc/sys/kernel/osrelease'),
         bios=_text(root / 'sys/class/dmi/id/bios_version'),
-        memory_kib=_meminfo_total(root / 'proc/meminfo'))
+        memory_kib=_meminfo_total(root / 'proc/meminfo'), boost=_boost(root / CPU))
+
+
+def _boost(cpu):
+    """Whether the CPUs may boost: cpufreq's global `boost` (acpi-cpufreq, amd-pstate:
+    1 allowed), else intel_pstate's `no_turbo` (1 forbidden), as the kernel's cpufreq and
+    intel_pstate documents define them; None where neither is there (a VM)."""
+    for path, allowed in ((cpu / 'cpufreq' / 'boost', '1'),
+                          (cpu / 'intel_pstate' / 'no_turbo', '0')):
+        text = _text(path)
+        if text is None:
+            continue
+        if text not in ('0', '1'):
+            raise NodeHealthError(f'{path}: {text[:60]!r} is neither 0 nor 1')
+        return text == allowed
+    return None
 
 
 def _text(path):

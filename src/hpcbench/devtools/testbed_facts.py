@@ -5,8 +5,8 @@ a job on the node reads its facts there (site-configs/testbed.py names the tree 
 jobs' environment, HPCBENCH_FACTS_ROOT).
 
 What a healthy node's tree holds, and where each part comes from:
-- /proc and the CPUs: the host's own (kernel release, CPUs online, governor and clock where
-  it has cpufreq, transparent huge pages, BIOS version), and the node's MemTotal as Slurm's
+- /proc and the CPUs: the host's own (kernel release, CPUs online, governor, clock and boost
+  where it has cpufreq, transparent huge pages, BIOS version), and the node's MemTotal as Slurm's
   RealMemory declares it (its share of the host's: hpcbench.stack.testbed_system);
 - memory controllers: a real server's EDAC, every count 0 (netdata/netdata issue 1508,
   tests/fixtures/health/netdata-1508: one controller, four chip-select rows);
@@ -58,6 +58,8 @@ RAS_SOURCE = FIXTURES / 'health' / 'ras-mc-ctl-summary-rasdaemon-95.txt'
 HOST_FILES = ('proc/sys/kernel/osrelease', 'sys/devices/system/cpu/online',
               'sys/devices/system/cpu/cpu0/cpufreq/scaling_governor',
               'sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq',
+              'sys/devices/system/cpu/cpufreq/boost',
+              'sys/devices/system/cpu/intel_pstate/no_turbo',
               'sys/kernel/mm/transparent_hugepage/enabled', 'sys/class/dmi/id/bios_version')
 # Where a node's reader finds its commands' outputs in a tree (hpcbench.core.node_facts).
 SMI_FILE = node_facts.SOURCES / node_facts.SMI_FILE
