@@ -188,7 +188,9 @@ class Watch:
         """Up to RETEST_PEERS nodes to run beside a re-test, in its reservation: in service
         and idle, accepted, passing their last cycle, of the partitions of the `repaired`
         nodes, within the budget; their runs are the re-test's peers (its scale), judged
-        for nothing."""
+        for nothing. What the hour does to every node scales away as a cycle's peers do
+        (the testbed's host ran a re-test's first six runs 15 % slow, and n17, repaired,
+        stayed drained, 2026-12-05)."""
         partitions = {seen[n].partition for n in repaired}
         has = self._accepted_nodes(accepted, memory)
         fit = []
@@ -202,6 +204,16 @@ class Watch:
                 continue
             fit.append(name)
         return fit[:max(0, min(RETEST_PEERS, self.budget - len(repaired)))]
+
+    def _peers_free(self, peers, seen):
+        """The `peers` still free in the reservation: a job that landed on one before it
+        (the reservation ignores jobs) keeps it, and it is left out, never waited for."""
+        if not peers:
+            return []
+        now = self.slurm.seen({p: [n for n in peers if seen[n].partition == p]
+                               for p in {seen[n].partition for n in peers}})
+        out = self.slurm.out_of_service(peers, in_reservation=True)
+        return [n for n in peers if n in now and not now[n].busy and n not in out]
 
     def _accepted(self, entry, accepted, memory):
         """{Unit: accepted values} of `entry`: the acceptance's runs, but a node returned to
@@ -305,9 +317,6 @@ class Watch:
                 self.say(f'{node}: marked repaired: give --act to re-test it in a reservation '
                          'and resume it if it passes')
             return {n: 'marked repaired: re-tested with --act' for n in repaired}
-        # Healthy nodes run beside it, at the same time, in its reservation: what the hour
-        # does to every node (the testbed's host ran a re-test's first six runs 15 % slow,
-        # and n17, repaired, stayed drained, 2026-12-05) scales away as a cycle's peers do.
         peers = self._retest_peers(seen, memory, accepted, repaired)
         retest = Cycle(f'{cycle.name}-return', cycle.time, repaired, kind='return')
         contract_file = self.directory / RETEST_CONTRACT
@@ -320,12 +329,7 @@ class Watch:
             self.slurm.act(argv)
         try:
             self.slurm.wait_in_service(repaired)
-            # A job that landed on a peer before the reservation (it ignores jobs) keeps it:
-            # that peer is left out, never waited for.
-            now = self.slurm.seen({p: [n for n in peers if seen[n].partition == p]
-                                   for p in {seen[n].partition for n in peers}})
-            out = self.slurm.out_of_service(peers, in_reservation=True) if peers else {}
-            retest.peers = [n for n in peers if n in now and not now[n].busy and n not in out]
+            retest.peers = self._peers_free(peers, seen)
             for node in repaired:
                 # Its worse runs before the repair are no evidence of the node it is now;
                 # its steady ones, before the fault, are of the node it should be again.
