@@ -129,6 +129,11 @@ def test_rasdaemon_s_record_of_an_uncorrected_memory_error_is_read_with_its_dimm
         sections[section] = sections.get(section, 0) + count
     assert sections == {'PCIe AER events': 2, 'ARM processor events': 9,
                         'Disk errors': 2229, 'Memory failure events': 24}
+    # Each count where its line puts it, whatever it counts: a disk named by digits alone,
+    # an extlog's count first.
+    counted = node_health.parse_ras_summary(
+        'Disk errors summary:\n\t8 has 3 errors\nExtlog records summary:\n\t12 2 errors\n')
+    assert counted.other_events == (('Disk errors', 3, '8'), ('Extlog records', 12, '2'))
     # A summary with no word on memory (another version's sections only): not read, not 0.
     assert node_health.parse_ras_summary('No PCIe AER errors.\n').memory('fatal') is None
 

@@ -149,7 +149,7 @@ def _groups(scope, kind, read):
 # Facts a partition's description states ({fact: its name in `described`}): expected as
 # described, not as most nodes read them (a partition whose nodes all lost SMT to a BIOS
 # update reads the same wrong count on every node).
-DESCRIBED = {'online_cpus': 'cpus'}
+DESCRIBED = {'online_cpus': ('cpus', "its processor's num_cpus")}
 
 
 def from_sessions(system, sessions, described=None):
@@ -171,11 +171,13 @@ def from_sessions(system, sessions, described=None):
                 read = {}
                 for case in (c for c in cases if c.partition == partition):
                     read.update(scope.case_fact_units(case, figure))
-                stated = (described.get(partition) or {}).get(DESCRIBED.get(name))
+                key, stated_as = DESCRIBED.get(name, (None, ''))
+                stated = (described.get(partition) or {}).get(key)
                 for devices, units in _groups(scope, kind, read):
                     if stated and units:
                         expect = {'equal': float(stated)}
-                        said = _as_described(system, partition, units, stated, unit, scope)
+                        said = _as_described(system, partition, units, (stated, stated_as),
+                                             unit, scope)
                     else:
                         expect = _expectation(kind, given, list(units.values())) if units \
                             else None
@@ -197,11 +199,12 @@ def from_sessions(system, sessions, described=None):
 
 
 def _as_described(system, partition, read, stated, unit, scope):
-    """Where an expectation stated by the description came from, and what the units read."""
-    held = sum(v == stated for v in read.values())
-    return (f'{stated:g} {unit} as the description of {system}\'s partition {partition} '
-            f'states (its processor\'s num_cpus); {held} of {len(read)} {scope.words}(s) '
-            'read it')
+    """Where an expectation the description states came from (`stated`: its value and
+    where the description says it), and how many units read it."""
+    value, where = stated
+    held = sum(v == value for v in read.values())
+    return (f'{value:g} {unit} as the description of {system}\'s partition {partition} '
+            f'states ({where}); {held} of {len(read)} {scope.words}(s) read it')
 
 
 def _expectation(kind, given, values):

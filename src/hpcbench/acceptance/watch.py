@@ -296,7 +296,6 @@ class Watch:
             kept.steady[key], kept.worse[key] = drift.kept_after(
                 entry, list(runs), accepted, steady, worse)
         said = '' if scale == 1.0 else f'; its runs x {scale:.4g}: {scaled_why}'
-
         return replace(found, measured=tuple(judged.values), scale=scale,
                        reason=found.reason + said)
 

@@ -226,26 +226,23 @@ class RasSummary:
                    if kind.lower() in types)
 
 
-# Each section's count lines, by its heading (rasdaemon's ras-mc-ctl): (what, count) of a
-# line, or None where it is no such line.
+# Each section's count lines, by its heading (rasdaemon's ras-mc-ctl), each naming its
+# count and what it counts, wherever the count stands in the line.
 _MEMORY_EVENT = re.compile(r"\s+(\w[\w ]{0,30}) on DIMM Label\(s\): '(.{0,200})' location: "
                            r'(-?\d{1,9}(?::-?\d{1,9}){0,5}) errors: (\d{1,20})')
+_COUNT_FIRST = re.compile(r'\s+(?P<count>\d{1,20}) (?P<what>.{1,200}) errors')
+_HAS_COUNT = re.compile(r'\s+(?P<what>.{1,200}) has (?P<count>\d{1,20}) errors')
 _SECTIONS = {
-    'MCE records summary:': re.compile(r'\s+(\d{1,20}) (.{1,200}) errors'),
-    'PCIe AER events summary:': re.compile(r'\s+(\d{1,20}) (.{1,200} errors: .{1,200})'),
-    'ARM processor events summary:': re.compile(r'\s+(.{1,200}) has (\d{1,20}) errors'),
-    'Disk errors summary:': re.compile(r'\s+(.{1,200}) has (\d{1,20}) errors'),
-    'Memory failure events summary:': re.compile(r'\s+(.{1,200}): (\d{1,20})'),
-    'Extlog records summary:': re.compile(r'\s+(\d{1,20}) (.{1,200}) errors'),
-    'Devlink records summary:': re.compile(r'\s+(.{1,200}) has (\d{1,20}) errors'),
+    'MCE records summary:': _COUNT_FIRST,
+    'PCIe AER events summary:': re.compile(
+        r'\s+(?P<count>\d{1,20}) (?P<what>.{1,200} errors: .{1,200})'),
+    'ARM processor events summary:': _HAS_COUNT,
+    'Disk errors summary:': _HAS_COUNT,
+    'Memory failure events summary:': re.compile(r'\s+(?P<what>.{1,200}): (?P<count>\d{1,20})'),
+    'Extlog records summary:': _COUNT_FIRST,
+    'Devlink records summary:': _HAS_COUNT,
 }
 _MEMORY_HEADING = 'Memory controller events summary:'
-
-
-def _counted(match):
-    """(what, count) of a section's line, whichever side its count stands."""
-    first, second = match.groups()
-    return (second, int(first)) if first.isdigit() else (first, int(second))
 
 
 def parse_ras_summary(text):
@@ -270,10 +267,10 @@ def parse_ras_summary(text):
             kind, label, location, count = event.groups()
             memory.append((kind, label, location, int(count)))
         elif counted and section == 'MCE records summary:':
-            checks.append(_counted(counted)[::-1])
+            checks.append((int(counted['count']), counted['what']))
         elif counted:
-            what, count = _counted(counted)
-            other.append((section[:-len(' summary:')], count, what))
+            other.append((section[:-len(' summary:')], int(counted['count']),
+                          counted['what']))
         else:
             raise NodeHealthError(f'ras-mc-ctl --summary: line {number} '
                                   f'({line.strip()[:60]!r}) is none this reader knows')

@@ -24,8 +24,6 @@ def node_facts(tc):
     return found
 
 
-
-
 def texts(tc):
     """{'node_texts': {node: {name: text}}, 'device_texts': {device key: {name: text}}} of a
     case; a node name, device key or text that is none refused."""
