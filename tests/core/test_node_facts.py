@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -193,6 +194,31 @@ def test_a_job_s_figures_of_the_node_its_gpus_and_ports_are_keyed_as_figures_are
     # "5: LinkUp" is up; the ConnectX-4's "4: ACTIVE" is no physical state: not judged.
     assert found.devices['n7:nic:mlx4_0/1']['link_up'] == 1
     assert 'link_up' not in port
+
+
+def test_an_idle_gpu_s_generation_below_its_most_is_no_evidence_its_lanes_are(tree):
+    """The P100s idle (gpu_idle holds their clocks, as in the real output) with GPU 0 at
+    Gen1 of Gen3 (an idle L40S node reads so on every GPU): not read, not degraded; GPU 1
+    at Gen1 x8: degraded on its lanes, said without the generation."""
+    smi = tree / node_facts.SOURCES / node_facts.SMI_FILE
+    text = smi.read_text().replace('<current_link_gen>3</current_link_gen>',
+                                   '<current_link_gen>1</current_link_gen>')
+    second = text.rindex('<current_link_width>16x</current_link_width>')
+    smi.write_text(text[:second] + '<current_link_width>8x</current_link_width>' +
+                   text[second + len('<current_link_width>16x</current_link_width>'):])
+    facts = node_facts.read(tree, 'n7')
+    assert all('gpu_idle' in g.clock_events for g in facts.gpus)
+    found = fact_figures.figures(facts, facts)
+    first, second = found.devices['n7:gpu0'], found.devices['n7:gpu1']
+    assert 'pcie_generation' not in first and 'pcie_degraded' not in first
+    assert (first['pcie_width'], first['pcie_max_generation']) == (16, 3)
+    assert (second['pcie_width'], second['pcie_degraded']) == (8, 1)
+    assert fact_figures.evidence({}, found.devices) == ['GPU 1 of n7: PCIe x8 of Gen3 x16']
+    # Busy (no idle reason), the same Gen1 is the link's: read, and degraded.
+    busy = replace(facts, gpus=tuple(replace(g, clock_events=()) for g in facts.gpus))
+    found = fact_figures.figures(busy, busy)
+    assert (found.devices['n7:gpu0']['pcie_generation'],
+            found.devices['n7:gpu0']['pcie_degraded']) == (1, 1)
 
 
 @pytest.mark.parametrize('text, bus', [('00000000:9B:00.0', '0000:9b:00'),

@@ -198,7 +198,7 @@ def figures(before, after):
         # No NVIDIA driver's word (an AMD or Intel node): the kernel's, of the links. The
         # place by PCI address is the one rocm-smi and CUDA's PCI_BUS_ID order give.
         for place, gpu in enumerate(after.pci_gpus):
-            devices[device_keys.gpu_key(after.node, place)] = _link_figures(gpu.link)
+            devices[device_keys.gpu_key(after.node, place)] = _link_figures(gpu.link, True)
     for port in after.ports:
         values = {'rate_gbps': port.rate_gbps, 'width': _number(port.width),
                   'active': None if port.state is None else float(port.state == 'ACTIVE'),
@@ -255,7 +255,7 @@ def _gpu_figures(gpu, gained, xids_read, window_us):
     """One GPU's figures; `xids_read`: None where the log was not read around the job."""
     bus = bus_of(gpu.bus_id)
     values = {
-        **_link_figures(gpu.link),
+        **_link_figures(gpu.link, 'gpu_idle' in gpu.clock_events),
         'ecc_uncorrected_volatile': _number(gpu.uncorrected_volatile),
         'ecc_uncorrected_aggregate': _number(gpu.uncorrected_aggregate),
         'retirement_pending': _yes(gpu.retirement_pending),
@@ -271,10 +271,21 @@ def _gpu_figures(gpu, gained, xids_read, window_us):
     return values
 
 
-def _link_figures(link):
-    return {'pcie_generation': _number(link.generation), 'pcie_width': _number(link.width),
+def _link_figures(link, may_be_idle):
+    """A link's figures. An idle GPU drops its link's generation to save power (an idle
+    8 x L40S node reads Gen1 of Gen4 on every GPU, MLPerf's Wiwynn submission), so a
+    generation below the most it can train at, read while the GPU may be idle (NVIDIA's
+    gpu_idle reason holding its clocks; any maker's link read from the kernel, which does
+    not say), is no evidence: not read. Its width stays trained when idle."""
+    generation = link.generation
+    if may_be_idle and None not in (generation, link.max_generation) and \
+            generation < link.max_generation:
+        generation = None
+    narrow = None if None in (link.width, link.max_width) else link.width < link.max_width
+    degraded = True if narrow else link.degraded if generation is not None else None
+    return {'pcie_generation': _number(generation), 'pcie_width': _number(link.width),
             'pcie_max_generation': _number(link.max_generation),
-            'pcie_max_width': _number(link.max_width), 'pcie_degraded': _yes(link.degraded)}
+            'pcie_max_width': _number(link.max_width), 'pcie_degraded': _yes(degraded)}
 
 
 def _unread(facts, what):
@@ -356,9 +367,10 @@ def evidence(node_figures, device_figures):
 def _device_evidence(values):
     found = []
     if values.get('pcie_degraded'):
-        found.append(f'PCIe Gen{values.get("pcie_generation", 0):g} '
-                     f'x{values.get("pcie_width", 0):g} of '
-                     f'Gen{values.get("pcie_max_generation", 0):g} '
+        now = f'x{values.get("pcie_width", 0):g}'
+        if 'pcie_generation' in values:
+            now = f'Gen{values["pcie_generation"]:g} {now}'
+        found.append(f'PCIe {now} of Gen{values.get("pcie_max_generation", 0):g} '
                      f'x{values.get("pcie_max_width", 0):g}')
     for name, value in sorted(values.items()):
         reason = re.fullmatch(CLOCK_FIGURE.format('([a-z_]+)'), name)

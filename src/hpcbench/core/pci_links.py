@@ -11,8 +11,11 @@ behind no PCIe port) is None, never a default; a value that is no link (a speed 
 not one of PCIe's, a width no slot has) is refused, naming the file.
 
 `root` stands for /sys, as in hpcbench.core.nic_health. `lspci -vv`'s text, where that is
-what a site kept, reads into the same links (parse_lspci: its LnkCap and LnkSta lines).
+what a site kept, reads into the same links (parse_lspci: its LnkCap and LnkSta lines), as do
+nvidia-smi's CSV query of its pcie.link fields (parse_nvidia_query) and AMD's `amd-smi static
+--bus` (parse_amd_smi_bus: the most a link can train at, which is all it states).
 Standard library only: it runs on compute nodes too."""
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -155,3 +158,158 @@ def parse_lspci(text):
         link[kind] = (None if rate is None else GENERATIONS[float(rate)], int(width))
     close()
     return tuple(found)
+
+
+# `nvidia-smi --query-gpu=...pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,
+# pcie.link.width.max --format=csv`, where that is what a site logs (most GPU health scripts
+# do): a header naming the fields (with units in brackets unless `nounits`), then a line a
+# GPU, fields split by ", ", unquoted. `max` is the most the GPU and its slot can train at
+# together (NVIDIA's --help-query-gpu); `current` drops while the GPU idles.
+QUERY_LINK_FIELDS = {'pcie.link.gen.current': 'generation', 'pcie.link.width.current': 'width',
+                     'pcie.link.gen.max': 'max_generation', 'pcie.link.width.max': 'max_width'}
+# The fields that name a GPU, best first: its PCI address, its UUID, its index.
+QUERY_KEY_FIELDS = ('pci.bus_id', 'gpu_bus_id', 'uuid', 'gpu_uuid', 'index')
+# What nvidia-smi prints where it has no value.
+_QUERY_NONE = {'[N/A]', 'N/A', '[Not Supported]', '[Unknown Error]', '[Insufficient Permissions]'}
+MAX_QUERY_BYTES = 1 << 20
+
+
+def parse_nvidia_query(text):
+    """((GPU, PcieLink), ...) of nvidia-smi's CSV query output, in its order: GPU its PCI
+    address (`0000:01:00.0`) where the query asked for pci.bus_id, else its UUID, else its
+    index; PciLinkError where the text is no such output (no header, no link field, a line
+    of other fields or a value that is no link)."""
+    if len(text) > MAX_QUERY_BYTES:
+        raise PciLinkError(f'nvidia-smi --query-gpu: {len(text)} characters, more than any '
+                           'node prints')
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise PciLinkError('nvidia-smi --query-gpu: no line')
+    names = [re.sub(r'\s*\[.*\]$', '', name.strip()) for name in lines[0].split(',')]
+    if not set(QUERY_LINK_FIELDS) & set(names):
+        raise PciLinkError(f'nvidia-smi --query-gpu: its first line ({lines[0][:80]!r}) names '
+                           f'no link field ({", ".join(QUERY_LINK_FIELDS)}): a query printed '
+                           'with its header (--format=csv, not noheader) is read')
+    key = next((names.index(k) for k in QUERY_KEY_FIELDS if k in names), None)
+    found = []
+    for number, line in enumerate(lines[1:], 2):
+        values = [v.strip() for v in line.split(', ')]
+        if len(values) != len(names):
+            raise PciLinkError(f'nvidia-smi --query-gpu: line {number} has {len(values)} '
+                               f'fields, its header {len(names)}')
+        link = {}
+        for name, value in zip(names, values):
+            if name in QUERY_LINK_FIELDS:
+                link[QUERY_LINK_FIELDS[name]] = _query_value(name, value, number)
+        gpu = str(number - 2) if key is None else values[key]
+        if key is not None and names[key] in ('pci.bus_id', 'gpu_bus_id'):
+            gpu = _bus_address(gpu, number)
+        found.append((gpu, PcieLink(**link)))
+    return tuple(found)
+
+
+def _query_value(name, value, number):
+    if value in _QUERY_NONE:
+        return None
+    if not value.isdigit():
+        raise PciLinkError(f'nvidia-smi --query-gpu: line {number}: {name} {value[:40]!r} is '
+                           'no number')
+    number_read = int(value)
+    if 'gen' in name and number_read not in GENERATIONS.values() or \
+            'width' in name and number_read not in WIDTHS:
+        raise PciLinkError(f'nvidia-smi --query-gpu: line {number}: {name} {number_read} is '
+                           f'no PCIe {"generation" if "gen" in name else "width"}')
+    return number_read
+
+
+def _bus_address(text, number):
+    """nvidia-smi's PCI address (`00000000:01:00.0`: an 8-digit domain) as the kernel's."""
+    match = re.fullmatch(r'([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])', text)
+    if not match:
+        raise PciLinkError(f'nvidia-smi --query-gpu: line {number}: {text[:40]!r} is no PCI '
+                           'address')
+    domain, bus, device, function = match.groups()
+    return f'{int(domain, 16):04x}:{bus.lower()}:{device.lower()}.{function}'
+
+
+# `amd-smi static --bus` (ROCm's successor of rocm-smi, whose `--showbus` prints the address
+# alone): a `GPU: N` line, then under `BUS:` the GPU's address (BDF), the most its link can
+# train at (MAX_PCIE_WIDTH, MAX_PCIE_SPEED in GT/s) and PCIE_INTERFACE_VERSION (`Gen 5`);
+# with --json the same as {"gpu": N, "bus": {"bdf", "max_pcie_width", "max_pcie_speed":
+# {"value", "unit"}, "pcie_interface_version"}}. It states no link trained now (the kernel's
+# current_link_* does): only the maxima are read.
+_AMD_GPU = re.compile(r'GPU: (\d+)$')
+_AMD_FIELD = re.compile(r'(BDF|MAX_PCIE_WIDTH|MAX_PCIE_SPEED|PCIE_INTERFACE_VERSION): (.*)$')
+MAX_AMD_SMI_BYTES = 4 << 20
+
+
+def parse_amd_smi_bus(text):
+    """((PCI address, PcieLink of its maxima), ...) of `amd-smi static --bus` (its text or
+    its --json), by GPU in its order; PciLinkError where it is neither or a value is no
+    link."""
+    if len(text) > MAX_AMD_SMI_BYTES:
+        raise PciLinkError(f'amd-smi static: {len(text)} characters, more than any node prints')
+    if text.lstrip().startswith(('[', '{')):
+        return _amd_smi_json(text)
+    gpus, fields = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if _AMD_GPU.match(line):
+            fields = {}
+            gpus.append(fields)
+        match = _AMD_FIELD.match(line)
+        if match and fields is not None:
+            fields[match.group(1)] = match.group(2).strip()
+    if not gpus:
+        raise PciLinkError('amd-smi static --bus: no "GPU: N" line: no output of it')
+    return tuple(_amd_link(f.get('BDF'), f.get('MAX_PCIE_WIDTH'), f.get('MAX_PCIE_SPEED'),
+                           f.get('PCIE_INTERFACE_VERSION'), n) for n, f in enumerate(gpus))
+
+
+def _amd_smi_json(text):
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise PciLinkError(f'amd-smi static --json: {err}') from None
+    gpus = data if isinstance(data, list) else data.get('gpu_data', [data]) \
+        if isinstance(data, dict) else None
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) and isinstance(
+            g.get('bus'), dict) for g in gpus):
+        raise PciLinkError('amd-smi static --json: no list of GPUs, each with its "bus"')
+    found = []
+    for number, gpu in enumerate(gpus):
+        bus = gpu['bus']
+        speed = bus.get('max_pcie_speed')
+        if isinstance(speed, dict):
+            speed = f'{speed.get("value")} {speed.get("unit")}'
+        found.append(_amd_link(bus.get('bdf'), bus.get('max_pcie_width'), speed,
+                               bus.get('pcie_interface_version'), number))
+    return tuple(found)
+
+
+def _amd_link(bdf, width, speed, version, number):
+    """(address, PcieLink) of one GPU's fields as amd-smi printed them (`N/A`: not read)."""
+    where = f'amd-smi static: GPU {number}'
+    if not isinstance(bdf, str) or not _ADDRESS.fullmatch(bdf.lower()):
+        raise PciLinkError(f'{where}: {str(bdf)[:40]!r} is no PCI address (BDF)')
+
+    def known(value):
+        return value is not None and str(value).strip() not in ('N/A', '')
+    max_width = generation = None
+    if known(width):
+        if not str(width).isdigit() or int(width) not in WIDTHS:
+            raise PciLinkError(f'{where}: MAX_PCIE_WIDTH {str(width)[:40]!r} is no PCIe width')
+        max_width = int(width)
+    if known(speed):
+        match = re.fullmatch(r'(\d+(?:\.\d+)?) GT/s', str(speed).strip())
+        if not match or float(match.group(1)) not in GENERATIONS:
+            raise PciLinkError(f'{where}: MAX_PCIE_SPEED {str(speed)[:40]!r} is no PCIe speed '
+                               '(e.g. "32 GT/s")')
+        generation = GENERATIONS[float(match.group(1))]
+    if known(version):
+        match = re.fullmatch(r'Gen ?(\d)', str(version).strip())
+        if not match or (generation is not None and int(match.group(1)) != generation):
+            raise PciLinkError(f'{where}: PCIE_INTERFACE_VERSION {str(version)[:40]!r} is no '
+                               'PCIe generation of its MAX_PCIE_SPEED')
+        generation = int(match.group(1))
+    return bdf.lower(), PcieLink(max_generation=generation, max_width=max_width)
