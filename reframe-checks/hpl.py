@@ -40,7 +40,7 @@ from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout
                                     skip_unless_node_count, suite_module_command)
 from hpcbench.rfm.build import BenchmarkBuild
 from hpcbench.machine.from_reframe import partition_description
-from hpcbench.rfm.plugins import SiteTuning
+from hpcbench.rfm.plugins import SiteTuning, sampled_figure
 from hpcbench.rfm.run import BenchmarkRun, NodeCeilings
 
 
@@ -72,6 +72,39 @@ def read_solves(test, sized=''):
     test.record_aggregation(f'mean of {solves}', 'gflops_mean')
     test.record_aggregation(f'(max - min) / mean of {solves}', 'spread')
     test.record_aggregation(f'gflops (best of {solves}) / Rpeak', 'efficiency')
+    record_phases(test, solves)
+
+
+# Where HPL's time went, by its own timers (hpl_output.Phases): each phase's share of its
+# solve, and the trailing updates' arithmetic rate, which a BLAS's DGEMM sets.
+PHASE_FIGURES = ('update_share', 'row_swap_share', 'panel_share', 'other_share')
+
+
+def record_phases(test, solves):
+    """Figures of HPL's own timers where its build prints them (the medians over the
+    solves): the share of a solve in the trailing updates' arithmetic, their row swaps, the
+    panels' factorization and the rest (back substitution, the panels' broadcasts and the
+    waits for them), and the updates' GFLOP/s."""
+    if not test.runs or any(r.phases is None for r in test.runs):
+        return
+    shares = {name: [] for name in PHASE_FIGURES}
+    for run in test.runs:
+        phases = run.phases
+        for name, seconds in zip(PHASE_FIGURES, (
+                phases.update - phases.laswp, phases.laswp, phases.rfact,
+                phases.uptrsv + phases.untimed(run.seconds))):
+            shares[name].append(100 * seconds / run.seconds)
+    rates = [r.phases.update_gflops(r.n, r.nb) for r in test.runs]
+    for name in PHASE_FIGURES:
+        test.perf_variables[name] = sn.make_performance_function(
+            sampled_figure(test, name), '%')
+    test.record_samples(f'median of {solves}, by HPL\'s own timers (the most of any '
+                        'process)', **shares)
+    if None not in rates:
+        test.perf_variables['update_gflops'] = sn.make_performance_function(
+            sampled_figure(test, 'update_gflops'), 'GFLOP/s')
+        test.record_samples(f'median of {solves}: the trailing updates\' flops over their '
+                            'time less their row swaps', update_gflops=rates)
 
 
 class HplBase(BenchmarkRun, SiteTuning):
@@ -335,6 +368,16 @@ class HplCheck(HplBase):
         self.record_samples(f'best of {self.dgemm_repeats} calls just before HPL in its job',
                             dgemm_ceiling=self.dgemm.rates)
         read_solves(self, self.read_size() if self.sizes else '')
+        rates = self.samples.get('update_gflops')
+        if rates:
+            # The updates' arithmetic against the same ceiling: how much of HPL's distance
+            # to it is its DGEMM's, the rest its other phases' (row swaps, panels, waits).
+            self.perf_variables['update_ceiling_efficiency'] = sn.make_performance_function(
+                sampled_figure(self, 'update_ceiling_efficiency'), '%')
+            self.record_samples(
+                f'median over the solves of update_gflops / ({self.num_nodes} x the DGEMM '
+                f'ceiling, {self.dgemm.best:.1f} GFLOP/s)', update_ceiling_efficiency=[
+                    100 * r / (self.num_nodes * self.dgemm.best) for r in rates])
         return True
 
     def read_size(self):

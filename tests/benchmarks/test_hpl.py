@@ -182,6 +182,41 @@ def test_parse_reads_every_result_of_a_real_run():
     assert summary.spread_percent == pytest.approx(100 * (79.439 - 74.84) / summary.mean_gflops)
 
 
+PER_SOCKET = FIXTURES / 'hpl' / 'hplcheck-openblas-per-socket-quick-sized.out'
+KNL = FIXTURES / 'hpl' / 'knl-7250-17x32-detailed-timing.out'
+
+
+def test_hpl_s_own_timers_say_where_a_solve_s_time_went():
+    # This project's one-rank run: 19.95 s, 19.45 of it in the trailing updates.
+    first = hpl_output.parse(PER_SOCKET.read_text())[0]
+    assert (first.n, first.seconds) == (14400, 19.95)
+    assert first.phases == hpl_output.Phases(rfact=0.45, pfact=0.14, mxswp=0.05, update=19.45,
+                                             laswp=0.89, uptrsv=0.04)
+    assert first.phases.untimed(first.seconds) == pytest.approx(0.01)
+    # 544 KNL processes (anand1221178/KNL-testing): 391 of the update's 502 s swapping rows
+    # between processes; the timers, each the most of any process, fill the solve.
+    (knl,) = hpl_output.parse(KNL.read_text())
+    assert (knl.phases.update, knl.phases.laswp, knl.phases.rfact) == (502.19, 391.45, 16.16)
+    assert knl.phases.untimed(knl.seconds) == 0
+    # A build without the timers (Spack's builds have them): none.
+    untimed = re.sub(r'(?m)^(--VVV.*|\+? ?Max aggregated wall time.*)\n', '', KNL.read_text())
+    assert hpl_output.parse(untimed)[0].phases is None
+
+
+@pytest.mark.parametrize('old, new, said', [
+    ('update  . . :             502.19', 'update  . . :             602.19', 'no part of its solve'),
+    ('laswp . . :             391.45', 'laswp . . :             -1.00', 'no part of its solve'),
+    ('rfact . . . :              16.16', 'rfact . . . :                nan', 'not finite'),
+    ('Max aggregated wall time up tr sv  . :               0.34\n',
+     'Max aggregated wall time update  . . :               0.34\n', 'two update timers'),
+])
+def test_a_timer_that_is_no_part_of_its_solve_is_refused(old, new, said):
+    text = KNL.read_text()
+    assert old in text
+    with pytest.raises(hpl_output.HplOutputError, match=said):
+        hpl_output.parse(text.replace(old, new))
+
+
 def _mutations(real):
     first_passed = real.index('PASSED')
     result_lines = [m.start() for m in re.finditer(r'^WR\w+ ', real, re.M)]

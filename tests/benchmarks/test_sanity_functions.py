@@ -40,6 +40,9 @@ class _EveryVariable:
     def __delitem__(self, name):
         pass
 
+    def __setitem__(self, name, figure):
+        pass        # a figure added where it applies (HPL's timers)
+
 
 class CheckUnderTest(types.SimpleNamespace):
     """What a sanity function is given here in place of the test: the attributes it reads,
@@ -271,7 +274,7 @@ def test_hpl_sanity_fails_when_results_are_missing(check_classes, tmp_path):
 
 
 def _hpl_check_test(stagedir, output):
-    return _hpl_test(stagedir, output, expected_results=3, dgemm_repeats=3)
+    return _hpl_test(stagedir, output, expected_results=3, dgemm_repeats=3, num_nodes=1)
 
 
 def test_hpl_check_sanity_passes_a_real_output_with_its_dgemm_ceiling(check_classes, tmp_path):
@@ -297,7 +300,7 @@ LOCAL_NODE = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=
 def _sized_test(check_classes, stagedir, output, sizes=None):
     (stagedir / 'HPL.dat').write_text(hpl_input_file.hpl_dat(hpl.Inputs((14400,) * 3, ((1, 1),))))
     plan = hpl.Plan(hpl.Inputs((13248,) * 3, ((1, 1),)), 1, 0, 166.1e9, 0)
-    test = _hpl_test(stagedir, output, expected_results=3, dgemm_repeats=3,
+    test = _hpl_test(stagedir, output, expected_results=3, dgemm_repeats=3, num_nodes=1,
                      sizes=sizes or hpl.quick_sizes(LOCAL_NODE, 1, 192, 1, 1))
     test.plan, test.input_files = plan, {'HPL.dat': 'as written at set-up'}
     test.read_size = types.MethodType(check_classes['HplCheck'].read_size, test)
@@ -312,6 +315,16 @@ def test_a_quick_hpl_check_reads_the_n_its_job_chose(check_classes, tmp_path):
         'best of 3 solve(s) of N=14400, sized in the job for 20 s a solve at its DGEMM '
         'ceiling, 107.399 GFLOP/s a node')
     assert test.input_files['HPL.dat'].splitlines()[5] == '14400 14400 14400  Ns'
+    # HPL's own timers: 19.45 of the first solve's 19.95 s in the updates, 0.89 of them its
+    # row swaps; the updates' arithmetic at 106.2 GFLOP/s of a 107.4 ceiling.
+    assert test.samples['update_share'][0] == pytest.approx(100 * (19.45 - 0.89) / 19.95)
+    assert test.samples['row_swap_share'][0] == pytest.approx(100 * 0.89 / 19.95)
+    assert test.samples['panel_share'][0] == pytest.approx(100 * 0.45 / 19.95)
+    assert test.samples['other_share'][0] == pytest.approx(100 * 0.05 / 19.95)
+    assert test.samples['update_gflops'][0] == pytest.approx(106.19, abs=0.01)
+    assert test.aggregation['update_gflops'].startswith('median of 3 solve(s)')
+    assert test.samples['update_ceiling_efficiency'][0] == pytest.approx(
+        100 * 106.189 / 107.399, abs=0.01)
 
 
 @pytest.mark.parametrize('broken, message', [

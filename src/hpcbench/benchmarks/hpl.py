@@ -322,6 +322,20 @@ def flop_count(n):
     return 2 / 3 * n ** 3 + 2 * n ** 2
 
 
+def update_flops(n, nb):
+    """Floating-point operations of an HPL solve's trailing updates (HPL_pdupdate): after
+    each panel of `nb` columns, the triangular solve of its block row of U (nb x nb by the
+    m + 1 columns right of it, b included) and the product that updates the trailing m x
+    (m + 1) matrix, m the rows below the panel. The rest of the solve's flops, about N^2 NB
+    of them, are the panels' own factorization."""
+    total = 0
+    for first in range(0, n, nb):
+        width = min(nb, n - first)
+        rows = n - first - width
+        total += width * width * (rows + 1) + 2 * rows * (rows + 1) * width
+    return total
+
+
 def estimated_seconds(n, rpeak_flops, efficiency=1.0):
     """Run time of one solve at the given fraction of Rpeak (TSUBAME §3, corrected)."""
     return flop_count(n) / (rpeak_flops * efficiency)

@@ -1,11 +1,12 @@
-"""HPL's output: every result line and its residual check parsed (parse), the runs summarized
-(summarize), and single-node runs screened for slow nodes (screen_nodes, T2K §4.2)."""
+"""HPL's output: every result line and its residual check parsed (parse), with HPL's own
+timers of its phases where its build prints them (Phases), the runs summarized (summarize),
+and single-node runs screened for slow nodes (screen_nodes, T2K §4.2)."""
 import math
 import re
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines
-from hpcbench.benchmarks.hpl import FACT_LETTERS
+from hpcbench.benchmarks.hpl import FACT_LETTERS, update_flops
 
 
 class HplOutputError(ValueError):
@@ -26,6 +27,41 @@ _RESIDUAL = re.compile(r'^\|\|Ax-b\|\|_oo/\(eps\*\(\|\|A\|\|_oo\*\|\|x\|\|_oo\+\
 
 _END = 'End of Tests.'
 
+# HPL built with HPL_DETAILED_TIMING prints, after each result, the most seconds any process
+# spent in each phase (HPL_pdtest.c), a line only where that time is above zero: `+` marks a
+# part of the phase above it.
+_TIMER = re.compile(r'^(?:\+ )?Max aggregated wall time (?P<phase>rfact|pfact|mxswp|update|'
+                    r'laswp|up tr sv)[ .]*:\s*(?P<seconds>\S+)\s*$', re.M)
+_TIMERS_HEAD = '--VVV--VVV--'
+_PHASE_NAMES = {'rfact': 'rfact', 'pfact': 'pfact', 'mxswp': 'mxswp', 'update': 'update',
+                'laswp': 'laswp', 'up tr sv': 'uptrsv'}
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Where a solve's time went, by HPL's own timers (seconds, the most of any process):
+    the panel factorizations (`rfact`; their column factorization `pfact` and its pivot
+    search and exchange `mxswp` within it), the trailing updates (`update`; their row swaps
+    `laswp` within it) and the back substitution (`uptrsv`). What no timer covers (the
+    panels' broadcasts and the waits for them) is the solve's time less these."""
+    rfact: float = 0.0
+    pfact: float = 0.0
+    mxswp: float = 0.0
+    update: float = 0.0
+    laswp: float = 0.0
+    uptrsv: float = 0.0
+
+    def update_gflops(self, n, nb):
+        """The rate of the trailing updates' arithmetic (their flops, hpl.update_flops, over
+        their time less their row swaps); None where that time is none."""
+        seconds = self.update - self.laswp
+        return update_flops(n, nb) / seconds / 1e9 if seconds > 0 else None
+
+    def untimed(self, seconds):
+        """The seconds of a solve of `seconds` that no timer covers (0 where the timers,
+        each the most of any process, add up to more)."""
+        return max(0.0, seconds - self.rfact - self.update - self.uptrsv)
+
 
 @dataclass(frozen=True)
 class Run:
@@ -43,6 +79,7 @@ class Run:
     ndiv: int
     pfact: int
     nbmin: int
+    phases: Phases = None       # None where HPL was built without its detailed timers
 
     def setting(self, name):
         """The value of a swept setting, by Tuning's singular name ('nb', 'bcast', ...)."""
@@ -91,13 +128,15 @@ def parse(output, expected_results=None):
         if seconds <= 0 or gflops <= 0:
             raise HplOutputError(f'non-positive time or Gflops in: {line.strip()}')
 
+        phases = _phases(output[match.end():residual.start()], seconds, line)
         runs.append(Run(
             tv=match.group('tv'), n=int(match.group('n')), nb=int(match.group('nb')),
             p=int(match.group('p')), q=int(match.group('q')), seconds=seconds,
             gflops=gflops, residual=_number(residual.group('value'), 'residual', line),
             depth=int(match.group('depth')), bcast=int(match.group('bcast')),
             rfact=FACT_LETTERS[match.group('rfact')], ndiv=int(match.group('ndiv')),
-            pfact=FACT_LETTERS[match.group('pfact')], nbmin=int(match.group('nbmin'))))
+            pfact=FACT_LETTERS[match.group('pfact')], nbmin=int(match.group('nbmin')),
+            phases=phases))
 
     if _END not in output:
         raise HplOutputError(f'HPL did not reach "{_END}" (run cut short?)')
@@ -107,6 +146,28 @@ def parse(output, expected_results=None):
                              f'{expected_results}')
 
     return runs
+
+
+def _phases(text, seconds, line):
+    """The Phases of one solve's timer lines (`text`: between its result and its residual
+    line); None where HPL printed none."""
+    if _TIMERS_HEAD not in text:
+        return None
+    found = {}
+    for timer in _TIMER.finditer(text):
+        phase = _PHASE_NAMES[timer.group('phase')]
+        if phase in found:
+            raise HplOutputError(f'two {timer.group("phase")} timers after: {line.strip()}')
+        value = _number(timer.group('seconds'), f'the {timer.group("phase")} timer', line)
+        # A timer is a share of its solve: none above the solve's own time (HPL prints
+        # seconds to 0.01, so a phase of a short solve may round up to it).
+        if value < 0 or value > seconds + 0.01:
+            raise HplOutputError(f'the {timer.group("phase")} timer ({value:g} s) is no part '
+                                 f'of its solve of {seconds:g} s: {line.strip()}')
+        found[phase] = value
+    if not found:
+        raise HplOutputError(f'HPL\'s timer header but no timer after: {line.strip()}')
+    return Phases(**found)
 
 
 @dataclass(frozen=True)
