@@ -29,8 +29,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench.benchmarks import (dgemm, hpl, hpl_input_file, hpl_output, hpl_quick_size,
-                                 hpl_sweep)
+from hpcbench.benchmarks import (dgemm, hpl, hpl_input_file, hpl_model, hpl_output,
+                                 hpl_quick_size, hpl_sweep)
 from hpcbench.results import references
 from hpcbench.rfm.site_environments import OTHER_BLAS
 from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout_names,
@@ -378,7 +378,9 @@ class HplCheck(HplBase):
                 f'median over the solves of update_gflops / ({self.num_nodes} x the DGEMM '
                 f'ceiling, {self.dgemm.best:.1f} GFLOP/s)', update_ceiling_efficiency=[
                     100 * r / (self.num_nodes * self.dgemm.best) for r in rates])
+        record_model_bound(self)
         return True
+
 
     def read_size(self):
         """The N the job chose (in quick mode), from its sizing line and the HPL.dat it
@@ -457,6 +459,25 @@ class HplCheck(HplBase):
             variable, self.percent_of(per_node_gflops),
             f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a {ceiling_name} of '
             f'{per_node_gflops:.1f} GFLOP/s per node {when}: it was measured low')
+
+
+def record_model_bound(test):
+    """The most HPL can reach at its N and NB on this node (hpl_model.bound: the updates at
+    the job's DGEMM ceiling, row swaps and panels at the node's bandwidth ceiling), in % of
+    the DGEMM ceiling, beside ceiling_efficiency: where one process ran it."""
+    ceilings = getattr(getattr(test, 'node_ceilings', None), 'result', None)
+    if test.num_nodes != 1 or any(r.p * r.q != 1 for r in test.runs) or ceilings is None:
+        return
+    bandwidth = max(ceilings.bandwidth_mbps) / 1000
+    bounds = [hpl_model.bound(r.n, r.nb, test.dgemm.best, bandwidth, r.nbmin, r.ndiv)
+              for r in test.runs]
+    test.perf_variables['model_ceiling_efficiency'] = sn.make_performance_function(
+        sampled_figure(test, 'model_ceiling_efficiency'), '%')
+    test.record_samples(
+        f'hpl_model.bound of each solve: the updates at the DGEMM ceiling '
+        f'({test.dgemm.best:.1f} GFLOP/s), row swaps and panels at the bandwidth ceiling '
+        f'({bandwidth:.1f} GB/s, {ceilings.kernels.bandwidth}); {bounds[0].words()}',
+        model_ceiling_efficiency=[b.share for b in bounds])
 
 
 def _sweep_settings():

@@ -9,7 +9,7 @@ import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
 from conftest import FIXTURES, check_classes_of, described_partition
-from hpcbench.benchmarks import ceilings, hpl, hpl_input_file, imb, stream
+from hpcbench.benchmarks import ceilings, hpl, hpl_input_file, hpl_model, imb, stream
 from hpcbench.core.node import Node
 from hpcbench.rfm import partition
 from hpcbench.rfm.plugins import Samples
@@ -576,3 +576,26 @@ def test_ior_sanity_fails_a_broken_real_output(check_classes, tmp_path, mutation
     with pytest.raises(SanityError):
         sn.evaluate(check_classes['IorCheck'].both_phases_measured(
             _ior_test(tmp_path, output, repetitions=2, loops=1)))
+
+
+def test_one_process_s_hpl_gets_the_model_s_bound_from_its_node_s_ceilings(check_classes,
+                                                                          tmp_path):
+    """The one-rank run (N = 14400, NB = 192, DGEMM ceiling 107.4 GFLOP/s) on a node whose
+    likwid-bench bandwidth ceiling is this project's real output's: HPL's bound is 97.8 %
+    of the ceiling, the solves reached 91.1 to 92.9 %."""
+    (tmp_path / 'ceilings').mkdir()
+    node = _ceilings_test(tmp_path / 'ceilings', CEILINGS_OUTPUT)
+    sn.evaluate(check_classes['NodeCeilings'].every_kernel_ran(node))
+    test = _sized_test(check_classes, tmp_path, HPL_SIZED_OUTPUT.read_text())
+    test.node_ceilings = node
+    assert sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
+    bandwidth = max(node.result.bandwidth_mbps) / 1000
+    assert test.samples['model_ceiling_efficiency'] == [pytest.approx(
+        hpl_model.bound(14400, 192, 107.399, bandwidth).share)] * 3
+    assert 96 < test.samples['model_ceiling_efficiency'][0] < 99
+    assert 'the updates\' arithmetic' in test.aggregation['model_ceiling_efficiency']
+    # Two processes (the per-core run): no bound, nothing said in its place.
+    two = _hpl_check_test(tmp_path, HPL_CHECK_OUTPUT.read_text())
+    two.node_ceilings = node
+    assert sn.evaluate(check_classes['HplCheck'].residuals_passed(two))
+    assert 'model_ceiling_efficiency' not in two.samples
