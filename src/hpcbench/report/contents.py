@@ -99,7 +99,12 @@ def measured_as(case, variable):
 CEILING_RATIOS = {
     'HplCheck': ('gflops', (('efficiency', 'nominal Rpeak'),
                             ('sustained_peak_efficiency', 'sustained peak'),
-                            ('ceiling_efficiency', 'DGEMM ceiling'))),
+                            ('ceiling_efficiency', 'DGEMM ceiling'),
+                            # Beside it, the most the model says HPL can reach there
+                            # (hpcbench.benchmarks.hpl_model), and the updates' own rate.
+                            ('model_ceiling_efficiency', 'DGEMM ceiling: the model\'s bound'),
+                            ('update_ceiling_efficiency', 'DGEMM ceiling: the updates\' '
+                             'arithmetic'))),
     'StreamCheck': ('triad', (('triad_ceiling_efficiency', 'bandwidth ceiling'),
                               ('triad_cached_store_efficiency', 'ordinary-store triad'))),
 }

@@ -35,7 +35,8 @@ def with_added_parameters(check, match):
 # ceiling is wrong, never the figure a result. The checks withhold such a ratio with its
 # reason (hpcbench.rfm.plugins.Samples); one stored without (a session from before they did) is
 # withheld here, saying so.
-PEAK_RATIOS = ('efficiency', 'ceiling_efficiency', 'sustained_peak_efficiency',
+PEAK_RATIOS = ('efficiency', 'ceiling_efficiency', 'update_ceiling_efficiency',
+               'sustained_peak_efficiency',
                'peak_of_rpeak', 'hpl_efficiency', 'hpl_ceiling_efficiency',
                'triad_ceiling_efficiency', 'triad_cached_store_efficiency',
                # The GPU checks' ratios to their device's datasheet.
