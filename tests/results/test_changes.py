@@ -36,6 +36,10 @@ def _uuid(data):
     ('triad', 'MB/s', [100, 70, 130, 95], [90, 120, 60, 88], 'inconclusive'),
     ('switch_size', 'B', [8192], [16384], 'not judged'),
     ('barrier_cv', '%', [3.0, 3.1, 2.9], [9.0, 9.1, 8.9], 'not judged'),
+    # HPL's phases: a share grows as another shrinks; a model's bound is no measurement.
+    ('row_swap_share', '%', [4.4, 4.5, 4.6], [9.0, 9.1, 8.9], 'not judged'),
+    ('model_ceiling_efficiency', '%', [97.8, 97.8, 97.8], [90.1, 90.1, 90.1], 'not judged'),
+    ('update_ceiling_efficiency', '%', [98.9, 99.0, 98.8], [80.1, 80.5, 80.2], 'regression'),
 ])
 def test_a_verdict_needs_a_change_beyond_the_threshold_and_a_significant_test(
         variable, unit, old, new, expected):

@@ -51,17 +51,21 @@ UNEXPLAINED_RATIO = ('{value:.1f} % of its peak or ceiling, stored without a rea
 
 
 # Variables where smaller is better; all others improve upwards, except those that are
-# properties rather than speeds (a protocol switch point in bytes) and run-to-run variation
-# (coefficients of variation): they neither improve nor regress.
+# properties rather than speeds (a protocol switch point in bytes), run-to-run variation
+# (coefficients of variation), shares of a run's time (HPL's phases: one's gain is
+# another's loss) and what a model says rather than a measurement: they neither improve
+# nor regress.
 SMALLER_IS_BETTER_UNITS = {'s', 'ms', 'us', 'ns', 'flop/word'}
 UNBOUNDED_UNITS = {'B'}
-UNBOUNDED_SUFFIXES = ('_cv',)
+UNBOUNDED_SUFFIXES = ('_cv', '_share')
+MODELLED = {'model_ceiling_efficiency'}
 
 
 def better(variable, unit):
     """'higher' or 'lower': which way a variable improves; None for those that neither
-    improve nor regress (properties, run-to-run variation)."""
-    if unit in UNBOUNDED_UNITS or variable.endswith(UNBOUNDED_SUFFIXES):
+    improve nor regress (properties, run-to-run variation, shares, a model's bound)."""
+    if unit in UNBOUNDED_UNITS or variable.endswith(UNBOUNDED_SUFFIXES) or \
+            variable in MODELLED:
         return None
     return 'lower' if unit in SMALLER_IS_BETTER_UNITS else 'higher'
 
