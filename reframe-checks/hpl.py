@@ -16,8 +16,9 @@
 - HplNodeScreen (tag `screen`): single-node HPL, one rank per node with threads, on every
   node with `--distribute` (T2K §4.2); `hpcbench screen-nodes` flags the slow ones.
 
-The math (sizes, grid, memory, HPL.dat, parsing) is hpcbench.benchmarks.hpl; layouts and
-binding are hpcbench.core.layout.
+The math (sizes, grid, memory, HPL.dat, parsing) is hpcbench.benchmarks.hpl (its output
+hpl_output, its bound hpl_model); the figures a job's output gives, hpcbench.rfm.hpl_figures;
+layouts and binding are hpcbench.core.layout.
 """
 import os
 import statistics
@@ -30,8 +31,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 from reframe.core.exceptions import ReframeError, SanityError
 
-from hpcbench.benchmarks import (dgemm, hpl, hpl_input_file, hpl_model, hpl_output,
-                                 hpl_quick_size, hpl_sweep)
+from hpcbench.benchmarks import dgemm, hpl, hpl_input_file, hpl_quick_size, hpl_sweep
 from hpcbench.results import references
 from hpcbench.rfm.site_environments import OTHER_BLAS
 from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout_names,
@@ -40,8 +40,9 @@ from hpcbench.rfm.partition import (bind_ranks, bound_command, configured_layout
                                     partition_layouts, partition_node, skip_beyond_partition,
                                     skip_unless_node_count, suite_module_command)
 from hpcbench.rfm.build import BenchmarkBuild
-from hpcbench.machine.from_reframe import partition_description
-from hpcbench.rfm.plugins import SiteTuning, sampled_figure
+from hpcbench.machine.from_reframe import partition_description, stack_description
+from hpcbench.rfm.hpl_figures import read_solves, record_against_ceiling
+from hpcbench.rfm.plugins import SiteTuning
 from hpcbench.rfm.run import BenchmarkRun, NodeCeilings
 
 
@@ -54,58 +55,6 @@ class HplBuild(BenchmarkBuild):
 class DgemmRateBuild(BenchmarkBuild):
     spec = 'dgemm-rate ~cuda'
     needs_blas = True
-
-
-def read_solves(test, sized=''):
-    """HPL's results in `test`'s job output, each proven by its residual check, as many as
-    HPL.dat asked for; every solve kept as the figures' sample, with its N (and, `sized`,
-    how the job chose it)."""
-    try:
-        test.runs = hpl_output.parse(job_output(test), test.plan.inputs.expected_results)
-    except hpl_output.HplOutputError as err:
-        raise SanityError(str(err)) from None
-
-    test.summary = hpl_output.summarize(test.runs)
-    sizes = ','.join(str(n) for n in sorted({r.n for r in test.runs}))
-    solves = f'{len(test.runs)} solve(s) of N={sizes}{sized}'
-    test.record_samples(f'best of {solves}', gflops=[r.gflops for r in test.runs])
-    test.record_samples(f'shortest of {solves}', time=[r.seconds for r in test.runs])
-    test.record_aggregation(f'mean of {solves}', 'gflops_mean')
-    test.record_aggregation(f'(max - min) / mean of {solves}', 'spread')
-    test.record_aggregation(f'gflops (best of {solves}) / Rpeak', 'efficiency')
-    record_phases(test, solves)
-
-
-# Where HPL's time went, by its own timers (hpl_output.Phases): each phase's share of its
-# solve, and the trailing updates' arithmetic rate, which a BLAS's DGEMM sets.
-PHASE_FIGURES = ('update_share', 'row_swap_share', 'panel_share', 'other_share')
-
-
-def record_phases(test, solves):
-    """Figures of HPL's own timers where its build prints them (the medians over the
-    solves): the share of a solve in the trailing updates' arithmetic, their row swaps, the
-    panels' factorization and the rest (back substitution, the panels' broadcasts and the
-    waits for them), and the updates' GFLOP/s."""
-    if not test.runs or any(r.phases is None for r in test.runs):
-        return
-    shares = {name: [] for name in PHASE_FIGURES}
-    for run in test.runs:
-        phases = run.phases
-        for name, seconds in zip(PHASE_FIGURES, (
-                phases.update - phases.laswp, phases.laswp, phases.rfact,
-                phases.uptrsv + phases.untimed(run.seconds))):
-            shares[name].append(100 * seconds / run.seconds)
-    rates = [r.phases.update_gflops(r.n, r.nb) for r in test.runs]
-    for name in PHASE_FIGURES:
-        test.perf_variables[name] = sn.make_performance_function(
-            sampled_figure(test, name), '%')
-    test.record_samples(f'median of {solves}, by HPL\'s own timers (the most of any '
-                        'process)', **shares)
-    if None not in rates:
-        test.perf_variables['update_gflops'] = sn.make_performance_function(
-            sampled_figure(test, 'update_gflops'), 'GFLOP/s')
-        test.record_samples(f'median of {solves}: the trailing updates\' flops over their '
-                            'time less their row swaps', update_gflops=rates)
 
 
 class HplBase(BenchmarkRun, SiteTuning):
@@ -170,10 +119,14 @@ class HplBase(BenchmarkRun, SiteTuning):
 
     def tuning(self):
         """HPL.dat's settings: those given (-S), else the paper's for the partition and node
-        count (description hpl_tuning), else hpcbench.benchmarks.hpl.Tuning's defaults."""
+        count (description hpl_tuning), else hpcbench.benchmarks.hpl.Tuning's defaults; NB
+        the one measured best for the environment's BLAS where it is not Tuning's
+        (hpl.NB_BY_BLAS)."""
         paper = self.paper()
+        nb, self.nb_reason = hpl.blas_nb(stack_description(self.current_environ).spack_blas)
         try:
-            return hpl.tuned({name: given_or_paper(self, name, paper)
+            return hpl.tuned({name: given_or_paper(self, name, paper,
+                                                   nb if name == 'nb' else None)
                               for name in hpl.TUNING_SETTINGS})
         except hpl.HplInputError as err:
             raise ReframeError(str(err)) from None
@@ -369,17 +322,7 @@ class HplCheck(HplBase):
         self.record_samples(f'best of {self.dgemm_repeats} calls just before HPL in its job',
                             dgemm_ceiling=self.dgemm.rates)
         read_solves(self, self.read_size() if self.sizes else '')
-        rates = self.samples.get('update_gflops')
-        if rates:
-            # The updates' arithmetic against the same ceiling: how much of HPL's distance
-            # to it is its DGEMM's, the rest its other phases' (row swaps, panels, waits).
-            self.perf_variables['update_ceiling_efficiency'] = sn.make_performance_function(
-                sampled_figure(self, 'update_ceiling_efficiency'), '%')
-            self.record_samples(
-                f'median over the solves of update_gflops / ({self.num_nodes} x the DGEMM '
-                f'ceiling, {self.dgemm.best:.1f} GFLOP/s)', update_ceiling_efficiency=[
-                    100 * r / (self.num_nodes * self.dgemm.best) for r in rates])
-        record_model_bound(self)
+        record_against_ceiling(self)
         return True
 
 
@@ -466,25 +409,6 @@ class HplCheck(HplBase):
             variable, self.percent_of(per_node_gflops),
             f'HPL reached {self.summary.best_gflops:.1f} GFLOP/s against a {ceiling_name} of '
             f'{per_node_gflops:.1f} GFLOP/s per node {when}: it was measured low')
-
-
-def record_model_bound(test):
-    """The most HPL can reach at its N and NB on this node (hpl_model.bound: the updates at
-    the job's DGEMM ceiling, row swaps and panels at the node's bandwidth ceiling), in % of
-    the DGEMM ceiling, beside ceiling_efficiency: where one process ran it."""
-    ceilings = getattr(getattr(test, 'node_ceilings', None), 'result', None)
-    if test.num_nodes != 1 or any(r.p * r.q != 1 for r in test.runs) or ceilings is None:
-        return
-    bandwidth = max(ceilings.bandwidth_mbps) / 1000
-    bounds = [hpl_model.bound(r.n, r.nb, test.dgemm.best, bandwidth, r.nbmin, r.ndiv)
-              for r in test.runs]
-    test.perf_variables['model_ceiling_efficiency'] = sn.make_performance_function(
-        sampled_figure(test, 'model_ceiling_efficiency'), '%')
-    test.record_samples(
-        f'hpl_model.bound of each solve: the updates at the DGEMM ceiling '
-        f'({test.dgemm.best:.1f} GFLOP/s), row swaps and panels at the bandwidth ceiling '
-        f'({bandwidth:.1f} GB/s, {ceilings.kernels.bandwidth}); {bounds[0].words()}',
-        model_ceiling_efficiency=[b.share for b in bounds])
 
 
 def _sweep_settings():

@@ -204,7 +204,8 @@ def test_hpl_s_own_timers_say_where_a_solve_s_time_went():
 
 
 @pytest.mark.parametrize('old, new, said', [
-    ('update  . . :             502.19', 'update  . . :             602.19', 'no part of its solve'),
+    ('update  . . :             502.19', 'update  . . :             602.19',
+     'no part of its solve'),
     ('laswp . . :             391.45', 'laswp . . :             -1.00', 'no part of its solve'),
     ('rfact . . . :              16.16', 'rfact . . . :                nan', 'not finite'),
     ('Max aggregated wall time up tr sv  . :               0.34\n',
@@ -427,3 +428,11 @@ def test_a_check_s_tuning_variables_set_tuning_s_lists_and_fields():
     assert set(hpl.TUNING_SETTINGS) == {*hpl.TUNING_LISTS, *hpl.TUNING_SCALARS}
     with pytest.raises(hpl.HplInputError):
         hpl.tuned({'nb': 0})
+
+
+@pytest.mark.parametrize('spec, nb', [('blis', 256), ('blis@0.9.0', 256),
+                                      ('openblas@0.3.28 threads=openmp ~dynamic_dispatch', 192),
+                                      ('intel-oneapi-mkl', 192), (None, 192), ('', 192)])
+def test_a_blas_measured_better_at_another_nb_gets_it_with_why(spec, nb):
+    chosen, why = hpl.blas_nb(spec)
+    assert chosen == nb and bool(why) == (nb != 192)

@@ -36,7 +36,8 @@ def test_the_swaps_move_about_72_n_squared_bytes_and_a_panel_is_swept_once_a_lev
     assert hpl_model.panel_sweeps(4, nbmin=4, ndiv=2) == 1
     assert hpl_model.panel_sweeps(232, nbmin=8, ndiv=3) == 5      # 232, 78, 26, 9, 3
     # The updates do nearly all the arithmetic, more of it the larger N is against NB.
-    assert hpl.update_flops(20000, 192) / hpl.flop_count(20000) == pytest.approx(0.9928, abs=1e-4)
+    assert hpl_model.update_flops(20000, 192) / hpl.flop_count(20000) == pytest.approx(
+        0.9928, abs=1e-4)
 
 
 def test_the_bound_rises_toward_the_ceiling_with_n_and_falls_with_the_bandwidth():
@@ -55,3 +56,14 @@ def test_the_bound_rises_toward_the_ceiling_with_n_and_falls_with_the_bandwidth(
 def test_what_it_does_not_model_is_refused(args, said):
     with pytest.raises(hpl_model.HplModelError, match=said):
         hpl_model.bound(*args)
+
+
+def test_the_bound_stays_below_the_ceiling_whatever_the_block_and_the_bandwidth():
+    # A large NB on a node of high bandwidth: the panels' arithmetic, not their sweeps,
+    # bounds them (NB = 384 at 60 GB/s once read 100.0 % of the ceiling).
+    found = hpl_model.bound(15744, 384, 88.3, 60.3)
+    assert found.panel_seconds == pytest.approx(
+        (hpl.flop_count(15744) - hpl_model.update_flops(15744, 384)) / 88.3e9)
+    assert found.share < 99.5
+    for nb in (64, 192, 384, 1024):
+        assert hpl_model.bound(20000, nb, 100.0, 1e6).share < 100

@@ -135,6 +135,24 @@ TUNING_SCALARS = ('pmap', 'swap', 'swap_threshold', 'l1_transposed', 'u_transpos
 TUNING_SETTINGS = (*TUNING_LISTS, *TUNING_SCALARS)
 
 
+# NB where a BLAS library's HPL does better with another block than Tuning's 192 (by
+# Spack package name), each with the measurement that chose it: perf/hpl_efficiency.py and
+# HplCheck at other NBs, one process, quick mode, Open MPI. A BLAS not named keeps 192:
+# MKL and both OpenBLAS ran their updates at 92.5 to 96.5 % of their DGEMM ceilings there.
+NB_BY_BLAS = {
+    'blis': (256, 'BLIS 0.9.0 on Zen 3 (2 cores, 2026-12-05): at NB 192 its updates ran '
+                  'at 82.3 % of its DGEMM ceiling and HPL at 80.1 % (median of 5 runs); at '
+                  'NB 256 at 91.0 % and 91.2 % (3 runs), at NB 384 at 93.4 % and 89.7 % (3 runs)'),
+}
+
+
+def blas_nb(blas_spec):
+    """(NB, why) for the BLAS a build names (`blis`, `openblas@0.3.28 threads=openmp`):
+    NB_BY_BLAS's, else Tuning's with no reason."""
+    name = (blas_spec or '').split('@')[0].split()[0] if (blas_spec or '').strip() else ''
+    return NB_BY_BLAS.get(name, (Tuning().nbs[0], ''))
+
+
 def tuned(chosen):
     """The Tuning of the `chosen` settings ({variable of TUNING_SETTINGS: value, or None for
     the default}): Tuning checks every value (HplInputError) and turns lists into tuples."""
@@ -320,20 +338,6 @@ def quick_sizes(node, num_nodes, nb, p, q, depth=1):
 def flop_count(n):
     """Floating-point operations of an HPL solve of order n (HPL's own count)."""
     return 2 / 3 * n ** 3 + 2 * n ** 2
-
-
-def update_flops(n, nb):
-    """Floating-point operations of an HPL solve's trailing updates (HPL_pdupdate): after
-    each panel of `nb` columns, the triangular solve of its block row of U (nb x nb by the
-    m + 1 columns right of it, b included) and the product that updates the trailing m x
-    (m + 1) matrix, m the rows below the panel. The rest of the solve's flops, about N^2 NB
-    of them, are the panels' own factorization."""
-    total = 0
-    for first in range(0, n, nb):
-        width = min(nb, n - first)
-        rows = n - first - width
-        total += width * width * (rows + 1) + 2 * rows * (rows + 1) * width
-    return total
 
 
 def estimated_seconds(n, rpeak_flops, efficiency=1.0):

@@ -4,7 +4,7 @@ HPL's timers measured (hpcbench.benchmarks.hpl_output.Phases).
 
 A solve of order N with blocks of NB columns spends its time in three kinds of work:
 
-- the trailing updates' arithmetic (hpl.update_flops: nearly all of 2/3 N^3), which runs
+- the trailing updates' arithmetic (update_flops: nearly all of 2/3 N^3), which runs
   at best at the DGEMM ceiling;
 - their row swaps: after each panel, its NB pivot rows are exchanged with the panel's own
   rows across every column to its right. A column is contiguous in HPL's column-major
@@ -13,7 +13,9 @@ A solve of order N with blocks of NB columns spends its time in three kinds of w
   bytes a column, about 72 N^2 bytes a solve. They run at best at the memory bandwidth;
 - the panels' factorization: each panel (its rows by NB) is swept once per level of its
   recursion (NDIV halves until NBMIN columns, then one pass of the base factorization),
-  each sweep reading and writing it. At best at the memory bandwidth too.
+  each sweep reading and writing it. At best at the memory bandwidth, and no faster than
+  its own arithmetic (the rest of the solve's flops, about N^2 NB / 2) at the DGEMM
+  ceiling: a large NB makes it the arithmetic's.
 
 The bound is the solve's flops over the sum of those three times, against the ceiling: a
 share HPL cannot pass on that node at that N and NB. Its phases say where a measured solve
@@ -26,7 +28,7 @@ model, and bound() refuses them.
 import math
 from dataclasses import dataclass
 
-from hpcbench.benchmarks.hpl import flop_count, update_flops
+from hpcbench.benchmarks.hpl import flop_count
 
 CACHE_LINE = 64
 DOUBLE = 8
@@ -69,6 +71,20 @@ class Bound:
                 f'{self.nb}: the updates\' arithmetic {share(self.update_seconds)} of the '
                 f'time, row swaps {share(self.swap_seconds)}, panels '
                 f'{share(self.panel_seconds)}')
+
+
+def update_flops(n, nb):
+    """Floating-point operations of an HPL solve's trailing updates (HPL_pdupdate): after
+    each panel of `nb` columns, the triangular solve of its block row of U (nb x nb by the
+    m + 1 columns right of it, b included) and the product that updates the trailing m x
+    (m + 1) matrix, m the rows below the panel. The rest of the solve's flops, about N^2 NB
+    of them, are the panels' own factorization."""
+    total = 0
+    for first in range(0, n, nb):
+        width = min(nb, n - first)
+        rows = n - first - width
+        total += width * width * (rows + 1) + 2 * rows * (rows + 1) * width
+    return total
 
 
 def swap_bytes(n, nb):
@@ -119,6 +135,8 @@ def bound(n, nb, dgemm_gflops, bandwidth_gbs, nbmin=4, ndiv=2, processes=1):
     if not dgemm_gflops > 0 or not bandwidth_gbs > 0:
         raise HplModelError(f'a DGEMM rate of {dgemm_gflops} GFLOP/s and a bandwidth of '
                             f'{bandwidth_gbs} GB/s: both must be measured and positive')
-    return Bound(n, nb, dgemm_gflops, update_flops(n, nb) / (dgemm_gflops * 1e9),
-                 swap_bytes(n, nb) / (bandwidth_gbs * 1e9),
-                 panel_bytes(n, nb, nbmin, ndiv) / (bandwidth_gbs * 1e9))
+    updates = update_flops(n, nb)
+    rate, bandwidth = dgemm_gflops * 1e9, bandwidth_gbs * 1e9
+    return Bound(n, nb, dgemm_gflops, updates / rate, swap_bytes(n, nb) / bandwidth,
+                 max(panel_bytes(n, nb, nbmin, ndiv) / bandwidth,
+                     (flop_count(n) - updates) / rate))

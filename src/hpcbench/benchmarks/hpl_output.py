@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 
 from hpcbench.core.parsing import any_newlines
-from hpcbench.benchmarks.hpl import FACT_LETTERS, update_flops
+from hpcbench.benchmarks.hpl import FACT_LETTERS
+from hpcbench.benchmarks.hpl_model import update_flops
 
 
 class HplOutputError(ValueError):
@@ -52,7 +53,7 @@ class Phases:
     uptrsv: float = 0.0
 
     def update_gflops(self, n, nb):
-        """The rate of the trailing updates' arithmetic (their flops, hpl.update_flops, over
+        """The rate of the trailing updates' arithmetic (their flops, hpl_model.update_flops, over
         their time less their row swaps); None where that time is none."""
         seconds = self.update - self.laswp
         return update_flops(n, nb) / seconds / 1e9 if seconds > 0 else None
