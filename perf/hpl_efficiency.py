@@ -12,10 +12,21 @@ ceiling HPL reached (ceiling_efficiency), the model's bound at that N and NB
 (model_ceiling_efficiency), the updates' own share (update_ceiling_efficiency) and where
 the solves' time went by HPL's own timers (update, row swap, panel and other shares).
 
+With --curve N,N,...: HPL's efficiency curve instead, one solve of each N in a job of its
+own (its own DGEMM ceiling), the Ns in turn --repeat times so that the machine's drift falls
+on all of them, on the environments named (--environs, default the MPI stack's default BLAS
+and Spack's OpenBLAS); per BLAS and N the median share of the ceiling, and the curve quick
+mode sizes by (hpcbench.benchmarks.hpl_quick_size) fitted to the runs: E(N) = E_inf - A / N^2,
+A / the DGEMM rate beside the suite's QUICK_FLATTENING, and where it is within
+QUICK_FLAT_POINTS of E_inf.
+
     .venv/bin/python perf/hpl_efficiency.py [--repeat 5] [--mpi openmpi,mpich] [--full]
                                             [--var DIR] [--no-run]
+    .venv/bin/python perf/hpl_efficiency.py --curve 8064,12096,16128,20160,24192 --repeat 2
+                                            [--environs openmpi,openmpi-openblas-spack]
 """
 import argparse
+import math
 import os
 import re
 import statistics
@@ -25,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from hpcbench.benchmarks import hpl_quick_size
 from hpcbench.results import case_builds, measured, results_db
 from hpcbench.rfm import run_modes
 
@@ -38,34 +50,49 @@ GOALS = {'quick': 85.0, 'full': 90.0}
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--repeat', type=int, default=5, help='quick-mode runs (jobs)')
+    parser.add_argument('--repeat', type=int, default=5,
+                        help='quick-mode runs (jobs); 0 for --full alone')
     parser.add_argument('--mpi', default='openmpi', help="MPI stacks' environments, by comma")
     parser.add_argument('--full', action='store_true',
                         help='also one full-size run on the first MPI stack\'s default BLAS')
     parser.add_argument('--var', help='the results directory (default: a scratch one, kept)')
     parser.add_argument('--no-run', action='store_true',
                         help='only print the runs the results directory holds')
+    parser.add_argument('--curve', help='the Ns of an efficiency curve, by comma')
+    parser.add_argument('--environs', default='openmpi,openmpi-openblas-spack',
+                        help="the curve's environments, by comma")
     args = parser.parse_args()
     var = Path(args.var or tempfile.mkdtemp(prefix='hpcbench-hpl-efficiency-')).absolute()
     mpis = [m for m in args.mpi.split(',') if m]
+    if args.curve:
+        ns = [int(n) for n in args.curve.split(',') if n]
+        environs = [e for e in args.environs.split(',') if e]
+        if not args.no_run:
+            for turn in range(args.repeat):
+                for n in ns:
+                    run(var, f'curve-{turn}-{n}', f'^({"|".join(environs)})$',
+                        ['-S', f'HplCheck.n={n}', '-S', 'HplCheck.repeats=1'], mode='quick')
+        curve_summary(var, environs)
+        return
     if not args.no_run:
         environments = '|'.join(mpis)
-        run(var, 'quick', f'^({environments})(-.+)?$', ['--repeat', str(args.repeat)])
+        if args.repeat > 0:
+            run(var, 'quick', f'^({environments})(-.+)?$', ['--repeat', str(args.repeat)])
         if args.full:
             run(var, 'full', f'^{mpis[0]}$', ['-S', 'HplCheck.repeats=1'])
     summary(var, mpis)
 
 
-def run(var, mode, environments, extra):
+def run(var, name, environments, extra, mode=None):
     env = {**os.environ, 'HPCBENCH_VAR': str(var)}
     reframe = [str(ROOT / '.venv' / 'bin' / 'reframe'), '-C', 'site-configs/local.py',
                '--system', 'local', '-c', 'reframe-checks',
-               *run_modes.mode_options(mode, 'local'), '-n', ONE_PROCESS,
+               *run_modes.mode_options(mode or name, 'local'), '-n', ONE_PROCESS,
                '-p', environments, *extra, '-r']
     started = time.monotonic()
     proc = subprocess.run(reframe, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
-    log = var / f'hpl-efficiency-{mode}.log'
+    log = var / f'hpl-efficiency-{name}.log'
     log.write_text(proc.stdout)
     print(f'{" ".join(reframe)}\n  exit {proc.returncode}, {time.monotonic() - started:.0f} s; '
           f'its output: {log}')
@@ -73,7 +100,7 @@ def run(var, mode, environments, extra):
 
 def _mode(case):
     """quick where the job sized N from its DGEMM rate (its inputs name the rule)."""
-    return 'quick' if case.inputs.startswith('N for ') else 'full'
+    return 'quick' if 'a solve at the DGEMM ceiling (' in case.inputs else 'full'
 
 
 def _sizes(case):
@@ -84,19 +111,73 @@ def _sizes(case):
     return [int(n) for n in match.group(1).split(',') if n] if match else []
 
 
-def summary(var, mpis):
+def one_process_runs(var):
+    """HplCheck's one-process cases the results directory holds."""
     os.environ['HPCBENCH_VAR'] = str(var)      # where results_db.Store reads
-    found = {}
     for session in results_db.stored_sessions(results_db.site_config('local')):
         for case in measured.measured_runs(session):
-            if (case.check != 'HplCheck' or case.parameters.get('layout_name') != 'per-socket'
-                    or str(case.parameters.get('num_nodes')) != '1'
-                    or not any(case.environ == m or case.environ.startswith(f'{m}-')
-                               for m in mpis)):
-                continue
-            mpi = next(m for m in mpis if case.environ == m or case.environ.startswith(f'{m}-'))
+            if (case.check == 'HplCheck' and case.parameters.get('layout_name') == 'per-socket'
+                    and str(case.parameters.get('num_nodes')) == '1'):
+                yield case
+
+
+def curve_summary(var, environs):
+    """Per BLAS and N, the median share of the DGEMM ceiling; the curve fitted to the runs."""
+    points = {}
+    for case in one_process_runs(var):
+        if case.environ in environs and _sizes(case):
             blas = case_builds.stack_of(case).get('blas', case.environ)
-            found.setdefault((_mode(case), mpi, blas), []).append(case)
+            points.setdefault(blas, {}).setdefault(_sizes(case)[0], []).append(case)
+    if not points:
+        sys.exit('no one-process HplCheck run in the results directory: see the output above')
+    for blas, by_n in sorted(points.items()):
+        print(f'{blas}: N, runs, median % of the DGEMM ceiling (each run), model bound, '
+              'DGEMM GFLOP/s, bandwidth ceiling GB/s')
+        runs = []                       # (N, % of the ceiling, DGEMM GFLOP/s) of each run
+        for n, cases in sorted(by_n.items()):
+            measured = [(c.value('ceiling_efficiency'), c.value('dgemm_ceiling')) for c in cases
+                        if c.value('ceiling_efficiency') is not None]
+            if not measured:
+                continue
+            runs += [(n, share, rate) for share, rate in measured]
+            model = [c.value('model_ceiling_efficiency') for c in cases
+                     if c.value('model_ceiling_efficiency') is not None]
+            bandwidth = [b for b in map(_bandwidth, cases) if b]
+            print(f'  {n:>6} {len(measured):>2} '
+                  f'{statistics.median(s for s, _ in measured):6.1f} '
+                  f'({", ".join(f"{s:.1f}" for s, _ in measured)}) '
+                  f'{statistics.median(model) if model else float("nan"):6.1f} '
+                  f'{statistics.median(r for _, r in measured):6.1f} '
+                  f'{statistics.median(bandwidth) if bandwidth else float("nan"):6.1f}')
+        if len({n for n, _, _ in runs}) < 3:
+            continue
+        # E(N) = E_inf - A / N^2, A = flattening x the DGEMM rate (GFLOP/s).
+        slope, limit = statistics.linear_regression([r / n ** 2 for n, _, r in runs],
+                                                    [share for _, share, _ in runs])
+        rate = statistics.median(r for _, _, r in runs)
+        flat = math.sqrt(max(-slope, 0) * rate / hpl_quick_size.QUICK_FLAT_POINTS)
+        print(f'  fitted: E(N) = {limit:.1f} - {-slope:.3g} x GFLOP/s / N^2 (the suite\'s: '
+              f'{hpl_quick_size.QUICK_FLATTENING:.3g}); within '
+              f'{hpl_quick_size.QUICK_FLAT_POINTS:g} points of it from N = {flat:.0f} at '
+              f'{rate:.1f} GFLOP/s')
+
+
+def _bandwidth(case):
+    """The bandwidth ceiling (GB/s) the model's figure names (`... at the bandwidth ceiling
+    (60.1 GB/s, ...`), or None."""
+    figure = case.figures.get('model_ceiling_efficiency')
+    match = re.search(r'bandwidth ceiling \(([\d.]+) GB/s', figure.how if figure else '')
+    return float(match.group(1)) if match else None
+
+
+def summary(var, mpis):
+    found = {}
+    for case in one_process_runs(var):
+        if not any(case.environ == m or case.environ.startswith(f'{m}-') for m in mpis):
+            continue
+        mpi = next(m for m in mpis if case.environ == m or case.environ.startswith(f'{m}-'))
+        blas = case_builds.stack_of(case).get('blas', case.environ)
+        found.setdefault((_mode(case), mpi, blas), []).append(case)
     if not found:
         sys.exit('no one-process HplCheck run in the results directory: see the output above')
     print(f'{"mode":<6} {"MPI":<10} {"BLAS":<28} {"runs":>4} {"N":>7} '

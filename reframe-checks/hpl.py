@@ -71,8 +71,9 @@ class HplBase(BenchmarkRun, SiteTuning):
     #: `tuning`: from 1/25 of it (T2K's tuning size); `quick`: 1/50, what `make run` uses
     #: by default (hpcbench.benchmarks.hpl.QUICK_MEMORY_FRACTION).
     sizing = variable(str, value='full')
-    #: `quick` in HplCheck: the seconds a solve takes at the DGEMM rate its job measures,
-    #: which sets N (hpcbench.benchmarks.hpl.QUICK_SOLVE_SECONDS).
+    #: `quick` in HplCheck: the most seconds a solve may take at the DGEMM rate its job
+    #: measures; N is where HPL's curve flattens within them (hpcbench.benchmarks.
+    #: hpl_quick_size; hpl.QUICK_SOLVE_SECONDS).
     solve_seconds = variable(float, value=hpl.QUICK_SOLVE_SECONDS)
     #: An explicit share of the nodes' memory for the matrix, instead of `sizing`.
     memory_fraction = variable(float, type(None), value=None)
@@ -340,8 +341,9 @@ class HplCheck(HplBase):
             self.input_files = {**self.input_files, 'HPL.dat': fp.read()}
         self.plan = replace(self.plan, inputs=replace(self.plan.inputs,
                                                       ns=(n,) * len(self.plan.inputs.ns)))
+        curve = hpl_quick_size.parse_curve(job_output(self))
         return (f', sized in the job for {seconds:g} s a solve at its DGEMM ceiling, '
-                f'{rate:g} GFLOP/s a node')
+                f'{rate:g} GFLOP/s a node' + (f' ({curve})' if curve else ''))
 
 
     @performance_function('GFLOP/s')

@@ -353,13 +353,11 @@ def test_quick_sizes_are_steps_of_whole_granules_up_to_a_quarter_of_the_memory()
     assert sizes[-1] >= 8 * 192 * 2
 
 
-def test_the_size_for_a_rate_is_the_largest_within_the_time_and_a_faster_node_gets_more():
+def test_the_size_for_a_rate_is_within_the_time_and_a_faster_node_gets_more():
     sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
     slow, fast = (hpl_quick_size.size_for_rate(sizes, rate * 1e9) for rate in (100, 215))
     for n, rate in ((slow, 100e9), (fast, 215e9)):
         assert hpl.flop_count(n) / rate <= hpl.QUICK_SOLVE_SECONDS
-        bigger = [s for s in sizes if s > n]
-        assert not bigger or hpl.flop_count(min(bigger)) / rate > hpl.QUICK_SOLVE_SECONDS
     assert fast > slow
     # A rate too small for any size gets the smallest; a small change keeps the same N.
     assert hpl_quick_size.size_for_rate(sizes, 1e6) == min(sizes)
@@ -391,6 +389,61 @@ def test_the_jobs_sizing_step_chooses_by_the_dgemm_rate_and_rewrites_only_the_ns
         # Only the Ns line changed: every other line is what the check wrote.
         written = (tmp_path / 'HPL.dat').read_text()
         assert written == hpl_input_file.hpl_dat(hpl.Inputs((n,) * 3, ((1, 2),)))
+
+
+def test_the_size_where_hpl_s_curve_flattens_is_the_smallest_flat_one_within_the_budget():
+    """At the rates this project measured (84 to 110 GFLOP/s) the curve is flat within the
+    30-s budget: the smallest size from there, not the budget's largest; a faster node's
+    flattens further out, and one whose curve flattens past its budget (a 4-s budget, as
+    the end-to-end tests give) runs the budget's largest."""
+    sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
+    chosen = {}
+    for rate in (84e9, 110e9):
+        n = chosen[rate] = hpl_quick_size.size_for_rate(sizes, rate)
+        flat = hpl_quick_size.flat_size(rate)
+        assert n >= flat and not [s for s in sizes if flat <= s < n]
+        assert hpl.flop_count(n) / rate <= hpl.QUICK_SOLVE_SECONDS
+    # At 84 GFLOP/s a size below the budget's largest (14,400 of 15,168: 24 s a solve).
+    assert chosen[84e9] < max(s for s in sizes if hpl.flop_count(s) / 84e9 <= 30)
+    assert chosen[110e9] > chosen[84e9]
+    # At 86.5 GFLOP/s the fitted curve is within 2 points of its limit from N = 14,260.
+    assert hpl_quick_size.flat_size(86.5e9) == pytest.approx(14260, abs=10)
+    budgeted = hpl_quick_size.size_for_rate(sizes, 100e9, seconds=4)
+    assert budgeted < hpl_quick_size.flat_size(100e9)
+    assert budgeted == max(s for s in sizes if hpl.flop_count(s) / 100e9 <= 4)
+    # Where nothing fits the budget, the smallest size still.
+    assert hpl_quick_size.size_for_rate(sizes, 1e6) == min(sizes)
+
+
+def test_the_jobs_sizing_step_says_where_on_hpl_s_curve_its_size_lies(tmp_path):
+    """On a real dgemm-rate output (108.862 GFLOP/s): within a 30-s budget the curve is
+    flat; within 4 s it is not, and the line says how far below its limit the fitted curve
+    puts N; the size line reads as before."""
+    real = (FIXTURES / 'dgemm' / 'local-2-cores.out').read_text()
+    sizes = hpl.quick_sizes(LOCAL, 1, 192, 1, 2)
+    flat = hpl_quick_size.flat_size(108.862e9)
+    for seconds in (30, 4):
+        (tmp_path / 'dgemm-rate.out').write_text(real)
+        (tmp_path / 'HPL.dat').write_text(hpl_input_file.hpl_dat(hpl.Inputs((min(sizes),),
+                                                                             ((1, 2),))))
+        done = subprocess.run(
+            [sys.executable, '-m', 'hpcbench.benchmarks.hpl_quick_size', 'size',
+             'dgemm-rate.out', 'HPL.dat', *map(str, sizes), '--seconds', str(seconds)],
+            cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        n, budget, rate = hpl_quick_size.parse_size(done.stdout)
+        assert (budget, rate) == (seconds, 108.862)
+        assert n == hpl_quick_size.size_for_rate(sizes, 108.862e9, seconds)
+        curve = hpl_quick_size.parse_curve(done.stdout)
+        assert curve.startswith(f"HPL's curve flat (within 2 points of its limit) from "
+                                f'N = {flat:.0f} at 108.862 GFLOP/s')
+        if seconds == 4:
+            below = hpl_quick_size.QUICK_FLATTENING * 108.862 / n ** 2
+            assert n < flat and curve.endswith(
+                f'past the 4-s budget: N = {n} is {below:.1f} points below it')
+        else:
+            assert n >= flat and 'past' not in curve
+        assert (tmp_path / 'HPL.dat').read_text().splitlines()[5].startswith(f'{n} ')
 
 
 @pytest.mark.parametrize('broken', ['', 'dgemm-rate: N=4352 repeats=3\n',

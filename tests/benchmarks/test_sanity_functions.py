@@ -9,7 +9,8 @@ import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
 from conftest import FIXTURES, check_classes_of, described_partition
-from hpcbench.benchmarks import ceilings, hpl, hpl_input_file, hpl_model, imb, stream
+from hpcbench.benchmarks import (ceilings, hpl, hpl_input_file, hpl_model, hpl_quick_size, imb,
+                                 stream)
 from hpcbench.core.node import Node
 from hpcbench.rfm import partition
 from hpcbench.rfm.plugins import Samples
@@ -325,6 +326,20 @@ def test_a_quick_hpl_check_reads_the_n_its_job_chose(check_classes, tmp_path):
     assert test.aggregation['update_gflops'].startswith('median of 3 solve(s)')
     assert test.samples['update_ceiling_efficiency'][0] == pytest.approx(
         100 * 106.189 / 107.399, abs=0.01)
+
+
+def test_a_quick_hpl_check_says_where_its_n_lay_on_hpl_s_curve(check_classes, tmp_path):
+    """The sizing line as the job now writes it, with where its N lies on HPL's curve at
+    this job's DGEMM rate: the solves' aggregation carries it."""
+    curve = hpl_quick_size.curve_words(14400, 107.399e9, 20)
+    output = HPL_SIZED_OUTPUT.read_text()
+    line = next(l for l in output.splitlines() if l.startswith('hpl-size: '))
+    test = _sized_test(check_classes, tmp_path, output.replace(line, f'{line}; {curve}'))
+    assert sn.evaluate(check_classes['HplCheck'].residuals_passed(test))
+    assert test.aggregation['gflops'] == (
+        'best of 3 solve(s) of N=14400, sized in the job for 20 s a solve at its DGEMM '
+        f'ceiling, 107.399 GFLOP/s a node ({curve})')
+    assert curve.endswith('past the 20-s budget: N = 14400 is 2.4 points below it')
 
 
 @pytest.mark.parametrize('broken, message', [

@@ -37,8 +37,9 @@ TUNING_MEMORY_FRACTION = 0.04
 # Quick mode's size where no DGEMM rate sizes it (an HPL job without one, -S sizing=quick
 # on HplNodeScreen): half of T2K's tuning size.
 QUICK_MEMORY_FRACTION = 0.02
-# Quick mode's size in HplCheck's job (make run): the N whose solve takes QUICK_SOLVE_SECONDS
-# at the DGEMM rate measured in the job just before HPL, so that a fast node gets the N that
+# Quick mode's size in HplCheck's job (make run): a solve takes at most QUICK_SOLVE_SECONDS
+# at the DGEMM rate measured in the job just before HPL (within that budget the N where HPL's
+# curve flattens: hpl_quick_size), so that a fast node gets the N that
 # measures it and a slow one stays quick (a fixed 1/50 of the memory, N = 7872 here, gave
 # OpenBLAS 0.3.28 at 215 GFLOP/s 81 % of its ceiling against 90 to 94 % for the slower
 # libraries). HPL's share of the DGEMM rate grows with N, and faster a BLAS needs a larger
@@ -424,14 +425,14 @@ def plan(node, num_nodes, ranks_per_node, tuning=Tuning(), fraction=None, n=None
 def run_words(plan, sizes, solve_seconds, layout_words):
     """(what makes two runs of `plan` the same test case, in words; the largest N its job may
     choose). Where the job sizes N itself from its DGEMM rate (`sizes`, the Ns it chooses
-    among, for `solve_seconds` a solve), the sizing rule, not an N."""
+    among, at most `solve_seconds` a solve: hpl_quick_size), the sizing rule, not an N."""
     inputs = plan.inputs
     (p, q), = inputs.grids
     nbs = inputs.tuning.nbs
     largest = max(sizes or inputs.ns)
     if sizes:
-        size = (f'N for {solve_seconds:g} s a solve at the DGEMM ceiling ({min(sizes)} to '
-                f'{largest})')
+        size = (f'N where HPL\'s curve flattens, at most {solve_seconds:g} s a solve at the DGEMM '
+                f'ceiling ({min(sizes)} to {largest})')
         memory = f'memory<={memory_needed(largest, max(nbs), p, q) / GIB:.1f}GiB'
     else:
         size, memory = f'N={inputs.ns[0]}', f'memory={plan.memory_bytes / GIB:.1f}GiB'
