@@ -1,9 +1,8 @@
 """Quick mode's HPL size, chosen in the job (`python -m hpcbench.benchmarks.hpl_quick_size
 size`) from the DGEMM rate the job measured just before (hpcbench.benchmarks.dgemm verifies
-it): the N where HPL's efficiency curve flattens at that rate, if a solve of it takes at
-most QUICK_SOLVE_SECONDS, else the largest N that does,
-among hpl.quick_sizes, written into HPL.dat's Ns line. Standard library only: it runs on
-the node."""
+it): among hpl.quick_sizes, the N where HPL's efficiency curve flattens at that rate if a
+solve of it takes at most QUICK_SOLVE_SECONDS, else the largest N that does, written into
+HPL.dat's Ns line. Standard library only: it runs on the node."""
 import argparse
 import math
 import re
@@ -23,7 +22,9 @@ from hpcbench.benchmarks.hpl_input_file import with_size
 # memory traffic). Quick mode runs the smallest size within QUICK_FLAT_POINTS of E_inf,
 # N >= sqrt(A / QUICK_FLAT_POINTS): a larger N costs time (N^3) and buys less than two
 # runs of one N differ on a shared node; where that N does not fit the time budget, the
-# largest that does, and the job says how far below E_inf the fitted curve puts it.
+# largest that does, and the job says how far below E_inf the fitted curve puts it. Fitted
+# on one process; a job of several nodes takes their summed rate (their panels' broadcasts
+# add to the same per-panel term), which no measurement here has checked.
 QUICK_FLATTENING = 4.7e6
 QUICK_FLAT_POINTS = 2.0
 QUICK_FLATTENING_MEASURED = (
