@@ -22,7 +22,7 @@ QUICK_FLAT_POINTS of E_inf.
 
     .venv/bin/python perf/hpl_efficiency.py [--repeat 5] [--mpi openmpi,mpich] [--full]
                                             [--var DIR] [--no-run]
-    .venv/bin/python perf/hpl_efficiency.py --curve 8064,12096,16128,20160,24192 --repeat 2
+    .venv/bin/python perf/hpl_efficiency.py --curve 7872,11712,15552,19392,23232 --repeat 2
                                             [--environs openmpi,openmpi-openblas-spack]
 """
 import argparse
@@ -135,19 +135,19 @@ def curve_summary(var, environs):
               'DGEMM GFLOP/s, bandwidth ceiling GB/s')
         runs = []                       # (N, % of the ceiling, DGEMM GFLOP/s) of each run
         for n, cases in sorted(by_n.items()):
-            measured = [(c.value('ceiling_efficiency'), c.value('dgemm_ceiling')) for c in cases
+            shares = [(c.value('ceiling_efficiency'), c.value('dgemm_ceiling')) for c in cases
                         if c.value('ceiling_efficiency') is not None]
-            if not measured:
+            if not shares:
                 continue
-            runs += [(n, share, rate) for share, rate in measured]
+            runs += [(n, share, rate) for share, rate in shares]
             model = [c.value('model_ceiling_efficiency') for c in cases
                      if c.value('model_ceiling_efficiency') is not None]
             bandwidth = [b for b in map(_bandwidth, cases) if b]
-            print(f'  {n:>6} {len(measured):>2} '
-                  f'{statistics.median(s for s, _ in measured):6.1f} '
-                  f'({", ".join(f"{s:.1f}" for s, _ in measured)}) '
+            print(f'  {n:>6} {len(shares):>2} '
+                  f'{statistics.median(s for s, _ in shares):6.1f} '
+                  f'({", ".join(f"{s:.1f}" for s, _ in shares)}) '
                   f'{statistics.median(model) if model else float("nan"):6.1f} '
-                  f'{statistics.median(r for _, r in measured):6.1f} '
+                  f'{statistics.median(r for _, r in shares):6.1f} '
                   f'{statistics.median(bandwidth) if bandwidth else float("nan"):6.1f}')
         if len({n for n, _, _ in runs}) < 3:
             continue
