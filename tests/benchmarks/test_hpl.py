@@ -435,12 +435,13 @@ def test_the_jobs_sizing_step_says_where_on_hpl_s_curve_its_size_lies(tmp_path):
         assert (budget, rate) == (seconds, 108.862)
         assert n == hpl_quick_size.size_for_rate(sizes, 108.862e9, seconds)
         curve = hpl_quick_size.parse_curve(done.stdout)
-        assert curve.startswith(f"HPL's curve flat (within 2 points of its limit) from "
-                                f'N = {flat:.0f} at 108.862 GFLOP/s')
+        assert curve.startswith(f"HPL's curve as the suite fitted it: within 2 points of "
+                                f'its limit from N = {flat:.0f} at 108.862 GFLOP/s')
         if seconds == 4:
             below = hpl_quick_size.QUICK_FLATTENING * 108.862 / n ** 2
             assert n < flat and curve.endswith(
-                f'past the 4-s budget: N = {n} is {below:.1f} points below it')
+                f'past the 4-s budget: by that curve N = {n} is {below:.1f} points below its '
+                'limit')
         else:
             assert n >= flat and 'past' not in curve
         assert (tmp_path / 'HPL.dat').read_text().splitlines()[5].startswith(f'{n} ')

@@ -339,7 +339,8 @@ def test_a_quick_hpl_check_says_where_its_n_lay_on_hpl_s_curve(check_classes, tm
     assert test.aggregation['gflops'] == (
         'best of 3 solve(s) of N=14400, sized in the job for 20 s a solve at its DGEMM '
         f'ceiling, 107.399 GFLOP/s a node ({curve})')
-    assert curve.endswith('past the 20-s budget: N = 14400 is 2.4 points below it')
+    assert curve.endswith('past the 20-s budget: by that curve N = 14400 is 2.4 points '
+                          'below its limit')
 
 
 @pytest.mark.parametrize('broken, message', [

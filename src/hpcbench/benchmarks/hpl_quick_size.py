@@ -17,23 +17,21 @@ from hpcbench.benchmarks.hpl_input_file import with_size
 # approaches its limit as E(N) = E_inf - A / N^2, A = QUICK_FLATTENING x the DGEMM rate
 # (GFLOP/s): what a solve spends beside its N^3 arithmetic once per panel (N / NB of them)
 # is a loss that shrinks as 1 / N^2 and grows with the rate, so that a faster BLAS needs a
-# larger N for the same share. Fitted to HPL's curve (QUICK_FLATTENING_MEASURED: this form
-# fitted it best, against A / N and A x DGEMM / bandwidth / N, the row swaps' and panels'
+# larger N for the same share. Fitted to HPL's curve (below: this form fitted it best, against A / N and A x DGEMM / bandwidth / N, the row swaps' and panels'
 # memory traffic). Quick mode runs the smallest size within QUICK_FLAT_POINTS of E_inf,
 # N >= sqrt(A / QUICK_FLAT_POINTS): a larger N costs time (N^3) and buys less than two
 # runs of one N differ on a shared node; where that N does not fit the time budget, the
 # largest that does, and the job says how far below E_inf the fitted curve puts it. Fitted
 # on one process; a job of several nodes takes their summed rate (their panels' broadcasts
 # add to the same per-panel term), which no measurement here has checked.
+# Measured: HPL's curve on Zen 3 (2 cores, one process, NB 192, 2026-12-06,
+# perf/hpl_efficiency.py --curve, N = 7872 to 23232, MKL 2025.3 and OpenBLAS 0.3.28, each N
+# in a job of its own with its own DGEMM ceiling of 84 to 90 GFLOP/s, twice): one A / rate
+# for both, 4.70e6, E_inf 95.1 and 95.2 %; medians by N 88.6, 92.0, 93.4, 94.7, 93.8 %
+# (MKL) and 88.1, 92.3, 95.4, 94.4, 90.7 % (OpenBLAS); two runs of one N differed by 1.2 to
+# 8.1 points (median 3.4).
 QUICK_FLATTENING = 4.7e6
 QUICK_FLAT_POINTS = 2.0
-QUICK_FLATTENING_MEASURED = (
-    'HPL\'s curve on Zen 3 (2 cores, one process, NB 192, 2026-12-06, perf/hpl_efficiency.py '
-    '--curve: N = 7872 to 23232, MKL 2025.3 and OpenBLAS 0.3.28, each N in a job of its own '
-    'with its own DGEMM ceiling, 84 to 90 GFLOP/s, twice): one A / rate for both, 4.70e6, '
-    'E_inf 95.1 and 95.2 %; medians by N 88.6, 92.0, 93.4, 94.7, 93.8 % (MKL) and 88.1, '
-    '92.3, 95.4, 94.4, 90.7 % (OpenBLAS); two runs of one N differed by 1.2 to 8.1 points '
-    '(median 3.4)')
 
 
 def flat_size(rate_flops, points=QUICK_FLAT_POINTS):
@@ -52,14 +50,15 @@ def size_for_rate(sizes, rate_flops, seconds=QUICK_SOLVE_SECONDS):
 
 def curve_words(n, rate_flops, seconds):
     """Where N lies on HPL's curve at `rate_flops`, in words (the job prints them after its
-    size)."""
+    size): the suite's fitted curve, not one measured on this node, and said so."""
     flat = flat_size(rate_flops)
-    where = (f'HPL\'s curve flat (within {QUICK_FLAT_POINTS:g} points of its limit) from '
-             f'N = {flat:.0f} at {rate_flops / 1e9:g} GFLOP/s')
+    where = (f'HPL\'s curve as the suite fitted it: within {QUICK_FLAT_POINTS:g} points of its '
+             f'limit from N = {flat:.0f} at {rate_flops / 1e9:g} GFLOP/s')
     if n >= flat:
         return where
     below = QUICK_FLATTENING * rate_flops / 1e9 / n ** 2
-    return f'{where}, past the {seconds:g}-s budget: N = {n} is {below:.1f} points below it'
+    return (f'{where}, past the {seconds:g}-s budget: by that curve N = {n} is {below:.1f} '
+            'points below its limit')
 
 
 # The in-job sizing (quick mode): the DGEMM ceiling's output it reads, the line it prints.
