@@ -539,10 +539,14 @@ def test_detecting_externals_builds_spacks_index_where_the_concretization_reads_
         scope = Path(env['SPACK_USER_CONFIG_PATH'])
         assert scope != real_scope and args[:2] == ('external', 'find')
         seen.update(yaml.safe_load((scope / 'config.yaml').read_text())['config'])
+        seen['files'] = sorted(p.name for p in scope.iterdir())
         (scope / 'packages.yaml').write_text('packages:\n  gmake:\n    externals: []\n')
 
     monkeypatch.setattr(bootstrap, 'run_spack', scratch_spack)
     assert bootstrap.spack_external_find(found, 'gmake') == {'gmake': {'externals': []}}
     used = yaml.safe_load((real_scope / 'config.yaml').read_text())['config']
     assert seen['misc_cache'] == used['misc_cache'] == str(empty_cache / 'spack-misc-cache')
+    # Every file of the user scope, whichever the set-up writes (mirrors.yaml here too).
+    assert seen['files'] == sorted(p.name for p in real_scope.iterdir()), seen['files']
+    assert 'mirrors.yaml' in seen['files']
     assert not (real_scope / 'packages.yaml').exists()

@@ -143,9 +143,9 @@ def spack_config_files(found, mirror, buildcache=None):
             f'  source_cache: {cache / "spack-source-cache"}\n'
             f'  misc_cache: {cache / "spack-misc-cache"}\n'
             # build_jobs is Spack's own: this machine's cores, at most 16. Three builds at
-            # once: their serial autoreconf and configure run beside the others' compiles
-            # (most of our 40-odd builds are 20-30 s, half of it serial); a cold install on
-            # 2 cores took 367 s with three against 386 with two (2026-12-06).
+            # once: one's serial autoreconf and configure (10 to 18 s of HPL's and IOR's 20
+            # to 55) run beside the others' compiles; a cold install on 2 cores took 367 s
+            # with three against 386 with two (one run each, 2026-12-06).
             '  concurrent_packages: 3\n'
         ),
         'bootstrap.yaml': ('bootstrap:\n  trusted:\n    github-actions-v2: false\n'
@@ -199,13 +199,15 @@ def run_spack(found, *args, quiet=False, env=None, stderr=None):
 
 def spack_external_find(found, *args):
     """What `spack external find <args>` detects, as packages.yaml's `packages` (written to a
-    scratch user scope, so that nothing else lands in it). The scope keeps config.yaml: the
-    package index Spack builds on its first run (83 to 93 s here) lands in the misc cache
-    the concretization reads, not in a second one that has it built again."""
+    scratch user scope, so that nothing else lands in it). The scratch scope is the user
+    scope less its packages.yaml: Spack runs as every other command of the set-up runs it,
+    so that the package index it builds on its first run (83 to 93 s on 2 cores) lands in
+    the misc cache the concretization reads, not in a second one that has it built again."""
     config_dir = Path(spack.isolated_environment(found)['SPACK_USER_CONFIG_PATH'])
     with tempfile.TemporaryDirectory() as scratch:
-        for name in ('repos.yaml', 'bootstrap.yaml', 'config.yaml'):
-            shutil.copy(config_dir / name, scratch)
+        for path in config_dir.glob('*.yaml'):
+            if path.name != 'packages.yaml':
+                shutil.copy(path, scratch)
 
         run_spack(found, 'external', 'find', '--scope', 'user', *args, quiet=True,
                   env={'SPACK_USER_CONFIG_PATH': scratch})
