@@ -31,9 +31,12 @@ CONTRACT = {'system': 'testbed', 'about': 'HPL on every node, watched', 'entries
                   'tolerance': 0.05},
     'statistic': {'median_of': 3},
     'run_rules': {'settings': {'memory_fraction': 0.002}},
-    # From 10 % worse, as the testbed's contract watches: a healthy node's cycle wanders
-    # further than 5 % (contracts/testbed.yaml).
-    'watch': {'period': '1m', 'action': 'drain', 'streak': 3, 'min_effect': 0.1},
+    # From 25 % worse: a healthy node's runs here wander from its three accepted ones by
+    # more than the testbed's contract's 10 %, since that baseline is itself a draw of
+    # three (n2 accepted at 47.7 GFLOP/s, runs 36 to 49, then re-tested healthy 19 % below
+    # it; n2 and n4 of CI runs 15 % below, at p = 0.005, 2026-12-06). The slow node's
+    # runs are over 90 % worse.
+    'watch': {'period': '1m', 'action': 'drain', 'streak': 3, 'min_effect': 0.25},
     'source': {'kind': 'procurement', 'cite': 'a test of the suite'},
     'fault': {'code': 'HPL-NODE', 'action': 'drain it; check its CPU share'}}]}
 
@@ -111,8 +114,8 @@ def test_a_slow_node_is_drained_and_once_repaired_re_tested_in_a_reservation_and
                    env=env, check=True, timeout=60)
     said = cycle(0)
     if records[-1]['returned']['n2'].startswith('drained again'):
-        # Kept drained by chance (3.5 % of healthy nodes: watch_record.RETEST_RUNS): the
-        # site marks it repaired again, as it would.
+        # Kept drained by chance (watch_record.RETEST_RUNS): the site marks it repaired
+        # again, as it would.
         subprocess.run(['scontrol', 'update', 'NodeName=n2', 'Reason=hpcbench: repaired'],
                        env=env, check=True, timeout=60)
         said = cycle(0)
