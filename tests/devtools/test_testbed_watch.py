@@ -31,12 +31,12 @@ CONTRACT = {'system': 'testbed', 'about': 'HPL on every node, watched', 'entries
                   'tolerance': 0.05},
     'statistic': {'median_of': 3},
     'run_rules': {'settings': {'memory_fraction': 0.002}},
-    # From 25 % worse: a healthy node's runs here wander from its three accepted ones by
+    # From 30 % worse: a healthy node's runs here wander from its three accepted ones by
     # more than the testbed's contract's 10 %, since that baseline is itself a draw of
     # three (n2 accepted at 47.7 GFLOP/s, runs 36 to 49, then re-tested healthy 19 % below
-    # it; n2 and n4 of CI runs 15 % below, at p = 0.005, 2026-12-06). The slow node's
-    # runs are over 90 % worse.
-    'watch': {'period': '1m', 'action': 'drain', 'streak': 3, 'min_effect': 0.25},
+    # it; n2 and n4 of CI runs 15 % below, at p = 0.005, 2026-12-06; healthy cycles up to
+    # 20 % worse). The slow node's runs are over 90 % worse.
+    'watch': {'period': '1m', 'action': 'drain', 'streak': 3, 'min_effect': 0.3},
     'source': {'kind': 'procurement', 'cite': 'a test of the suite'},
     'fault': {'code': 'HPL-NODE', 'action': 'drain it; check its CPU share'}}]}
 
