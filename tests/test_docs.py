@@ -149,6 +149,8 @@ def test_the_index_lists_every_page_of_the_nav():
 
 def test_the_report_page_shows_the_report(docs_copy, tmp_path):
     assert '](img/report.png)' in (ROOT / 'docs' / 'report.md').read_text()
+    assert '](img/acceptance-page.png)' in (ROOT / 'docs' / 'acceptance.md').read_text()
+    assert (ROOT / 'docs' / 'img' / 'acceptance-page.png').read_bytes()[:4] == b'\x89PNG'
     built = _build(docs_copy, tmp_path / 'site')
     assert built.returncode == 0, built.stderr[-3000:]
     page = (tmp_path / 'site' / 'report' / 'index.html').read_text()

@@ -73,8 +73,10 @@ def test_the_directory_holds_the_verdicts_and_what_they_stand_on(tmp_path):
     assert 'hpcbench acceptance: mycluster' in page and 'bad DIMM in slot 3' in page
     summary = (directory / acceptance_page.MARKDOWN).read_text()
     assert f"The system's verdict against {directory / states.CONTRACT_COPY} **FAIL**." in summary
-    assert '| node n4 | batch | hpl-node | **NOT_RUN** |' in summary
-    assert 'RFP 2026-04, annex B, B.3.1' in summary
+    # Out of service: one row of the node, not one per entry; its source cited once.
+    assert '| node n4 | batch | 1 entry | NOT_RUN |' in summary
+    assert '| \\[1\\] | procurement | RFP 2026-04, annex B | B.3.1 |' in summary
+    assert (directory / 'plots' / 'grid-node.svg').read_text().count('<svg') == 1
 
 
 def test_verify_passes_and_names_one_byte_changed_in_a_session_or_the_contract(tmp_path):

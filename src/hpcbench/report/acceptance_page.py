@@ -1,21 +1,27 @@
 """The acceptance report, one page to sign off (acceptance.html, and acceptance.md beside
-it): the system's verdict at a glance and the counts, every failing, invalid, not-run or
-slow node, GPU or pair with its figure, the committed value and its source, the cause and
-what to do; each node's GPU-pair matrix of each GPU-pair entry; every unit's verdict; the
-nodes out of service; the contract. Built as report sections (hpcbench.report.sections)
-and written by the report's own renderers; what is judged was judged in
-hpcbench.acceptance.judgement."""
+it, the same content): first the system's verdict as a banner with its counts and one
+sentence naming what failed, then every unit in one picture (hpcbench.report.
+acceptance_grid), the failing, invalid, not-run and slow nodes, GPUs and pairs worst first
+with their figure, the committed value, the cause and what to do; then each entry's
+verdict, the sources cited once (numbered), each node's GPU-pair matrix, the node pairs'
+blame, the nodes out of service, every unit, and the contract as the site wrote it. Built as
+report sections (hpcbench.report.sections) and written by the report's own renderers; what
+is judged was judged in hpcbench.acceptance.judgement."""
 import datetime
-from pathlib import Path
 
 from hpcbench.acceptance import scopes
 from hpcbench.acceptance.judgement import FAILING, VERDICTS, system_verdict
-from hpcbench.core import device_keys
-from hpcbench.report import html_page, markdown_summary
+from hpcbench.core import device_keys, paths, slurm_cluster
+from hpcbench.report import acceptance_grid, html_page, markdown_summary
 from hpcbench.report.sections import Report, Section, Table
 
 MARKDOWN, HTML = 'acceptance.md', 'acceptance.html'
 _CLASS = {'PASS': 'pass', 'WARN': '', 'FAIL': 'fail', 'INVALID': 'fail', 'NOT_RUN': 'fail'}
+# Nodes and figures the verdict's sentence names before it counts the rest.
+NAMED_IN_SENTENCE = 6
+FIGURES_IN_SENTENCE = 3
+# The largest contract text the page shows as written.
+MAX_CONTRACT_TEXT = 1 << 20
 
 
 def _number(value):
@@ -38,33 +44,164 @@ def _what(entry):
     return f'{entry.check} {entry.figure}'
 
 
-def _entries_table(verdicts):
-    rows, classes = [], []
+def _cited(source):
+    """What a source's number stands for: its kind, citation and clause (a baseline's
+    sessions, a datasheet); the figure an entry takes of it is the entry's own."""
+    return source.kind, source.cite, source.clause
+
+
+def sources(verdicts, entries=()):
+    """{(kind, cite, clause): its number}, numbered in the order the entries judged (then
+    those of the contract, `entries`) cite them: each source (a procurement clause, a
+    datasheet, a paper, baseline sessions) cited once."""
+    numbers = {}
+    for entry in [e.entry for e in verdicts] + list(entries):
+        numbers.setdefault(_cited(entry.source), len(numbers) + 1)
+    return numbers
+
+
+def _source_cell(source, numbers):
+    """`[2]`, and the figure the entry takes of it where it takes one (`[2] 0.5 x 28.83`)."""
+    taken = ('' if source.figure is None else f' {source.factor:g} x {source.figure:.4g}'
+             if source.factor is not None else f' {source.figure:.4g}')
+    return f'[{numbers[_cited(source)]}]{taken}'
+
+
+def _sources_table(numbers):
+    return Table(('', 'kind', 'cite', 'clause'), tuple(
+        (f'[{n}]', kind, cite, clause or '-') for (kind, cite, clause), n in numbers.items()))
+
+
+def _entry_class(e):
+    """An entry's row: failed where a unit failed or was invalid; grey where it failed only
+    for units that did not run; green where it passed."""
+    counts = e.counts()
+    if counts['FAIL'] or counts['INVALID']:
+        return 'fail'
+    return {'NOT_RUN': 'notrun', 'FAIL': 'notrun', 'PASS': 'pass'}.get(e.verdict, '')
+
+
+def _entries_table(verdicts, numbers):
+    rows = []
     for e in verdicts:
         counts = e.counts()
         rows.append((e.entry.id, _what(e.entry), str(e.entry.scope),
-                     e.entry.committed.words(), e.entry.source.words(), _rule(e.entry),
-                     *(str(counts[v]) for v in VERDICTS),
+                     e.entry.committed.words(), _source_cell(e.entry.source, numbers), _rule(e.entry),
+                     ', '.join(f'{counts[v]} {v}' for v in VERDICTS if counts[v]) or 'no unit',
                      str(sum(bool(u.slow) for u in e.units)), e.verdict, e.reason))
-        classes.append(_CLASS[e.verdict])
-    return Table(('entry', 'figure', 'scope', 'committed', 'source', 'rule', *VERDICTS, 'slow',
-                  'verdict', 'why'), tuple(rows), row_classes=tuple(classes), strong=12)
+    return Table(('entry', 'figure', 'scope', 'committed', 'source', 'rule', 'units', 'slow',
+                  'verdict', 'why'), tuple(rows),
+                 row_classes=tuple(_entry_class(e) for e in verdicts), strong=8)
 
 
-def _failing_table(verdicts):
-    rows, classes = [], []
-    for e in verdicts:
-        for u in e.units:
-            if u.verdict not in FAILING and not u.slow:
+def _met_by(entry, median):
+    """How far a median meets its committed value, smaller worse (1 where it cannot say)."""
+    value = entry.committed.value
+    if median is None:
+        return 0.0
+    if isinstance(value, str) or isinstance(median, str) or not value or not median:
+        return 1.0
+    return median / value if entry.committed.direction == 'at_least' else value / median
+
+
+def _worst_first(verdicts, out_of_service):
+    """(EntryVerdict, UnitVerdict, state) of every failing, invalid, not-run or slow unit,
+    worst first: FAIL, INVALID, NOT_RUN, out of service, then slow; within each the one
+    furthest from its committed value first."""
+    found = [(e, u, acceptance_grid.state(u, out_of_service)) for e in verdicts
+             for u in e.units if u.verdict in FAILING or u.slow]
+    return sorted(found, key=lambda f: (
+        acceptance_grid.STATES.index(f[2]) if f[1].verdict in FAILING else len(
+            acceptance_grid.STATES), _met_by(f[0].entry, f[1].median),
+        slurm_cluster.natural_key(acceptance_grid.label(f[1].unit)), f[0].entry.id))
+
+
+def _failing_table(verdicts, out_of_service, numbers):
+    """The failing, invalid, not-run and slow units worst first; a node out of service is
+    one row (every entry it did not run), not one per entry."""
+    rows, classes, outs = [], [], {}
+    for e, u, state in _worst_first(verdicts, out_of_service):
+        if state == 'OUT' and u.unit.node in out_of_service and u.unit.node == u.unit.key:
+            outs.setdefault(u.unit.node, []).append(e)
+            if len(outs[u.unit.node]) > 1:
                 continue
-            cause = u.reason + (f'; slow beside its peers: {u.slow}' if u.slow else '') + (
-                f'; the hardware said: {u.hardware}' if u.hardware else '')
-            rows.append((str(u.unit), u.unit.partition, e.entry.id, u.verdict,
-                         _number(u.median), e.entry.committed.words(), e.entry.source.words(),
-                         cause, f'{e.entry.fault_code}: {e.entry.action}'))
-            classes.append(_CLASS[u.verdict] if u.verdict in FAILING else '')
+            rows.append(u.unit.node)       # filled in below, once its entries are counted
+            classes.append('notrun')
+            continue
+        cause = u.reason + (f'; slow beside its peers: {u.slow}' if u.slow else '') + (
+            f'; the hardware said: {u.hardware}' if u.hardware else '')
+        rows.append((str(u.unit), u.unit.partition, e.entry.id, u.verdict,
+                     _number(u.median), e.entry.committed.words(),
+                     _source_cell(e.entry.source, numbers), cause,
+                     f'{e.entry.fault_code}: {e.entry.action}'))
+        classes.append(_CLASS[u.verdict] if u.verdict in FAILING else '')
+    for i, row in enumerate(rows):
+        if isinstance(row, str):
+            entries = outs[row]
+            rows[i] = (f'node {row}', ', '.join(sorted({p for e in entries for p in (
+                u.unit.partition for u in e.units if u.unit.node == row)})),
+                f'{len(entries)} entr{"y" if len(entries) == 1 else "ies"}', 'NOT_RUN', '-',
+                '-', '-', f'out of service: {out_of_service[row]}',
+                'return it to service and run the acceptance again: it resumes and runs '
+                'only what is missing')
     return Table(('unit', 'partition', 'entry', 'verdict', 'median', 'committed', 'source',
                   'cause', 'what to do'), tuple(rows), row_classes=tuple(classes), strong=3)
+
+
+def _figures_words(figures):
+    figures = list(dict.fromkeys(figures))
+    if len(figures) > FIGURES_IN_SENTENCE:
+        figures = figures[:FIGURES_IN_SENTENCE] + [
+            f'{len(figures) - FIGURES_IN_SENTENCE} more']
+    return _and(figures)
+
+
+def _and(words):
+    words = list(words)
+    return words[0] if len(words) == 1 else f'{", ".join(words[:-1])} and {words[-1]}'
+
+
+def sentence(verdicts, out_of_service, blame=None):
+    """What failed, in one sentence: each node (or unit without one) with a problem, worst
+    first, the figures it fails, is invalid in, did not run and is slow in, and whether the
+    node pairs blame it; the nodes out of service; NAMED_IN_SENTENCE of them, the rest
+    counted. 'Every one of N units met its entry.' where nothing failed."""
+    blame = blame or {}
+    said, order = {}, []
+    for e, u, state in _worst_first(verdicts, out_of_service):
+        if state == 'OUT' or (e.entry.scope.blamed_in_pairs and any(
+                n in blame for n in u.unit.nodes)):
+            continue            # said as out of service, or as blamed by the pairs
+        who = u.unit.node or str(u.unit)
+        if who not in said:
+            said[who] = {'fails': [], 'is invalid in': [], 'did not run': [],
+                         'is slow in': []}
+            order.append(who)
+        how = ('fails' if u.verdict == 'FAIL' else 'is invalid in' if u.verdict == 'INVALID'
+               else 'did not run' if u.verdict == 'NOT_RUN' else 'is slow in')
+        said[who][how].append(e.entry.figure)
+    for node in sorted(blame, key=slurm_cluster.natural_key):
+        if node not in said:
+            said[node] = {}
+            order.append(node)
+    parts = []
+    for who in order[:NAMED_IN_SENTENCE]:
+        doing = [f'{how} {_figures_words(figures)}' for how, figures in said[who].items()
+                 if figures]
+        if who in blame:
+            doing.append('is blamed by node pairs')
+        parts.append(f'{who} {_and(doing)}')
+    if len(order) > NAMED_IN_SENTENCE:
+        parts.append(f'{len(order) - NAMED_IN_SENTENCE} more units have problems (listed '
+                     'below)')
+    units = {n for e in verdicts for u in e.units for n in u.unit.nodes}
+    out = sorted((n for n in out_of_service if n in units or not units),
+                 key=slurm_cluster.natural_key)
+    if out:
+        parts.append(f'{_and(out)} {"was" if len(out) == 1 else "were"} out of service')
+    if not parts:
+        return f'Every one of {sum(len(e.units) for e in verdicts)} units met its entry.'
+    return '; '.join(parts) + '.'
 
 
 def _pair_matrices(verdicts):
@@ -105,35 +242,67 @@ def _units_table(e):
                  row_classes=tuple(_CLASS[u.verdict] for u in e.units), strong=2)
 
 
-def _contract_table(the_contract):
+def _contract_table(the_contract, numbers):
     rows = []
     for entry in the_contract.entries:
         rows.append((entry.id, entry.check, entry.figure, ' '.join(
             f'{k}={v}' for k, v in sorted((entry.parameters or {}).items())) or '-',
             str(entry.scope), ', '.join(entry.partitions) or 'every one', entry.environ or 'any',
             entry.committed.words(), f'{100 * entry.committed.tolerance:g} %',
-            f'median of {entry.median_of}', _rule(entry), entry.source.words(),
+            f'median of {entry.median_of}', _rule(entry), _source_cell(entry.source, numbers),
             f'{entry.fault_code}: {entry.action}'))
     return Table(('id', 'check', 'figure', 'parameters', 'scope', 'partitions', 'environ',
                   'committed', 'tolerance', 'statistic', 'rule', 'source', 'fault'),
                  tuple(rows))
 
 
-def build(the_contract, verdicts, out_of_service, generated, where='', pair_blamed=None):
-    """The acceptance's sections.Report. `pair_blamed`: {node: why} of the nodes the node
-    pairs blame (their failing pairs' nodes paired again with nodes that passed)."""
-    verdict = system_verdict(verdicts)
+def _contract_text(the_contract):
+    """The contract's file as the site wrote it, '' where it cannot be read."""
+    if the_contract.path is None:
+        return ''
+    try:
+        return paths.read_regular(the_contract.path, MAX_CONTRACT_TEXT,
+                                  'the contract').decode('utf-8', 'replace')
+    except (OSError, ValueError):
+        return ''
+
+
+def _first_screen(verdicts, out_of_service, where, pair_blamed, grids, numbers):
+    """What the person who signs reads first: the verdict's banner, every unit in one
+    picture, the problems worst first."""
     units = [u for e in verdicts for u in e.units]
     counts = ', '.join(f'{sum(u.verdict == v for u in units)} {v}' for v in VERDICTS)
-    failing = _failing_table(verdicts)
-    sections = [
-        Section('verdict', 'Verdict', (_entries_table(verdicts),),
-                intro=(f'{len(verdicts)} contract entries over {len(units)} units '
-                       f'({counts}; {sum(bool(u.slow) for u in units)} flagged slow beside '
-                       'their peers). A unit that did not run counts as failed.'),
+    verdict = system_verdict(verdicts)
+    failing = _failing_table(verdicts, out_of_service, numbers)
+    return [
+        Section('verdict', 'Verdict', banner=verdict.lower(),
+                intro=(sentence(verdicts, out_of_service, pair_blamed),
+                       f'{len(verdicts)} contract entries over {len(units)} units: {counts}, '
+                       f'{sum(bool(u.slow) for u in units)} slow beside their peers.'),
                 lead=(f'The system\'s verdict against {where or "its contract"}', verdict)),
-        Section('failing', 'Failing, not run, invalid or slow', (failing,) if failing.rows
-                else (), empty='Every unit met its entry; none is slow beside its peers.'),
+        Section('glance', 'Every unit at a glance', plots=tuple(grids or ()), embed=True,
+                intro='Each cell a unit\'s verdict in an entry, a dot where it is slow beside '
+                      'its peers; problems first, healthy units after them.',
+                empty='No unit to draw.'),
+        Section('failing', 'Failing, not run, invalid or slow, worst first', (failing,)
+                if failing.rows else (),
+                empty='Every unit met its entry; none is slow beside its peers.'),
+    ]
+
+
+def build(the_contract, verdicts, out_of_service, generated, where='', pair_blamed=None,
+          grids=None):
+    """The acceptance's sections.Report. `pair_blamed`: {node: why} of the nodes the node
+    pairs blame (their failing pairs' nodes paired again with nodes that passed); `grids`:
+    the pictures of every unit ([(Plot, file name)], acceptance_grid.plots), none where not
+    given."""
+    numbers = sources(verdicts, the_contract.entries)
+    sections = _first_screen(verdicts, out_of_service, where, pair_blamed, grids, numbers) + [
+        Section('entries', 'Each entry', (_entries_table(verdicts, numbers),),
+                intro='A unit that did not run counts as failed. Sources: the numbers of '
+                      'the table below.'),
+        Section('sources', 'Sources', (_sources_table(numbers),),
+                intro='Each source the contract\'s entries cite, once.'),
     ]
     matrices = _pair_matrices(verdicts)
     if matrices:
@@ -149,11 +318,12 @@ def build(the_contract, verdicts, out_of_service, generated, where='', pair_blam
                            'its partner.', empty='No node pair failed.'))
     sections += [
         Section('not-run', 'Nodes out of service', (Table(
-            ('node', 'why'), tuple(sorted(out_of_service.items()))),) if out_of_service
-            else (), empty='Every node was in service.'),
+            ('node', 'why'), tuple(sorted(out_of_service.items(),
+                                          key=lambda i: slurm_cluster.natural_key(i[0])))),)
+            if out_of_service else (), empty='Every node was in service.'),
         Section('units', 'Every unit', tuple(_units_table(e) for e in verdicts)),
-        Section('contract', 'The contract', (_contract_table(the_contract),),
-                intro=the_contract.about),
+        Section('contract', 'The contract', (_contract_table(the_contract, numbers),),
+                intro=the_contract.about, text=_contract_text(the_contract)),
     ]
     return Report(the_contract.system, generated, 'the verdicts of every node, GPU and pair '
                   'against what was committed', tuple(sections), kind='acceptance',
@@ -167,17 +337,14 @@ def texts(report):
 
 
 def files(the_contract, assessed, out_of_service, where=''):
-    """The page's files ({name: text}) of an acceptance's hpcbench.acceptance.assessment.
-    Assessment, generated now: what an Acceptance is given to render its page with
-    (hpcbench.acceptance.use_case.Acceptance's `page`)."""
+    """The page's files ({path: text}: the page, its Markdown, its pictures under plots/)
+    of an acceptance's hpcbench.acceptance.assessment.Assessment, generated now: what an
+    Acceptance is given to render its page with (hpcbench.acceptance.use_case.Acceptance's
+    `page`)."""
     generated = datetime.datetime.now().isoformat(timespec='seconds')
-    return texts(build(the_contract, assessed.verdicts, out_of_service, generated, where,
-                       assessed.blame))
+    grids = acceptance_grid.plots(assessed.verdicts, out_of_service)
+    out = texts(build(the_contract, assessed.verdicts, out_of_service, generated, where,
+                      assessed.blame, grids))
+    out.update({f'plots/{name}': acceptance_grid.svg(plot) for plot, name in grids})
+    return out
 
-
-def write(directory, report):
-    """acceptance.md and acceptance.html of `report` into `directory`."""
-    directory = Path(directory)
-    for name, text in texts(report).items():
-        (directory / name).write_text(text)
-    return directory / HTML

@@ -1,6 +1,7 @@
 """Looking at a report as a person would: Debian's Chromium, headless, driven through its
 chromedriver (Selenium), opens the page, takes a screenshot, and reports every image that
 did not load and every link that leads nowhere."""
+import base64
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,32 @@ return Array.from(document.querySelectorAll('a[href]')).map(a => ({
     href: a.getAttribute('href'), url: a.href}));
 '''
 _IDS_JS = 'return Array.from(document.querySelectorAll("[id]")).map(e => e.id);'
+# The page's width beside the window's, every element that reaches past the window's right
+# edge (a table that would scroll sideways), and where each element with an id lies.
+_LAYOUT_JS = '''
+const width = document.documentElement.clientWidth;
+const past = e => e.getBoundingClientRect().right > width + 0.5;
+// The outermost such elements, each named by its tag and the heading above it.
+const heading = e => {
+    for (let at = e; at && at !== document.body; at = at.parentElement) {
+        for (let s = at.previousElementSibling; s; s = s.previousElementSibling) {
+            if (/^H[1-3]$/.test(s.tagName)) return s.textContent;
+        }
+    }
+    return '';
+};
+const over = Array.from(document.body.querySelectorAll('*')).filter(
+    e => past(e) && !(e.parentElement && e.parentElement !== document.body
+                      && past(e.parentElement))).map(
+    e => e.tagName.toLowerCase() + ' under "' + heading(e) + '"');
+const places = {};
+for (const e of document.querySelectorAll('[id]')) {
+    const r = e.getBoundingClientRect();
+    places[e.id] = [r.top + window.scrollY, r.bottom + window.scrollY];
+}
+return {scroll_width: document.documentElement.scrollWidth, width: width, over: over,
+        places: places};
+'''
 
 
 class BrowserUnavailable(RuntimeError):
@@ -41,10 +68,19 @@ class Seen:
     broken_images: list = field(default_factory=list)  # src of those that did not load
     links: list = field(default_factory=list)          # href of every link
     broken_links: list = field(default_factory=list)   # (href, why)
+    window: tuple = ()                                  # (width, height) it was shown in
+    scroll_width: int = 0                               # the page's width: past the window's
+    overflowing: list = field(default_factory=list)     # ... where these reach past it
+    places: dict = field(default_factory=dict)          # {id: (top, bottom)} in pixels
 
     @property
     def ok(self):
         return bool(self.images) and not self.broken_images and not self.broken_links
+
+    @property
+    def fits(self):
+        """Whether the page fits the window's width: no sideways scroll."""
+        return self.scroll_width <= self.window[0] and not self.overflowing
 
 
 def ensure():
@@ -74,8 +110,10 @@ def link_problem(url, ids, page):
     return None
 
 
-def inspect(page, screenshot):
-    """Open `page` (an HTML file) in headless Chromium and report what it showed."""
+def inspect(page, screenshot, window=WINDOW, pdf=None):
+    """Open `page` (an HTML file) in headless Chromium, in a window of `window` (width,
+    height) pixels, and report what it showed; the screenshot is of that window; with
+    `pdf`, the page printed there as Chromium prints it (A4, its print style)."""
     ensure()
     from selenium import webdriver
     from selenium.common.exceptions import WebDriverException
@@ -84,7 +122,7 @@ def inspect(page, screenshot):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
-                f'--window-size={WINDOW[0]},{WINDOW[1]}'):
+                f'--window-size={window[0]},{window[1]}'):
         options.add_argument(arg)
 
     page, screenshot = Path(page).resolve(), Path(screenshot)
@@ -94,7 +132,15 @@ def inspect(page, screenshot):
         raise BrowserUnavailable(f'Chromium did not start: {err.msg}') from None
     try:
         driver.get(page.as_uri())
-        seen = Seen(page, screenshot, driver.title, images=driver.execute_script(_IMAGES_JS))
+        # The page's viewport exactly `window`, as a screen of that size shows it (the
+        # window's own size counts the browser's frame).
+        driver.execute_cdp_cmd('Emulation.setDeviceMetricsOverride', {
+            'width': window[0], 'height': window[1], 'deviceScaleFactor': 1, 'mobile': False})
+        seen = Seen(page, screenshot, driver.title, images=driver.execute_script(_IMAGES_JS),
+                    window=tuple(window))
+        layout = driver.execute_script(_LAYOUT_JS)
+        seen.scroll_width, seen.overflowing = layout['scroll_width'], layout['over']
+        seen.places = {k: tuple(v) for k, v in layout['places'].items()}
         ids = set(driver.execute_script(_IDS_JS))
         for link in driver.execute_script(_LINKS_JS):
             seen.links.append(link['href'])
@@ -103,6 +149,9 @@ def inspect(page, screenshot):
                 seen.broken_links.append((link['href'], problem))
         seen.broken_images = [i['src'] for i in seen.images if not i['loaded']]
         driver.save_screenshot(str(screenshot))
+        if pdf:
+            from selenium.webdriver.common.print_page_options import PrintOptions
+            Path(pdf).write_bytes(base64.b64decode(driver.print_page(PrintOptions())))
     finally:
         driver.quit()
     return seen
@@ -116,5 +165,8 @@ def describe(seen):
         text += f'\n  image not loaded: {src}'
     for href, why in seen.broken_links:
         text += f'\n  broken link {href}: {why}'
+    if seen.window and not seen.fits:
+        text += (f'\n  wider than its {seen.window[0]}-pixel window ({seen.scroll_width}): '
+                 + ', '.join(seen.overflowing[:5]))
     return text
 

@@ -4,6 +4,8 @@ highlighted, and every test case's provenance (session extras, build, inputs, no
 click away. Plain HTML and CSS, no script."""
 import html
 
+from hpcbench.report.sections import paragraphs
+
 
 _STYLE = '''
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
@@ -16,6 +18,19 @@ figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #d
 figcaption { font-size: 0.85em; color: #444; }
 pre { background: #f6f6f6; padding: 0.5em; font-size: 0.8em; overflow-x: auto; }
 nav a { margin-right: 1em; } code { font-size: 0.9em; }
+th, td { overflow-wrap: break-word; } .notrun { background: #ececec; }
+.banner { padding: 0.5em 1em; margin: 0.5em 0 1em; border-left: 0.5em solid #888; }
+.banner.fail { background: #f9d6d5; border-color: #c0392b; }
+.banner.warn { background: #fcf3cf; border-color: #f1c40f; }
+.banner.pass { background: #e3f4e3; border-color: #2e9e4f; }
+.banner p { margin: 0.3em 0; } .banner strong { font-size: 1.3em; }
+.banner.fail { font-weight: normal; }
+pre.written { white-space: pre-wrap; overflow-wrap: anywhere; }
+@media print {
+  body { max-width: none; margin: 0; font-size: 9pt; } nav { display: none; }
+  a { color: inherit; text-decoration: none; } tr, figure, .banner { break-inside: avoid; }
+  h2 { break-after: avoid; } details { display: none; }
+}
 '''
 
 
@@ -40,10 +55,14 @@ def _section(section):
     if section.links:
         out.append('<p>' + ' '.join(f'<a href="#{_e(target)}">{_e(text)}</a>'
                                     for text, target in section.links) + '</p>')
-    if section.intro:
-        out.append(f'<p>{_e(section.intro)}</p>')
-    if section.lead:
-        out.append(f'<p>{_e(section.lead[0])} <strong>{_e(section.lead[1])}</strong>.</p>')
+    lead = (f'<p>{_e(section.lead[0])} <strong>{_e(section.lead[1])}</strong>.</p>'
+            if section.lead else '')
+    intro = [f'<p>{_e(text)}</p>' for text in paragraphs(section.intro)]
+    if section.banner:
+        out.append(f'<div class="banner {_e(section.banner)}" id="{_e(section.anchor)}-banner">'
+                   + lead + ''.join(intro) + '</div>')
+    else:
+        out += intro + ([lead] if lead else [])
     if section.empty and not section.tables and not section.plots:
         out.append(f'<p>{_e(section.empty)}</p>')
     for table in section.tables:
@@ -54,8 +73,10 @@ def _section(section):
         out += [f'<p>{_e(note)}</p>' for note in table.notes]
     for plot, name in section.plots:
         out.append(f'<figure id="plot-{_e(plot.name)}"><a href="plots/{_e(name)}">'
-                   f'<img src="plots/{_e(name)}" alt="{_e(plot.title)}"></a>'
+                   f'<img src="plots/{_e(name)}" alt="{_e(plot.title)}. {_e(plot.caption)}"></a>'
                    f'<figcaption>{_e(plot.title)}. {_e(plot.caption)}</figcaption></figure>')
+    if section.text:
+        out.append(f'<pre class="written">{_e(section.text)}</pre>')
     for details in section.details:
         facts = ''.join(f'<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>' for k, v in details.facts)
         files = ''.join(f'<p>{_e(name)}</p><pre>{_e(text)}</pre>' for name, text in details.files)

@@ -1,6 +1,9 @@
 """The report's Markdown summary (summary.md): the report's sections (hpcbench.report.
-sections) as Markdown, the plots linked; and the plain-text tables `hpcbench compare`
+sections) as Markdown, the plots linked (shown, where a section embeds them); and the plain-text tables `hpcbench compare`
 prints."""
+import re
+
+from hpcbench.report.sections import paragraphs
 
 
 # What a text the suite did not write (a Slurm reason, a failed run's message, a contract's
@@ -54,16 +57,25 @@ def markdown(report):
         if section.html_only:
             continue
         out += [f'## {section.title}', '']
-        if section.intro:
-            out += [plain(section.intro), '']
-        if section.lead:
-            out += [f'{plain(section.lead[0])} **{plain(section.lead[1])}**.', '']
+        lead = [f'{plain(section.lead[0])} **{plain(section.lead[1])}**.', ''] \
+            if section.lead else []
+        intro = [line for text in paragraphs(section.intro) for line in (plain(text), '')]
+        # A banner: its verdict first, as the page shows it.
+        out += lead + intro if section.banner else intro + lead
         if section.empty and not section.tables and not section.plots:
             out += [plain(section.empty), '']
         for table in section.tables:
             out += [f'### {plain(table.heading)}', ''] if table.heading else []
             out += [md_table(table), '']
             out += [*(f'- {plain(note)}' for note in table.notes), ''] if table.notes else []
-        if section.plots:
+        if section.plots and section.embed:
+            out += [*(f'![{plain(plot.caption)}](plots/{name})\n' for plot, name in
+                      section.plots)]
+        elif section.plots:
             out += [*(f'- [{plot.title}](plots/{name})' for plot, name in section.plots), '']
+        if section.text:
+            # Longer than any run of backticks in the text, which cannot then close it.
+            fence = '`' * max(3, 1 + max(map(len, re.findall('`+', section.text)),
+                                         default=0))
+            out += [fence, section.text.rstrip('\n'), fence, '']
     return '\n'.join(out).rstrip('\n') + '\n'

@@ -39,8 +39,11 @@ class Details:
 class Section:
     """A section of the report: `intro` and `lead` (a sentence and its figure in bold)
     before its tables, `empty` said where it has none; `plots` (plot, file name) and
-    `details` where it has them; `links` to its tables' anchors; `html_only` for what the
-    page alone carries (provenance)."""
+    `details` where it has them (`intro` a sentence or a tuple of paragraphs); `links` to
+    its tables' anchors; `html_only` for what the
+    page alone carries (provenance); `banner` (a verdict's class: fail, warn, pass) to set
+    its lead and intro apart as the page's verdict; `embed` to show its plots in the
+    Markdown as images, not links; `text` a file's text shown as written after its tables."""
     anchor: str
     title: str
     tables: tuple = ()
@@ -51,6 +54,14 @@ class Section:
     details: tuple = ()
     links: tuple = ()
     html_only: bool = False
+    banner: str = ''
+    embed: bool = False
+    text: str = ''
+
+
+def paragraphs(intro):
+    """A section's `intro` as its paragraphs."""
+    return (intro,) if isinstance(intro, str) and intro else tuple(p for p in intro if p)
 
 
 @dataclass(frozen=True)
