@@ -181,6 +181,18 @@ def test_in_chromium_the_first_screen_names_the_three_and_shows_the_grid(tmp_pat
                        page.read_text(), re.S).group(1)
     assert all(re.search(rf'\b{n}\b', banner) for n in ('n7', 'n20', 'n25'))
     assert (tmp_path / 'page.pdf').read_bytes().startswith(b'%PDF')
+    # acceptance.md: the same sections, rendered as GitHub and GitLab render Markdown (its
+    # tables, fenced code), opens with the picture loaded and the three named first.
+    import markdown
+    text = (page.parent / acceptance_page.MARKDOWN).read_text()
+    assert re.findall(r'^## (.*)$', text, re.M) == re.findall(r'<h2 id="[^"]*">([^<]*)</h2>',
+                                                              page.read_text())
+    rendered = page.parent / 'acceptance.md.html'
+    rendered.write_text(markdown.markdown(text, extensions=['tables', 'fenced_code']))
+    seen = browser.inspect(rendered, tmp_path / 'markdown.png', (1400, 900))
+    assert seen.ok and seen.images[0]['src'] == 'plots/grid-node.svg', browser.describe(seen)
+    first = text.split('## Every unit at a glance')[0]
+    assert all(re.search(rf'\b{n}\b', first) for n in ('n7', 'n20', 'n25'))
     verdicts, out = _thousand_nodes()
     seen = browser.inspect(_written(tmp_path / 'b', verdicts, out), tmp_path / 'b.png',
                            (1400, 900))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import matplotlib.colors
 import matplotlib.patches
 
+from hpcbench.acceptance import scopes
 from hpcbench.core import slurm_cluster
 from hpcbench.report.plots import Plot, plt
 
@@ -68,9 +69,11 @@ def state(unit_verdict, out_of_service):
 
 def columns(verdicts, out_of_service):
     """{scope name: (entry verdicts of that scope, [Column], worst first)} of an acceptance's
-    EntryVerdicts."""
+    EntryVerdicts, in the order of hpcbench.acceptance.scopes.SCOPES (nodes first)."""
     out = {}
-    for scope in sorted({str(e.entry.scope) for e in verdicts}):
+    order = list(scopes.SCOPES)     # nodes first, the system last
+    for scope in sorted({str(e.entry.scope) for e in verdicts}, key=lambda name: (
+            order.index(name) if name in order else len(order), name)):
         rows = [e for e in verdicts if str(e.entry.scope) == scope and e.units]
         if not rows:
             continue
@@ -139,7 +142,8 @@ def draw(rows, made):
     codes = [[STATES.index(c.cells[i][0]) for c in made] for i in range(len(rows))]
     width = min(11.5, 3.2 + 0.2 * len(made))
     longest = max(len(c.label) for c in made)
-    height = 1.2 + 0.3 * len(rows) + 0.065 * min(longest, 24)
+    # Rows a fifth of an inch: a node's dozen entries and its legend within the first screen.
+    height = 0.9 + 0.2 * len(rows) + 0.06 * min(longest, 24)
     fig, ax = plt.subplots(figsize=(width, height))
     cmap = matplotlib.colors.ListedColormap([COLOURS[s] for s in STATES])
     ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(STATES) - 0.5, aspect='auto',

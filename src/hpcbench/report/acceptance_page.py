@@ -290,6 +290,14 @@ def _first_screen(verdicts, out_of_service, where, pair_blamed, grids, numbers):
     ]
 
 
+def _contract_section(the_contract, numbers):
+    """The contract as the site wrote it (its file's text); as a table of its entries where
+    the file cannot be read."""
+    text = _contract_text(the_contract)
+    return Section('contract', 'The contract', () if text else (
+        _contract_table(the_contract, numbers),), intro=the_contract.about, text=text)
+
+
 def build(the_contract, verdicts, out_of_service, generated, where='', pair_blamed=None,
           grids=None):
     """The acceptance's sections.Report. `pair_blamed`: {node: why} of the nodes the node
@@ -322,8 +330,7 @@ def build(the_contract, verdicts, out_of_service, generated, where='', pair_blam
                                           key=lambda i: slurm_cluster.natural_key(i[0])))),)
             if out_of_service else (), empty='Every node was in service.'),
         Section('units', 'Every unit', tuple(_units_table(e) for e in verdicts)),
-        Section('contract', 'The contract', (_contract_table(the_contract, numbers),),
-                intro=the_contract.about, text=_contract_text(the_contract)),
+        _contract_section(the_contract, numbers),
     ]
     return Report(the_contract.system, generated, 'the verdicts of every node, GPU and pair '
                   'against what was committed', tuple(sections), kind='acceptance',

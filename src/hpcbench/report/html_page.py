@@ -20,11 +20,10 @@ pre { background: #f6f6f6; padding: 0.5em; font-size: 0.8em; overflow-x: auto; }
 nav a { margin-right: 1em; } code { font-size: 0.9em; }
 th, td { overflow-wrap: break-word; } .notrun { background: #ececec; }
 .banner { padding: 0.5em 1em; margin: 0.5em 0 1em; border-left: 0.5em solid #888; }
-.banner.fail { background: #f9d6d5; border-color: #c0392b; }
+.banner.fail { background: #f9d6d5; border-color: #c0392b; font-weight: normal; }
 .banner.warn { background: #fcf3cf; border-color: #f1c40f; }
 .banner.pass { background: #e3f4e3; border-color: #2e9e4f; }
 .banner p { margin: 0.3em 0; } .banner strong { font-size: 1.3em; }
-.banner.fail { font-weight: normal; }
 pre.written { white-space: pre-wrap; overflow-wrap: anywhere; }
 @media print {
   body { max-width: none; margin: 0; font-size: 9pt; } nav { display: none; }
