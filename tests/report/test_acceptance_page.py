@@ -13,8 +13,9 @@ import re
 import pytest
 
 from conftest import FIXTURES, ROOT
-from hpcbench.acceptance import assessment, contract, plan
+from hpcbench.acceptance import assessment, contract, judgement, plan, scopes
 from hpcbench.acceptance import state as states
+from hpcbench.core import device_keys
 from hpcbench.report import acceptance_grid, acceptance_page, browser, markdown_summary
 
 SESSION = json.loads((FIXTURES / 'acceptance' / 'testbed-32-nodes-hpcc-session.json')
@@ -198,3 +199,21 @@ def test_in_chromium_the_first_screen_names_the_three_and_shows_the_grid(tmp_pat
                            (1400, 900))
     assert seen.ok and seen.fits, browser.describe(seen)
     assert seen.places['plot-grid-node'][1] <= 900
+
+
+def test_a_node_out_of_service_is_one_row_with_its_gpus_units_counted():
+    """A GPU entry beside the node entries: n20's four GPUs, not run with it, join its row
+    (8 entries, 11 units) instead of four rows more."""
+    state, assessed = _assessed()
+    hpl = assessed.verdicts[0]
+    gpu_entry = dataclasses.replace(hpl.entry, id='gpu-stream', scope=scopes.named('gpu'),
+                                    figure='triad')
+    units = tuple(judgement.UnitVerdict(scopes.Unit('gpu', 'srun', device_keys.Gpu(n, str(g))),
+                                        'NOT_RUN' if n == 'n20' else 'PASS', (1.0,), 1.0)
+                  for n in ('n1', 'n20') for g in range(4))
+    verdicts = list(assessed.verdicts) + [judgement.EntryVerdict(gpu_entry, units, 'FAIL', '')]
+    report = acceptance_page.build(_contract(), verdicts, state.out_of_service, 'now')
+    failing = next(s for s in report.sections if s.anchor == 'failing').tables[0]
+    (n20,) = [r for r in failing.rows if r[0] == 'node n20']
+    assert n20[2] == '8 entries, 11 units'
+    assert not any(r[0].startswith('GPU') for r in failing.rows)

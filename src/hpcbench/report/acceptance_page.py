@@ -118,11 +118,12 @@ def _worst_first(verdicts, out_of_service):
 
 def _failing_table(verdicts, out_of_service, numbers):
     """The failing, invalid, not-run and slow units worst first; a node out of service is
-    one row (every entry it did not run), not one per entry."""
+    one row (every unit of it that did not run: its own, its GPUs'), not one per entry."""
     rows, classes, outs = [], [], {}
     for e, u, state in _worst_first(verdicts, out_of_service):
-        if state == 'OUT' and u.unit.node in out_of_service and u.unit.node == u.unit.key:
-            outs.setdefault(u.unit.node, []).append(e)
+        if state == 'OUT' and u.unit.node in out_of_service:
+            # Its node's units of every scope (the node's, its GPUs') in the node's row.
+            outs.setdefault(u.unit.node, []).append((e, u))
             if len(outs[u.unit.node]) > 1:
                 continue
             rows.append(u.unit.node)       # filled in below, once its entries are counted
@@ -137,10 +138,12 @@ def _failing_table(verdicts, out_of_service, numbers):
         classes.append(_CLASS[u.verdict] if u.verdict in FAILING else '')
     for i, row in enumerate(rows):
         if isinstance(row, str):
-            entries = outs[row]
-            rows[i] = (f'node {row}', ', '.join(sorted({p for e in entries for p in (
-                u.unit.partition for u in e.units if u.unit.node == row)})),
-                f'{len(entries)} entr{"y" if len(entries) == 1 else "ies"}', 'NOT_RUN', '-',
+            entries = {e.entry.id for e, _ in outs[row]}
+            count = f'{len(entries)} entr{"y" if len(entries) == 1 else "ies"}' + (
+                f', {len(outs[row])} units' if len(outs[row]) > len(entries) else '')
+            rows[i] = (f'node {row}', ', '.join(sorted({u.unit.partition
+                                                        for _, u in outs[row]})),
+                count, 'NOT_RUN', '-',
                 '-', '-', f'out of service: {out_of_service[row]}',
                 'return it to service and run the acceptance again: it resumes and runs '
                 'only what is missing')
