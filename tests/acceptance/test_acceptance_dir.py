@@ -75,7 +75,8 @@ def test_the_directory_holds_the_verdicts_and_what_they_stand_on(tmp_path):
     assert f"The system's verdict against {directory / states.CONTRACT_COPY} **FAIL**." in summary
     # Out of service: one row of the node, not one per entry; its source cited once.
     assert '| node n4 | batch | 1 entry | NOT_RUN |' in summary
-    assert '| \\[1\\] | procurement | RFP 2026-04, annex B | B.3.1 |' in summary
+    assert '| \\[1\\] | procurement | RFP 2026-04, annex B |' in summary
+    assert '| at least 70 GFLOP/s | \\[1\\] B.3.1 |' in summary
     assert (directory / 'plots' / 'grid-node.svg').read_text().count('<svg') == 1
 
 

@@ -216,8 +216,11 @@ def test_a_draft_expects_each_fact_as_most_units_of_a_partition_read_it(session,
     by_id = {e['id']: e for e in drafted}
     width = by_id['fact-pcie-width-gpu-srun']
     assert width['expect'] == {'equal': 16}
-    assert width['source']['cite'].startswith('5 of 6 GPU(s) of srun read 16 lanes: read '
-                                              'around the jobs of stored session(s) ')
+    # The sessions cited as every entry drawn from them cites them; what it read its own.
+    assert width['source']['clause'] == '5 of 6 GPU(s) of srun read 16 lanes'
+    assert width['source']['cite'] == (
+        f'read around the jobs of stored session(s) {session["session_info"]["uuid"]} '
+        f'({session["session_info"]["time_start"][:10]}) of testbed')
     assert width['fault']['code'] == 'GPU-PCIE-WIDTH'
     rates = {tuple(e.get('devices', ())): e['expect'] for e in drafted
              if e['fact'] == 'rate_gbps'}
@@ -276,8 +279,8 @@ def test_a_version_is_a_text_fact_drafted_as_most_read_it_and_judged_equal(sessi
     from hpcbench.acceptance import fact_drafts, outputs
     drafted = {e['id']: e for e in fact_drafts.from_sessions('testbed', [session])}
     assert drafted['fact-driver-gpu-srun']['expect'] == {'equal': '375.66'}
-    assert drafted['fact-driver-gpu-srun']['source']['cite'].startswith(
-        '6 of 6 GPU(s) of srun read 375.66: read around')
+    assert drafted['fact-driver-gpu-srun']['source']['clause'] == \
+        '6 of 6 GPU(s) of srun read 375.66'
     firmware = {tuple(e.get('devices', ())): e['expect'] for e in drafted.values()
                 if e['fact'] == 'firmware'}
     assert firmware == {('mlx4_0/1', 'mlx4_0/2'): {'equal': '2.31.5050'},
@@ -320,7 +323,7 @@ def test_online_cpus_are_drafted_as_the_description_states_not_as_most_nodes_rea
         'testbed', [session], {'srun': {'cpus': 128}})}
     cpus = drafted['fact-online-cpus-node-srun']
     assert cpus['expect'] == {'equal': 128.0} and cpus['source']['kind'] == 'description'
-    assert cpus['source']['cite'].startswith("128 CPUs as the description of testbed's "
+    assert cpus['source']['clause'].startswith("128 CPUs as the description of testbed's "
                                              "partition srun states (its processor's "
                                              "num_cpus); 0 of 3 node(s) read it")
     entry = contracts.from_data({'system': 'testbed', 'entries': [HPL, cpus]}, 'a draft')

@@ -49,7 +49,8 @@ def test_a_node_of_eight_h200s_gets_azure_s_committed_figures_each_cited():
     nccl = entries['NcclTestsCheck', 'busbw']
     assert nccl['parameters'] == {'collective': 'all_reduce'}
     assert nccl['run_rules']['settings'] == {'min_bytes': 16 << 30, 'max_bytes': 16 << 30}
-    assert 'conf/nd96isr_h200_v5.conf, commit 13fa400b10f5' in nccl['source']['cite']
+    assert nccl['source']['cite'].endswith('conf/nd96isr_h200_v5.conf, commit 13fa400b10f5')
+    assert nccl['source']['clause'].startswith('`') and nccl['source']['clause'].endswith('`')
     # What Azure does not commit to: the datasheet's figures at 0.75.
     triad = entries['BabelStreamCheck', 'triad_bandwidth']
     assert (triad['source']['kind'], triad['source']['figure'], triad['committed']['value']) \
@@ -113,7 +114,8 @@ def test_a_real_a100_node_s_pairs_pass_their_drafted_link_and_the_cut_pair_is_na
     entries = _entries(_partition('NVIDIA A100-SXM4-80GB', 8,
                                   'pairs/a100-sxm4-80gb-8gpu-topology.txt'))
     drawn = entries['DeviceBufferPairCheck', 'bandwidth']
-    assert drawn['committed']['value'] == 225.0 and '12 x NVLink 3' in drawn['source']['cite']
+    assert drawn['committed']['value'] == 225.0 and '12 x NVLink 3' in drawn['source']['clause']
+    assert drawn['source']['cite'].startswith('A100 80GB SXM (NVIDIA A100 Tensor Core GPU ')
     entry = contract.from_data({'system': 'a100', 'entries': [
         {**drawn, 'statistic': {'median_of': 1}}]}, 'draft').entries[0]
     judged = judgement.judge_entry(entry, list(measured.measured_runs(

@@ -90,7 +90,8 @@ def test_a_source_is_cited_once_and_each_entry_takes_its_own_figure_of_it():
     assert cited[:2] == ('[1]', 'baseline') and 'e8c2211e-745e-452d' in cited[2]
     entries = next(s for s in report.sections if s.anchor == 'entries').tables[0]
     column = entries.header.index('source')
-    assert [r[column] for r in entries.rows][:2] == ['[1] 0.5 x 28.83', '[1] 0.5 x 2.999']
+    assert [r[column] for r in entries.rows][:2] == [
+        '[1] the median of 12 value(s); 0.5 x 28.83', '[1] the median of 12 value(s); 0.5 x 2.999']
     page = acceptance_page.texts(report)[acceptance_page.MARKDOWN]
     # Once before the contract's own text, which says it as the site wrote it.
     assert page.split('## The contract')[0].count('e8c2211e-745e-452d') == 1

@@ -151,7 +151,7 @@ DATASHEET_SHARE = 0.75
 # A datasheet's figures are in base units (bytes/s, FLOP/s); the checks report in these.
 _BASE_UNITS = {'GB/s': 1e9, 'TFLOP/s': 1e12}
 _AZURE_NHC = ('Azure node health checks (github.com/Azure/azurehpc-health-checks), '
-              '{path}, commit {commit}: `{line}`')
+              '{path}, commit {commit}')
 # What Azure's health checks commit one node of eight GPUs of a model to (its VM size's
 # file), as {(datasheet model, GPUs per node): [(check, figure, parameters, settings, scope,
 # GB/s, fault code, its file, commit, its line)]}: all_reduce's bus bandwidth at 16 GiB
@@ -258,9 +258,8 @@ def from_gpus(configured):
              line) in PUBLISHED_NODE_FIGURES.get((sheet['model'], gpus), []):
             published[(check, figure)] = _gpu_entry(
                 check, figure, params, settings, scope, p.name, value,
-                {'kind': 'published', 'cite': _AZURE_NHC.format(path=path, commit=commit,
-                                                                line=line),
-                 'figure': value, 'factor': 1.0}, fault)
+                {'kind': 'published', 'cite': _AZURE_NHC.format(path=path, commit=commit),
+                 'clause': f'`{line}`', 'figure': value, 'factor': 1.0}, fault)
         pair_rate, pair_what = _min_pair_bandwidth(accelerators, sheet) if gpus > 1 else \
             (None, '')
         for check, figure, scope, rate, what, fault in _datasheet_figures(sheet, pair_rate,
@@ -272,9 +271,10 @@ def from_gpus(configured):
             rate /= _BASE_UNITS[unit]
             published[(check, figure)] = _gpu_entry(
                 check, figure, params, {}, scope, p.name, DATASHEET_SHARE * rate,
-                {'kind': 'datasheet', 'cite': f'{sheet["model"]}: {what}, {rate:g} {unit} '
-                 f'({sheet.get("source", "its datasheet")})',
-                 'figure': float(f'{rate:.6g}'), 'factor': DATASHEET_SHARE}, fault)
+                {'kind': 'datasheet',
+                 'cite': f'{sheet["model"]} ({sheet.get("source", "its datasheet")})',
+                 'clause': f'{what}, {rate:g} {unit}', 'figure': float(f'{rate:.6g}'),
+                 'factor': DATASHEET_SHARE}, fault)
         entries.extend(published.values())
     return _unique(entries)
 
@@ -314,7 +314,7 @@ def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
     list of them), at `factor` times the median over the nodes (the GPUs, the pairs) of all
     of them."""
     sessions = session_data if isinstance(session_data, list) else [session_data]
-    uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
+    cited = fact_drafts.sessions_cite(system, sessions)
     entries = []
     for (check, params, partition, environ, name, scope), (unit, values) in \
             _figure_groups(sessions, checks).items():
@@ -330,9 +330,9 @@ def from_session(system, session_data, factor=DEFAULT_FACTOR, checks=None):
             'committed': {'value': float(f'{value:.4g}'), 'unit': unit,
                           'direction': direction, 'tolerance': 0.05},
             'rule': dict([scope.draft_rule]),
-            'source': {'kind': 'baseline', 'cite': f'stored session(s) {uuid} of {system}, '
-                       f'the median of {len(values)} value(s)', 'figure': float(f'{median:.6g}'),
-                       'factor': factor},
+            'source': {'kind': 'baseline', 'cite': cited,
+                       'clause': f'the median of {len(values)} value(s)',
+                       'figure': float(f'{median:.6g}'), 'factor': factor},
             'fault': {'code': _entry_id(check, scope.name).upper().replace('.', '-'),
                       'action': f'rerun {check} on the {scope.words}; if it stays short, '
                                 'drain it and check its hardware and settings'},

@@ -152,12 +152,22 @@ def _groups(scope, kind, read):
 DESCRIBED = {'online_cpus': ('cpus', "its processor's num_cpus")}
 
 
+def sessions_cite(system, sessions):
+    """A baseline's source: the stored `sessions` it was drawn from, each with the day it
+    started (`stored session(s) 4f1c2a0e-... (2026-11-27) of testbed`): what the entries
+    drawn from them cite alike, each saying what it took of them in its clause."""
+    return 'stored session(s) ' + ', '.join(
+        s['session_info']['uuid'] + (f' ({s["session_info"]["time_start"][:10]})'
+                                     if s['session_info'].get('time_start') else '')
+        for s in sessions) + f' of {system}'
+
+
 def from_sessions(system, sessions, described=None):
     """Fact entries (data, as a contract holds them) of the facts the stored `sessions`'
     jobs read, by partition; `described`: {partition: {'cpus': logical CPUs of a node}} of
     the system's description (ReFrame's processor), where it states them."""
     described = described or {}
-    uuid = ', '.join(s['session_info']['uuid'] for s in sessions)
+    cited = f'read around the jobs of {sessions_cite(system, sessions)}'
     cases = [c for s in sessions for c in measured.measured_runs(s)]
     entries = []
     for scope_name, facts in DRAFTED.items():
@@ -192,8 +202,7 @@ def from_sessions(system, sessions, described=None):
                         **({'devices': list(devices)} if devices else {}),
                         'expect': expect,
                         'source': {'kind': 'description' if stated else 'baseline',
-                                   'cite': f'{said}: read around the jobs of stored '
-                                   f'session(s) {uuid} of {system}'},
+                                   'cite': cited, 'clause': said},
                         'fault': {'code': code, 'action': action}})
     return entries
 

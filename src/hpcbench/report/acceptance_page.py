@@ -45,15 +45,16 @@ def _what(entry):
 
 
 def _cited(source):
-    """What a source's number stands for: its kind, citation and clause (a baseline's
-    sessions, a datasheet); the figure an entry takes of it is the entry's own."""
-    return source.kind, source.cite, source.clause
+    """What a source's number stands for: its kind and what it cites (a document, a
+    datasheet, baseline sessions); the clause and figure an entry takes of it are the
+    entry's own."""
+    return source.kind, source.cite
 
 
 def sources(verdicts, entries=()):
-    """{(kind, cite, clause): its number}, numbered in the order the entries judged (then
-    those of the contract, `entries`) cite them: each source (a procurement clause, a
-    datasheet, a paper, baseline sessions) cited once."""
+    """{(kind, cite): its number}, numbered in the order the entries judged (then those of
+    the contract, `entries`) cite them: each source (a procurement document, a datasheet,
+    a paper, baseline sessions) cited once."""
     numbers = {}
     for entry in [e.entry for e in verdicts] + list(entries):
         numbers.setdefault(_cited(entry.source), len(numbers) + 1)
@@ -61,15 +62,18 @@ def sources(verdicts, entries=()):
 
 
 def _source_cell(source, numbers):
-    """`[2]`, and the figure the entry takes of it where it takes one (`[2] 0.5 x 28.83`)."""
-    taken = ('' if source.figure is None else f' {source.factor:g} x {source.figure:.4g}'
-             if source.factor is not None else f' {source.figure:.4g}')
-    return f'[{numbers[_cited(source)]}]{taken}'
+    """`[2]` with the clause and the figure the entry takes of it (`[2] B.3.1`, `[1] the
+    median of 12 value(s); 0.5 x 28.83`)."""
+    taken = [source.clause] if source.clause else []
+    if source.figure is not None:
+        taken.append(f'{source.factor:g} x {source.figure:.4g}' if source.factor is not None
+                     else f'{source.figure:.4g}')
+    return f'[{numbers[_cited(source)]}]' + (f' {"; ".join(taken)}' if taken else '')
 
 
 def _sources_table(numbers):
-    return Table(('', 'kind', 'cite', 'clause'), tuple(
-        (f'[{n}]', kind, cite, clause or '-') for (kind, cite, clause), n in numbers.items()))
+    return Table(('', 'kind', 'cite'), tuple(
+        (f'[{n}]', kind, cite) for (kind, cite), n in numbers.items()))
 
 
 def _entry_class(e):
