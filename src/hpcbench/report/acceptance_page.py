@@ -8,8 +8,9 @@ blame, the nodes out of service, every unit, and the contract as the site wrote 
 report sections (hpcbench.report.sections) and written by the report's own renderers; what
 is judged was judged in hpcbench.acceptance.judgement."""
 import datetime
+import math
 
-from hpcbench.acceptance import scopes
+from hpcbench.acceptance import drift, scopes
 from hpcbench.acceptance.judgement import FAILING, VERDICTS, system_verdict
 from hpcbench.core import device_keys, paths, slurm_cluster
 from hpcbench.report import acceptance_grid, html_page, markdown_summary
@@ -98,14 +99,15 @@ def _entries_table(verdicts, numbers):
                  row_classes=tuple(_entry_class(e) for e in verdicts), strong=8)
 
 
-def _met_by(entry, median):
-    """How far a median meets its committed value, smaller worse (1 where it cannot say)."""
+def _worse_by(entry, median):
+    """How far a median falls short of its committed value, as a fraction of it (larger
+    worse; a unit without a median worst; a text fact 0)."""
     value = entry.committed.value
     if median is None:
+        return math.inf
+    if isinstance(value, str) or isinstance(median, str):
         return 0.0
-    if isinstance(value, str) or isinstance(median, str) or not value or not median:
-        return 1.0
-    return median / value if entry.committed.direction == 'at_least' else value / median
+    return drift.worsening(median, value, entry.committed.direction)
 
 
 def _worst_first(verdicts, out_of_service):
@@ -116,7 +118,7 @@ def _worst_first(verdicts, out_of_service):
              for u in e.units if u.verdict in FAILING or u.slow]
     return sorted(found, key=lambda f: (
         acceptance_grid.STATES.index(f[2]) if f[1].verdict in FAILING else len(
-            acceptance_grid.STATES), _met_by(f[0].entry, f[1].median),
+            acceptance_grid.STATES), -_worse_by(f[0].entry, f[1].median),
         slurm_cluster.natural_key(acceptance_grid.label(f[1].unit)), f[0].entry.id))
 
 

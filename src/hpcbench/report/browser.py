@@ -25,7 +25,6 @@ _LINKS_JS = '''
 return Array.from(document.querySelectorAll('a[href]')).map(a => ({
     href: a.getAttribute('href'), url: a.href}));
 '''
-_IDS_JS = 'return Array.from(document.querySelectorAll("[id]")).map(e => e.id);'
 # The page's width beside the window's, every element that reaches past the window's right
 # edge (a table that would scroll sideways), and where each element with an id lies.
 _LAYOUT_JS = '''
@@ -141,7 +140,7 @@ def inspect(page, screenshot, window=WINDOW, pdf=None):
         layout = driver.execute_script(_LAYOUT_JS)
         seen.scroll_width, seen.overflowing = layout['scroll_width'], layout['over']
         seen.places = {k: tuple(v) for k, v in layout['places'].items()}
-        ids = set(driver.execute_script(_IDS_JS))
+        ids = set(seen.places)
         for link in driver.execute_script(_LINKS_JS):
             seen.links.append(link['href'])
             problem = link_problem(link['url'], ids, page)

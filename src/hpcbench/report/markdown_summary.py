@@ -1,6 +1,6 @@
 """The report's Markdown summary (summary.md): the report's sections (hpcbench.report.
-sections) as Markdown, the plots linked (shown, where a section embeds them); and the plain-text tables `hpcbench compare`
-prints."""
+sections) as Markdown, the plots linked (shown, where a section embeds them); and the
+plain-text tables `hpcbench compare` prints."""
 import re
 
 from hpcbench.report.sections import paragraphs
