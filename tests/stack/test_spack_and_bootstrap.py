@@ -1,4 +1,5 @@
 import dataclasses
+import gzip
 import json
 import os
 import re
@@ -339,6 +340,24 @@ def _installed_hash(found, spec):
                            'find', '--format', '{hash}', spec], capture_output=True, text=True,
                           env={**os.environ, **spack.isolated_environment(found)}, check=True)
     return done.stdout.split()
+
+
+@pytest.mark.spack
+def test_imb_is_built_on_every_mpi_stack_as_the_one_program_the_checks_run(installed):
+    """Our recipe (packages/spack_repo/hpcbench_host): make is asked for IMB-MPI1 alone and
+    that is all the prefix holds; the builtin recipe made all seven programs."""
+    found = spack.find()
+    done = subprocess.run([str(found.executable), '-e', str(paths.SPACK_ENVS_DIR / 'local'),
+                           'find', '--format', '{prefix}', 'intel-mpi-benchmarks'],
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, **spack.isolated_environment(found)})
+    prefixes = [Path(line) for line in done.stdout.split()]
+    assert prefixes, done.stderr
+    for prefix in prefixes:
+        assert sorted(p.name for p in (prefix / 'bin').iterdir()) == ['IMB-MPI1']
+        with gzip.open(prefix / '.spack' / 'spack-build-out.txt.gz', 'rt') as log:
+            make = [line for line in log if re.search(r"'\S*make' '-j\d+'", line)]
+        assert len(make) == 1 and make[0].rstrip().endswith("'IMB-MPI1'"), make
 
 
 @pytest.mark.spack
