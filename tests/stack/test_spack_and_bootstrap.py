@@ -352,7 +352,9 @@ def test_imb_is_built_on_every_mpi_stack_as_the_one_program_the_checks_run(insta
                           capture_output=True, text=True, check=True,
                           env={**os.environ, **spack.isolated_environment(found)})
     prefixes = [Path(line) for line in done.stdout.split()]
-    assert prefixes, done.stderr
+    lock = json.loads((paths.SPACK_ENVS_DIR / 'local' / 'spack.lock').read_text())
+    roots = [r['spec'] for r in lock['roots'] if r['spec'].startswith('intel-mpi-benchmarks')]
+    assert roots and len(prefixes) == len(roots), (roots, done.stdout)
     for prefix in prefixes:
         assert sorted(p.name for p in (prefix / 'bin').iterdir()) == ['IMB-MPI1']
         with gzip.open(prefix / '.spack' / 'spack-build-out.txt.gz', 'rt') as log:
