@@ -414,7 +414,7 @@ class HplCheck(HplBase):
 
 
 def _sweep_settings():
-    return [(name,) for name in hpl_sweep.SWEEP] + [('swap_threshold', t)
+    return [(name,) for name in (*hpl_sweep.SWEEP, 'grid')] + [('swap_threshold', t)
                                                     for t in hpl_sweep.SWAP_THRESHOLDS]
 
 
@@ -431,23 +431,29 @@ class HplTuningSweep(HplBase):
     @run_after('setup')
     def configure_run(self):
         setting, *values = self.sweep
+        self.setting = setting
         tuning = hpl_sweep.sweep_tuning(self.tuning(), setting, values or None)
         self.plan_run(tuning, self.repeats)
-        self.setting = setting
-        swept = values if setting == 'swap_threshold' else getattr(tuning,
-                                                                   hpl_sweep.SWEEP[setting][0])
+        # Which grid each shape was at this process count, beside its rates.
+        self.inputs += ''.join(f' {shape}={p}x{q}' for shape, (p, q) in self.shapes.items())
         # One figure per swept value, named like `bcast=2ringM`.
         self.perf_variables = {
             hpl_sweep.sweep_variable(setting, value): sn.make_performance_function(
                 self.rate_of, 'GFLOP/s', value)
-            for value in swept
+            for value in hpl_sweep.swept_values(setting, tuning, values, self.shapes)
         }
+
+    def paper_run(self, ranks):
+        # The grid sweep's grids, all in one HPL.dat, instead of the paper's or the rule's.
+        grids, n = super().paper_run(ranks)
+        self.shapes = hpl_sweep.sweep_grids(ranks) if self.setting == 'grid' else {}
+        return list(self.shapes.values()) or grids, n
 
     def rate_of(self, value):
         if self.setting == 'swap_threshold':
             return self.summary.best_gflops
 
-        return hpl_sweep.sweep_rates(self.runs, self.setting)[value]
+        return hpl_sweep.sweep_rates(self.runs, self.setting)[self.shapes.get(value, value)]
 
 
 @rfm.simple_test

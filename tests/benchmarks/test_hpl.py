@@ -14,6 +14,7 @@ from conftest import FIXTURES
 
 GIB = 1 << 30
 SWEEP_OUTPUT = FIXTURES / 'hpl' / 'openmpi-1x2-nb-bcast.out'
+GRID_SWEEP_OUTPUT = FIXTURES / 'hpl' / 'openmpi-grid-sweep-1x2-2x1.out'
 
 # This machine: 2 cores of 2.596 GHz x 32 flop/cycle, 24 GiB.
 LOCAL = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 << 20,
@@ -257,6 +258,39 @@ def test_sweep_tuning_varies_one_setting_and_keeps_the_others():
         hpl_sweep.sweep_tuning(base, 'colour')
 
 
+def test_the_grid_sweep_names_each_grid_once_by_its_shape_at_any_process_count():
+    assert hpl_sweep.sweep_grids(1) == {'nearest-square': (1, 1)}
+    # At 2 processes the nearest square is one process row; at 4 it is its own transpose.
+    assert hpl_sweep.sweep_grids(2) == {'nearest-square': (1, 2), 'transposed': (2, 1)}
+    assert hpl_sweep.sweep_grids(4) == {'nearest-square': (2, 2), 'one-row': (1, 4),
+                                        'one-column': (4, 1)}
+    assert hpl_sweep.sweep_grids(6) == {'nearest-square': (2, 3), 'transposed': (3, 2),
+                                        'one-row': (1, 6), 'one-column': (6, 1)}
+    for ranks in range(1, 65):
+        grids = hpl_sweep.sweep_grids(ranks)
+        assert all(p * q == ranks for p, q in grids.values())
+        assert len(set(grids.values())) == len(grids)
+        assert {f'grid={shape}' for shape in grids} <= set(hpl_sweep.sweep_variables('grid'))
+
+
+def test_the_grid_sweep_is_one_job_whose_hpl_dat_lists_every_grid_and_its_rates_by_grid():
+    node = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 << 20,
+                memory_bytes=24 << 30, clock_hz=2.6e9, flops_per_cycle=16)
+    grids = list(hpl_sweep.sweep_grids(2).values())
+    planned = hpl.plan(node, 1, 2, hpl_sweep.sweep_tuning(hpl.Tuning(), 'grid'),
+                       sizing='tuning', grids=grids)
+    text = hpl_input_file.hpl_dat(planned.inputs)
+    assert re.search(r'^2 +# of process grids', text, re.M)
+    assert re.search(r'^1 2 +Ps$', text, re.M) and re.search(r'^2 1 +Qs$', text, re.M)
+    words, _ = hpl.run_words(planned, (), 30, 'per-core')
+    assert ' grids=1x2,2x1 ' in words and 'P=' not in words
+    # A real sweep of both grids (this project's, below) gives one rate per grid.
+    runs = hpl_output.parse(GRID_SWEEP_OUTPUT.read_text(), expected_results=2)
+    rates = hpl_sweep.sweep_rates(runs, 'grid')
+    assert set(rates) == {(1, 2), (2, 1)}
+    assert rates == {(r.p, r.q): r.gflops for r in runs}
+
+
 def test_tuning_table_marks_the_best_value_of_each_setting():
     runs = hpl_output.parse(SWEEP_OUTPUT.read_text())
     rates = {name: {hpl_sweep.setting_label(name, v): r for v, r in hpl_sweep.sweep_rates(runs,
@@ -268,6 +302,16 @@ def test_tuning_table_marks_the_best_value_of_each_setting():
     assert re.search(r'^nb\s+128\s+79\.44  <- best$', table, re.M)
     assert re.search(r'^bcast\s+2ringM\s+79\.44  <- best$', table, re.M)
     assert table.splitlines()[-1] == 'best: nb=128 bcast=2ringM'
+    # Stored figures of repeated runs: the rates only (the job's timer shares are no
+    # setting), each value with every run.
+    stored = [('depth=0', (60.0, 75.0)), ('update_share', (95.1,)), ('depth=1', (70.0,)),
+              ('depth=0', (61.0,)), ('grid=transposed', (74.0,))]
+    assert hpl_sweep.rates_by_setting(stored) == {
+        'depth': {'0': [60.0, 75.0, 61.0], '1': [70.0]}, 'grid': {'transposed': [74.0]}}
+    # Repeated runs: the best median wins, not the one lucky run.
+    table = hpl_sweep.tuning_table({'depth': {'0': [60.0, 75.0, 61.0], '1': [70.0, 71.0]}})
+    assert re.search(r'^depth\s+0\s+61\.00  3 \(60\.00 to 75\.00\)$', table, re.M)
+    assert re.search(r'^depth\s+1\s+70\.50  2 \(70\.00 to 71\.00\)  <- best$', table, re.M)
 
 
 def test_screening_flags_nodes_below_the_median_by_more_than_the_threshold():

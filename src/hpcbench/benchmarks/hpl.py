@@ -427,16 +427,21 @@ def run_words(plan, sizes, solve_seconds, layout_words):
     choose). Where the job sizes N itself from its DGEMM rate (`sizes`, the Ns it chooses
     among, at most `solve_seconds` a solve: hpl_quick_size), the sizing rule, not an N."""
     inputs = plan.inputs
-    (p, q), = inputs.grids
     nbs = inputs.tuning.nbs
     largest = max(sizes or inputs.ns)
     if sizes:
         size = (f'N where HPL\'s curve flattens, at most {solve_seconds:g} s a solve at the DGEMM '
                 f'ceiling ({min(sizes)} to {largest})')
-        memory = f'memory<={memory_needed(largest, max(nbs), p, q) / GIB:.1f}GiB'
+        needed = max(memory_needed(largest, max(nbs), p, q) for p, q in inputs.grids)
+        memory = f'memory<={needed / GIB:.1f}GiB'
     else:
         size, memory = f'N={inputs.ns[0]}', f'memory={plan.memory_bytes / GIB:.1f}GiB'
-    return (f'{size} NB={",".join(map(str, nbs))} P={p} Q={q} {layout_words} '
+    if len(inputs.grids) == 1:
+        (p, q), = inputs.grids
+        grid = f'P={p} Q={q}'
+    else:   # the tuning sweep's grids, in one job
+        grid = 'grids=' + ','.join(f'{p}x{q}' for p, q in inputs.grids)
+    return (f'{size} NB={",".join(map(str, nbs))} {grid} {layout_words} '
             f'nodes={plan.num_nodes} {memory}'), largest
 
 

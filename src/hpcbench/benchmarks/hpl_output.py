@@ -83,8 +83,9 @@ class Run:
     phases: Phases = None       # None where HPL was built without its detailed timers
 
     def setting(self, name):
-        """The value of a swept setting, by Tuning's singular name ('nb', 'bcast', ...)."""
-        return getattr(self, name)
+        """The value of a swept setting, by Tuning's singular name ('nb', 'bcast', ...), or
+        the process grid ('grid': (P, Q))."""
+        return (self.p, self.q) if name == 'grid' else getattr(self, name)
 
 
 def _number(text, what, line):

@@ -75,12 +75,11 @@ def _hpl_tuning(args):
     from hpcbench.results import measured, results_db
     uuid, cases = measured.check_cases(results_db.site_config(args.system), 'HplTuningSweep',
                                          args.session)
-    tables = {}
+    figures = {}
     for case in cases:
-        rates = tables.setdefault((case.partition, case.environ), {})
-        for name, figure in case.figures.items():
-            setting, label = name.split('=', 1)
-            rates.setdefault(setting, {})[label] = figure.value
+        figures.setdefault((case.partition, case.environ), []).extend(
+            (name, figure.runs) for name, figure in case.figures.items())
+    tables = {where: hpl_sweep.rates_by_setting(pairs) for where, pairs in figures.items()}
 
     print(f'HPL tuning sweep, session {uuid}')
     for (partition, environ), rates in sorted(tables.items()):
