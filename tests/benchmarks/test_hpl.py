@@ -274,17 +274,15 @@ def test_the_grid_sweep_names_each_grid_once_by_its_shape_at_any_process_count()
 
 
 def test_the_grid_sweep_is_one_job_whose_hpl_dat_lists_every_grid_and_its_rates_by_grid():
-    node = Node(num_cores=2, num_sockets=1, num_numa_nodes=1, llc_bytes_total=32 << 20,
-                memory_bytes=24 << 30, clock_hz=2.6e9, flops_per_cycle=16)
     grids = list(hpl_sweep.sweep_grids(2).values())
-    planned = hpl.plan(node, 1, 2, hpl_sweep.sweep_tuning(hpl.Tuning(), 'grid'),
+    planned = hpl.plan(LOCAL, 1, 2, hpl_sweep.sweep_tuning(hpl.Tuning(), 'grid'),
                        sizing='tuning', grids=grids)
     text = hpl_input_file.hpl_dat(planned.inputs)
     assert re.search(r'^2 +# of process grids', text, re.M)
     assert re.search(r'^1 2 +Ps$', text, re.M) and re.search(r'^2 1 +Qs$', text, re.M)
     words, _ = hpl.run_words(planned, (), 30, 'per-core')
     assert ' grids=1x2,2x1 ' in words and 'P=' not in words
-    # A real sweep of both grids (this project's, below) gives one rate per grid.
+    # A real sweep of both grids (this project's: tests/fixtures/hpl/README.md), a rate each.
     runs = hpl_output.parse(GRID_SWEEP_OUTPUT.read_text(), expected_results=2)
     rates = hpl_sweep.sweep_rates(runs, 'grid')
     assert set(rates) == {(1, 2), (2, 1)}
