@@ -291,11 +291,11 @@ def test_the_grid_sweep_is_one_job_whose_hpl_dat_lists_every_grid_and_its_rates_
 
 def test_tuning_table_marks_the_best_value_of_each_setting():
     runs = hpl_output.parse(SWEEP_OUTPUT.read_text())
-    rates = {name: {hpl_sweep.setting_label(name, v): r for v, r in hpl_sweep.sweep_rates(runs,
-                                                                             name).items()}
+    rates = {name: {hpl_sweep.setting_label(name, v): [r] for v, r in
+                    hpl_sweep.sweep_rates(runs, name).items()}
              for name in ('nb', 'bcast')}
-    assert rates == {'nb': {'128': 79.439, '192': 77.699},
-                     'bcast': {'1ringM': 79.232, '2ringM': 79.439}}
+    assert rates == {'nb': {'128': [79.439], '192': [77.699]},
+                     'bcast': {'1ringM': [79.232], '2ringM': [79.439]}}
     table = hpl_sweep.tuning_table(rates)
     assert re.search(r'^nb\s+128\s+79\.44  <- best$', table, re.M)
     assert re.search(r'^bcast\s+2ringM\s+79\.44  <- best$', table, re.M)

@@ -118,10 +118,10 @@ def rates_by_setting(figures):
 def tuning_table(rates_by_setting):
     """The sweep summary, like T2K Tables 2-4: every value's rate, the best marked.
 
-    `rates_by_setting` is {setting: {value label: Gflops or [Gflops of each run]}}, as the
-    sweep's performance variables name them (`bcast=2ringM`). A value run several times
-    (`--repeat`) is its median, with the lowest and highest beside it, and the best is the
-    best median: one run of a drifting machine says little.
+    `rates_by_setting` is {setting: {value label: [GFLOP/s of each run]}}, as the sweep's
+    performance variables name them (`bcast=2ringM`; rates_by_setting). A value run
+    several times (`--repeat`) is its median, with the lowest and highest beside it, and the
+    best is the best median: one run of a drifting machine says little.
     """
     lines = [f'{"setting":<16}{"value":<16}{"GFLOP/s":>10}  runs (lowest to highest)']
     best_values = []
@@ -129,8 +129,7 @@ def tuning_table(rates_by_setting):
         if not rates:
             continue
 
-        samples = {label: sorted(r if isinstance(r, (list, tuple)) else [r])
-                   for label, r in rates.items()}
+        samples = {label: sorted(runs) for label, runs in rates.items()}
         medians = {label: statistics.median(runs) for label, runs in samples.items()}
         best = max(medians, key=medians.get)
         best_values.append(f'{name}={best}')
