@@ -4,6 +4,7 @@ against its schema, as JUnit XML, as drain lines; the manifest signed with a rea
 verified, and refused after one byte of a result or of the contract changes."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -303,6 +304,24 @@ def test_a_node_s_drain_reason_names_each_fault_once_within_what_slurm_shows():
     assert reason.startswith('hpcbench acceptance: PAIR (node pairs: of a failing pair); '
                              'CODE-0 slow (node n2); CODE-1 slow (node n2); ')
     assert reason.endswith(' more (see its acceptance)'), reason
+
+
+def test_a_cut_drain_reason_still_names_every_fault_code_it_cut():
+    """A CI run: n3's port at half rate failed IB-RATE and IB-SYMBOL and, on a busy VM, its
+    HPL was slow beside its peers; the reason kept IB-RATE whole and said "and 2 more", so
+    `sinfo -R` hid IB-SYMBOL. Each cut reason is named by its code and verdict."""
+    from dataclasses import replace
+    (verdict,) = _verdicts()
+    hardware = 'port 1 of mlx4_0 of n3: symbol errors 0 -> 41 during its job, link downed 0 -> 0'
+    units = tuple(replace(u, verdict='FAIL', hardware=hardware) for u in verdict.units
+                  if u.unit.node == 'n3')
+    verdicts = [replace(verdict, units=units, entry=replace(verdict.entry, fault_code=code))
+                for code in ('IB-RATE', 'IB-SYMBOL', 'HPL-NODE')]
+    (line,) = outputs.drain_lines(verdicts)
+    reason = shlex.split(line)[-1].split('=', 1)[1]
+    assert len(reason) <= outputs.MAX_REASON, reason
+    assert reason == (f'hpcbench acceptance: IB-RATE FAIL (node n3; {hardware}); also '
+                      'IB-SYMBOL FAIL, HPL-NODE FAIL (see its acceptance)'), reason
 
 
 def test_outputs_written_all_or_none_and_a_full_disk_names_the_file(tmp_path):

@@ -215,7 +215,8 @@ def test_the_testbed_s_acceptance_names_the_three_injected_faults_and_nothing_el
     assert 'IB-RATE' in reasons['NodeName=n3'] and 'IB-SYMBOL' in reasons['NodeName=n3']
     assert 'GPU-PCIE FAIL (GPU 3 of g1: 8 lanes, expected' in reasons['NodeName=g1']
     suites = list(junitparser.JUnitXml.fromfile(str(directory / 'junit.xml')))
-    assert sum(s.failures for s in suites) == 4 + len(slow)
+    # A slow unit that met its commitment passes, flagged in its output: not a failure.
+    assert sum(s.failures for s in suites) == 4
     assert sum(s.errors for s in suites) == 0
     # The degraded port's errors rose by about one a second of its job, no more.
     symbols = verdicts['ib-symbols']['n3:nic:mlx4_0/1']
