@@ -322,6 +322,12 @@ def test_a_cut_drain_reason_still_names_every_fault_code_it_cut():
     assert len(reason) <= outputs.MAX_REASON, reason
     assert reason == (f'hpcbench acceptance: IB-RATE FAIL (node n3; {hardware}); also '
                       'IB-SYMBOL FAIL, HPL-NODE FAIL (see its acceptance)'), reason
+    # Both ports of one code failing, each cut: the code named once.
+    ports = [replace(verdicts[1], units=tuple(replace(u, hardware=f'{hardware}, port {port}')
+                                              for u in units)) for port in (1, 2)]
+    (line,) = outputs.drain_lines([verdicts[0], *ports])
+    reason = shlex.split(line)[-1].split('=', 1)[1]
+    assert reason.endswith('); also IB-SYMBOL FAIL (see its acceptance)'), reason
 
 
 def test_outputs_written_all_or_none_and_a_full_disk_names_the_file(tmp_path):

@@ -187,14 +187,14 @@ MAX_REASON = 200
 def _reason(reasons):
     """A node's reasons as one drain reason: each once, in order, within MAX_REASON. Cut, it
     keeps the first reasons whole and names each one it cut by its fault code and verdict
-    (what `sinfo -R` must still show: IB-SYMBOL FAIL, not "1 more"); where even those do
-    not fit, it says how many more there are."""
+    (what `sinfo -R` must still show: IB-SYMBOL FAIL, not "1 more"), each once; where even
+    those do not fit, it says how many more there are."""
     said = list(dict.fromkeys(' '.join(printable(r).split()) for r in reasons))
     heads = [r.split(' (', 1)[0] for r in said]
     prefix = 'hpcbench acceptance: '
     texts = [prefix + '; '.join(said)]
-    texts += [prefix + '; '.join(said[:kept] + [f'also {", ".join(heads[kept:])} '
-                                                '(see its acceptance)'])
+    texts += [prefix + '; '.join(said[:kept] + [
+        f'also {", ".join(dict.fromkeys(heads[kept:]))} (see its acceptance)'])
               for kept in range(len(said) - 1, 0, -1)]
     texts += [prefix + '; '.join(said[:kept] + [f'and {len(said) - kept} more '
                                                 '(see its acceptance)'])
