@@ -101,10 +101,10 @@ def _fake_nvidia_smi(tmp_path, script):
     return tool
 
 
-def _described_without_gpus(tool, said):
-    """ReFrame's commands, with `tool` as the node's nvidia-smi: the host is described
-    without its GPUs, said once, and lists the checks a host without a GPU lists."""
-    env = {'HPCBENCH_NVIDIA_SMI': str(tool)}
+def _described_without_gpus(tool, said, env=None):
+    """ReFrame's commands, with `tool` as the node's nvidia-smi (and `env`): the host is
+    described without its GPUs, said once, and lists the checks a host without a GPU lists."""
+    env = {'HPCBENCH_NVIDIA_SMI': str(tool), **(env or {})}
     shown = run_reframe('--show-config=systems/0/partitions/0', env=env)
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert 'Traceback' not in shown.stderr
@@ -129,8 +129,32 @@ def test_a_node_of_two_gpu_models_is_said_once_and_its_cpu_checks_run(tmp_path):
 
 
 def test_a_hanging_nvidia_smi_is_said_once_and_the_host_described_without_gpus(tmp_path):
+    # The site's bound (20 s unless it says otherwise): each of the three ReFrame commands
+    # waits for it.
     tool = _fake_nvidia_smi(tmp_path, 'exec sleep 600\n')
-    _described_without_gpus(tool, 'did not answer within 20 s (a hung driver?)')
+    _described_without_gpus(tool, 'did not answer within 1.5 s (a hung driver?)',
+                            {'HPCBENCH_GPU_TOOL_TIMEOUT': '1.5'})
+
+
+@pytest.mark.parametrize('given', ['20s', '0', '-3', 'nan', '3601'])
+def test_a_gpu_tool_timeout_that_is_no_bound_is_refused_in_one_line(given):
+    """Refused before anything is described, on a host with GPUs or without: taken as it
+    is, '0' or 'nan' would describe every host without its GPUs."""
+    shown = run_reframe('--show-config=systems/0/partitions/0',
+                        env={'HPCBENCH_GPU_TOOL_TIMEOUT': given})
+    assert shown.returncode != 0
+    assert shown.stderr.strip() == (f'error: HPCBENCH_GPU_TOOL_TIMEOUT={given!r} is not a '
+                                    'number of seconds above 0 and at most 3600'), shown.stderr
+
+
+def test_the_gpu_tool_timeout_is_20_s_unless_the_site_says(monkeypatch):
+    from hpcbench.machine import host
+    monkeypatch.delenv('HPCBENCH_GPU_TOOL_TIMEOUT', raising=False)
+    assert host.gpu_tool_timeout() == 20
+    monkeypatch.setenv('HPCBENCH_GPU_TOOL_TIMEOUT', ' 90 ')
+    assert host.gpu_tool_timeout() == 90
+    monkeypatch.setenv('HPCBENCH_GPU_TOOL_TIMEOUT', '0.5')
+    assert host.gpu_tool_timeout() == 0.5
 
 
 def test_an_nvidia_smi_that_prints_no_text_is_said_once(tmp_path):

@@ -3,6 +3,7 @@
 Used by ``site-configs/local.py`` to describe the ``local`` partition.
 """
 import json
+import math
 import os
 import re
 import sys
@@ -153,6 +154,33 @@ def gpu_tools():
             if os.environ.get(variable)}
 
 
+# How long a GPU tool may take to answer before the host is described without its GPUs, in
+# seconds: nvidia-smi answers in well under a second where the persistence daemon keeps the
+# driver loaded, and takes seconds a GPU where nothing does (a node of 8 or 16 GPUs may
+# need more: HPCBENCH_GPU_TOOL_TIMEOUT). Past an hour it is no longer a hung driver's bound.
+GPU_TOOL_TIMEOUT_SECONDS = 20
+GPU_TOOL_TIMEOUT_VARIABLE = 'HPCBENCH_GPU_TOOL_TIMEOUT'
+MAX_GPU_TOOL_TIMEOUT_SECONDS = 3600
+
+
+def gpu_tool_timeout():
+    """The seconds a GPU tool may take (GPU_TOOL_TIMEOUT_SECONDS, or what
+    HPCBENCH_GPU_TOOL_TIMEOUT says); SystemExit with one message where that is not a number
+    of seconds above 0 and at most an hour: a mistyped bound would describe every host
+    without its GPUs, or hang on a hung driver."""
+    given = os.environ.get(GPU_TOOL_TIMEOUT_VARIABLE, '').strip()
+    if not given:
+        return GPU_TOOL_TIMEOUT_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_GPU_TOOL_TIMEOUT_SECONDS:    # nan fails too
+        sys.exit(f'error: {GPU_TOOL_TIMEOUT_VARIABLE}={given[:40]!r} is not a number of '
+                 f'seconds above 0 and at most {MAX_GPU_TOOL_TIMEOUT_SECONDS}')
+    return int(seconds) if seconds.is_integer() else seconds
+
+
 def accelerators():
     """This host's GPUs (hpcbench.core.accelerators.detect_any) from its nvidia-smi, else
     rocm-smi, else xpu-smi, or the tools HPCBENCH_NVIDIA_SMI, HPCBENCH_ROCM_SMI and
@@ -160,7 +188,7 @@ def accelerators():
     tool that fails, hangs or prints nonsense, and GPUs of several models, are said once,
     and the host is described without GPUs: its CPU checks still run."""
     try:
-        found = accelerator_facts.detect_any(gpu_tools())
+        found = accelerator_facts.detect_any(gpu_tools(), gpu_tool_timeout())
         if found:
             one_model(found)
         return found
@@ -177,7 +205,8 @@ def gpu_topology(gpus):
     if not gpus:
         return None
     try:
-        found = gpu_topology_facts.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None)
+        found = gpu_topology_facts.detect(os.environ.get('HPCBENCH_NVIDIA_SMI') or None,
+                                          gpu_tool_timeout())
         if found is not None and len(found.gpus) != len(gpus):
             raise gpu_topology_facts.TopologyError(
                 f'nvidia-smi topo -m shows {len(found.gpus)} GPUs, its query {len(gpus)}')

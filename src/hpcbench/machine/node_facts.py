@@ -33,7 +33,7 @@ def print_node_facts():
     from reframe.utility.cpuinfo import cpuinfo
     hz, source = host.clock()
     try:
-        gpus, said = accelerators.detect_any(host.gpu_tools()), ''
+        gpus, said = accelerators.detect_any(host.gpu_tools(), host.gpu_tool_timeout()), ''
     except (accelerators.AcceleratorError, OSError) as err:
         gpus, said = [], str(err)
     models = {gpu.model for gpu in gpus}
