@@ -274,7 +274,13 @@ def _ask(tool, args, timeout):
     return stdout
 
 
-def detect(nvidia_smi=None, timeout=20):
+# How long a GPU tool may take to answer, in seconds, unless the site says
+# (hpcbench.machine.host.gpu_tool_timeout): nvidia-smi answers in well under a second where
+# the persistence daemon keeps the driver loaded, and takes seconds a GPU where nothing does.
+TOOL_TIMEOUT_SECONDS = 20
+
+
+def detect(nvidia_smi=None, timeout=TOOL_TIMEOUT_SECONDS):
     """The GPUs of this node, from its nvidia-smi; [] where there is none. A tool that is
     there and fails (a driver not loaded), prints what is not text, or does not answer
     within `timeout` seconds (a hung driver: it answers in well under a second otherwise)
@@ -373,7 +379,7 @@ def from_xpu_smi_json(text):
     return gpus
 
 
-def detect_any(tools=None, timeout=20):
+def detect_any(tools=None, timeout=TOOL_TIMEOUT_SECONDS):
     """This node's GPUs from the first vendor tool it has: nvidia-smi, rocm-smi, xpu-smi
     (`tools`: {'nvidia-smi': path, ...}, a node's recorded ones in tests); [] where it has
     none. A tool that fails, or lists what is no node's GPUs, is an AcceleratorError saying

@@ -18,6 +18,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from hpcbench.core.accelerators import TOOL_TIMEOUT_SECONDS
+
 # What nvidia-smi's legend says of each path between two devices, best first. `SOC` is what
 # drivers before 384 called `SYS`.
 PCIE_PATHS = {
@@ -254,7 +256,7 @@ def _place(index, gpu, rest, affinity):
     return GpuPlace(index, cpus, numa)
 
 
-def detect(nvidia_smi=None, timeout=20):
+def detect(nvidia_smi=None, timeout=TOOL_TIMEOUT_SECONDS):
     """This node's topology from its nvidia-smi (`topo -m`); None where there is no tool. A
     tool that fails, hangs or prints no matrix is a TopologyError saying so."""
     tool = nvidia_smi or shutil.which('nvidia-smi')

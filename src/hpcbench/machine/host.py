@@ -155,22 +155,21 @@ def gpu_tools():
 
 
 # How long a GPU tool may take to answer before the host is described without its GPUs, in
-# seconds: nvidia-smi answers in well under a second where the persistence daemon keeps the
-# driver loaded, and takes seconds a GPU where nothing does (a node of 8 or 16 GPUs may
-# need more: HPCBENCH_GPU_TOOL_TIMEOUT). Past an hour it is no longer a hung driver's bound.
-GPU_TOOL_TIMEOUT_SECONDS = 20
+# seconds, where the site's default (accelerator_facts.TOOL_TIMEOUT_SECONDS) is too short: a
+# node of 8 or 16 GPUs without the persistence daemon. Past an hour it is no longer a hung
+# driver's bound.
 GPU_TOOL_TIMEOUT_VARIABLE = 'HPCBENCH_GPU_TOOL_TIMEOUT'
 MAX_GPU_TOOL_TIMEOUT_SECONDS = 3600
 
 
 def gpu_tool_timeout():
-    """The seconds a GPU tool may take (GPU_TOOL_TIMEOUT_SECONDS, or what
+    """The seconds a GPU tool may take (accelerator_facts.TOOL_TIMEOUT_SECONDS, or what
     HPCBENCH_GPU_TOOL_TIMEOUT says); SystemExit with one message where that is not a number
     of seconds above 0 and at most an hour: a mistyped bound would describe every host
     without its GPUs, or hang on a hung driver."""
     given = os.environ.get(GPU_TOOL_TIMEOUT_VARIABLE, '').strip()
     if not given:
-        return GPU_TOOL_TIMEOUT_SECONDS
+        return accelerator_facts.TOOL_TIMEOUT_SECONDS
     try:
         seconds = float(given)
     except ValueError:
