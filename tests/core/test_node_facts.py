@@ -311,3 +311,20 @@ def test_a_job_of_several_nodes_reads_each_and_keeps_each_by_its_own_name(tree, 
     found, unread = fact_figures.job_figures(stage)
     assert sorted(found) == ['n7'] and 'not one node' in unread[-1]
 
+
+
+@pytest.mark.parametrize('given, said', [
+    ('1', 'no answer within 1 s'),
+    ('1m', "HPCBENCH_GPU_TOOL_TIMEOUT='1m' is not a number of seconds above 0 and at most 3600")])
+def test_a_job_s_nvidia_smi_gets_the_site_s_bound_and_a_bad_one_is_said_unread(
+        tmp_path, monkeypatch, given, said):
+    """The bound the host's query takes (HPCBENCH_GPU_TOOL_TIMEOUT), not a second one: a
+    node whose nvidia-smi needs longer than 20 s is given it before and after each job."""
+    tool = tmp_path / 'nvidia-smi'
+    tool.write_text('#!/bin/sh\nexec sleep 600\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{tmp_path}:{os.environ["PATH"]}')
+    monkeypatch.setenv('HPCBENCH_GPU_TOOL_TIMEOUT', given)
+    facts = node_facts.read('/')
+    assert dict(facts.unread)['nvidia-smi -q -x'] == said
+    assert facts.gpus == () and facts.seconds < 10

@@ -148,13 +148,15 @@ def test_a_gpu_tool_timeout_that_is_no_bound_is_refused_in_one_line(given):
 
 
 def test_the_gpu_tool_timeout_is_20_s_unless_the_site_says(monkeypatch):
-    from hpcbench.machine import host
     monkeypatch.delenv('HPCBENCH_GPU_TOOL_TIMEOUT', raising=False)
-    assert host.gpu_tool_timeout() == 20
+    assert accelerators.tool_timeout() == 20
     monkeypatch.setenv('HPCBENCH_GPU_TOOL_TIMEOUT', ' 90 ')
-    assert host.gpu_tool_timeout() == 90
+    assert accelerators.tool_timeout() == 90
     monkeypatch.setenv('HPCBENCH_GPU_TOOL_TIMEOUT', '0.5')
-    assert host.gpu_tool_timeout() == 0.5
+    assert accelerators.tool_timeout() == 0.5
+    monkeypatch.setenv('HPCBENCH_GPU_TOOL_TIMEOUT', 'inf')
+    with pytest.raises(accelerators.ToolTimeoutError, match="'inf' is not a number"):
+        accelerators.tool_timeout()
 
 
 def test_an_nvidia_smi_that_prints_no_text_is_said_once(tmp_path):

@@ -20,6 +20,8 @@ Standard library only: it runs on compute nodes too.
 import csv
 import io
 import json
+import math
+import os
 import re
 import shutil
 import subprocess
@@ -275,9 +277,33 @@ def _ask(tool, args, timeout):
 
 
 # How long a GPU tool may take to answer, in seconds, unless the site says
-# (hpcbench.machine.host.gpu_tool_timeout): nvidia-smi answers in well under a second where
-# the persistence daemon keeps the driver loaded, and takes seconds a GPU where nothing does.
+# (HPCBENCH_GPU_TOOL_TIMEOUT: tool_timeout): nvidia-smi answers in well under a second where
+# the persistence daemon keeps the driver loaded, and takes seconds a GPU where nothing does
+# (a node of 8 or 16 GPUs may need more). Past an hour it is no longer a hung driver's bound.
 TOOL_TIMEOUT_SECONDS = 20
+TOOL_TIMEOUT_VARIABLE = 'HPCBENCH_GPU_TOOL_TIMEOUT'
+MAX_TOOL_TIMEOUT_SECONDS = 3600
+
+
+class ToolTimeoutError(ValueError):
+    """A site's HPCBENCH_GPU_TOOL_TIMEOUT that is no bound."""
+
+
+def tool_timeout():
+    """The seconds a GPU tool may take: TOOL_TIMEOUT_SECONDS, or what HPCBENCH_GPU_TOOL_TIMEOUT
+    says; ToolTimeoutError where that is not a number of seconds above 0 and at most an hour
+    (taken as given, '0' or 'nan' would describe every node without its GPUs)."""
+    given = os.environ.get(TOOL_TIMEOUT_VARIABLE, '').strip()
+    if not given:
+        return TOOL_TIMEOUT_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TOOL_TIMEOUT_SECONDS:    # nan fails too
+        raise ToolTimeoutError(f'{TOOL_TIMEOUT_VARIABLE}={given[:40]!r} is not a number of '
+                               f'seconds above 0 and at most {MAX_TOOL_TIMEOUT_SECONDS}')
+    return int(seconds) if seconds.is_integer() else seconds
 
 
 def detect(nvidia_smi=None, timeout=TOOL_TIMEOUT_SECONDS):

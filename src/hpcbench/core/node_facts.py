@@ -16,7 +16,8 @@ under SOURCES (`hpcbench-facts/nvidia-smi-q-x.xml`, `.../nvidia-smi-nvlink-s.txt
 be read is said (`unread`: what, and why), never taken for healthy: no nvidia-smi on a
 node is "no NVIDIA GPU driver here", not "no GPU errors".
 
-A read is bounded: each command gets COMMAND_SECONDS, and a read that takes longer than
+A read is bounded: each command gets COMMAND_SECONDS (nvidia-smi the site's bound,
+hpcbench.core.accelerators.tool_timeout), and a read that takes longer than
 READ_SECONDS in all says so. Run by path with the node's python3 (standard library only,
 as hpcbench.core.quiet_node), it writes the facts as JSON to a file:
 
@@ -38,8 +39,8 @@ if __package__ in (None, ''):
     # belongs to is the checkout's.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
-from hpcbench.core import (gpu_health, kernel_log, nic_health, node_health,  # noqa: E402
-                           nvlink, paths, pci_links)
+from hpcbench.core import (accelerators, gpu_health, kernel_log, nic_health,  # noqa: E402
+                           node_health, nvlink, paths, pci_links)
 
 FORMAT = 1
 # The commands' outputs in a tree standing in for a node (its root).
@@ -131,7 +132,7 @@ def load(path):
         raise NodeFactsError(f'{path}: {err}') from None
 
 
-def _command_output(argv, file, root, unread, max_bytes):
+def _command_output(argv, file, root, unread, max_bytes, seconds=COMMAND_SECONDS):
     """The output of `argv` on a real node (root '/'), or of the file standing for it in a
     tree; None with why in `unread` where there is none."""
     what = ' '.join(argv)
@@ -150,9 +151,9 @@ def _command_output(argv, file, root, unread, max_bytes):
         unread.append((what, f'no {argv[0]} on this node'))
         return None
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=COMMAND_SECONDS)
+        done = subprocess.run(argv, capture_output=True, timeout=seconds)
     except subprocess.TimeoutExpired:
-        unread.append((what, f'no answer within {COMMAND_SECONDS} s'))
+        unread.append((what, f'no answer within {seconds} s'))
         return None
     except OSError as err:
         unread.append((what, err.strerror))
@@ -223,8 +224,13 @@ def _nvidia_gpus(root, unread):
     """(GpuHealth of each GPU nvidia-smi lists, GpuLinks of their NVLinks), () each where
     not read (why in `unread`)."""
     gpus = ()
+    try:
+        seconds = accelerators.tool_timeout()     # the site's bound, as the host's query
+    except accelerators.ToolTimeoutError as err:
+        unread.append(('nvidia-smi -q -x', str(err)))
+        return gpus, ()
     smi = _command_output(['nvidia-smi', '-q', '-x'], SMI_FILE, root, unread,
-                          gpu_health.MAX_XML_BYTES)
+                          gpu_health.MAX_XML_BYTES, seconds)
     if smi is not None:
         try:
             gpus = gpu_health.from_smi_xml(smi)
@@ -233,7 +239,7 @@ def _nvidia_gpus(root, unread):
     if not gpus:
         return gpus, ()
     said = _command_output(['nvidia-smi', 'nvlink', '-s'], NVLINK_FILE, root, unread,
-                           nvlink.MAX_BYTES)
+                           nvlink.MAX_BYTES, seconds)
     if said is None:
         return gpus, ()
     try:

@@ -3,7 +3,6 @@
 Used by ``site-configs/local.py`` to describe the ``local`` partition.
 """
 import json
-import math
 import os
 import re
 import sys
@@ -154,30 +153,14 @@ def gpu_tools():
             if os.environ.get(variable)}
 
 
-# How long a GPU tool may take to answer before the host is described without its GPUs, in
-# seconds, where the site's default (accelerator_facts.TOOL_TIMEOUT_SECONDS) is too short: a
-# node of 8 or 16 GPUs without the persistence daemon. Past an hour it is no longer a hung
-# driver's bound.
-GPU_TOOL_TIMEOUT_VARIABLE = 'HPCBENCH_GPU_TOOL_TIMEOUT'
-MAX_GPU_TOOL_TIMEOUT_SECONDS = 3600
-
-
 def gpu_tool_timeout():
-    """The seconds a GPU tool may take (accelerator_facts.TOOL_TIMEOUT_SECONDS, or what
-    HPCBENCH_GPU_TOOL_TIMEOUT says); SystemExit with one message where that is not a number
-    of seconds above 0 and at most an hour: a mistyped bound would describe every host
-    without its GPUs, or hang on a hung driver."""
-    given = os.environ.get(GPU_TOOL_TIMEOUT_VARIABLE, '').strip()
-    if not given:
-        return accelerator_facts.TOOL_TIMEOUT_SECONDS
+    """The seconds a GPU tool may take (hpcbench.core.accelerators.tool_timeout: 20, or
+    what HPCBENCH_GPU_TOOL_TIMEOUT says); SystemExit with its one message where that is no
+    bound, before anything is described."""
     try:
-        seconds = float(given)
-    except ValueError:
-        seconds = math.nan
-    if not 0 < seconds <= MAX_GPU_TOOL_TIMEOUT_SECONDS:    # nan fails too
-        sys.exit(f'error: {GPU_TOOL_TIMEOUT_VARIABLE}={given[:40]!r} is not a number of '
-                 f'seconds above 0 and at most {MAX_GPU_TOOL_TIMEOUT_SECONDS}')
-    return int(seconds) if seconds.is_integer() else seconds
+        return accelerator_facts.tool_timeout()
+    except accelerator_facts.ToolTimeoutError as err:
+        sys.exit(f'error: {err}')
 
 
 def accelerators():
